@@ -1,0 +1,19 @@
+//! Pure domain types of the bare metal service: nodes, states, names, microversions,
+//! the hash ring and the one error type. Nothing here does IO.
+//!
+//! Architecture invariant: this crate never touches the network, the database or the
+//! file system; everything is a plain function over plain types.
+
+pub mod error;
+pub mod ids;
+pub mod names;
+pub mod node;
+pub mod patch;
+pub mod ring;
+pub mod states;
+pub mod version;
+
+pub use error::{Error, Result};
+pub use ids::NodeUuid;
+pub use node::Node;
+pub use version::Version;
