@@ -1,1 +1,323 @@
+//! Configuration shared by every binary: built-in defaults < one TOML file (`--config`)
+//! < `IRONIC_<SECTION>__<KEY>` environment variables < command-line flags. Every option,
+//! its default and its meaning are listed in `docs/operations.md`.
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub default: DefaultSection,
+    pub api: ApiSection,
+    pub database: DatabaseSection,
+    pub conductor: ConductorSection,
+    pub log: LogSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DefaultSection {
+    /// Name of this conductor in the ring, the registry and node locks.
+    pub host: String,
+    /// Hardware types this conductor enables.
+    pub enabled_hardware_types: Vec<String>,
+    pub default_conductor_group: String,
+    pub default_resource_class: Option<String>,
+    pub hash_partition_exponent: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthStrategy {
+    Noauth,
+    HttpBasic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiSection {
+    pub listen: SocketAddr,
+    /// Base URL of links in responses; the request's Host when unset.
+    pub public_endpoint: Option<String>,
+    /// Default and maximum page size.
+    pub max_limit: u32,
+    pub auth_strategy: AuthStrategy,
+    /// Apache-style htpasswd file (bcrypt entries) for `http_basic`.
+    pub http_basic_auth_user_file: Option<PathBuf>,
+    /// Largest request body accepted; larger ones get 413.
+    pub max_request_body_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// `sqlite://PATH` (all-in-one) or `postgres://user@host/db` (split deployment).
+    pub url: String,
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConductorSection {
+    pub heartbeat_interval: u64,
+    pub heartbeat_timeout: u64,
+    pub allow_deleting_available_nodes: bool,
+    pub node_locked_retry_attempts: u32,
+    pub node_locked_retry_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSection {
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `info,ironic_db=debug`; `RUST_LOG` wins.
+    pub filter: String,
+}
+
+fn default_host() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+impl Default for DefaultSection {
+    fn default() -> Self {
+        DefaultSection {
+            host: default_host(),
+            enabled_hardware_types: vec!["fake-hardware".into()],
+            default_conductor_group: String::new(),
+            default_resource_class: None,
+            hash_partition_exponent: 5,
+        }
+    }
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        ApiSection {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6385)),
+            public_endpoint: None,
+            max_limit: 1000,
+            auth_strategy: AuthStrategy::Noauth,
+            http_basic_auth_user_file: None,
+            max_request_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Default for DatabaseSection {
+    fn default() -> Self {
+        DatabaseSection { url: "sqlite://data/ironic.sqlite".into(), max_connections: 16 }
+    }
+}
+
+impl Default for ConductorSection {
+    fn default() -> Self {
+        ConductorSection {
+            heartbeat_interval: 10,
+            heartbeat_timeout: 60,
+            allow_deleting_available_nodes: true,
+            node_locked_retry_attempts: 3,
+            node_locked_retry_interval_ms: 1000,
+        }
+    }
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection { format: LogFormat::Human, filter: "info".into() }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            default: DefaultSection::default(),
+            api: ApiSection::default(),
+            database: DatabaseSection::default(),
+            conductor: ConductorSection::default(),
+            log: LogSection::default(),
+        }
+    }
+}
+
+const ENV_PREFIX: &str = "IRONIC_";
+
+/// Parses an environment value as a TOML value (`10`, `true`, `["a", "b"]`), falling back
+/// to a plain string (`0.0.0.0:6385`).
+fn env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+impl Config {
+    /// Loads the layers. `env` is the process environment (a parameter so tests can
+    /// pass their own).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut table = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+                toml::from_str::<toml::Table>(&text)
+                    .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?
+            }
+            None => toml::Table::new(),
+        };
+        for (key, raw) in env {
+            let Some(rest) = key.strip_prefix(ENV_PREFIX) else { continue };
+            let Some((section, option)) = rest.split_once("__") else { continue };
+            let section = section.to_ascii_lowercase();
+            let option = option.to_ascii_lowercase();
+            let entry = table
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            match entry {
+                toml::Value::Table(t) => {
+                    t.insert(option, env_value(&raw));
+                }
+                _ => return Err(ConfigError::Invalid(format!("[{section}] is not a table"))),
+            }
+        }
+        let cfg: Config = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Cross-field checks; errors stop the start.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.default.host.is_empty() {
+            return bad("[default] host must not be empty");
+        }
+        if self.api.max_limit == 0 {
+            return bad("[api] max_limit must be positive");
+        }
+        if self.api.auth_strategy == AuthStrategy::HttpBasic
+            && self.api.http_basic_auth_user_file.is_none()
+        {
+            return bad("[api] auth_strategy = \"http_basic\" needs http_basic_auth_user_file");
+        }
+        if self.conductor.heartbeat_interval == 0
+            || self.conductor.heartbeat_timeout <= self.conductor.heartbeat_interval
+        {
+            return bad("[conductor] heartbeat_timeout must be larger than heartbeat_interval (> 0)");
+        }
+        if self.default.hash_partition_exponent > 16 {
+            return bad("[default] hash_partition_exponent must be at most 16");
+        }
+        if !(self.database.url.starts_with("sqlite:")
+            || self.database.url.starts_with("postgres://")
+            || self.database.url.starts_with("postgresql://"))
+        {
+            return bad("[database] url must start with sqlite: or postgres://");
+        }
+        Ok(())
+    }
+
+    /// Risky but legal combinations, to log at start.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.api.auth_strategy == AuthStrategy::Noauth && !self.api.listen.ip().is_loopback() {
+            w.push(format!(
+                "auth_strategy is noauth and the API listens on {}: anyone who can reach it has full control; use http_basic or listen on loopback",
+                self.api.listen
+            ));
+        }
+        w
+    }
+}
+
+/// Starts `tracing` output as configured; `RUST_LOG` overrides the filter.
+pub fn init_logging(log: &LogSection) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&log.filter))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let res = match log.format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    if res.is_err() {
+        // Already initialised (tests start several servers in one process).
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_need_no_file() {
+        let c = Config::load(None, env(&[])).unwrap();
+        assert_eq!(c.api.listen.to_string(), "127.0.0.1:6385");
+        assert_eq!(c.api.max_limit, 1000);
+        assert_eq!(c.conductor.heartbeat_timeout, 60);
+        assert!(c.warnings().is_empty());
+    }
+
+    #[test]
+    fn file_then_env() {
+        let dir = std::env::temp_dir().join(format!("ironic-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ironic.toml");
+        std::fs::write(&path, "[api]\nmax_limit = 50\nlisten = \"127.0.0.1:7000\"\n").unwrap();
+        let c = Config::load(
+            Some(&path),
+            env(&[("IRONIC_API__LISTEN", "0.0.0.0:7001"), ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "5"), ("OTHER", "x")]),
+        )
+        .unwrap();
+        assert_eq!(c.api.max_limit, 50);
+        assert_eq!(c.api.listen.to_string(), "0.0.0.0:7001");
+        assert_eq!(c.conductor.heartbeat_interval, 5);
+        assert_eq!(c.warnings().len(), 1);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(Config::load(None, env(&[("IRONIC_API__MAX_LIMIT", "0")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_API__NOPE", "1")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_API__AUTH_STRATEGY", "http_basic")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_DATABASE__URL", "mysql://x")])).is_err());
+    }
+}

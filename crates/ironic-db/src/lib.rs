@@ -1,1 +1,148 @@
+//! The node store: one API over PostgreSQL (split deployment) and SQLite (all-in-one).
+//!
+//! Every query is written once with `$n` placeholders, which both backends accept, and
+//! runs against whichever pool [`Db`] holds (see [`with_pool!`]). One module per resource.
+//!
+//! Architecture invariant: this crate knows neither HTTP nor AMQP; it returns domain
+//! types and domain errors.
 
+use std::str::FromStr;
+use std::time::Duration;
+
+use ironic_model::Error;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub mod conductors;
+pub mod nodes;
+pub mod testing;
+
+pub use conductors::Conductor;
+pub use nodes::{NodeFilter, NodeListQuery, SORT_KEYS};
+
+/// Which database a [`Db`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Pool {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// A handle on the database; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub(crate) pool: Pool,
+}
+
+/// Runs `$body` with `$p` bound to the backend's pool. The body is compiled once per
+/// backend, so it must only use what both offer.
+macro_rules! with_pool {
+    ($db:expr, |$p:ident| $body:expr) => {
+        match &$db.pool {
+            $crate::Pool::Postgres($p) => $body,
+            $crate::Pool::Sqlite($p) => $body,
+        }
+    };
+}
+pub(crate) use with_pool;
+
+/// Options for [`Db::connect`].
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    pub max_connections: u32,
+    /// Create the SQLite file (and its directory) if missing.
+    pub create: bool,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions { max_connections: 16, create: true }
+    }
+}
+
+/// Logs an infrastructure failure once, with its chain, and hides it from users.
+pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
+    tracing::error!(error = %e, "database error while {context}");
+    Error::Internal(format!("database error while {context}"))
+}
+
+impl Db {
+    /// Connects to `sqlite://PATH` (or `sqlite::memory:`) or `postgres://...`.
+    pub async fn connect(url: &str, opts: &DbOptions) -> Result<Db, Error> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let co = PgConnectOptions::from_str(url)
+                .map_err(|e| Error::Internal(format!("invalid database url: {e}")))?;
+            let pool = PgPoolOptions::new()
+                .max_connections(opts.max_connections.max(1))
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(co)
+                .await
+                .map_err(|e| internal("connecting to PostgreSQL", e))?;
+            Ok(Db { pool: Pool::Postgres(pool) })
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.trim_start_matches("//");
+            if opts.create && path != ":memory:" {
+                if let Some(dir) = std::path::Path::new(path).parent() {
+                    if !dir.as_os_str().is_empty() {
+                        std::fs::create_dir_all(dir).map_err(|e| {
+                            Error::Internal(format!("cannot create {}: {e}", dir.display()))
+                        })?;
+                    }
+                }
+            }
+            let co = SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(opts.create)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Full)
+                .foreign_keys(true)
+                .busy_timeout(Duration::from_secs(10));
+            let pool = SqlitePoolOptions::new()
+                .max_connections(opts.max_connections.max(1))
+                .min_connections(1)
+                .connect_with(co)
+                .await
+                .map_err(|e| internal("opening the SQLite database", e))?;
+            Ok(Db { pool: Pool::Sqlite(pool) })
+        } else {
+            Err(Error::Internal(format!(
+                "unsupported database url {url:?}: use sqlite://PATH or postgres://..."
+            )))
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Postgres(_) => Backend::Postgres,
+            Pool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Applies every pending migration of this backend (`migrations/<backend>/`).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        let res = match &self.pool {
+            Pool::Postgres(p) => sqlx::migrate!("../../migrations/postgres").run(p).await,
+            Pool::Sqlite(p) => sqlx::migrate!("../../migrations/sqlite").run(p).await,
+        };
+        res.map_err(|e| {
+            tracing::error!(error = %e, "migration failed");
+            Error::Internal(format!("database migration failed: {e}"))
+        })
+    }
+
+    /// The newest migration applied, if any.
+    pub async fn schema_version(&self) -> Result<Option<i64>, Error> {
+        let sql = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
+        with_pool!(self, |p| sqlx::query_scalar::<_, Option<i64>>(sql).fetch_one(p).await)
+            .map_err(|e| internal("reading the schema version", e))
+    }
+
+    pub async fn close(&self) {
+        with_pool!(self, |p| p.close().await)
+    }
+}

@@ -1,0 +1,86 @@
+//! The conductor registry: registration, heartbeats, listing.
+
+use chrono::{DateTime, Utc};
+use ironic_model::Error;
+use sqlx::types::Json;
+
+use crate::{Db, internal, with_pool};
+
+/// A registered conductor.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct Conductor {
+    pub id: i64,
+    pub hostname: String,
+    pub conductor_group: String,
+    #[sqlx(json)]
+    pub drivers: Vec<String>,
+    pub online: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+impl Conductor {
+    /// Online and heartbeating within `timeout_secs`.
+    pub fn is_alive(&self, now: DateTime<Utc>, timeout_secs: u64) -> bool {
+        let last = self.updated_at.unwrap_or(self.created_at);
+        self.online && now.signed_duration_since(last).num_seconds() < timeout_secs as i64
+    }
+}
+
+const COLS: &str = "id, hostname, conductor_group, drivers, online, created_at, updated_at";
+
+impl Db {
+    /// Registers (or re-registers after a restart) a conductor as online.
+    pub async fn conductor_register(
+        &self,
+        hostname: &str,
+        group: &str,
+        drivers: &[String],
+    ) -> Result<Conductor, Error> {
+        let now = ironic_model::node::now();
+        let sql = format!(
+            "INSERT INTO conductors (hostname, conductor_group, drivers, online, created_at, updated_at) \
+             VALUES ($1, $2, $3, TRUE, $4, $4) \
+             ON CONFLICT (hostname) DO UPDATE SET conductor_group = $2, drivers = $3, online = TRUE, updated_at = $4 \
+             RETURNING {COLS}"
+        );
+        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(hostname)
+            .bind(group)
+            .bind(Json(drivers))
+            .bind(now)
+            .fetch_one(p)
+            .await)
+        .map_err(|e| internal("registering the conductor", e))
+    }
+
+    /// Records a heartbeat; false if the conductor row is gone.
+    pub async fn conductor_heartbeat(&self, hostname: &str) -> Result<bool, Error> {
+        let sql = "UPDATE conductors SET updated_at = $1, online = TRUE WHERE hostname = $2";
+        let now = ironic_model::node::now();
+        let res = with_pool!(self, |p| sqlx::query(sql).bind(now).bind(hostname).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(|e| internal("recording a heartbeat", e))?;
+        Ok(res == 1)
+    }
+
+    /// Marks a conductor offline (graceful stop).
+    pub async fn conductor_unregister(&self, hostname: &str) -> Result<(), Error> {
+        let sql = "UPDATE conductors SET online = FALSE WHERE hostname = $1";
+        with_pool!(self, |p| sqlx::query(sql).bind(hostname).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(|e| internal("unregistering the conductor", e))?;
+        Ok(())
+    }
+
+    pub async fn conductor_list(&self) -> Result<Vec<Conductor>, Error> {
+        let sql = format!("SELECT {COLS} FROM conductors ORDER BY id");
+        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(sqlx::AssertSqlSafe(sql.as_str())).fetch_all(p).await)
+            .map_err(|e| internal("listing conductors", e))
+    }
+
+    pub async fn conductor_get(&self, hostname: &str) -> Result<Conductor, Error> {
+        let sql = format!("SELECT {COLS} FROM conductors WHERE hostname = $1");
+        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(sqlx::AssertSqlSafe(sql.as_str())).bind(hostname).fetch_optional(p).await)
+            .map_err(|e| internal("reading a conductor", e))?
+            .ok_or_else(|| Error::NotFound(format!("Conductor {hostname} could not be found.")))
+    }
+}

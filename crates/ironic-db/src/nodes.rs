@@ -1,0 +1,817 @@
+//! Nodes and their traits.
+//!
+//! Writes go through the node lock: [`Db::node_reserve`] takes it with a conditional
+//! UPDATE (the row count says who won), [`Db::node_save`] writes the node only while the
+//! caller still holds it, and [`Db::node_release`] gives it back.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use ironic_model::node::{Interfaces, JsonObject};
+use ironic_model::states::ProvisionState;
+use ironic_model::{Error, Node, NodeUuid};
+use sqlx::types::Json;
+
+use crate::{Backend, Db, internal, with_pool};
+
+/// The columns written on insert and save, in bind order.
+const WRITE_COLS: &[&str] = &[
+    "uuid",
+    "name",
+    "driver",
+    "driver_info",
+    "driver_internal_info",
+    "properties",
+    "instance_info",
+    "extra",
+    "instance_uuid",
+    "chassis_uuid",
+    "provision_state",
+    "target_provision_state",
+    "provision_updated_at",
+    "power_state",
+    "target_power_state",
+    "console_enabled",
+    "maintenance",
+    "maintenance_reason",
+    "fault",
+    "last_error",
+    "reservation",
+    "clean_step",
+    "deploy_step",
+    "raid_config",
+    "target_raid_config",
+    "inspection_started_at",
+    "inspection_finished_at",
+    "resource_class",
+    "conductor_group",
+    "automated_clean",
+    "protected",
+    "protected_reason",
+    "owner",
+    "lessee",
+    "description",
+    "allocation_id",
+    "retired",
+    "retired_reason",
+    "conductor_affinity",
+    "bios_interface",
+    "boot_interface",
+    "console_interface",
+    "deploy_interface",
+    "firmware_interface",
+    "inspect_interface",
+    "management_interface",
+    "network_interface",
+    "power_interface",
+    "raid_interface",
+    "rescue_interface",
+    "storage_interface",
+    "vendor_interface",
+    "created_at",
+    "updated_at",
+];
+
+/// JSON columns a light list may leave out.
+const JSON_COLS: &[&str] = &[
+    "driver_info",
+    "driver_internal_info",
+    "properties",
+    "instance_info",
+    "extra",
+    "clean_step",
+    "deploy_step",
+    "raid_config",
+    "target_raid_config",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ColKind {
+    NotNull,
+    Text,
+    Time,
+    Bool,
+}
+
+/// Columns a list may be sorted by (JSON columns may not), with how NULLs sort.
+pub const SORT_KEYS: &[&str] = &[
+    "id",
+    "uuid",
+    "name",
+    "driver",
+    "instance_uuid",
+    "chassis_uuid",
+    "provision_state",
+    "target_provision_state",
+    "provision_updated_at",
+    "power_state",
+    "target_power_state",
+    "console_enabled",
+    "maintenance",
+    "maintenance_reason",
+    "fault",
+    "last_error",
+    "reservation",
+    "inspection_started_at",
+    "inspection_finished_at",
+    "resource_class",
+    "conductor_group",
+    "automated_clean",
+    "protected",
+    "protected_reason",
+    "owner",
+    "lessee",
+    "description",
+    "retired",
+    "retired_reason",
+    "bios_interface",
+    "boot_interface",
+    "console_interface",
+    "deploy_interface",
+    "inspect_interface",
+    "management_interface",
+    "network_interface",
+    "power_interface",
+    "raid_interface",
+    "rescue_interface",
+    "storage_interface",
+    "vendor_interface",
+    "created_at",
+    "updated_at",
+];
+
+fn col_kind(col: &str) -> ColKind {
+    match col {
+        "id" | "uuid" | "driver" | "provision_state" | "console_enabled" | "maintenance"
+        | "conductor_group" | "protected" | "retired" | "created_at" => ColKind::NotNull,
+        "provision_updated_at" | "inspection_started_at" | "inspection_finished_at" | "updated_at" => {
+            ColKind::Time
+        }
+        "automated_clean" => ColKind::Bool,
+        _ => ColKind::Text,
+    }
+}
+
+/// The expression a list sorts by: NULLs sort first ascending on both backends.
+fn sort_expr(alias: &str, col: &str, backend: Backend) -> String {
+    match (col_kind(col), backend) {
+        (ColKind::NotNull, _) => format!("{alias}.{col}"),
+        (ColKind::Text, _) => format!("COALESCE({alias}.{col}, '')"),
+        (ColKind::Time, Backend::Postgres) => format!("COALESCE({alias}.{col}, '-infinity'::timestamptz)"),
+        (ColKind::Time, Backend::Sqlite) => format!("COALESCE({alias}.{col}, '')"),
+        (ColKind::Bool, Backend::Postgres) => format!("COALESCE({alias}.{col}::int, -1)"),
+        (ColKind::Bool, Backend::Sqlite) => format!("COALESCE({alias}.{col}, -1)"),
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct NodeRow {
+    id: i64,
+    uuid: String,
+    name: Option<String>,
+    driver: String,
+    driver_info: Json<JsonObject>,
+    driver_internal_info: Json<JsonObject>,
+    properties: Json<JsonObject>,
+    instance_info: Json<JsonObject>,
+    extra: Json<JsonObject>,
+    instance_uuid: Option<String>,
+    chassis_uuid: Option<String>,
+    provision_state: String,
+    target_provision_state: Option<String>,
+    provision_updated_at: Option<DateTime<Utc>>,
+    power_state: Option<String>,
+    target_power_state: Option<String>,
+    console_enabled: bool,
+    maintenance: bool,
+    maintenance_reason: Option<String>,
+    fault: Option<String>,
+    last_error: Option<String>,
+    reservation: Option<String>,
+    clean_step: Json<JsonObject>,
+    deploy_step: Json<JsonObject>,
+    raid_config: Json<JsonObject>,
+    target_raid_config: Json<JsonObject>,
+    inspection_started_at: Option<DateTime<Utc>>,
+    inspection_finished_at: Option<DateTime<Utc>>,
+    resource_class: Option<String>,
+    conductor_group: String,
+    automated_clean: Option<bool>,
+    protected: bool,
+    protected_reason: Option<String>,
+    owner: Option<String>,
+    lessee: Option<String>,
+    description: Option<String>,
+    allocation_id: Option<i64>,
+    retired: bool,
+    retired_reason: Option<String>,
+    conductor_affinity: Option<i64>,
+    bios_interface: Option<String>,
+    boot_interface: Option<String>,
+    console_interface: Option<String>,
+    deploy_interface: Option<String>,
+    firmware_interface: Option<String>,
+    inspect_interface: Option<String>,
+    management_interface: Option<String>,
+    network_interface: Option<String>,
+    power_interface: Option<String>,
+    raid_interface: Option<String>,
+    rescue_interface: Option<String>,
+    storage_interface: Option<String>,
+    vendor_interface: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: Option<DateTime<Utc>>,
+}
+
+fn parse_state(s: &str, uuid: &str) -> Result<ProvisionState, Error> {
+    ProvisionState::parse(s).ok_or_else(|| {
+        tracing::error!(node = uuid, state = s, "unknown provision state in the database");
+        Error::Internal(format!("node {uuid} has an unknown provision state {s:?}"))
+    })
+}
+
+impl NodeRow {
+    fn into_node(self) -> Result<Node, Error> {
+        let provision_state = parse_state(&self.provision_state, &self.uuid)?;
+        let target_provision_state = match &self.target_provision_state {
+            Some(s) => Some(parse_state(s, &self.uuid)?),
+            None => None,
+        };
+        Ok(Node {
+            id: self.id,
+            uuid: NodeUuid::from_db(self.uuid),
+            name: self.name,
+            driver: self.driver,
+            driver_info: self.driver_info.0,
+            driver_internal_info: self.driver_internal_info.0,
+            properties: self.properties.0,
+            instance_info: self.instance_info.0,
+            extra: self.extra.0,
+            instance_uuid: self.instance_uuid,
+            chassis_uuid: self.chassis_uuid,
+            provision_state,
+            target_provision_state,
+            provision_updated_at: self.provision_updated_at,
+            power_state: self.power_state,
+            target_power_state: self.target_power_state,
+            console_enabled: self.console_enabled,
+            maintenance: self.maintenance,
+            maintenance_reason: self.maintenance_reason,
+            fault: self.fault,
+            last_error: self.last_error,
+            reservation: self.reservation,
+            clean_step: self.clean_step.0,
+            deploy_step: self.deploy_step.0,
+            raid_config: self.raid_config.0,
+            target_raid_config: self.target_raid_config.0,
+            inspection_started_at: self.inspection_started_at,
+            inspection_finished_at: self.inspection_finished_at,
+            resource_class: self.resource_class,
+            conductor_group: self.conductor_group,
+            automated_clean: self.automated_clean,
+            protected: self.protected,
+            protected_reason: self.protected_reason,
+            owner: self.owner,
+            lessee: self.lessee,
+            description: self.description,
+            allocation_id: self.allocation_id,
+            retired: self.retired,
+            retired_reason: self.retired_reason,
+            conductor_affinity: self.conductor_affinity,
+            interfaces: Interfaces([
+                self.bios_interface,
+                self.boot_interface,
+                self.console_interface,
+                self.deploy_interface,
+                self.firmware_interface,
+                self.inspect_interface,
+                self.management_interface,
+                self.network_interface,
+                self.power_interface,
+                self.raid_interface,
+                self.rescue_interface,
+                self.storage_interface,
+                self.vendor_interface,
+            ]),
+            traits: Vec::new(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// A value to bind, so that one argument list serves both backends.
+enum Arg {
+    Text(Option<String>),
+    I64(Option<i64>),
+    Bool(Option<bool>),
+    Time(Option<DateTime<Utc>>),
+    Json(Json<JsonObject>),
+}
+
+macro_rules! bind_all {
+    ($q:expr, $args:expr) => {{
+        let mut q = $q;
+        for a in $args {
+            q = match a {
+                Arg::Text(v) => q.bind(v),
+                Arg::I64(v) => q.bind(v),
+                Arg::Bool(v) => q.bind(v),
+                Arg::Time(v) => q.bind(v),
+                Arg::Json(v) => q.bind(v),
+            };
+        }
+        q
+    }};
+}
+
+fn t(s: &Option<String>) -> Arg {
+    Arg::Text(s.clone())
+}
+fn j(o: &JsonObject) -> Arg {
+    Arg::Json(Json(o.clone()))
+}
+
+/// The values of [`WRITE_COLS`] for `n`, in order.
+fn write_args(n: &Node) -> Vec<Arg> {
+    let mut a = vec![
+        Arg::Text(Some(n.uuid.as_str().to_string())),
+        t(&n.name),
+        Arg::Text(Some(n.driver.clone())),
+        j(&n.driver_info),
+        j(&n.driver_internal_info),
+        j(&n.properties),
+        j(&n.instance_info),
+        j(&n.extra),
+        t(&n.instance_uuid),
+        t(&n.chassis_uuid),
+        Arg::Text(Some(n.provision_state.as_str().to_string())),
+        Arg::Text(n.target_provision_state.map(|s| s.as_str().to_string())),
+        Arg::Time(n.provision_updated_at),
+        t(&n.power_state),
+        t(&n.target_power_state),
+        Arg::Bool(Some(n.console_enabled)),
+        Arg::Bool(Some(n.maintenance)),
+        t(&n.maintenance_reason),
+        t(&n.fault),
+        t(&n.last_error),
+        t(&n.reservation),
+        j(&n.clean_step),
+        j(&n.deploy_step),
+        j(&n.raid_config),
+        j(&n.target_raid_config),
+        Arg::Time(n.inspection_started_at),
+        Arg::Time(n.inspection_finished_at),
+        t(&n.resource_class),
+        Arg::Text(Some(n.conductor_group.clone())),
+        Arg::Bool(n.automated_clean),
+        Arg::Bool(Some(n.protected)),
+        t(&n.protected_reason),
+        t(&n.owner),
+        t(&n.lessee),
+        t(&n.description),
+        Arg::I64(n.allocation_id),
+        Arg::Bool(Some(n.retired)),
+        t(&n.retired_reason),
+        Arg::I64(n.conductor_affinity),
+    ];
+    a.extend(n.interfaces.0.iter().map(t));
+    a.push(Arg::Time(Some(n.created_at)));
+    a.push(Arg::Time(n.updated_at));
+    debug_assert_eq!(a.len(), WRITE_COLS.len());
+    a
+}
+
+/// Maps a failed insert or update to 409 when a unique constraint was hit.
+fn write_error(e: sqlx::Error, node: &Node) -> Error {
+    if let sqlx::Error::Database(db) = &e {
+        if db.is_unique_violation() {
+            let what = db.constraint().map(str::to_owned).unwrap_or_else(|| db.message().to_owned());
+            if what.contains("instance_uuid") {
+                return Error::Conflict(format!(
+                    "Instance {} is already associated with a node.",
+                    node.instance_uuid.as_deref().unwrap_or("")
+                ));
+            }
+            if what.contains("name") {
+                return Error::Conflict(format!(
+                    "A node with name {} already exists.",
+                    node.name.as_deref().unwrap_or("")
+                ));
+            }
+            if what.contains("uuid") {
+                return Error::Conflict(format!("A node with UUID {} already exists.", node.uuid));
+            }
+        }
+    }
+    internal("writing a node", e)
+}
+
+fn all_columns() -> String {
+    let mut s = String::from("n.id");
+    for c in WRITE_COLS {
+        s.push_str(", n.");
+        s.push_str(c);
+    }
+    s
+}
+
+/// Columns for a list; JSON columns become `{}` unless asked for.
+fn list_columns(with_json: bool, backend: Backend) -> String {
+    if with_json {
+        return all_columns();
+    }
+    let empty = match backend {
+        Backend::Postgres => "'{}'::jsonb",
+        Backend::Sqlite => "'{}'",
+    };
+    let mut s = String::from("n.id");
+    for c in WRITE_COLS {
+        if JSON_COLS.contains(c) {
+            s.push_str(&format!(", {empty} AS {c}"));
+        } else {
+            s.push_str(", n.");
+            s.push_str(c);
+        }
+    }
+    s
+}
+
+/// Filters of `GET /v1/nodes` (reference §4.2 "Node list filters"). `None` = no filter.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFilter {
+    pub driver: Option<String>,
+    pub provision_state: Option<ProvisionState>,
+    pub maintenance: Option<bool>,
+    pub retired: Option<bool>,
+    pub associated: Option<bool>,
+    pub instance_uuid: Option<String>,
+    pub chassis_uuid: Option<String>,
+    pub resource_class: Option<String>,
+    pub conductor_group: Option<String>,
+    pub fault: Option<String>,
+    pub owner: Option<String>,
+    pub lessee: Option<String>,
+    /// Owner or lessee.
+    pub project: Option<String>,
+    pub description_contains: Option<String>,
+}
+
+/// One page of a node list, keyset-paginated.
+#[derive(Debug, Clone)]
+pub struct NodeListQuery {
+    pub filter: NodeFilter,
+    /// One of [`SORT_KEYS`]; others are refused.
+    pub sort_key: String,
+    pub sort_desc: bool,
+    pub limit: u32,
+    /// UUID of the last node of the previous page.
+    pub marker: Option<String>,
+    /// Load the JSON columns (`driver_info`, `extra`, ...).
+    pub with_json: bool,
+    pub with_traits: bool,
+}
+
+impl Default for NodeListQuery {
+    fn default() -> Self {
+        NodeListQuery {
+            filter: NodeFilter::default(),
+            sort_key: "id".into(),
+            sort_desc: false,
+            limit: 1000,
+            marker: None,
+            with_json: true,
+            with_traits: true,
+        }
+    }
+}
+
+/// Builds `WHERE` clauses and their arguments with numbered placeholders.
+struct Where {
+    clauses: Vec<String>,
+    args: Vec<Arg>,
+}
+
+impl Where {
+    fn push(&mut self, clause_with_placeholder: impl FnOnce(usize) -> String, arg: Arg) {
+        self.args.push(arg);
+        let n = self.args.len();
+        self.clauses.push(clause_with_placeholder(n));
+    }
+    fn eq_text(&mut self, col: &str, v: &Option<String>) {
+        if let Some(v) = v {
+            self.push(|n| format!("n.{col} = ${n}"), Arg::Text(Some(v.clone())));
+        }
+    }
+    fn eq_bool(&mut self, col: &str, v: Option<bool>) {
+        if let Some(v) = v {
+            self.push(|n| format!("n.{col} = ${n}"), Arg::Bool(Some(v)));
+        }
+    }
+}
+
+impl Db {
+    /// Stores a new node; `node.id` is assigned. Duplicate uuid/name → 409.
+    pub async fn node_create(&self, node: &Node) -> Result<Node, Error> {
+        let placeholders: Vec<String> = (1..=WRITE_COLS.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "INSERT INTO nodes ({}) VALUES ({}) RETURNING id",
+            WRITE_COLS.join(", "),
+            placeholders.join(", ")
+        );
+        let args = write_args(node);
+        let id: i64 = with_pool!(self, |p| bind_all!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str())), args)
+            .fetch_one(p)
+            .await)
+        .map_err(|e| write_error(e, node))?;
+        let mut created = node.clone();
+        created.id = id;
+        Ok(created)
+    }
+
+    async fn node_fetch(&self, clause: &str, arg: Arg) -> Result<Option<Node>, Error> {
+        let sql = format!("SELECT {} FROM nodes n WHERE {clause}", all_columns());
+        let row = with_pool!(self, |p| bind_all!(sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())), [arg])
+            .fetch_optional(p)
+            .await)
+        .map_err(|e| internal("reading a node", e))?;
+        match row {
+            None => Ok(None),
+            Some(r) => {
+                let mut node = r.into_node()?;
+                node.traits = self.node_traits(node.id).await?;
+                Ok(Some(node))
+            }
+        }
+    }
+
+    pub async fn node_by_uuid(&self, uuid: &str) -> Result<Option<Node>, Error> {
+        self.node_fetch("n.uuid = $1", Arg::Text(Some(uuid.to_string()))).await
+    }
+
+    pub async fn node_by_name(&self, name: &str) -> Result<Option<Node>, Error> {
+        self.node_fetch("n.name = $1", Arg::Text(Some(name.to_string()))).await
+    }
+
+    pub async fn node_by_id(&self, id: i64) -> Result<Option<Node>, Error> {
+        self.node_fetch("n.id = $1", Arg::I64(Some(id))).await
+    }
+
+    /// One page of nodes. An unknown marker is 404, as upstream answers.
+    pub async fn node_list(&self, q: &NodeListQuery) -> Result<Vec<Node>, Error> {
+        if !SORT_KEYS.contains(&q.sort_key.as_str()) {
+            return Err(Error::invalid(format!(
+                "The sort_key value {} is an invalid field for sorting",
+                q.sort_key
+            )));
+        }
+        let backend = self.backend();
+        let f = &q.filter;
+        let mut w = Where { clauses: Vec::new(), args: Vec::new() };
+        w.eq_text("driver", &f.driver);
+        w.eq_text("provision_state", &f.provision_state.map(|s| s.as_str().to_string()));
+        w.eq_bool("maintenance", f.maintenance);
+        w.eq_bool("retired", f.retired);
+        w.eq_text("instance_uuid", &f.instance_uuid);
+        w.eq_text("chassis_uuid", &f.chassis_uuid);
+        w.eq_text("resource_class", &f.resource_class);
+        w.eq_text("conductor_group", &f.conductor_group);
+        w.eq_text("fault", &f.fault);
+        w.eq_text("owner", &f.owner);
+        w.eq_text("lessee", &f.lessee);
+        match f.associated {
+            Some(true) => w.clauses.push("n.instance_uuid IS NOT NULL".into()),
+            Some(false) => w.clauses.push("n.instance_uuid IS NULL".into()),
+            None => {}
+        }
+        if let Some(p) = &f.project {
+            w.push(|n| format!("(n.owner = ${n} OR n.lessee = ${n})"), Arg::Text(Some(p.clone())));
+        }
+        if let Some(d) = &f.description_contains {
+            let func = match backend {
+                Backend::Postgres => "strpos",
+                Backend::Sqlite => "instr",
+            };
+            w.push(|n| format!("{func}(n.description, ${n}) > 0"), Arg::Text(Some(d.clone())));
+        }
+        let key = sort_expr("n", &q.sort_key, backend);
+        let dir = if q.sort_desc { "DESC" } else { "ASC" };
+        if let Some(marker) = &q.marker {
+            let marker_id = self.node_id_by_uuid(marker).await?;
+            let cmp = if q.sort_desc { "<" } else { ">" };
+            let mkey = sort_expr("m", &q.sort_key, backend);
+            w.push(
+                |n| format!("({key}, n.id) {cmp} (SELECT {mkey}, m.id FROM nodes m WHERE m.id = ${n})"),
+                Arg::I64(Some(marker_id)),
+            );
+        }
+        let mut sql = format!("SELECT {} FROM nodes n", list_columns(q.with_json, backend));
+        if !w.clauses.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&w.clauses.join(" AND "));
+        }
+        sql.push_str(&format!(" ORDER BY {key} {dir}, n.id {dir} LIMIT {}", q.limit.max(1)));
+        let rows = with_pool!(self, |p| bind_all!(sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())), w.args)
+            .fetch_all(p)
+            .await)
+        .map_err(|e| internal("listing nodes", e))?;
+        let mut nodes = rows.into_iter().map(NodeRow::into_node).collect::<Result<Vec<_>, _>>()?;
+        if q.with_traits && !nodes.is_empty() {
+            let ids: Vec<i64> = nodes.iter().map(|n| n.id).collect();
+            let mut traits = self.node_traits_of(&ids).await?;
+            for n in &mut nodes {
+                n.traits = traits.remove(&n.id).unwrap_or_default();
+            }
+        }
+        Ok(nodes)
+    }
+
+    async fn node_id_by_uuid(&self, uuid: &str) -> Result<i64, Error> {
+        let sql = "SELECT id FROM nodes WHERE uuid = $1";
+        with_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql).bind(uuid).fetch_optional(p).await)
+            .map_err(|e| internal("reading a node", e))?
+            .ok_or_else(|| Error::node_not_found(uuid))
+    }
+
+    /// Takes the node's exclusive lock for `host` and returns the node as locked.
+    /// 404 if the node is gone, 409 `NodeLocked` naming the holder if it is taken.
+    pub async fn node_reserve(&self, node_id: i64, host: &str) -> Result<Node, Error> {
+        let sql = format!(
+            "UPDATE nodes SET reservation = $1 WHERE id = $2 AND reservation IS NULL RETURNING {}",
+            WRITE_COLS.iter().fold(String::from("id"), |s, c| s + ", " + c)
+        );
+        let row = with_pool!(self, |p| sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(host)
+            .bind(node_id)
+            .fetch_optional(p)
+            .await)
+        .map_err(|e| internal("locking a node", e))?;
+        match row {
+            Some(r) => {
+                let mut node = r.into_node()?;
+                node.traits = self.node_traits(node.id).await?;
+                Ok(node)
+            }
+            None => match self.node_by_id(node_id).await? {
+                None => Err(Error::node_not_found(&node_id.to_string())),
+                Some(n) => Err(Error::node_locked(
+                    n.uuid.as_str(),
+                    n.reservation.as_deref().unwrap_or("unknown"),
+                )),
+            },
+        }
+    }
+
+    /// Gives the lock back if `host` still holds it.
+    pub async fn node_release(&self, node_id: i64, host: &str) -> Result<(), Error> {
+        let sql = "UPDATE nodes SET reservation = NULL WHERE id = $1 AND reservation = $2";
+        with_pool!(self, |p| sqlx::query(sql).bind(node_id).bind(host).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(|e| internal("unlocking a node", e))?;
+        Ok(())
+    }
+
+    /// Releases every lock `host` holds (a conductor starting after a crash).
+    pub async fn node_release_all(&self, host: &str) -> Result<u64, Error> {
+        let sql = "UPDATE nodes SET reservation = NULL WHERE reservation = $1";
+        with_pool!(self, |p| sqlx::query(sql).bind(host).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(|e| internal("releasing node locks", e))
+    }
+
+    /// Writes `node` (every column, `updated_at = now`) while `holder` holds its lock;
+    /// the written `reservation` is `node.reservation`, so passing `None` saves and
+    /// unlocks in one statement.
+    pub async fn node_save(&self, node: &Node, holder: &str) -> Result<Node, Error> {
+        let mut node = node.clone();
+        node.updated_at = Some(ironic_model::node::now());
+        let sets: Vec<String> = WRITE_COLS.iter().enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect();
+        let n = WRITE_COLS.len();
+        let sql = format!(
+            "UPDATE nodes SET {} WHERE id = ${} AND reservation = ${}",
+            sets.join(", "),
+            n + 1,
+            n + 2
+        );
+        let mut args = write_args(&node);
+        args.push(Arg::I64(Some(node.id)));
+        args.push(Arg::Text(Some(holder.to_string())));
+        let rows = with_pool!(self, |p| bind_all!(sqlx::query(sqlx::AssertSqlSafe(sql.as_str())), args)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| write_error(e, &node))?;
+        if rows != 1 {
+            return Err(Error::Internal(format!(
+                "node {} was not saved: the lock of {holder} is gone",
+                node.uuid
+            )));
+        }
+        Ok(node)
+    }
+
+    /// Deletes the node (and its traits) while `holder` holds its lock.
+    pub async fn node_destroy(&self, node_id: i64, holder: &str) -> Result<(), Error> {
+        let sql = "DELETE FROM nodes WHERE id = $1 AND reservation = $2";
+        let rows = with_pool!(self, |p| sqlx::query(sql)
+            .bind(node_id)
+            .bind(holder)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("deleting a node", e))?;
+        if rows != 1 {
+            return Err(Error::Internal(format!("node {node_id} was not deleted: the lock of {holder} is gone")));
+        }
+        Ok(())
+    }
+
+    pub async fn node_traits(&self, node_id: i64) -> Result<Vec<String>, Error> {
+        let sql = "SELECT trait FROM node_traits WHERE node_id = $1 ORDER BY trait";
+        with_pool!(self, |p| sqlx::query_scalar::<_, String>(sql).bind(node_id).fetch_all(p).await)
+            .map_err(|e| internal("reading node traits", e))
+    }
+
+    async fn node_traits_of(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<String>>, Error> {
+        let list: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let sql = format!(
+            "SELECT node_id, trait FROM node_traits WHERE node_id IN ({}) ORDER BY node_id, trait",
+            list.join(",")
+        );
+        let rows: Vec<(i64, String)> = with_pool!(self, |p| sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(sql.as_str())).fetch_all(p).await)
+            .map_err(|e| internal("reading node traits", e))?;
+        let mut map: HashMap<i64, Vec<String>> = HashMap::new();
+        for (id, t) in rows {
+            map.entry(id).or_default().push(t);
+        }
+        Ok(map)
+    }
+
+    /// Adds traits (or replaces all of them) in one transaction; returns the new set.
+    /// More than `max` traits in the result is refused with 400.
+    pub async fn node_add_traits(
+        &self,
+        node_id: i64,
+        traits: &[String],
+        replace: bool,
+        max: usize,
+    ) -> Result<Vec<String>, Error> {
+        let now = ironic_model::node::now();
+        let res: Result<Result<Vec<String>, Error>, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            if replace {
+                sqlx::query("DELETE FROM node_traits WHERE node_id = $1").bind(node_id).execute(&mut *tx).await?;
+            }
+            for tr in traits {
+                sqlx::query(
+                    "INSERT INTO node_traits (node_id, trait, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (node_id, trait) DO NOTHING",
+                )
+                .bind(node_id)
+                .bind(tr)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            let all: Vec<String> = sqlx::query_scalar("SELECT trait FROM node_traits WHERE node_id = $1 ORDER BY trait")
+                .bind(node_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            if all.len() > max {
+                tx.rollback().await?;
+                return Ok(Err(Error::invalid(format!(
+                    "Could not modify traits for node {node_id}: node would have {} traits, the maximum is {max}",
+                    all.len()
+                ))));
+            }
+            sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2").bind(now).bind(node_id).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(Ok(all))
+        }
+        .await);
+        res.map_err(|e| internal("writing node traits", e))?
+    }
+
+    /// Removes one trait (`Some`) or all of them (`None`); false if the trait was absent.
+    pub async fn node_remove_traits(&self, node_id: i64, one: Option<&str>) -> Result<bool, Error> {
+        let now = ironic_model::node::now();
+        let res: Result<bool, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            let n = match one {
+                Some(tr) => sqlx::query("DELETE FROM node_traits WHERE node_id = $1 AND trait = $2")
+                    .bind(node_id)
+                    .bind(tr)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected(),
+                None => {
+                    sqlx::query("DELETE FROM node_traits WHERE node_id = $1").bind(node_id).execute(&mut *tx).await?;
+                    1
+                }
+            };
+            sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2").bind(now).bind(node_id).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(n > 0)
+        }
+        .await);
+        res.map_err(|e| internal("removing node traits", e))
+    }
+}
