@@ -1,1 +1,260 @@
+//! The REST API: Ironic's JSON shapes, microversion negotiation, JSON Patch, pagination,
+//! error bodies and authentication. Reads go straight to the database; every write goes
+//! to the conductor through `ironic_rpc::ConductorApi`.
+//!
+//! Architecture invariant: handlers validate, read and route; they never run long work
+//! inline and never write SQL.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use ironic_db::Db;
+use ironic_model::node::NodeDefaults;
+use ironic_model::version::{self, Version, VersionError};
+use ironic_rpc::{ConductorApi, Context};
+use serde::Serialize;
+use tracing::Instrument;
+
+pub mod auth;
+mod body;
+mod conductors;
+mod drivers;
+pub mod error;
+mod nodes;
+mod query;
+mod root;
+pub mod topology;
+pub mod view;
+
+use auth::Auth;
+use error::{ApiError, NoVersionHeaders};
+use topology::Topology;
+
+/// Settings of the API process.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    pub public_endpoint: Option<String>,
+    /// Base URL used when a request carries no `Host` header.
+    pub fallback_base: String,
+    pub max_limit: u32,
+    pub max_body: usize,
+    pub defaults: NodeDefaults,
+}
+
+pub struct Inner {
+    pub db: Db,
+    pub conductor: Arc<dyn ConductorApi>,
+    pub topology: Arc<Topology>,
+    pub auth: Auth,
+    pub settings: ApiSettings,
+}
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState(pub Arc<Inner>);
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+/// The request id (`req-<uuid>`), also returned in `X-Openstack-Request-Id`.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// The base URL of links for this request, without a trailing slash.
+pub struct Base(pub String);
+
+impl FromRequestParts<AppState> for Base {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(p) = &st.settings.public_endpoint {
+            return Ok(Base(p.trim_end_matches('/').to_string()));
+        }
+        let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        Ok(Base(match host {
+            Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) => format!("http://{h}"),
+            _ => st.settings.fallback_base.clone(),
+        }))
+    }
+}
+
+/// The negotiated microversion and the call context, for handlers.
+pub struct Req {
+    pub version: Version,
+    pub ctx: Context,
+}
+
+impl FromRequestParts<AppState> for Req {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _st: &AppState) -> Result<Self, Self::Rejection> {
+        let version = parts.extensions.get::<Version>().copied().unwrap_or(Version::MIN);
+        let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
+        Ok(Req { version, ctx: Context { request_id } })
+    }
+}
+
+/// A JSON response with the given status.
+pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            let mut r = (status, bytes).into_response();
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
+        }
+        Err(e) => ApiError::Domain(ironic_model::Error::Internal(format!("serialising a response: {e}")))
+            .into_response(),
+    }
+}
+
+const H_MIN: &str = "x-openstack-ironic-api-minimum-version";
+const H_MAX: &str = "x-openstack-ironic-api-maximum-version";
+const H_VER: &str = "x-openstack-ironic-api-version";
+
+/// The requested version: `OpenStack-API-Version: baremetal X.Y` first, then the legacy
+/// header.
+fn requested_version(h: &HeaderMap) -> Option<String> {
+    for v in h.get_all("openstack-api-version") {
+        if let Some(found) = v.to_str().ok().and_then(version::from_openstack_header) {
+            return Some(found.to_string());
+        }
+    }
+    h.get(H_VER).map(|v| v.to_str().unwrap_or("\u{0}").to_string())
+}
+
+fn is_public(path: &str) -> bool {
+    matches!(path, "/" | "/v1" | "/v1/")
+}
+
+/// The edge of every request: request id, span and log line, version negotiation and
+/// its headers, authentication.
+async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let rid = format!("req-{}", uuid::Uuid::new_v4());
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let span = tracing::info_span!("request", request_id = %rid, %method, %path);
+    let mut resp = async {
+        let negotiated = version::negotiate(requested_version(req.headers()).as_deref());
+        let mut resp = match negotiated {
+            Err(VersionError::Malformed) => {
+                ApiError::routing(StatusCode::NOT_ACCEPTABLE, VersionError::Malformed.message()).into_response()
+            }
+            Err(e) => ApiError::Routing {
+                status: StatusCode::NOT_ACCEPTABLE,
+                description: e.message(),
+                version_headers: true,
+            }
+            .into_response(),
+            Ok(v) => {
+                req.extensions_mut().insert(v);
+                req.extensions_mut().insert(RequestId(rid.clone()));
+                let denied = match &st.auth {
+                    Auth::HttpBasic(h) if !is_public(&path) => {
+                        let hv = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+                        match h.check(hv).await {
+                            Ok(user) => {
+                                tracing::debug!(user, "authenticated");
+                                None
+                            }
+                            Err(reason) => {
+                                tracing::info!(reason, "authentication failed");
+                                Some(ApiError::Unauthorized("Authentication required".into()).into_response())
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                let mut resp = match denied {
+                    Some(r) => r,
+                    None => next.run(req).await,
+                };
+                if resp.extensions().get::<NoVersionHeaders>().is_none() {
+                    resp.headers_mut().insert(H_VER, HeaderValue::from_str(&v.to_string()).unwrap_or(HeaderValue::from_static("1.1")));
+                }
+                resp
+            }
+        };
+        if resp.extensions().get::<NoVersionHeaders>().is_none() {
+            let h = resp.headers_mut();
+            h.insert(H_MIN, HeaderValue::from_static(MIN_VERSION));
+            h.insert(H_MAX, HeaderValue::from_static(MAX_VERSION));
+        }
+        let status = resp.status().as_u16();
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        if status >= 500 {
+            tracing::error!(status, ms, "request failed");
+        } else {
+            tracing::info!(status, ms, "request");
+        }
+        resp
+    }
+    .instrument(span)
+    .await;
+    if let Ok(v) = HeaderValue::from_str(&rid) {
+        resp.headers_mut().insert("x-openstack-request-id", v.clone());
+        resp.headers_mut().insert("openstack-request-id", v);
+    }
+    resp
+}
+
+const MIN_VERSION: &str = "1.1";
+const MAX_VERSION: &str = "1.51";
+
+async fn not_found() -> ApiError {
+    ApiError::routing(StatusCode::NOT_FOUND, "")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::routing(StatusCode::METHOD_NOT_ALLOWED, "")
+}
+
+/// Every route of the API, with and without the `/v1` prefix.
+pub fn router(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route("/nodes", get(nodes::list).post(nodes::create))
+        .route("/nodes/detail", get(nodes::detail))
+        .route("/nodes/{ident}", get(nodes::get_one).patch(nodes::patch).delete(nodes::delete))
+        .route("/nodes/{ident}/states", get(nodes::states))
+        .route("/nodes/{ident}/maintenance", put(nodes::maintenance_on).delete(nodes::maintenance_off))
+        .route(
+            "/nodes/{ident}/traits",
+            get(nodes::traits_get).put(nodes::traits_put).delete(nodes::traits_delete_all),
+        )
+        .route("/nodes/{ident}/traits/{name}", put(nodes::trait_put).delete(nodes::trait_delete))
+        .route("/drivers", get(drivers::list))
+        .route("/drivers/{name}", get(drivers::get_one))
+        .route("/conductors", get(conductors::list))
+        .route("/conductors/{hostname}", get(conductors::get_one));
+    Router::new()
+        .route("/", get(root::root))
+        .route("/v1", get(root::v1))
+        .route("/v1/", get(root::v1))
+        .nest("/v1", v1.clone())
+        .merge(v1)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(state.clone(), edge))
+        .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn advertised_max_matches_the_model() {
+        assert_eq!(super::MAX_VERSION, ironic_model::Version::MAX.to_string());
+        assert_eq!(super::MIN_VERSION, ironic_model::Version::MIN.to_string());
+    }
+}

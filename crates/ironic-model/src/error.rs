@@ -50,6 +50,13 @@ impl Error {
             "Node {uuid} is locked by host {host}, please retry after the current operation is completed."
         ))
     }
+    /// Upstream's `NoValidHost` (400 at the API): no live conductor serves the driver in
+    /// the conductor group.
+    pub fn no_valid_host(driver: &str, group: &str) -> Self {
+        Error::Invalid(format!(
+            "No valid host was found. Reason: No conductor service registered which supports driver {driver} for conductor group \"{group}\". Ensure the driver is valid and enabled."
+        ))
+    }
     /// The user-facing message.
     pub fn message(&self) -> &str {
         match self {

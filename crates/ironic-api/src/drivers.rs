@@ -1,0 +1,90 @@
+//! `/v1/drivers`: the hardware types live conductors enable (reference §4, drivers).
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use ironic_model::{Error, Version};
+use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+use crate::query::Query;
+use crate::{AppState, Base, Req, json_response};
+
+/// Interface types shown in driver details and the version that added each.
+const DRIVER_INTERFACES: &[(&str, u16)] = &[
+    ("bios", 40),
+    ("boot", 30),
+    ("console", 30),
+    ("deploy", 30),
+    ("inspect", 30),
+    ("management", 30),
+    ("network", 30),
+    ("power", 30),
+    ("raid", 30),
+    ("rescue", 38),
+    ("storage", 33),
+    ("vendor", 30),
+];
+
+fn link_pair(base: &str, path: &str) -> Value {
+    json!([
+        {"href": format!("{base}/v1/{path}"), "rel": "self"},
+        {"href": format!("{base}/{path}"), "rel": "bookmark"},
+    ])
+}
+
+fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool) -> Value {
+    let mut d = Map::new();
+    d.insert("name".into(), json!(name));
+    d.insert("hosts".into(), json!(hosts));
+    d.insert("links".into(), link_pair(base, &format!("drivers/{name}")));
+    if v.at_least(30) {
+        d.insert("properties".into(), link_pair(base, &format!("drivers/{name}/properties")));
+        d.insert("type".into(), json!("dynamic"));
+        if detail {
+            let hw = ironic_drivers::known(name);
+            for (t, min) in DRIVER_INTERFACES {
+                if !v.at_least(*min) {
+                    continue;
+                }
+                d.insert(format!("default_{t}_interface"), json!(hw.and_then(|h| h.default_interface(t))));
+                d.insert(
+                    format!("enabled_{t}_interfaces"),
+                    json!(hw.map(|h| h.enabled_interfaces(t)).unwrap_or(&[])),
+                );
+            }
+        }
+    }
+    Value::Object(d)
+}
+
+pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+    let q = Query::parse(q.as_deref());
+    q.only(&["type", "detail"])?;
+    let detail = q.bool("detail")?.unwrap_or(false);
+    if q.has("detail") && !req.version.at_least(30) {
+        return Err(Error::not_acceptable().into());
+    }
+    let drivers = match q.get("type") {
+        None | Some("dynamic") => st.topology.snapshot().drivers(),
+        Some("classic") => Default::default(),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Invalid type \"{other}\" for driver list: use \"classic\" or \"dynamic\""
+            )));
+        }
+    };
+    let docs: Vec<Value> = drivers
+        .iter()
+        .map(|(name, hosts)| driver_doc(name, hosts, req.version, &base, detail))
+        .collect();
+    Ok(json_response(StatusCode::OK, &json!({ "drivers": docs })))
+}
+
+pub async fn get_one(State(st): State<AppState>, req: Req, Base(base): Base, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let drivers = st.topology.snapshot().drivers();
+    let hosts = drivers.get(&name).ok_or_else(|| {
+        Error::NotFound(format!("Could not find the following driver(s) or hardware type(s): {name}."))
+    })?;
+    Ok(json_response(StatusCode::OK, &driver_doc(&name, hosts, req.version, &base, true)))
+}

@@ -1,0 +1,114 @@
+//! Errors at the HTTP edge, in Ironic's body format (reference §3): every error body is
+//! `{"error_message": "<JSON text>"}`, where the text is `{faultcode, faultstring,
+//! debuginfo}` for handler errors and `{code, title, description}` for routing errors.
+//! The status policy is written down in `docs/api.md`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use ironic_model::Error;
+
+/// Marks a response that must not carry the microversion headers (routing errors).
+#[derive(Debug, Clone, Copy)]
+pub struct NoVersionHeaders;
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// A domain error from a handler or a conductor.
+    Domain(Error),
+    /// An error of the routing layer (unknown path, method, version gate).
+    Routing { status: StatusCode, description: String, version_headers: bool },
+    /// Missing or wrong credentials.
+    Unauthorized(String),
+    /// A body over the configured limit.
+    TooLarge(usize),
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError::Domain(e)
+    }
+}
+
+impl ApiError {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        ApiError::Domain(Error::Invalid(msg.into()))
+    }
+    pub fn routing(status: StatusCode, description: impl Into<String>) -> Self {
+        ApiError::Routing { status, description: description.into(), version_headers: false }
+    }
+}
+
+pub fn status_of(e: &Error) -> StatusCode {
+    match e {
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        Error::Invalid(_) => StatusCode::BAD_REQUEST,
+        Error::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+        Error::Conflict(_) | Error::Locked(_) | Error::InvalidState(_) => StatusCode::CONFLICT,
+        Error::Forbidden(_) => StatusCode::FORBIDDEN,
+        Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// `{"faultcode": ..., "faultstring": ..., "debuginfo": null}` as Python's json.dumps
+/// writes it.
+fn fault_text(status: StatusCode, message: &str) -> String {
+    let code = if status.is_server_error() { "Server" } else { "Client" };
+    let msg = serde_json::to_string(message).unwrap_or_else(|_| "\"\"".into());
+    format!("{{\"faultcode\": \"{code}\", \"faultstring\": {msg}, \"debuginfo\": null}}")
+}
+
+fn routing_text(status: StatusCode, description: &str) -> String {
+    let d = serde_json::to_string(description).unwrap_or_else(|_| "\"\"".into());
+    let title = status.canonical_reason().unwrap_or("Error");
+    format!("{{\"code\": {}, \"title\": \"{title}\", \"description\": {d}}}", status.as_u16())
+}
+
+/// Builds the `{"error_message": ...}` response.
+pub fn error_response(status: StatusCode, inner: String) -> Response {
+    let body = serde_json::json!({ "error_message": inner }).to_string();
+    let mut resp = (status, body).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::Domain(e) => {
+                let status = status_of(&e);
+                let shown = match &e {
+                    Error::Internal(_) => "An internal error occurred; the server log has the details.".to_string(),
+                    other => other.message().to_string(),
+                };
+                if status.is_client_error() {
+                    tracing::info!(status = status.as_u16(), "{}", e.message());
+                }
+                error_response(status, fault_text(status, &shown))
+            }
+            ApiError::Routing { status, description, version_headers } => {
+                let mut r = error_response(status, routing_text(status, &description));
+                if !version_headers {
+                    r.extensions_mut().insert(NoVersionHeaders);
+                }
+                r
+            }
+            ApiError::Unauthorized(msg) => {
+                let mut r = error_response(StatusCode::UNAUTHORIZED, fault_text(StatusCode::UNAUTHORIZED, &msg));
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"Baremetal API\""),
+                );
+                r
+            }
+            ApiError::TooLarge(limit) => error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                fault_text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("Request body is larger than the limit of {limit} bytes."),
+                ),
+            ),
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! `/v1/nodes` and its sub-resources (reference §4.2).
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use ironic_db::{NodeFilter, NodeListQuery};
+use ironic_model::ids::{NodeIdent, NodeUuid, canonical_uuid};
+use ironic_model::names::{is_hostname_safe, is_valid_logical_name, trait_error_message, validate_trait};
+use ironic_model::node::{
+    DEFAULT_LIST_FIELDS, FIELDS, FieldMask, PATCH_ALLOWED, field, from_create_body, parse_fields,
+};
+use ironic_model::patch;
+use ironic_model::states::ProvisionState;
+use ironic_model::{Error, Node, Version};
+use ironic_rpc::UpdateNode;
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::{Value, json};
+
+use crate::body::{EmptyBody, JsonBody};
+use crate::error::ApiError;
+use crate::query::Query;
+use crate::view::{NodeView, Ts, ViewCtx};
+use crate::{AppState, Base, Req, json_response};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// Resolves `{ident}` the way Ironic does: a UUID, or from 1.5 a logical name.
+fn parse_ident(ident: &str, v: Version) -> Result<NodeIdent, Error> {
+    if let Some(u) = NodeUuid::parse(ident) {
+        return Ok(NodeIdent::Uuid(u));
+    }
+    if !v.at_least(5) {
+        return Err(Error::node_not_found(ident));
+    }
+    let ok = if v.at_least(10) { is_valid_logical_name(ident) } else { is_hostname_safe(ident) };
+    if ok {
+        Ok(NodeIdent::Name(ident.to_string()))
+    } else {
+        Err(Error::invalid(format!("Expected a logical name or UUID but received {ident}.")))
+    }
+}
+
+pub(crate) async fn load_node(st: &AppState, ident: &str, v: Version) -> Result<Node, Error> {
+    let found = match parse_ident(ident, v) {
+        Ok(NodeIdent::Uuid(u)) => st.db.node_by_uuid(u.as_str()).await?,
+        Ok(NodeIdent::Name(n)) => st.db.node_by_name(&n).await?,
+        Err(e) => {
+            // Before 1.91 a trailing ".json" is a format suffix: retry without it.
+            if let Some(stripped) = ident.strip_suffix(".json") {
+                return Box::pin(load_node(st, stripped, v)).await;
+            }
+            return Err(e);
+        }
+    };
+    match found {
+        Some(n) => Ok(n),
+        None => match ident.strip_suffix(".json") {
+            Some(stripped) => Box::pin(load_node(st, stripped, v)).await,
+            None => Err(Error::node_not_found(ident)),
+        },
+    }
+}
+
+fn node_response(st: &AppState, status: StatusCode, node: &Node, v: Version, base: &str, mask: Option<FieldMask>) -> Response {
+    let topology = st.topology.snapshot();
+    let ctx = ViewCtx { version: v, base, mask, link_arrays: mask.is_none(), topology: &topology };
+    json_response(status, &NodeView { node, ctx: &ctx })
+}
+
+pub async fn get_one(State(st): State<AppState>, req: Req, Base(base): Base, Path(ident): Path<String>, RawQuery(q): RawQuery) -> ApiResult {
+    let q = Query::parse(q.as_deref());
+    q.only(&["fields"])?;
+    let mask = match q.get("fields") {
+        Some(f) => {
+            if !req.version.at_least(8) {
+                return Err(Error::not_acceptable().into());
+            }
+            Some(parse_fields(f, req.version)?)
+        }
+        None => None,
+    };
+    let node = load_node(&st, &ident, req.version).await?;
+    Ok(node_response(&st, StatusCode::OK, &node, req.version, &base, mask))
+}
+
+/// List arguments and the microversion that introduced each.
+const LIST_ARGS: &[(&str, u16)] = &[
+    ("chassis_uuid", 1),
+    ("instance_uuid", 1),
+    ("associated", 1),
+    ("maintenance", 1),
+    ("retired", 1),
+    ("marker", 1),
+    ("limit", 1),
+    ("sort_key", 1),
+    ("sort_dir", 1),
+    ("fields", 8),
+    ("provision_state", 9),
+    ("driver", 16),
+    ("resource_class", 21),
+    ("fault", 42),
+    ("detail", 43),
+    ("conductor_group", 46),
+    ("conductor", 49),
+    ("owner", 50),
+    ("description_contains", 51),
+    ("lessee", 65),
+    ("project", 65),
+];
+
+pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> ApiResult {
+    list_nodes(&st, req.version, &base, Query::parse(q.as_deref()), false).await
+}
+
+pub async fn detail(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> ApiResult {
+    list_nodes(&st, req.version, &base, Query::parse(q.as_deref()), true).await
+}
+
+/// Percent-encodes a query value, keeping commas readable as upstream does.
+fn enc(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>().replace("%2C", ",")
+}
+
+async fn list_nodes(st: &AppState, v: Version, base: &str, q: Query, detail_path: bool) -> ApiResult {
+    let allowed: Vec<&str> = LIST_ARGS
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| !(detail_path && matches!(*n, "fields" | "detail")))
+        .collect();
+    q.only(&allowed)?;
+    for (name, min) in LIST_ARGS {
+        if q.has(name) && !v.at_least(*min) {
+            if *name == "detail" {
+                return Err(ApiError::invalid("The detail parameter is not supported at this API version (it needs 1.43)."));
+            }
+            return Err(Error::not_acceptable().into());
+        }
+    }
+    let detail = detail_path || q.bool("detail")?.unwrap_or(false);
+    if detail && q.has("fields") {
+        return Err(ApiError::invalid("Can not specify ?detail=True and fields in the same request."));
+    }
+    let provision_state = match q.get("provision_state") {
+        None => None,
+        Some(s) => Some(
+            ProvisionState::parse(s).ok_or_else(|| ApiError::invalid(format!("Provision state \"{s}\" is not valid")))?,
+        ),
+    };
+    let uuid_arg = |name: &str| -> Result<Option<String>, ApiError> {
+        match q.get(name) {
+            None => Ok(None),
+            Some(s) => canonical_uuid(s)
+                .map(Some)
+                .ok_or_else(|| ApiError::invalid(format!("Invalid UUID for {name}: {s}"))),
+        }
+    };
+    let filter = NodeFilter {
+        driver: q.get("driver").map(str::to_owned),
+        provision_state,
+        maintenance: q.bool("maintenance")?,
+        retired: q.bool("retired")?,
+        associated: q.bool("associated")?,
+        instance_uuid: uuid_arg("instance_uuid")?,
+        chassis_uuid: uuid_arg("chassis_uuid")?,
+        resource_class: q.get("resource_class").map(str::to_owned),
+        conductor_group: q.get("conductor_group").map(|g| g.to_ascii_lowercase()),
+        fault: q.get("fault").map(str::to_owned),
+        owner: q.get("owner").map(str::to_owned),
+        lessee: q.get("lessee").map(str::to_owned),
+        project: q.get("project").map(str::to_owned),
+        description_contains: q.get("description_contains").map(str::to_owned),
+    };
+    let limit = q.limit(st.settings.max_limit)?;
+    let sort_desc = q.sort_desc()?;
+    let sort_key = q.get("sort_key").unwrap_or("id").to_string();
+    let user_fields = match q.get("fields") {
+        Some(f) => Some(parse_fields(f, v)?),
+        None => None,
+    };
+    let mask = if detail {
+        None
+    } else {
+        let mut m = match user_fields {
+            Some(m) => m,
+            None => {
+                let list: Vec<&str> = DEFAULT_LIST_FIELDS
+                    .iter()
+                    .copied()
+                    .filter(|f| field(f).is_some_and(|s| v.at_least(s.min)))
+                    .collect();
+                parse_fields(&list.join(","), v)?
+            }
+        };
+        if let Some(i) = FIELDS.iter().position(|s| s.name == "uuid") {
+            m.insert(i);
+        }
+        Some(m)
+    };
+    let needs_json = mask.is_none_or(|m| {
+        ["driver_info", "driver_internal_info", "properties", "instance_info", "extra", "clean_step",
+         "deploy_step", "raid_config", "target_raid_config"].iter().any(|f| m.has(f))
+    });
+    let needs_traits = v.at_least(37) && mask.is_none_or(|m| m.has("traits"));
+    let dbq = NodeListQuery {
+        filter,
+        sort_key,
+        sort_desc,
+        limit,
+        marker: q.get("marker").map(str::to_owned),
+        with_json: needs_json,
+        with_traits: needs_traits,
+    };
+    let mut nodes = st.db.node_list(&dbq).await?;
+    let page_full = nodes.len() == limit as usize;
+    let last_uuid = nodes.last().map(|n| n.uuid.to_string());
+    let topology = st.topology.snapshot();
+    if let Some(c) = q.get("conductor") {
+        nodes.retain(|n| topology.owner(&n.conductor_group, &n.driver, n.uuid.as_str()) == Some(c));
+    }
+    let next = match (&last_uuid, page_full, q.has("instance_uuid")) {
+        (Some(marker), true, false) => {
+            let mut params = vec![format!("sort_key={}", enc(&dbq.sort_key)), format!("sort_dir={}", if sort_desc { "desc" } else { "asc" })];
+            for (k, val) in &q.0 {
+                if !matches!(k.as_str(), "limit" | "marker" | "fields" | "sort_key" | "sort_dir") {
+                    params.push(format!("{k}={}", enc(val)));
+                }
+            }
+            if let Some(f) = q.get("fields") {
+                params.push(format!("fields={}", enc(f)));
+            }
+            params.push(format!("limit={limit}"));
+            params.push(format!("marker={marker}"));
+            let path = if detail_path { "nodes/detail" } else { "nodes" };
+            Some(format!("{base}/v1/{path}?{}", params.join("&")))
+        }
+        _ => None,
+    };
+    let ctx = ViewCtx { version: v, base, mask, link_arrays: detail, topology: &topology };
+    Ok(json_response(StatusCode::OK, &NodeList { nodes: &nodes, ctx: &ctx, next: next.as_deref() }))
+}
+
+struct NodeList<'a> {
+    nodes: &'a [Node],
+    ctx: &'a ViewCtx<'a>,
+    next: Option<&'a str>,
+}
+
+struct Nodes<'a>(&'a [Node], &'a ViewCtx<'a>);
+
+impl Serialize for Nodes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for n in self.0 {
+            seq.serialize_element(&NodeView { node: n, ctx: self.1 })?;
+        }
+        seq.end()
+    }
+}
+
+impl Serialize for NodeList<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("nodes", &Nodes(self.nodes, self.ctx))?;
+        if let Some(n) = self.next {
+            m.serialize_entry("next", n)?;
+        }
+        m.end()
+    }
+}
+
+pub async fn create(State(st): State<AppState>, req: Req, Base(base): Base, JsonBody(body): JsonBody) -> ApiResult {
+    let node = from_create_body(&body, req.version, &st.settings.defaults)?;
+    if !st.topology.serves(&node.conductor_group, &node.driver).await {
+        return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
+    }
+    let created = st.conductor.create_node(&req.ctx, node).await?;
+    let mut resp = node_response(&st, StatusCode::CREATED, &created, req.version, &base, None);
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}", created.uuid)) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}
+
+pub async fn patch(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    Path(ident): Path<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let v = req.version;
+    let q = Query::parse(q.as_deref());
+    q.only(&["reset_interfaces"])?;
+    let reset_interfaces = q.bool("reset_interfaces")?;
+    if reset_interfaces.is_some() && !v.at_least(45) {
+        return Err(Error::not_acceptable().into());
+    }
+    let node = load_node(&st, &ident, v).await?;
+    let ops = patch::parse(&body)?;
+    for op in &ops {
+        let root = op.root();
+        if root == "traits" {
+            return Err(ApiError::invalid(
+                "Cannot update node traits via node patch. Node traits should be updated via the node traits API.",
+            ));
+        }
+        if !PATCH_ALLOWED.contains(&root) {
+            return Err(ApiError::invalid(format!(
+                "Cannot patch {}. Only the following can be updated: {}",
+                op.path,
+                PATCH_ALLOWED.join(", ")
+            )));
+        }
+        if field(root).is_none_or(|s| !v.at_least(s.min)) {
+            return Err(Error::not_acceptable().into());
+        }
+    }
+    // A new driver or conductor group must be served by some conductor.
+    let mut driver = node.driver.clone();
+    let mut group = node.conductor_group.clone();
+    let mut moved = false;
+    for op in &ops {
+        let val = || op.value.as_ref().and_then(Value::as_str).map(str::to_owned);
+        match (op.path.as_str(), op.op) {
+            ("/driver", patch::Op::Add | patch::Op::Replace) => {
+                if let Some(d) = val() {
+                    driver = d;
+                    moved = true;
+                }
+            }
+            ("/conductor_group", patch::Op::Add | patch::Op::Replace) => {
+                if let Some(g) = val() {
+                    group = g.to_ascii_lowercase();
+                    moved = true;
+                }
+            }
+            ("/conductor_group", patch::Op::Remove) => {
+                group = String::new();
+                moved = true;
+            }
+            _ => {}
+        }
+    }
+    if moved && (driver != node.driver || group != node.conductor_group) && !st.topology.serves(&group, &driver).await {
+        return Err(Error::no_valid_host(&driver, &group).into());
+    }
+    let updated = st
+        .conductor
+        .update_node(&req.ctx, UpdateNode { node_id: node.id, ident, patch: ops, version: v, reset_interfaces })
+        .await?;
+    Ok(node_response(&st, StatusCode::OK, &updated, v, &base, None))
+}
+
+pub async fn delete(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.destroy_node(&req.ctx, node.id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn states(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+    let v = req.version;
+    let n = load_node(&st, &ident, v).await?;
+    let mut doc = serde_json::Map::new();
+    doc.insert("console_enabled".into(), json!(n.console_enabled));
+    doc.insert("last_error".into(), json!(n.last_error));
+    doc.insert("power_state".into(), json!(n.power_state));
+    doc.insert("provision_state".into(), json!(n.provision_state.display(v)));
+    doc.insert("target_power_state".into(), json!(n.target_power_state));
+    doc.insert("target_provision_state".into(), json!(n.target_provision_state.and_then(|s| s.display(v))));
+    doc.insert(
+        "provision_updated_at".into(),
+        serde_json::to_value(n.provision_updated_at.as_ref().map(Ts)).unwrap_or(Value::Null),
+    );
+    if v.at_least(12) {
+        doc.insert("raid_config".into(), Value::Object(n.raid_config.clone()));
+        doc.insert("target_raid_config".into(), Value::Object(n.target_raid_config.clone()));
+    }
+    Ok(json_response(StatusCode::OK, &Value::Object(doc)))
+}
+
+pub async fn maintenance_on(State(st): State<AppState>, req: Req, Path(ident): Path<String>, raw: axum::body::Bytes) -> ApiResult {
+    if raw.len() > st.settings.max_body {
+        return Err(ApiError::TooLarge(st.settings.max_body));
+    }
+    let reason = if raw.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let body: Value = serde_json::from_slice(&raw)
+            .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}")))?;
+        let Value::Object(obj) = body else {
+            return Err(ApiError::invalid("The maintenance body must be a JSON object."));
+        };
+        if let Some(k) = obj.keys().find(|k| *k != "reason") {
+            return Err(ApiError::invalid(format!("Unexpected arguments: {k}")));
+        }
+        match obj.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.len() <= 4096 => Some(s.clone()),
+            Some(_) => return Err(ApiError::invalid("reason must be a string of at most 4096 characters")),
+        }
+    };
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.set_maintenance(&req.ctx, node.id, true, reason).await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+pub async fn maintenance_off(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.set_maintenance(&req.ctx, node.id, false, None).await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// Traits need 1.37: reads answer 406 below it, writes 405 (as upstream).
+fn traits_gate(v: Version, write: bool) -> Result<(), ApiError> {
+    if v.at_least(37) {
+        Ok(())
+    } else if write {
+        Err(ApiError::routing(StatusCode::METHOD_NOT_ALLOWED, ""))
+    } else {
+        Err(Error::not_acceptable().into())
+    }
+}
+
+pub async fn traits_get(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+    traits_gate(req.version, false)?;
+    let node = load_node(&st, &ident, req.version).await?;
+    Ok(json_response(StatusCode::OK, &json!({ "traits": node.traits })))
+}
+
+fn schema(what: &str, msg: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid(format!("Schema error for {what}: {msg}"))
+}
+
+pub async fn traits_put(State(st): State<AppState>, req: Req, Path(ident): Path<String>, JsonBody(body): JsonBody) -> ApiResult {
+    traits_gate(req.version, true)?;
+    let Value::Object(obj) = &body else {
+        return Err(schema("body", format_args!("{} is not of type 'object'", patch::py_repr(&body))));
+    };
+    if let Some(k) = obj.keys().find(|k| *k != "traits") {
+        return Err(schema("body", format_args!("Additional properties are not allowed ('{k}' was unexpected)")));
+    }
+    let list = match obj.get("traits") {
+        None => return Err(schema("body", "'traits' is a required property")),
+        Some(Value::Array(a)) => a,
+        Some(other) => return Err(schema("body", format_args!("{} is not of type 'array'", patch::py_repr(other)))),
+    };
+    let mut traits = Vec::with_capacity(list.len());
+    for t in list {
+        let Value::String(s) = t else {
+            return Err(schema("body", format_args!("{} is not of type 'string'", patch::py_repr(t))));
+        };
+        validate_trait(s).map_err(|e| ApiError::invalid(trait_error_message("body", s, &e)))?;
+        if !traits.contains(s) {
+            traits.push(s.clone());
+        }
+    }
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.add_node_traits(&req.ctx, node.id, traits, true).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn trait_put(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    Path((ident, name)): Path<(String, String)>,
+    _empty: EmptyBody,
+) -> ApiResult {
+    traits_gate(req.version, true)?;
+    validate_trait(&name).map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.add_node_traits(&req.ctx, node.id, vec![name.clone()], false).await?;
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{ident}/traits/{}", enc(&name))) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}
+
+pub async fn traits_delete_all(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+    traits_gate(req.version, true)?;
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.remove_node_traits(&req.ctx, node.id, None).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn trait_delete(State(st): State<AppState>, req: Req, Path((ident, name)): Path<(String, String)>) -> ApiResult {
+    traits_gate(req.version, true)?;
+    let node = load_node(&st, &ident, req.version).await?;
+    st.conductor.remove_node_traits(&req.ctx, node.id, Some(name)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,79 @@
+//! Query strings: parsed once, every argument checked, strict booleans.
+
+use ironic_model::node::{bool_word_error, parse_bool_word};
+
+use crate::error::ApiError;
+
+/// The decoded `name=value` pairs of a query string.
+#[derive(Debug, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(raw: Option<&str>) -> Query {
+        Query(
+            raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The last value given for `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == name)
+    }
+
+    /// A strict boolean argument (`true/false/yes/no/1/0/on/off/t/f/y/n`).
+    pub fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => parse_bool_word(v).map(Some).ok_or_else(|| bool_word_error(name, v).into()),
+        }
+    }
+
+    /// Refuses arguments outside `allowed`.
+    pub fn only(&self, allowed: &[&str]) -> Result<(), ApiError> {
+        let mut bad: Vec<&str> = self
+            .0
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| !allowed.contains(k))
+            .collect();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        bad.sort_unstable();
+        bad.dedup();
+        Err(ApiError::invalid(format!("Unexpected arguments: {}", bad.join(", "))))
+    }
+
+    /// `limit`: positive, capped at `max`, default `max`.
+    pub fn limit(&self, max: u32) -> Result<u32, ApiError> {
+        match self.get("limit") {
+            None => Ok(max),
+            Some(v) => {
+                let n: i64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| ApiError::invalid(format!("Invalid value for limit: {v:?} is not an integer")))?;
+                if n <= 0 {
+                    return Err(ApiError::invalid("Limit must be positive"));
+                }
+                Ok(n.min(i64::from(max)) as u32)
+            }
+        }
+    }
+
+    /// `sort_dir`: `asc` (default) or `desc`; true for descending.
+    pub fn sort_desc(&self) -> Result<bool, ApiError> {
+        match self.get("sort_dir") {
+            None | Some("asc") => Ok(false),
+            Some("desc") => Ok(true),
+            Some(other) => Err(ApiError::invalid(format!(
+                "Invalid sort direction: {other}. Acceptable values are 'asc' or 'desc'"
+            ))),
+        }
+    }
+}

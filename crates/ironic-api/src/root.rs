@@ -1,0 +1,63 @@
+//! Discovery documents: `GET /` and `GET /v1` (reference §2.3).
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::{Base, Req, json_response};
+use ironic_model::Version;
+
+fn version_object(base: &str) -> Value {
+    json!({
+        "id": "v1",
+        "links": [{"href": format!("{base}/v1/"), "rel": "self"}],
+        "status": "CURRENT",
+        "min_version": Version::MIN.to_string(),
+        "version": Version::MAX.to_string(),
+    })
+}
+
+fn pair(base: &str, name: &str) -> Value {
+    json!([
+        {"href": format!("{base}/v1/{name}/"), "rel": "self"},
+        {"href": format!("{base}/{name}/"), "rel": "bookmark"},
+    ])
+}
+
+pub async fn root(Base(base): Base) -> Response {
+    let v = version_object(&base);
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "name": "OpenStack Ironic API",
+            "description": "Ironic is an OpenStack project which enables the provision and management of baremetal machines.",
+            "default_version": v,
+            "versions": [v],
+        }),
+    )
+}
+
+/// Lists only the resources we serve at the request's version.
+pub async fn v1(req: Req, Base(base): Base) -> Response {
+    let mut doc = serde_json::Map::new();
+    doc.insert("id".into(), json!("v1"));
+    doc.insert(
+        "links".into(),
+        json!([
+            {"href": format!("{base}/v1/"), "rel": "self"},
+            {"href": "https://docs.openstack.org//ironic/latest/contributor//webapi.html",
+             "rel": "describedby", "type": "text/html"},
+        ]),
+    );
+    doc.insert(
+        "media_types".into(),
+        json!({"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}),
+    );
+    doc.insert("nodes".into(), pair(&base, "nodes"));
+    doc.insert("drivers".into(), pair(&base, "drivers"));
+    doc.insert("version".into(), version_object(&base));
+    if req.version.at_least(49) {
+        doc.insert("conductors".into(), pair(&base, "conductors"));
+    }
+    json_response(StatusCode::OK, &Value::Object(doc))
+}

@@ -1,0 +1,231 @@
+//! The JSON representation of a node at a microversion: which fields show, in Ironic's
+//! order, with secrets masked. Serialised straight from the domain type, no
+//! intermediate JSON tree.
+
+use chrono::{DateTime, Utc};
+use ironic_model::node::{F, FIELDS, FieldMask, JsonObject};
+use ironic_model::{Node, Version};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::Value;
+
+use crate::topology::Snapshot;
+
+/// Everything a node rendering depends on besides the node.
+pub struct ViewCtx<'a> {
+    pub version: Version,
+    /// Base URL of links, without a trailing slash.
+    pub base: &'a str,
+    /// `None`: every field the version shows. `Some`: only these (and `links`).
+    pub mask: Option<FieldMask>,
+    /// Add the `ports`/`states`/`portgroups`/`volume` link arrays (detail views).
+    pub link_arrays: bool,
+    pub topology: &'a Snapshot,
+}
+
+pub struct NodeView<'a> {
+    pub node: &'a Node,
+    pub ctx: &'a ViewCtx<'a>,
+}
+
+/// ISO 8601 with microseconds and offset, as Ironic prints timestamps.
+pub struct Ts<'a>(pub &'a DateTime<Utc>);
+
+impl Serialize for Ts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0.format("%Y-%m-%dT%H:%M:%S%.6f+00:00"))
+    }
+}
+
+fn ts(t: &Option<DateTime<Utc>>) -> Option<Ts<'_>> {
+    t.as_ref().map(Ts)
+}
+
+/// Keys whose values are never shown (upstream masks these with `******`).
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pswd",
+    "secret",
+    "token",
+    "credential",
+    "private_key",
+    "cert_key",
+    "encryption_key",
+    "adminpass",
+    "admin_pass",
+    "new_pass",
+];
+
+fn is_secret(key: &str, extra: &[&str]) -> bool {
+    let k = key.to_ascii_lowercase();
+    SECRET_WORDS.iter().any(|w| k.contains(w)) || extra.contains(&key)
+}
+
+/// An object with secret-looking keys masked, recursively.
+struct Masked<'a> {
+    obj: &'a JsonObject,
+    extra: &'a [&'a str],
+}
+
+struct MaskedValue<'a>(&'a Value);
+
+impl Serialize for MaskedValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(o) => Masked { obj: o, extra: &[] }.serialize(s),
+            other => other.serialize(s),
+        }
+    }
+}
+
+impl Serialize for Masked<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.obj.len()))?;
+        for (k, v) in self.obj {
+            if is_secret(k, self.extra) {
+                m.serialize_entry(k, "******")?;
+            } else {
+                m.serialize_entry(k, &MaskedValue(v))?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// `[{"href": <base>/v1/<path>, "rel": "self"}, {"href": <base>/<path>, "rel": "bookmark"}]`.
+pub struct Links<'a> {
+    pub base: &'a str,
+    pub path: &'a str,
+}
+
+struct Link<'a> {
+    href: String,
+    rel: &'a str,
+}
+
+impl Serialize for Link<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("href", &self.href)?;
+        m.serialize_entry("rel", self.rel)?;
+        m.end()
+    }
+}
+
+impl Serialize for Links<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(2))?;
+        seq.serialize_element(&Link { href: format!("{}/v1/{}", self.base, self.path), rel: "self" })?;
+        seq.serialize_element(&Link { href: format!("{}/{}", self.base, self.path), rel: "bookmark" })?;
+        seq.end()
+    }
+}
+
+impl Serialize for NodeView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let n = self.node;
+        let c = self.ctx;
+        let v = c.version;
+        let mut m = s.serialize_map(None)?;
+        let self_path = format!("nodes/{}", n.uuid);
+        for (i, spec) in FIELDS.iter().enumerate() {
+            if spec.field == F::Conductor {
+                m.serialize_entry("links", &Links { base: c.base, path: &self_path })?;
+            }
+            if spec.field == F::Unserved || !v.at_least(spec.min) {
+                continue;
+            }
+            if let Some(mask) = c.mask {
+                if !mask.contains(i) {
+                    continue;
+                }
+            }
+            let key = spec.name;
+            match spec.field {
+                F::Uuid => m.serialize_entry(key, n.uuid.as_str())?,
+                F::CreatedAt => m.serialize_entry(key, &Ts(&n.created_at))?,
+                F::UpdatedAt => m.serialize_entry(key, &ts(&n.updated_at))?,
+                F::AutomatedClean => m.serialize_entry(key, &n.automated_clean)?,
+                F::Interface(idx) => m.serialize_entry(key, &n.interfaces.0[idx])?,
+                F::CleanStep => m.serialize_entry(key, &n.clean_step)?,
+                F::ConductorGroup => m.serialize_entry(key, &n.conductor_group)?,
+                F::ConsoleEnabled => m.serialize_entry(key, &n.console_enabled)?,
+                F::DeployStep => m.serialize_entry(key, &n.deploy_step)?,
+                F::Description => m.serialize_entry(key, &n.description)?,
+                F::Driver => m.serialize_entry(key, &n.driver)?,
+                F::DriverInfo => m.serialize_entry(key, &Masked { obj: &n.driver_info, extra: &[] })?,
+                F::DriverInternalInfo => {
+                    m.serialize_entry(key, &Masked { obj: &n.driver_internal_info, extra: &[] })?
+                }
+                F::Extra => m.serialize_entry(key, &n.extra)?,
+                F::Fault => m.serialize_entry(key, &n.fault)?,
+                F::InspectionFinishedAt => m.serialize_entry(key, &ts(&n.inspection_finished_at))?,
+                F::InspectionStartedAt => m.serialize_entry(key, &ts(&n.inspection_started_at))?,
+                F::InstanceInfo => m.serialize_entry(
+                    key,
+                    &Masked { obj: &n.instance_info, extra: &["configdrive", "image_url"] },
+                )?,
+                F::InstanceUuid => m.serialize_entry(key, &n.instance_uuid)?,
+                F::LastError => m.serialize_entry(key, &n.last_error)?,
+                F::Lessee => m.serialize_entry(key, &n.lessee)?,
+                F::Maintenance => m.serialize_entry(key, &n.maintenance)?,
+                F::MaintenanceReason => m.serialize_entry(key, &n.maintenance_reason)?,
+                F::Name => m.serialize_entry(key, &n.name)?,
+                F::Owner => m.serialize_entry(key, &n.owner)?,
+                F::PowerState => m.serialize_entry(key, &n.power_state)?,
+                F::Properties => m.serialize_entry(key, &n.properties)?,
+                F::Protected => m.serialize_entry(key, &n.protected)?,
+                F::ProtectedReason => m.serialize_entry(key, &n.protected_reason)?,
+                F::ProvisionState => m.serialize_entry(key, &n.provision_state.display(v))?,
+                F::ProvisionUpdatedAt => m.serialize_entry(key, &ts(&n.provision_updated_at))?,
+                F::RaidConfig => m.serialize_entry(key, &n.raid_config)?,
+                F::Reservation => m.serialize_entry(key, &n.reservation)?,
+                F::ResourceClass => m.serialize_entry(key, &n.resource_class)?,
+                F::Retired => m.serialize_entry(key, &n.retired)?,
+                F::RetiredReason => m.serialize_entry(key, &n.retired_reason)?,
+                F::TargetPowerState => m.serialize_entry(key, &n.target_power_state)?,
+                F::TargetProvisionState => {
+                    m.serialize_entry(key, &n.target_provision_state.and_then(|s| s.display(v)))?
+                }
+                F::TargetRaidConfig => m.serialize_entry(key, &n.target_raid_config)?,
+                F::Traits => m.serialize_entry(key, &n.traits)?,
+                F::Conductor => m.serialize_entry(
+                    key,
+                    &c.topology.owner(&n.conductor_group, &n.driver, n.uuid.as_str()),
+                )?,
+                F::AllocationUuid | F::Unserved => {}
+                F::ChassisUuid => m.serialize_entry(key, &n.chassis_uuid)?,
+            }
+        }
+        if c.link_arrays {
+            m.serialize_entry("ports", &Links { base: c.base, path: &format!("{self_path}/ports") })?;
+            if v.at_least(14) {
+                m.serialize_entry("states", &Links { base: c.base, path: &format!("{self_path}/states") })?;
+            }
+            if v.at_least(24) {
+                m.serialize_entry("portgroups", &Links { base: c.base, path: &format!("{self_path}/portgroups") })?;
+            }
+            if v.at_least(32) {
+                m.serialize_entry("volume", &Links { base: c.base, path: &format!("{self_path}/volume") })?;
+            }
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_masked_recursively() {
+        let o = json!({"ipmi_password": "x", "nested": {"auth_token": "y", "ok": 1}, "ipmi_address": "1.2.3.4"});
+        let obj = o.as_object().cloned().unwrap_or_default();
+        let out = serde_json::to_value(Masked { obj: &obj, extra: &["image_url"] }).unwrap();
+        assert_eq!(
+            out,
+            json!({"ipmi_password": "******", "nested": {"auth_token": "******", "ok": 1}, "ipmi_address": "1.2.3.4"})
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The conductor: owns node writes. Every change to a node happens here, under the
+//! node's exclusive lock (the `reservation` column), with the update rules of
+//! `ironic_model::node`. The registry keeps this conductor visible to the API processes.
+//!
+//! Architecture invariant: the conductor serves no HTTP; it is reached through
+//! `ironic_rpc::ConductorApi`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ironic_config::Config;
+use ironic_db::Db;
+use ironic_drivers::{HardwareType, Registry};
+use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
+use ironic_model::patch::{self, Op};
+use ironic_model::states::ProvisionState;
+use ironic_model::{Error, Node};
+use ironic_rpc::{ConductorApi, Context, RpcFuture, UpdateNode};
+
+pub mod registry;
+
+/// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
+pub const MAX_TRAITS_PER_NODE: usize = 50;
+
+/// Settings the conductor needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct ConductorSettings {
+    pub host: String,
+    pub conductor_group: String,
+    pub allow_deleting_available_nodes: bool,
+    pub lock_attempts: u32,
+    pub lock_retry_interval: Duration,
+    pub heartbeat_interval: Duration,
+}
+
+impl ConductorSettings {
+    pub fn from_config(cfg: &Config) -> Self {
+        ConductorSettings {
+            host: cfg.default.host.clone(),
+            conductor_group: cfg.default.default_conductor_group.clone(),
+            allow_deleting_available_nodes: cfg.conductor.allow_deleting_available_nodes,
+            lock_attempts: cfg.conductor.node_locked_retry_attempts.max(1),
+            lock_retry_interval: Duration::from_millis(cfg.conductor.node_locked_retry_interval_ms),
+            heartbeat_interval: Duration::from_secs(cfg.conductor.heartbeat_interval),
+        }
+    }
+}
+
+/// One conductor's service.
+pub struct Conductor {
+    db: Db,
+    drivers: Registry,
+    settings: ConductorSettings,
+}
+
+impl Conductor {
+    pub fn new(db: Db, drivers: Registry, settings: ConductorSettings) -> Arc<Self> {
+        Arc::new(Conductor { db, drivers, settings })
+    }
+
+    pub fn host(&self) -> &str {
+        &self.settings.host
+    }
+
+    /// Takes the node lock, retrying while another operation holds it.
+    async fn acquire(&self, node_id: i64) -> Result<Node, Error> {
+        let mut attempt = 1;
+        loop {
+            match self.db.node_reserve(node_id, &self.settings.host).await {
+                Err(Error::Locked(m)) if attempt < self.settings.lock_attempts => {
+                    tracing::debug!(node_id, attempt, "node locked, retrying: {m}");
+                    attempt += 1;
+                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Runs `f` on the locked node and always gives the lock back.
+    async fn with_lock<T, F, Fut>(&self, node_id: i64, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(Node) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let node = self.acquire(node_id).await?;
+        let res = f(node).await;
+        if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
+            tracing::error!(node_id, error = %e, "could not release a node lock");
+        }
+        res
+    }
+
+    fn hardware_type(&self, driver: &str, group: &str) -> Result<&HardwareType, Error> {
+        self.drivers.get(driver).ok_or_else(|| Error::no_valid_host(driver, group))
+    }
+
+    /// Fills unset interfaces with the hardware type's defaults and refuses
+    /// implementations the hardware type does not enable.
+    fn complete_interfaces(&self, node: &mut Node) -> Result<(), Error> {
+        let hw = self.hardware_type(&node.driver, &node.conductor_group)?;
+        for (i, t) in INTERFACE_TYPES.iter().enumerate() {
+            match &node.interfaces.0[i] {
+                None => node.interfaces.0[i] = hw.default_interface(t).map(str::to_owned),
+                Some(x) if !hw.enabled_interfaces(t).contains(&x.as_str()) => {
+                    return Err(Error::invalid(format!(
+                        "{t} interface implementation '{x}' is not supported by hardware type {}. Enabled implementations: {}",
+                        hw.name,
+                        hw.enabled_interfaces(t).join(", ")
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn do_update(&self, node: Node, req: UpdateNode) -> Result<Node, Error> {
+        let only_removes_instance = node.maintenance
+            && req.patch.len() == 1
+            && req.patch[0].op == Op::Remove
+            && req.patch[0].path == "/instance_uuid";
+        if node.target_provision_state.is_some()
+            && !node.provision_state.update_allowed()
+            && !only_removes_instance
+        {
+            return Err(Error::InvalidState(format!(
+                "Node {} can not be updated while a state transition is in progress.",
+                req.ident
+            )));
+        }
+        if node.provision_state == ProvisionState::Inspecting && req.version.at_least(39) {
+            return Err(Error::InvalidState(format!(
+                "Node {} can not be updated while a state transition is in progress.",
+                req.ident
+            )));
+        }
+        let mut doc = node.patch_doc(req.version);
+        for op in &req.patch {
+            patch::apply(&mut doc, op)?;
+        }
+        let mut new = node.clone();
+        new.apply_doc(&doc, req.version, Source::Patch { ident: &req.ident })?;
+        let driver_changed = new.driver != node.driver;
+        match req.reset_interfaces {
+            Some(true) if !driver_changed => {
+                return Err(Error::invalid(
+                    "The reset_interfaces parameter can only be used when changing the node's driver.",
+                ));
+            }
+            Some(false) => {}
+            _ if driver_changed => {
+                // Interfaces not named in this patch go back to the new type's defaults.
+                for (i, t) in INTERFACE_TYPES.iter().enumerate() {
+                    let path = format!("/{t}_interface");
+                    if !req.patch.iter().any(|op| op.path == path) {
+                        new.interfaces.0[i] = None;
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.complete_interfaces(&mut new)?;
+        check_update(&node, &mut new)?;
+        if new == node {
+            return Ok(node);
+        }
+        let saved = self.db.node_save(&new, &self.settings.host).await?;
+        tracing::info!(node = %saved.uuid, "node updated");
+        Ok(Node { reservation: None, ..saved })
+    }
+}
+
+impl ConductorApi for Conductor {
+    fn create_node(&self, ctx: &Context, node: Node) -> RpcFuture<'_, Node> {
+        let request_id = ctx.request_id.clone();
+        Box::pin(async move {
+            let mut node = node;
+            self.complete_interfaces(&mut node)?;
+            let created = self.db.node_create(&node).await?;
+            tracing::info!(node = %created.uuid, request_id, "node created");
+            Ok(created)
+        })
+    }
+
+    fn update_node(&self, _ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
+        Box::pin(async move { self.with_lock(req.node_id, |node| self.do_update(node, req)).await })
+    }
+
+    fn set_maintenance(
+        &self,
+        _ctx: &Context,
+        node_id: i64,
+        on: bool,
+        reason: Option<String>,
+    ) -> RpcFuture<'_, Node> {
+        Box::pin(async move {
+            self.with_lock(node_id, |mut node| async move {
+                node.maintenance = on;
+                node.maintenance_reason = if on { reason } else { None };
+                if !on {
+                    node.fault = None;
+                }
+                let saved = self.db.node_save(&node, &self.settings.host).await?;
+                tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
+                Ok(Node { reservation: None, ..saved })
+            })
+            .await
+        })
+    }
+
+    fn destroy_node(&self, _ctx: &Context, node_id: i64) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            self.with_lock(node_id, |node| async move {
+                check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
+                self.db.node_destroy(node.id, &self.settings.host).await?;
+                tracing::info!(node = %node.uuid, "node deleted");
+                Ok(())
+            })
+            .await
+        })
+    }
+
+    fn add_node_traits(
+        &self,
+        _ctx: &Context,
+        node_id: i64,
+        traits: Vec<String>,
+        replace: bool,
+    ) -> RpcFuture<'_, Vec<String>> {
+        Box::pin(async move {
+            self.with_lock(node_id, |node| async move {
+                let res = self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await;
+                res.map_err(|e| match e {
+                    Error::Invalid(_) => Error::invalid(format!(
+                        "Could not modify traits for node {}: a node can have at most {MAX_TRAITS_PER_NODE} traits.",
+                        node.uuid
+                    )),
+                    other => other,
+                })
+            })
+            .await
+        })
+    }
+
+    fn remove_node_traits(&self, _ctx: &Context, node_id: i64, one: Option<String>) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            self.with_lock(node_id, |node| async move {
+                let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
+                if !found {
+                    return Err(Error::NotFound(format!(
+                        "Node {} doesn't have a trait '{}'",
+                        node.uuid,
+                        one.unwrap_or_default()
+                    )));
+                }
+                Ok(())
+            })
+            .await
+        })
+    }
+}
