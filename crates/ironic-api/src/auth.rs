@@ -31,7 +31,10 @@ pub struct Htpasswd {
 impl Htpasswd {
     /// Reads the file once to fail early on a missing file.
     pub fn open(path: &Path) -> Result<Htpasswd, String> {
-        let h = Htpasswd { path: path.to_path_buf(), loaded: Mutex::new(Loaded::default()) };
+        let h = Htpasswd {
+            path: path.to_path_buf(),
+            loaded: Mutex::new(Loaded::default()),
+        };
         h.reload_if_changed()?;
         Ok(h)
     }
@@ -40,14 +43,21 @@ impl Htpasswd {
         let meta = std::fs::metadata(&self.path)
             .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
         let mtime = meta.modified().ok();
-        let mut l = self.loaded.lock().map_err(|_| "htpasswd state poisoned".to_string())?;
+        let mut l = self
+            .loaded
+            .lock()
+            .map_err(|_| "htpasswd state poisoned".to_string())?;
         if l.mtime.is_some() && l.mtime == mtime {
             return Ok(());
         }
         let text = std::fs::read_to_string(&self.path)
             .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
         let mut users = HashMap::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             if let Some((u, h)) = line.split_once(':') {
                 if h.starts_with("$2") {
                     users.insert(u.to_string(), h.to_string());
@@ -57,14 +67,20 @@ impl Htpasswd {
             }
         }
         tracing::info!(path = %self.path.display(), users = users.len(), "loaded htpasswd file");
-        *l = Loaded { mtime, users, verified: HashSet::new() };
+        *l = Loaded {
+            mtime,
+            users,
+            verified: HashSet::new(),
+        };
         Ok(())
     }
 
     /// Checks an `Authorization` header value. Err carries the reason for the log.
     pub async fn check(&self, header: Option<&str>) -> Result<String, String> {
         let value = header.ok_or("no credentials")?;
-        let b64 = value.strip_prefix("Basic ").ok_or("not Basic credentials")?;
+        let b64 = value
+            .strip_prefix("Basic ")
+            .ok_or("not Basic credentials")?;
         let raw = base64::engine::general_purpose::STANDARD
             .decode(b64.trim())
             .map_err(|_| "malformed Basic credentials")?;

@@ -9,15 +9,18 @@ use crate::AppState;
 use crate::error::ApiError;
 
 /// The raw bytes of a body within `[api] max_request_body_bytes`.
-pub async fn read_limited(body: Body, headers: &axum::http::HeaderMap, limit: usize) -> Result<Vec<u8>, ApiError> {
+pub async fn read_limited(
+    body: Body,
+    headers: &axum::http::HeaderMap,
+    limit: usize,
+) -> Result<Vec<u8>, ApiError> {
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
+        && len > limit as u64
     {
-        if len > limit as u64 {
-            return Err(ApiError::TooLarge(limit));
-        }
+        return Err(ApiError::TooLarge(limit));
     }
     axum::body::to_bytes(body, limit)
         .await
@@ -35,7 +38,9 @@ impl FromRequest<AppState> for JsonBody {
         let (parts, body) = req.into_parts();
         let bytes = read_limited(body, &parts.headers, state.settings.max_body).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::invalid("The request body is empty; a JSON document is expected."));
+            return Err(ApiError::invalid(
+                "The request body is empty; a JSON document is expected.",
+            ));
         }
         serde_json::from_slice(&bytes)
             .map(JsonBody)

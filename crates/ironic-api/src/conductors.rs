@@ -12,7 +12,14 @@ use crate::query::Query;
 use crate::view::Ts;
 use crate::{AppState, Base, Req, json_response};
 
-const FIELDS: &[&str] = &["hostname", "conductor_group", "alive", "drivers", "created_at", "updated_at"];
+const FIELDS: &[&str] = &[
+    "hostname",
+    "conductor_group",
+    "alive",
+    "drivers",
+    "created_at",
+    "updated_at",
+];
 
 fn gate(req: &Req) -> Result<(), ApiError> {
     if req.version.at_least(49) {
@@ -31,7 +38,9 @@ fn doc(c: &Conductor, alive: bool, base: &str, fields: &[&str]) -> Value {
             "alive" => json!(alive),
             "drivers" => json!(c.drivers),
             "created_at" => serde_json::to_value(Ts(&c.created_at)).unwrap_or(Value::Null),
-            "updated_at" => serde_json::to_value(c.updated_at.as_ref().map(Ts)).unwrap_or(Value::Null),
+            "updated_at" => {
+                serde_json::to_value(c.updated_at.as_ref().map(Ts)).unwrap_or(Value::Null)
+            }
             _ => continue,
         };
         d.insert((*f).to_string(), v);
@@ -46,19 +55,34 @@ fn doc(c: &Conductor, alive: bool, base: &str, fields: &[&str]) -> Value {
     Value::Object(d)
 }
 
-pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     gate(&req)?;
     let q = Query::parse(q.as_deref());
-    q.only(&["limit", "marker", "detail", "fields", "sort_key", "sort_dir"])?;
+    q.only(&[
+        "limit", "marker", "detail", "fields", "sort_key", "sort_dir",
+    ])?;
     let detail = q.bool("detail")?.unwrap_or(false);
     let fields: Vec<&str> = match q.get("fields") {
         Some(_) if detail => {
-            return Err(ApiError::invalid("Can not specify ?detail=True and fields in the same request."));
+            return Err(ApiError::invalid(
+                "Can not specify ?detail=True and fields in the same request.",
+            ));
         }
         Some(f) => {
-            let list: Vec<&str> = f.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+            let list: Vec<&str> = f
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
             if let Some(bad) = list.iter().find(|f| !FIELDS.contains(f)) {
-                return Err(ApiError::invalid(format!("Field {bad} is not a valid field.")));
+                return Err(ApiError::invalid(format!(
+                    "Field {bad} is not a valid field."
+                )));
             }
             list
         }
@@ -73,10 +97,16 @@ pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQue
     match sort_key {
         "id" => all.sort_by_key(|(c, _)| c.id),
         "hostname" => all.sort_by(|a, b| a.0.hostname.cmp(&b.0.hostname)),
-        "conductor_group" => all.sort_by(|a, b| (&a.0.conductor_group, a.0.id).cmp(&(&b.0.conductor_group, b.0.id))),
+        "conductor_group" => {
+            all.sort_by(|a, b| (&a.0.conductor_group, a.0.id).cmp(&(&b.0.conductor_group, b.0.id)))
+        }
         "created_at" => all.sort_by_key(|(c, _)| (c.created_at, c.id)),
         "updated_at" => all.sort_by_key(|(c, _)| (c.updated_at, c.id)),
-        other => return Err(ApiError::invalid(format!("The sort_key value {other} is an invalid field for sorting"))),
+        other => {
+            return Err(ApiError::invalid(format!(
+                "The sort_key value {other} is an invalid field for sorting"
+            )));
+        }
     }
     if desc {
         all.reverse();
@@ -88,24 +118,37 @@ pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQue
             .ok_or_else(|| Error::NotFound(format!("Conductor {m} could not be found.")))?;
         all.drain(..=pos);
     }
-    let page: Vec<Value> = all.iter().take(limit).map(|(c, a)| doc(c, *a, &base, &fields)).collect();
+    let page: Vec<Value> = all
+        .iter()
+        .take(limit)
+        .map(|(c, a)| doc(c, *a, &base, &fields))
+        .collect();
     let mut body = Map::new();
     let full = page.len() == limit;
     body.insert("conductors".into(), Value::Array(page));
-    if full {
-        if let Some((c, _)) = all.get(limit - 1) {
-            body.insert(
-                "next".into(),
-                json!(format!("{base}/v1/conductors?limit={limit}&marker={}", c.hostname)),
-            );
-        }
+    if full && let Some((c, _)) = all.get(limit - 1) {
+        body.insert(
+            "next".into(),
+            json!(format!(
+                "{base}/v1/conductors?limit={limit}&marker={}",
+                c.hostname
+            )),
+        );
     }
     Ok(json_response(StatusCode::OK, &Value::Object(body)))
 }
 
-pub async fn get_one(State(st): State<AppState>, req: Req, Base(base): Base, Path(hostname): Path<String>) -> Result<Response, ApiError> {
+pub async fn get_one(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    Path(hostname): Path<String>,
+) -> Result<Response, ApiError> {
     gate(&req)?;
     let c = st.db.conductor_get(&hostname).await?;
     let alive = c.is_alive(chrono::Utc::now(), st.topology.timeout_secs());
-    Ok(json_response(StatusCode::OK, &doc(&c, alive, &base, FIELDS)))
+    Ok(json_response(
+        StatusCode::OK,
+        &doc(&c, alive, &base, FIELDS),
+    ))
 }

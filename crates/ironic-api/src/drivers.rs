@@ -39,7 +39,10 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
     d.insert("hosts".into(), json!(hosts));
     d.insert("links".into(), link_pair(base, &format!("drivers/{name}")));
     if v.at_least(30) {
-        d.insert("properties".into(), link_pair(base, &format!("drivers/{name}/properties")));
+        d.insert(
+            "properties".into(),
+            link_pair(base, &format!("drivers/{name}/properties")),
+        );
         d.insert("type".into(), json!("dynamic"));
         if detail {
             let hw = ironic_drivers::known(name);
@@ -47,7 +50,10 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
                 if !v.at_least(*min) {
                     continue;
                 }
-                d.insert(format!("default_{t}_interface"), json!(hw.and_then(|h| h.default_interface(t))));
+                d.insert(
+                    format!("default_{t}_interface"),
+                    json!(hw.and_then(|h| h.default_interface(t))),
+                );
                 d.insert(
                     format!("enabled_{t}_interfaces"),
                     json!(hw.map(|h| h.enabled_interfaces(t)).unwrap_or(&[])),
@@ -58,7 +64,12 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
     Value::Object(d)
 }
 
-pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
     let q = Query::parse(q.as_deref());
     q.only(&["type", "detail"])?;
     let detail = q.bool("detail")?.unwrap_or(false);
@@ -81,10 +92,20 @@ pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQue
     Ok(json_response(StatusCode::OK, &json!({ "drivers": docs })))
 }
 
-pub async fn get_one(State(st): State<AppState>, req: Req, Base(base): Base, Path(name): Path<String>) -> Result<Response, ApiError> {
+pub async fn get_one(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
     let drivers = st.topology.snapshot().drivers();
     let hosts = drivers.get(&name).ok_or_else(|| {
-        Error::NotFound(format!("Could not find the following driver(s) or hardware type(s): {name}."))
+        Error::NotFound(format!(
+            "Could not find the following driver(s) or hardware type(s): {name}."
+        ))
     })?;
-    Ok(json_response(StatusCode::OK, &driver_doc(&name, hosts, req.version, &base, true)))
+    Ok(json_response(
+        StatusCode::OK,
+        &driver_doc(&name, hosts, req.version, &base, true),
+    ))
 }

@@ -16,7 +16,11 @@ pub enum ApiError {
     /// A domain error from a handler or a conductor.
     Domain(Error),
     /// An error of the routing layer (unknown path, method, version gate).
-    Routing { status: StatusCode, description: String, version_headers: bool },
+    Routing {
+        status: StatusCode,
+        description: String,
+        version_headers: bool,
+    },
     /// Missing or wrong credentials.
     Unauthorized(String),
     /// A body over the configured limit.
@@ -34,7 +38,11 @@ impl ApiError {
         ApiError::Domain(Error::Invalid(msg.into()))
     }
     pub fn routing(status: StatusCode, description: impl Into<String>) -> Self {
-        ApiError::Routing { status, description: description.into(), version_headers: false }
+        ApiError::Routing {
+            status,
+            description: description.into(),
+            version_headers: false,
+        }
     }
 }
 
@@ -53,7 +61,11 @@ pub fn status_of(e: &Error) -> StatusCode {
 /// `{"faultcode": ..., "faultstring": ..., "debuginfo": null}` as Python's json.dumps
 /// writes it.
 fn fault_text(status: StatusCode, message: &str) -> String {
-    let code = if status.is_server_error() { "Server" } else { "Client" };
+    let code = if status.is_server_error() {
+        "Server"
+    } else {
+        "Client"
+    };
     let msg = serde_json::to_string(message).unwrap_or_else(|_| "\"\"".into());
     format!("{{\"faultcode\": \"{code}\", \"faultstring\": {msg}, \"debuginfo\": null}}")
 }
@@ -61,15 +73,20 @@ fn fault_text(status: StatusCode, message: &str) -> String {
 fn routing_text(status: StatusCode, description: &str) -> String {
     let d = serde_json::to_string(description).unwrap_or_else(|_| "\"\"".into());
     let title = status.canonical_reason().unwrap_or("Error");
-    format!("{{\"code\": {}, \"title\": \"{title}\", \"description\": {d}}}", status.as_u16())
+    format!(
+        "{{\"code\": {}, \"title\": \"{title}\", \"description\": {d}}}",
+        status.as_u16()
+    )
 }
 
 /// Builds the `{"error_message": ...}` response.
 pub fn error_response(status: StatusCode, inner: String) -> Response {
     let body = serde_json::json!({ "error_message": inner }).to_string();
     let mut resp = (status, body).into_response();
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -79,7 +96,9 @@ impl IntoResponse for ApiError {
             ApiError::Domain(e) => {
                 let status = status_of(&e);
                 let shown = match &e {
-                    Error::Internal(_) => "An internal error occurred; the server log has the details.".to_string(),
+                    Error::Internal(_) => {
+                        "An internal error occurred; the server log has the details.".to_string()
+                    }
                     other => other.message().to_string(),
                 };
                 if status.is_client_error() {
@@ -87,7 +106,11 @@ impl IntoResponse for ApiError {
                 }
                 error_response(status, fault_text(status, &shown))
             }
-            ApiError::Routing { status, description, version_headers } => {
+            ApiError::Routing {
+                status,
+                description,
+                version_headers,
+            } => {
                 let mut r = error_response(status, routing_text(status, &description));
                 if !version_headers {
                     r.extensions_mut().insert(NoVersionHeaders);
@@ -95,7 +118,10 @@ impl IntoResponse for ApiError {
                 r
             }
             ApiError::Unauthorized(msg) => {
-                let mut r = error_response(StatusCode::UNAUTHORIZED, fault_text(StatusCode::UNAUTHORIZED, &msg));
+                let mut r = error_response(
+                    StatusCode::UNAUTHORIZED,
+                    fault_text(StatusCode::UNAUTHORIZED, &msg),
+                );
                 r.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Basic realm=\"Baremetal API\""),

@@ -14,7 +14,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{MethodRouter, get, put};
 use ironic_db::Db;
 use ironic_model::node::NodeDefaults;
 use ironic_model::version::{self, Version, VersionError};
@@ -81,9 +81,14 @@ impl FromRequestParts<AppState> for Base {
         if let Some(p) = &st.settings.public_endpoint {
             return Ok(Base(p.trim_end_matches('/').to_string()));
         }
-        let host = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok());
         Ok(Base(match host {
-            Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) => format!("http://{h}"),
+            Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) => {
+                format!("http://{h}")
+            }
             _ => st.settings.fallback_base.clone(),
         }))
     }
@@ -98,10 +103,24 @@ pub struct Req {
 impl FromRequestParts<AppState> for Req {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _st: &AppState) -> Result<Self, Self::Rejection> {
-        let version = parts.extensions.get::<Version>().copied().unwrap_or(Version::MIN);
-        let request_id = parts.extensions.get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
-        Ok(Req { version, ctx: Context { request_id } })
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _st: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let version = parts
+            .extensions
+            .get::<Version>()
+            .copied()
+            .unwrap_or(Version::MIN);
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .map(|r| r.0.clone())
+            .unwrap_or_default();
+        Ok(Req {
+            version,
+            ctx: Context { request_id },
+        })
     }
 }
 
@@ -110,12 +129,16 @@ pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => {
             let mut r = (status, bytes).into_response();
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             r
         }
-        Err(e) => ApiError::Domain(ironic_model::Error::Internal(format!("serialising a response: {e}")))
-            .into_response(),
+        Err(e) => ApiError::Domain(ironic_model::Error::Internal(format!(
+            "serialising a response: {e}"
+        )))
+        .into_response(),
     }
 }
 
@@ -131,7 +154,8 @@ fn requested_version(h: &HeaderMap) -> Option<String> {
             return Some(found.to_string());
         }
     }
-    h.get(H_VER).map(|v| v.to_str().unwrap_or("\u{0}").to_string())
+    h.get(H_VER)
+        .map(|v| v.to_str().unwrap_or("\u{0}").to_string())
 }
 
 fn is_public(path: &str) -> bool {
@@ -149,9 +173,11 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
     let mut resp = async {
         let negotiated = version::negotiate(requested_version(req.headers()).as_deref());
         let mut resp = match negotiated {
-            Err(VersionError::Malformed) => {
-                ApiError::routing(StatusCode::NOT_ACCEPTABLE, VersionError::Malformed.message()).into_response()
-            }
+            Err(VersionError::Malformed) => ApiError::routing(
+                StatusCode::NOT_ACCEPTABLE,
+                VersionError::Malformed.message(),
+            )
+            .into_response(),
             Err(e) => ApiError::Routing {
                 status: StatusCode::NOT_ACCEPTABLE,
                 description: e.message(),
@@ -163,7 +189,10 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                 req.extensions_mut().insert(RequestId(rid.clone()));
                 let denied = match &st.auth {
                     Auth::HttpBasic(h) if !is_public(&path) => {
-                        let hv = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+                        let hv = req
+                            .headers()
+                            .get(header::AUTHORIZATION)
+                            .and_then(|v| v.to_str().ok());
                         match h.check(hv).await {
                             Ok(user) => {
                                 tracing::debug!(user, "authenticated");
@@ -171,7 +200,10 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                             }
                             Err(reason) => {
                                 tracing::info!(reason, "authentication failed");
-                                Some(ApiError::Unauthorized("Authentication required".into()).into_response())
+                                Some(
+                                    ApiError::Unauthorized("Authentication required".into())
+                                        .into_response(),
+                                )
                             }
                         }
                     }
@@ -182,7 +214,11 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                     None => next.run(req).await,
                 };
                 if resp.extensions().get::<NoVersionHeaders>().is_none() {
-                    resp.headers_mut().insert(H_VER, HeaderValue::from_str(&v.to_string()).unwrap_or(HeaderValue::from_static("1.1")));
+                    resp.headers_mut().insert(
+                        H_VER,
+                        HeaderValue::from_str(&v.to_string())
+                            .unwrap_or(HeaderValue::from_static("1.1")),
+                    );
                 }
                 resp
             }
@@ -204,7 +240,8 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
     .instrument(span)
     .await;
     if let Ok(v) = HeaderValue::from_str(&rid) {
-        resp.headers_mut().insert("x-openstack-request-id", v.clone());
+        resp.headers_mut()
+            .insert("x-openstack-request-id", v.clone());
         resp.headers_mut().insert("openstack-request-id", v);
     }
     resp
@@ -223,21 +260,40 @@ async fn method_not_allowed() -> ApiError {
 
 /// Every route of the API, with and without the `/v1` prefix.
 pub fn router(state: AppState) -> Router {
-    let v1 = Router::new()
-        .route("/nodes", get(nodes::list).post(nodes::create))
-        .route("/nodes/detail", get(nodes::detail))
-        .route("/nodes/{ident}", get(nodes::get_one).patch(nodes::patch).delete(nodes::delete))
-        .route("/nodes/{ident}/states", get(nodes::states))
-        .route("/nodes/{ident}/maintenance", put(nodes::maintenance_on).delete(nodes::maintenance_off))
-        .route(
+    let routes: Vec<(&str, MethodRouter<AppState>)> = vec![
+        ("/nodes", get(nodes::list).post(nodes::create)),
+        ("/nodes/detail", get(nodes::detail)),
+        (
+            "/nodes/{ident}",
+            get(nodes::get_one)
+                .patch(nodes::patch)
+                .delete(nodes::delete),
+        ),
+        ("/nodes/{ident}/states", get(nodes::states)),
+        (
+            "/nodes/{ident}/maintenance",
+            put(nodes::maintenance_on).delete(nodes::maintenance_off),
+        ),
+        (
             "/nodes/{ident}/traits",
-            get(nodes::traits_get).put(nodes::traits_put).delete(nodes::traits_delete_all),
-        )
-        .route("/nodes/{ident}/traits/{name}", put(nodes::trait_put).delete(nodes::trait_delete))
-        .route("/drivers", get(drivers::list))
-        .route("/drivers/{name}", get(drivers::get_one))
-        .route("/conductors", get(conductors::list))
-        .route("/conductors/{hostname}", get(conductors::get_one));
+            get(nodes::traits_get)
+                .put(nodes::traits_put)
+                .delete(nodes::traits_delete_all),
+        ),
+        (
+            "/nodes/{ident}/traits/{name}",
+            put(nodes::trait_put).delete(nodes::trait_delete),
+        ),
+        ("/drivers", get(drivers::list)),
+        ("/drivers/{name}", get(drivers::get_one)),
+        ("/conductors", get(conductors::list)),
+        ("/conductors/{hostname}", get(conductors::get_one)),
+    ];
+    // Clients sometimes add a trailing slash (`GET /v1/nodes/?...`): both forms route.
+    let mut v1 = Router::new();
+    for (path, mr) in routes {
+        v1 = v1.route(path, mr.clone()).route(&format!("{path}/"), mr);
+    }
     Router::new()
         .route("/", get(root::root))
         .route("/v1", get(root::v1))

@@ -5,7 +5,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ironic_db::{NodeFilter, NodeListQuery};
 use ironic_model::ids::{NodeIdent, NodeUuid, canonical_uuid};
-use ironic_model::names::{is_hostname_safe, is_valid_logical_name, trait_error_message, validate_trait};
+use ironic_model::names::{
+    is_hostname_safe, is_valid_logical_name, trait_error_message, validate_trait,
+};
 use ironic_model::node::{
     DEFAULT_LIST_FIELDS, FIELDS, FieldMask, PATCH_ALLOWED, field, from_create_body, parse_fields,
 };
@@ -32,11 +34,17 @@ fn parse_ident(ident: &str, v: Version) -> Result<NodeIdent, Error> {
     if !v.at_least(5) {
         return Err(Error::node_not_found(ident));
     }
-    let ok = if v.at_least(10) { is_valid_logical_name(ident) } else { is_hostname_safe(ident) };
+    let ok = if v.at_least(10) {
+        is_valid_logical_name(ident)
+    } else {
+        is_hostname_safe(ident)
+    };
     if ok {
         Ok(NodeIdent::Name(ident.to_string()))
     } else {
-        Err(Error::invalid(format!("Expected a logical name or UUID but received {ident}.")))
+        Err(Error::invalid(format!(
+            "Expected a logical name or UUID but received {ident}."
+        )))
     }
 }
 
@@ -61,13 +69,32 @@ pub(crate) async fn load_node(st: &AppState, ident: &str, v: Version) -> Result<
     }
 }
 
-fn node_response(st: &AppState, status: StatusCode, node: &Node, v: Version, base: &str, mask: Option<FieldMask>) -> Response {
+fn node_response(
+    st: &AppState,
+    status: StatusCode,
+    node: &Node,
+    v: Version,
+    base: &str,
+    mask: Option<FieldMask>,
+) -> Response {
     let topology = st.topology.snapshot();
-    let ctx = ViewCtx { version: v, base, mask, link_arrays: mask.is_none(), topology: &topology };
+    let ctx = ViewCtx {
+        version: v,
+        base,
+        mask,
+        link_arrays: mask.is_none(),
+        topology: &topology,
+    };
     json_response(status, &NodeView { node, ctx: &ctx })
 }
 
-pub async fn get_one(State(st): State<AppState>, req: Req, Base(base): Base, Path(ident): Path<String>, RawQuery(q): RawQuery) -> ApiResult {
+pub async fn get_one(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    Path(ident): Path<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
     let q = Query::parse(q.as_deref());
     q.only(&["fields"])?;
     let mask = match q.get("fields") {
@@ -80,7 +107,14 @@ pub async fn get_one(State(st): State<AppState>, req: Req, Base(base): Base, Pat
         None => None,
     };
     let node = load_node(&st, &ident, req.version).await?;
-    Ok(node_response(&st, StatusCode::OK, &node, req.version, &base, mask))
+    Ok(node_response(
+        &st,
+        StatusCode::OK,
+        &node,
+        req.version,
+        &base,
+        mask,
+    ))
 }
 
 /// List arguments and the microversion that introduced each.
@@ -108,20 +142,38 @@ const LIST_ARGS: &[(&str, u16)] = &[
     ("project", 65),
 ];
 
-pub async fn list(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> ApiResult {
+pub async fn list(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
     list_nodes(&st, req.version, &base, Query::parse(q.as_deref()), false).await
 }
 
-pub async fn detail(State(st): State<AppState>, req: Req, Base(base): Base, RawQuery(q): RawQuery) -> ApiResult {
+pub async fn detail(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
     list_nodes(&st, req.version, &base, Query::parse(q.as_deref()), true).await
 }
 
 /// Percent-encodes a query value, keeping commas readable as upstream does.
 fn enc(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>().replace("%2C", ",")
+    form_urlencoded::byte_serialize(s.as_bytes())
+        .collect::<String>()
+        .replace("%2C", ",")
 }
 
-async fn list_nodes(st: &AppState, v: Version, base: &str, q: Query, detail_path: bool) -> ApiResult {
+async fn list_nodes(
+    st: &AppState,
+    v: Version,
+    base: &str,
+    q: Query,
+    detail_path: bool,
+) -> ApiResult {
     let allowed: Vec<&str> = LIST_ARGS
         .iter()
         .map(|(n, _)| *n)
@@ -131,21 +183,26 @@ async fn list_nodes(st: &AppState, v: Version, base: &str, q: Query, detail_path
     for (name, min) in LIST_ARGS {
         if q.has(name) && !v.at_least(*min) {
             if *name == "detail" {
-                return Err(ApiError::invalid("The detail parameter is not supported at this API version (it needs 1.43)."));
+                return Err(ApiError::invalid(
+                    "The detail parameter is not supported at this API version (it needs 1.43).",
+                ));
             }
             return Err(Error::not_acceptable().into());
         }
     }
     let detail = detail_path || q.bool("detail")?.unwrap_or(false);
     if detail && q.has("fields") {
-        return Err(ApiError::invalid("Can not specify ?detail=True and fields in the same request."));
+        return Err(ApiError::invalid(
+            "Can not specify ?detail=True and fields in the same request.",
+        ));
     }
-    let provision_state = match q.get("provision_state") {
-        None => None,
-        Some(s) => Some(
-            ProvisionState::parse(s).ok_or_else(|| ApiError::invalid(format!("Provision state \"{s}\" is not valid")))?,
-        ),
-    };
+    let provision_state =
+        match q.get("provision_state") {
+            None => None,
+            Some(s) => Some(ProvisionState::parse(s).ok_or_else(|| {
+                ApiError::invalid(format!("Provision state \"{s}\" is not valid"))
+            })?),
+        };
     let uuid_arg = |name: &str| -> Result<Option<String>, ApiError> {
         match q.get(name) {
             None => Ok(None),
@@ -197,8 +254,19 @@ async fn list_nodes(st: &AppState, v: Version, base: &str, q: Query, detail_path
         Some(m)
     };
     let needs_json = mask.is_none_or(|m| {
-        ["driver_info", "driver_internal_info", "properties", "instance_info", "extra", "clean_step",
-         "deploy_step", "raid_config", "target_raid_config"].iter().any(|f| m.has(f))
+        [
+            "driver_info",
+            "driver_internal_info",
+            "properties",
+            "instance_info",
+            "extra",
+            "clean_step",
+            "deploy_step",
+            "raid_config",
+            "target_raid_config",
+        ]
+        .iter()
+        .any(|f| m.has(f))
     });
     let needs_traits = v.at_least(37) && mask.is_none_or(|m| m.has("traits"));
     let dbq = NodeListQuery {
@@ -219,9 +287,15 @@ async fn list_nodes(st: &AppState, v: Version, base: &str, q: Query, detail_path
     }
     let next = match (&last_uuid, page_full, q.has("instance_uuid")) {
         (Some(marker), true, false) => {
-            let mut params = vec![format!("sort_key={}", enc(&dbq.sort_key)), format!("sort_dir={}", if sort_desc { "desc" } else { "asc" })];
+            let mut params = vec![
+                format!("sort_key={}", enc(&dbq.sort_key)),
+                format!("sort_dir={}", if sort_desc { "desc" } else { "asc" }),
+            ];
             for (k, val) in &q.0 {
-                if !matches!(k.as_str(), "limit" | "marker" | "fields" | "sort_key" | "sort_dir") {
+                if !matches!(
+                    k.as_str(),
+                    "limit" | "marker" | "fields" | "sort_key" | "sort_dir"
+                ) {
                     params.push(format!("{k}={}", enc(val)));
                 }
             }
@@ -235,8 +309,21 @@ async fn list_nodes(st: &AppState, v: Version, base: &str, q: Query, detail_path
         }
         _ => None,
     };
-    let ctx = ViewCtx { version: v, base, mask, link_arrays: detail, topology: &topology };
-    Ok(json_response(StatusCode::OK, &NodeList { nodes: &nodes, ctx: &ctx, next: next.as_deref() }))
+    let ctx = ViewCtx {
+        version: v,
+        base,
+        mask,
+        link_arrays: detail,
+        topology: &topology,
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &NodeList {
+            nodes: &nodes,
+            ctx: &ctx,
+            next: next.as_deref(),
+        },
+    ))
 }
 
 struct NodeList<'a> {
@@ -251,7 +338,10 @@ impl Serialize for Nodes<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for n in self.0 {
-            seq.serialize_element(&NodeView { node: n, ctx: self.1 })?;
+            seq.serialize_element(&NodeView {
+                node: n,
+                ctx: self.1,
+            })?;
         }
         seq.end()
     }
@@ -268,9 +358,18 @@ impl Serialize for NodeList<'_> {
     }
 }
 
-pub async fn create(State(st): State<AppState>, req: Req, Base(base): Base, JsonBody(body): JsonBody) -> ApiResult {
+pub async fn create(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
     let node = from_create_body(&body, req.version, &st.settings.defaults)?;
-    if !st.topology.serves(&node.conductor_group, &node.driver).await {
+    if !st
+        .topology
+        .serves(&node.conductor_group, &node.driver)
+        .await
+    {
         return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
     }
     let created = st.conductor.create_node(&req.ctx, node).await?;
@@ -342,12 +441,24 @@ pub async fn patch(
             _ => {}
         }
     }
-    if moved && (driver != node.driver || group != node.conductor_group) && !st.topology.serves(&group, &driver).await {
+    if moved
+        && (driver != node.driver || group != node.conductor_group)
+        && !st.topology.serves(&group, &driver).await
+    {
         return Err(Error::no_valid_host(&driver, &group).into());
     }
     let updated = st
         .conductor
-        .update_node(&req.ctx, UpdateNode { node_id: node.id, ident, patch: ops, version: v, reset_interfaces })
+        .update_node(
+            &req.ctx,
+            UpdateNode {
+                node_id: node.id,
+                ident,
+                patch: ops,
+                version: v,
+                reset_interfaces,
+            },
+        )
         .await?;
     Ok(node_response(&st, StatusCode::OK, &updated, v, &base, None))
 }
@@ -365,21 +476,35 @@ pub async fn states(State(st): State<AppState>, req: Req, Path(ident): Path<Stri
     doc.insert("console_enabled".into(), json!(n.console_enabled));
     doc.insert("last_error".into(), json!(n.last_error));
     doc.insert("power_state".into(), json!(n.power_state));
-    doc.insert("provision_state".into(), json!(n.provision_state.display(v)));
+    doc.insert(
+        "provision_state".into(),
+        json!(n.provision_state.display(v)),
+    );
     doc.insert("target_power_state".into(), json!(n.target_power_state));
-    doc.insert("target_provision_state".into(), json!(n.target_provision_state.and_then(|s| s.display(v))));
+    doc.insert(
+        "target_provision_state".into(),
+        json!(n.target_provision_state.and_then(|s| s.display(v))),
+    );
     doc.insert(
         "provision_updated_at".into(),
         serde_json::to_value(n.provision_updated_at.as_ref().map(Ts)).unwrap_or(Value::Null),
     );
     if v.at_least(12) {
         doc.insert("raid_config".into(), Value::Object(n.raid_config.clone()));
-        doc.insert("target_raid_config".into(), Value::Object(n.target_raid_config.clone()));
+        doc.insert(
+            "target_raid_config".into(),
+            Value::Object(n.target_raid_config.clone()),
+        );
     }
     Ok(json_response(StatusCode::OK, &Value::Object(doc)))
 }
 
-pub async fn maintenance_on(State(st): State<AppState>, req: Req, Path(ident): Path<String>, raw: axum::body::Bytes) -> ApiResult {
+pub async fn maintenance_on(
+    State(st): State<AppState>,
+    req: Req,
+    Path(ident): Path<String>,
+    raw: axum::body::Bytes,
+) -> ApiResult {
     if raw.len() > st.settings.max_body {
         return Err(ApiError::TooLarge(st.settings.max_body));
     }
@@ -389,7 +514,9 @@ pub async fn maintenance_on(State(st): State<AppState>, req: Req, Path(ident): P
         let body: Value = serde_json::from_slice(&raw)
             .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}")))?;
         let Value::Object(obj) = body else {
-            return Err(ApiError::invalid("The maintenance body must be a JSON object."));
+            return Err(ApiError::invalid(
+                "The maintenance body must be a JSON object.",
+            ));
         };
         if let Some(k) = obj.keys().find(|k| *k != "reason") {
             return Err(ApiError::invalid(format!("Unexpected arguments: {k}")));
@@ -397,17 +524,29 @@ pub async fn maintenance_on(State(st): State<AppState>, req: Req, Path(ident): P
         match obj.get("reason") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.len() <= 4096 => Some(s.clone()),
-            Some(_) => return Err(ApiError::invalid("reason must be a string of at most 4096 characters")),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "reason must be a string of at most 4096 characters",
+                ));
+            }
         }
     };
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.set_maintenance(&req.ctx, node.id, true, reason).await?;
+    st.conductor
+        .set_maintenance(&req.ctx, node.id, true, reason)
+        .await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
-pub async fn maintenance_off(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+pub async fn maintenance_off(
+    State(st): State<AppState>,
+    req: Req,
+    Path(ident): Path<String>,
+) -> ApiResult {
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.set_maintenance(&req.ctx, node.id, false, None).await?;
+    st.conductor
+        .set_maintenance(&req.ctx, node.id, false, None)
+        .await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
@@ -422,33 +561,59 @@ fn traits_gate(v: Version, write: bool) -> Result<(), ApiError> {
     }
 }
 
-pub async fn traits_get(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+pub async fn traits_get(
+    State(st): State<AppState>,
+    req: Req,
+    Path(ident): Path<String>,
+) -> ApiResult {
     traits_gate(req.version, false)?;
     let node = load_node(&st, &ident, req.version).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "traits": node.traits })))
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "traits": node.traits }),
+    ))
 }
 
 fn schema(what: &str, msg: impl std::fmt::Display) -> ApiError {
     ApiError::invalid(format!("Schema error for {what}: {msg}"))
 }
 
-pub async fn traits_put(State(st): State<AppState>, req: Req, Path(ident): Path<String>, JsonBody(body): JsonBody) -> ApiResult {
+pub async fn traits_put(
+    State(st): State<AppState>,
+    req: Req,
+    Path(ident): Path<String>,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
     traits_gate(req.version, true)?;
     let Value::Object(obj) = &body else {
-        return Err(schema("body", format_args!("{} is not of type 'object'", patch::py_repr(&body))));
+        return Err(schema(
+            "body",
+            format_args!("{} is not of type 'object'", patch::py_repr(&body)),
+        ));
     };
     if let Some(k) = obj.keys().find(|k| *k != "traits") {
-        return Err(schema("body", format_args!("Additional properties are not allowed ('{k}' was unexpected)")));
+        return Err(schema(
+            "body",
+            format_args!("Additional properties are not allowed ('{k}' was unexpected)"),
+        ));
     }
     let list = match obj.get("traits") {
         None => return Err(schema("body", "'traits' is a required property")),
         Some(Value::Array(a)) => a,
-        Some(other) => return Err(schema("body", format_args!("{} is not of type 'array'", patch::py_repr(other)))),
+        Some(other) => {
+            return Err(schema(
+                "body",
+                format_args!("{} is not of type 'array'", patch::py_repr(other)),
+            ));
+        }
     };
     let mut traits = Vec::with_capacity(list.len());
     for t in list {
         let Value::String(s) = t else {
-            return Err(schema("body", format_args!("{} is not of type 'string'", patch::py_repr(t))));
+            return Err(schema(
+                "body",
+                format_args!("{} is not of type 'string'", patch::py_repr(t)),
+            ));
         };
         validate_trait(s).map_err(|e| ApiError::invalid(trait_error_message("body", s, &e)))?;
         if !traits.contains(s) {
@@ -456,7 +621,9 @@ pub async fn traits_put(State(st): State<AppState>, req: Req, Path(ident): Path<
         }
     }
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.add_node_traits(&req.ctx, node.id, traits, true).await?;
+    st.conductor
+        .add_node_traits(&req.ctx, node.id, traits, true)
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -468,26 +635,43 @@ pub async fn trait_put(
     _empty: EmptyBody,
 ) -> ApiResult {
     traits_gate(req.version, true)?;
-    validate_trait(&name).map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
+    validate_trait(&name)
+        .map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.add_node_traits(&req.ctx, node.id, vec![name.clone()], false).await?;
+    st.conductor
+        .add_node_traits(&req.ctx, node.id, vec![name.clone()], false)
+        .await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{ident}/traits/{}", enc(&name))) {
+    if let Ok(loc) =
+        HeaderValue::from_str(&format!("{base}/v1/nodes/{ident}/traits/{}", enc(&name)))
+    {
         resp.headers_mut().insert(header::LOCATION, loc);
     }
     Ok(resp)
 }
 
-pub async fn traits_delete_all(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+pub async fn traits_delete_all(
+    State(st): State<AppState>,
+    req: Req,
+    Path(ident): Path<String>,
+) -> ApiResult {
     traits_gate(req.version, true)?;
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.remove_node_traits(&req.ctx, node.id, None).await?;
+    st.conductor
+        .remove_node_traits(&req.ctx, node.id, None)
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub async fn trait_delete(State(st): State<AppState>, req: Req, Path((ident, name)): Path<(String, String)>) -> ApiResult {
+pub async fn trait_delete(
+    State(st): State<AppState>,
+    req: Req,
+    Path((ident, name)): Path<(String, String)>,
+) -> ApiResult {
     traits_gate(req.version, true)?;
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.remove_node_traits(&req.ctx, node.id, Some(name)).await?;
+    st.conductor
+        .remove_node_traits(&req.ctx, node.id, Some(name))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

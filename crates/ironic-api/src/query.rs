@@ -18,7 +18,11 @@ impl Query {
 
     /// The last value given for `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn has(&self, name: &str) -> bool {
@@ -29,7 +33,9 @@ impl Query {
     pub fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
         match self.get(name) {
             None => Ok(None),
-            Some(v) => parse_bool_word(v).map(Some).ok_or_else(|| bool_word_error(name, v).into()),
+            Some(v) => parse_bool_word(v)
+                .map(Some)
+                .ok_or_else(|| bool_word_error(name, v).into()),
         }
     }
 
@@ -46,7 +52,10 @@ impl Query {
         }
         bad.sort_unstable();
         bad.dedup();
-        Err(ApiError::invalid(format!("Unexpected arguments: {}", bad.join(", "))))
+        Err(ApiError::invalid(format!(
+            "Unexpected arguments: {}",
+            bad.join(", ")
+        )))
     }
 
     /// `limit`: positive, capped at `max`, default `max`.
@@ -54,10 +63,9 @@ impl Query {
         match self.get("limit") {
             None => Ok(max),
             Some(v) => {
-                let n: i64 = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| ApiError::invalid(format!("Invalid value for limit: {v:?} is not an integer")))?;
+                let n: i64 = v.trim().parse().map_err(|_| {
+                    ApiError::invalid(format!("Invalid value for limit: {v:?} is not an integer"))
+                })?;
                 if n <= 0 {
                     return Err(ApiError::invalid("Limit must be positive"));
                 }

@@ -34,16 +34,24 @@ impl Snapshot {
                 continue;
             }
             for d in &c.drivers {
-                hosts.entry(ring_key(&c.conductor_group, d)).or_default().push(c.hostname.clone());
+                hosts
+                    .entry(ring_key(&c.conductor_group, d))
+                    .or_default()
+                    .push(c.hostname.clone());
             }
         }
-        let rings = hosts.into_iter().map(|(k, h)| (k, HashRing::new(h, exponent))).collect();
+        let rings = hosts
+            .into_iter()
+            .map(|(k, h)| (k, HashRing::new(h, exponent)))
+            .collect();
         Snapshot { conductors, rings }
     }
 
     /// The conductor that owns the node, if one serves its driver and group.
     pub fn owner(&self, group: &str, driver: &str, uuid: &str) -> Option<&str> {
-        self.rings.get(&ring_key(group, driver)).and_then(|r| r.owner(uuid))
+        self.rings
+            .get(&ring_key(group, driver))
+            .and_then(|r| r.owner(uuid))
     }
 
     pub fn serves(&self, group: &str, driver: &str) -> bool {
@@ -113,7 +121,11 @@ impl Topology {
 
     /// Refreshes unless that happened within the last second (used on a lookup miss).
     pub async fn refresh_soon(&self) {
-        let stale = self.last_refresh.lock().map(|t| t.elapsed() >= Duration::from_secs(1)).unwrap_or(true);
+        let stale = self
+            .last_refresh
+            .lock()
+            .map(|t| t.elapsed() >= Duration::from_secs(1))
+            .unwrap_or(true);
         if stale {
             self.refresh().await;
         }

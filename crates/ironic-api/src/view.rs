@@ -115,8 +115,14 @@ impl Serialize for Link<'_> {
 impl Serialize for Links<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(2))?;
-        seq.serialize_element(&Link { href: format!("{}/v1/{}", self.base, self.path), rel: "self" })?;
-        seq.serialize_element(&Link { href: format!("{}/{}", self.base, self.path), rel: "bookmark" })?;
+        seq.serialize_element(&Link {
+            href: format!("{}/v1/{}", self.base, self.path),
+            rel: "self",
+        })?;
+        seq.serialize_element(&Link {
+            href: format!("{}/{}", self.base, self.path),
+            rel: "bookmark",
+        })?;
         seq.end()
     }
 }
@@ -130,15 +136,21 @@ impl Serialize for NodeView<'_> {
         let self_path = format!("nodes/{}", n.uuid);
         for (i, spec) in FIELDS.iter().enumerate() {
             if spec.field == F::Conductor {
-                m.serialize_entry("links", &Links { base: c.base, path: &self_path })?;
+                m.serialize_entry(
+                    "links",
+                    &Links {
+                        base: c.base,
+                        path: &self_path,
+                    },
+                )?;
             }
             if spec.field == F::Unserved || !v.at_least(spec.min) {
                 continue;
             }
-            if let Some(mask) = c.mask {
-                if !mask.contains(i) {
-                    continue;
-                }
+            if let Some(mask) = c.mask
+                && !mask.contains(i)
+            {
+                continue;
             }
             let key = spec.name;
             match spec.field {
@@ -153,17 +165,32 @@ impl Serialize for NodeView<'_> {
                 F::DeployStep => m.serialize_entry(key, &n.deploy_step)?,
                 F::Description => m.serialize_entry(key, &n.description)?,
                 F::Driver => m.serialize_entry(key, &n.driver)?,
-                F::DriverInfo => m.serialize_entry(key, &Masked { obj: &n.driver_info, extra: &[] })?,
-                F::DriverInternalInfo => {
-                    m.serialize_entry(key, &Masked { obj: &n.driver_internal_info, extra: &[] })?
-                }
+                F::DriverInfo => m.serialize_entry(
+                    key,
+                    &Masked {
+                        obj: &n.driver_info,
+                        extra: &[],
+                    },
+                )?,
+                F::DriverInternalInfo => m.serialize_entry(
+                    key,
+                    &Masked {
+                        obj: &n.driver_internal_info,
+                        extra: &[],
+                    },
+                )?,
                 F::Extra => m.serialize_entry(key, &n.extra)?,
                 F::Fault => m.serialize_entry(key, &n.fault)?,
-                F::InspectionFinishedAt => m.serialize_entry(key, &ts(&n.inspection_finished_at))?,
+                F::InspectionFinishedAt => {
+                    m.serialize_entry(key, &ts(&n.inspection_finished_at))?
+                }
                 F::InspectionStartedAt => m.serialize_entry(key, &ts(&n.inspection_started_at))?,
                 F::InstanceInfo => m.serialize_entry(
                     key,
-                    &Masked { obj: &n.instance_info, extra: &["configdrive", "image_url"] },
+                    &Masked {
+                        obj: &n.instance_info,
+                        extra: &["configdrive", "image_url"],
+                    },
                 )?,
                 F::InstanceUuid => m.serialize_entry(key, &n.instance_uuid)?,
                 F::LastError => m.serialize_entry(key, &n.last_error)?,
@@ -191,22 +218,47 @@ impl Serialize for NodeView<'_> {
                 F::Traits => m.serialize_entry(key, &n.traits)?,
                 F::Conductor => m.serialize_entry(
                     key,
-                    &c.topology.owner(&n.conductor_group, &n.driver, n.uuid.as_str()),
+                    &c.topology
+                        .owner(&n.conductor_group, &n.driver, n.uuid.as_str()),
                 )?,
                 F::AllocationUuid | F::Unserved => {}
                 F::ChassisUuid => m.serialize_entry(key, &n.chassis_uuid)?,
             }
         }
         if c.link_arrays {
-            m.serialize_entry("ports", &Links { base: c.base, path: &format!("{self_path}/ports") })?;
+            m.serialize_entry(
+                "ports",
+                &Links {
+                    base: c.base,
+                    path: &format!("{self_path}/ports"),
+                },
+            )?;
             if v.at_least(14) {
-                m.serialize_entry("states", &Links { base: c.base, path: &format!("{self_path}/states") })?;
+                m.serialize_entry(
+                    "states",
+                    &Links {
+                        base: c.base,
+                        path: &format!("{self_path}/states"),
+                    },
+                )?;
             }
             if v.at_least(24) {
-                m.serialize_entry("portgroups", &Links { base: c.base, path: &format!("{self_path}/portgroups") })?;
+                m.serialize_entry(
+                    "portgroups",
+                    &Links {
+                        base: c.base,
+                        path: &format!("{self_path}/portgroups"),
+                    },
+                )?;
             }
             if v.at_least(32) {
-                m.serialize_entry("volume", &Links { base: c.base, path: &format!("{self_path}/volume") })?;
+                m.serialize_entry(
+                    "volume",
+                    &Links {
+                        base: c.base,
+                        path: &format!("{self_path}/volume"),
+                    },
+                )?;
             }
         }
         m.end()
@@ -222,7 +274,11 @@ mod tests {
     fn secrets_are_masked_recursively() {
         let o = json!({"ipmi_password": "x", "nested": {"auth_token": "y", "ok": 1}, "ipmi_address": "1.2.3.4"});
         let obj = o.as_object().cloned().unwrap_or_default();
-        let out = serde_json::to_value(Masked { obj: &obj, extra: &["image_url"] }).unwrap();
+        let out = serde_json::to_value(Masked {
+            obj: &obj,
+            extra: &["image_url"],
+        })
+        .unwrap();
         assert_eq!(
             out,
             json!({"ipmi_password": "******", "nested": {"auth_token": "******", "ok": 1}, "ipmi_address": "1.2.3.4"})

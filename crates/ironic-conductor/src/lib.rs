@@ -55,7 +55,11 @@ pub struct Conductor {
 
 impl Conductor {
     pub fn new(db: Db, drivers: Registry, settings: ConductorSettings) -> Arc<Self> {
-        Arc::new(Conductor { db, drivers, settings })
+        Arc::new(Conductor {
+            db,
+            drivers,
+            settings,
+        })
     }
 
     pub fn host(&self) -> &str {
@@ -92,7 +96,9 @@ impl Conductor {
     }
 
     fn hardware_type(&self, driver: &str, group: &str) -> Result<&HardwareType, Error> {
-        self.drivers.get(driver).ok_or_else(|| Error::no_valid_host(driver, group))
+        self.drivers
+            .get(driver)
+            .ok_or_else(|| Error::no_valid_host(driver, group))
     }
 
     /// Fills unset interfaces with the hardware type's defaults and refuses
@@ -167,7 +173,10 @@ impl Conductor {
         }
         let saved = self.db.node_save(&new, &self.settings.host).await?;
         tracing::info!(node = %saved.uuid, "node updated");
-        Ok(Node { reservation: None, ..saved })
+        Ok(Node {
+            reservation: None,
+            ..saved
+        })
     }
 }
 
@@ -184,7 +193,10 @@ impl ConductorApi for Conductor {
     }
 
     fn update_node(&self, _ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
-        Box::pin(async move { self.with_lock(req.node_id, |node| self.do_update(node, req)).await })
+        Box::pin(async move {
+            self.with_lock(req.node_id, |node| self.do_update(node, req))
+                .await
+        })
     }
 
     fn set_maintenance(
@@ -203,7 +215,10 @@ impl ConductorApi for Conductor {
                 }
                 let saved = self.db.node_save(&node, &self.settings.host).await?;
                 tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
-                Ok(Node { reservation: None, ..saved })
+                Ok(Node {
+                    reservation: None,
+                    ..saved
+                })
             })
             .await
         })
@@ -243,7 +258,12 @@ impl ConductorApi for Conductor {
         })
     }
 
-    fn remove_node_traits(&self, _ctx: &Context, node_id: i64, one: Option<String>) -> RpcFuture<'_, ()> {
+    fn remove_node_traits(
+        &self,
+        _ctx: &Context,
+        node_id: i64,
+        one: Option<String>,
+    ) -> RpcFuture<'_, ()> {
         Box::pin(async move {
             self.with_lock(node_id, |node| async move {
                 let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;

@@ -13,7 +13,11 @@ impl Conductor {
         let host = &self.settings.host;
         let released = self.db.node_release_all(host).await?;
         if released > 0 {
-            tracing::warn!(host, released, "released node locks left by an earlier run of this conductor");
+            tracing::warn!(
+                host,
+                released,
+                "released node locks left by an earlier run of this conductor"
+            );
         }
         let c = self
             .db

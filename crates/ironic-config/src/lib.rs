@@ -21,6 +21,7 @@ pub enum ConfigError {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct Config {
     pub default: DefaultSection,
     pub api: ApiSection,
@@ -136,7 +137,10 @@ impl Default for ApiSection {
 
 impl Default for DatabaseSection {
     fn default() -> Self {
-        DatabaseSection { url: "sqlite://data/ironic.sqlite".into(), max_connections: 16 }
+        DatabaseSection {
+            url: "sqlite://data/ironic.sqlite".into(),
+            max_connections: 16,
+        }
     }
 }
 
@@ -154,18 +158,9 @@ impl Default for ConductorSection {
 
 impl Default for LogSection {
     fn default() -> Self {
-        LogSection { format: LogFormat::Human, filter: "info".into() }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            default: DefaultSection::default(),
-            api: ApiSection::default(),
-            database: DatabaseSection::default(),
-            conductor: ConductorSection::default(),
-            log: LogSection::default(),
+        LogSection {
+            format: LogFormat::Human,
+            filter: "info".into(),
         }
     }
 }
@@ -190,16 +185,22 @@ impl Config {
     ) -> Result<Config, ConfigError> {
         let mut table = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
                 toml::from_str::<toml::Table>(&text)
                     .map_err(|e| ConfigError::Invalid(format!("{}: {e}", path.display())))?
             }
             None => toml::Table::new(),
         };
         for (key, raw) in env {
-            let Some(rest) = key.strip_prefix(ENV_PREFIX) else { continue };
-            let Some((section, option)) = rest.split_once("__") else { continue };
+            let Some(rest) = key.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            let Some((section, option)) = rest.split_once("__") else {
+                continue;
+            };
             let section = section.to_ascii_lowercase();
             let option = option.to_ascii_lowercase();
             let entry = table
@@ -236,7 +237,9 @@ impl Config {
         if self.conductor.heartbeat_interval == 0
             || self.conductor.heartbeat_timeout <= self.conductor.heartbeat_interval
         {
-            return bad("[conductor] heartbeat_timeout must be larger than heartbeat_interval (> 0)");
+            return bad(
+                "[conductor] heartbeat_timeout must be larger than heartbeat_interval (> 0)",
+            );
         }
         if self.default.hash_partition_exponent > 16 {
             return bad("[default] hash_partition_exponent must be at most 16");
@@ -288,7 +291,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -305,10 +311,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ironic-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("ironic.toml");
-        std::fs::write(&path, "[api]\nmax_limit = 50\nlisten = \"127.0.0.1:7000\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "[api]\nmax_limit = 50\nlisten = \"127.0.0.1:7000\"\n",
+        )
+        .unwrap();
         let c = Config::load(
             Some(&path),
-            env(&[("IRONIC_API__LISTEN", "0.0.0.0:7001"), ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "5"), ("OTHER", "x")]),
+            env(&[
+                ("IRONIC_API__LISTEN", "0.0.0.0:7001"),
+                ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "5"),
+                ("OTHER", "x"),
+            ]),
         )
         .unwrap();
         assert_eq!(c.api.max_limit, 50);

@@ -44,13 +44,15 @@ impl Db {
              ON CONFLICT (hostname) DO UPDATE SET conductor_group = $2, drivers = $3, online = TRUE, updated_at = $4 \
              RETURNING {COLS}"
         );
-        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(hostname)
-            .bind(group)
-            .bind(Json(drivers))
-            .bind(now)
-            .fetch_one(p)
-            .await)
+        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(
+            sqlx::AssertSqlSafe(sql.as_str())
+        )
+        .bind(hostname)
+        .bind(group)
+        .bind(Json(drivers))
+        .bind(now)
+        .fetch_one(p)
+        .await)
         .map_err(|e| internal("registering the conductor", e))
     }
 
@@ -58,29 +60,47 @@ impl Db {
     pub async fn conductor_heartbeat(&self, hostname: &str) -> Result<bool, Error> {
         let sql = "UPDATE conductors SET updated_at = $1, online = TRUE WHERE hostname = $2";
         let now = ironic_model::node::now();
-        let res = with_pool!(self, |p| sqlx::query(sql).bind(now).bind(hostname).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(|e| internal("recording a heartbeat", e))?;
+        let res = with_pool!(self, |p| sqlx::query(sql)
+            .bind(now)
+            .bind(hostname)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("recording a heartbeat", e))?;
         Ok(res == 1)
     }
 
     /// Marks a conductor offline (graceful stop).
     pub async fn conductor_unregister(&self, hostname: &str) -> Result<(), Error> {
         let sql = "UPDATE conductors SET online = FALSE WHERE hostname = $1";
-        with_pool!(self, |p| sqlx::query(sql).bind(hostname).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(|e| internal("unregistering the conductor", e))?;
+        with_pool!(self, |p| sqlx::query(sql)
+            .bind(hostname)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("unregistering the conductor", e))?;
         Ok(())
     }
 
     pub async fn conductor_list(&self) -> Result<Vec<Conductor>, Error> {
         let sql = format!("SELECT {COLS} FROM conductors ORDER BY id");
-        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(sqlx::AssertSqlSafe(sql.as_str())).fetch_all(p).await)
-            .map_err(|e| internal("listing conductors", e))
+        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(
+            sqlx::AssertSqlSafe(sql.as_str())
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(|e| internal("listing conductors", e))
     }
 
     pub async fn conductor_get(&self, hostname: &str) -> Result<Conductor, Error> {
         let sql = format!("SELECT {COLS} FROM conductors WHERE hostname = $1");
-        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(sqlx::AssertSqlSafe(sql.as_str())).bind(hostname).fetch_optional(p).await)
-            .map_err(|e| internal("reading a conductor", e))?
-            .ok_or_else(|| Error::NotFound(format!("Conductor {hostname} could not be found.")))
+        with_pool!(self, |p| sqlx::query_as::<_, Conductor>(
+            sqlx::AssertSqlSafe(sql.as_str())
+        )
+        .bind(hostname)
+        .fetch_optional(p)
+        .await)
+        .map_err(|e| internal("reading a conductor", e))?
+        .ok_or_else(|| Error::NotFound(format!("Conductor {hostname} could not be found.")))
     }
 }

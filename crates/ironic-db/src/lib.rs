@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use ironic_model::Error;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 pub mod conductors;
 pub mod nodes;
@@ -61,7 +63,10 @@ pub struct DbOptions {
 
 impl Default for DbOptions {
     fn default() -> Self {
-        DbOptions { max_connections: 16, create: true }
+        DbOptions {
+            max_connections: 16,
+            create: true,
+        }
     }
 }
 
@@ -83,17 +88,19 @@ impl Db {
                 .connect_with(co)
                 .await
                 .map_err(|e| internal("connecting to PostgreSQL", e))?;
-            Ok(Db { pool: Pool::Postgres(pool) })
+            Ok(Db {
+                pool: Pool::Postgres(pool),
+            })
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             let path = rest.trim_start_matches("//");
-            if opts.create && path != ":memory:" {
-                if let Some(dir) = std::path::Path::new(path).parent() {
-                    if !dir.as_os_str().is_empty() {
-                        std::fs::create_dir_all(dir).map_err(|e| {
-                            Error::Internal(format!("cannot create {}: {e}", dir.display()))
-                        })?;
-                    }
-                }
+            if opts.create
+                && path != ":memory:"
+                && let Some(dir) = std::path::Path::new(path).parent()
+                && !dir.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Error::Internal(format!("cannot create {}: {e}", dir.display()))
+                })?;
             }
             let co = SqliteConnectOptions::new()
                 .filename(path)
@@ -108,7 +115,9 @@ impl Db {
                 .connect_with(co)
                 .await
                 .map_err(|e| internal("opening the SQLite database", e))?;
-            Ok(Db { pool: Pool::Sqlite(pool) })
+            Ok(Db {
+                pool: Pool::Sqlite(pool),
+            })
         } else {
             Err(Error::Internal(format!(
                 "unsupported database url {url:?}: use sqlite://PATH or postgres://..."
@@ -138,8 +147,10 @@ impl Db {
     /// The newest migration applied, if any.
     pub async fn schema_version(&self) -> Result<Option<i64>, Error> {
         let sql = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
-        with_pool!(self, |p| sqlx::query_scalar::<_, Option<i64>>(sql).fetch_one(p).await)
-            .map_err(|e| internal("reading the schema version", e))
+        with_pool!(self, |p| sqlx::query_scalar::<_, Option<i64>>(sql)
+            .fetch_one(p)
+            .await)
+        .map_err(|e| internal("reading the schema version", e))
     }
 
     pub async fn close(&self) {

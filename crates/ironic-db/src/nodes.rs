@@ -144,9 +144,10 @@ fn col_kind(col: &str) -> ColKind {
     match col {
         "id" | "uuid" | "driver" | "provision_state" | "console_enabled" | "maintenance"
         | "conductor_group" | "protected" | "retired" | "created_at" => ColKind::NotNull,
-        "provision_updated_at" | "inspection_started_at" | "inspection_finished_at" | "updated_at" => {
-            ColKind::Time
-        }
+        "provision_updated_at"
+        | "inspection_started_at"
+        | "inspection_finished_at"
+        | "updated_at" => ColKind::Time,
         "automated_clean" => ColKind::Bool,
         _ => ColKind::Text,
     }
@@ -157,7 +158,9 @@ fn sort_expr(alias: &str, col: &str, backend: Backend) -> String {
     match (col_kind(col), backend) {
         (ColKind::NotNull, _) => format!("{alias}.{col}"),
         (ColKind::Text, _) => format!("COALESCE({alias}.{col}, '')"),
-        (ColKind::Time, Backend::Postgres) => format!("COALESCE({alias}.{col}, '-infinity'::timestamptz)"),
+        (ColKind::Time, Backend::Postgres) => {
+            format!("COALESCE({alias}.{col}, '-infinity'::timestamptz)")
+        }
         (ColKind::Time, Backend::Sqlite) => format!("COALESCE({alias}.{col}, '')"),
         (ColKind::Bool, Backend::Postgres) => format!("COALESCE({alias}.{col}::int, -1)"),
         (ColKind::Bool, Backend::Sqlite) => format!("COALESCE({alias}.{col}, -1)"),
@@ -225,7 +228,11 @@ struct NodeRow {
 
 fn parse_state(s: &str, uuid: &str) -> Result<ProvisionState, Error> {
     ProvisionState::parse(s).ok_or_else(|| {
-        tracing::error!(node = uuid, state = s, "unknown provision state in the database");
+        tracing::error!(
+            node = uuid,
+            state = s,
+            "unknown provision state in the database"
+        );
         Error::Internal(format!("node {uuid} has an unknown provision state {s:?}"))
     })
 }
@@ -384,24 +391,27 @@ fn write_args(n: &Node) -> Vec<Arg> {
 
 /// Maps a failed insert or update to 409 when a unique constraint was hit.
 fn write_error(e: sqlx::Error, node: &Node) -> Error {
-    if let sqlx::Error::Database(db) = &e {
-        if db.is_unique_violation() {
-            let what = db.constraint().map(str::to_owned).unwrap_or_else(|| db.message().to_owned());
-            if what.contains("instance_uuid") {
-                return Error::Conflict(format!(
-                    "Instance {} is already associated with a node.",
-                    node.instance_uuid.as_deref().unwrap_or("")
-                ));
-            }
-            if what.contains("name") {
-                return Error::Conflict(format!(
-                    "A node with name {} already exists.",
-                    node.name.as_deref().unwrap_or("")
-                ));
-            }
-            if what.contains("uuid") {
-                return Error::Conflict(format!("A node with UUID {} already exists.", node.uuid));
-            }
+    if let sqlx::Error::Database(db) = &e
+        && db.is_unique_violation()
+    {
+        let what = db
+            .constraint()
+            .map(str::to_owned)
+            .unwrap_or_else(|| db.message().to_owned());
+        if what.contains("instance_uuid") {
+            return Error::Conflict(format!(
+                "Instance {} is already associated with a node.",
+                node.instance_uuid.as_deref().unwrap_or("")
+            ));
+        }
+        if what.contains("name") {
+            return Error::Conflict(format!(
+                "A node with name {} already exists.",
+                node.name.as_deref().unwrap_or("")
+            ));
+        }
+        if what.contains("uuid") {
+            return Error::Conflict(format!("A node with UUID {} already exists.", node.uuid));
         }
     }
     internal("writing a node", e)
@@ -520,9 +530,12 @@ impl Db {
             placeholders.join(", ")
         );
         let args = write_args(node);
-        let id: i64 = with_pool!(self, |p| bind_all!(sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str())), args)
-            .fetch_one(p)
-            .await)
+        let id: i64 = with_pool!(self, |p| bind_all!(
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str())),
+            args
+        )
+        .fetch_one(p)
+        .await)
         .map_err(|e| write_error(e, node))?;
         let mut created = node.clone();
         created.id = id;
@@ -531,9 +544,12 @@ impl Db {
 
     async fn node_fetch(&self, clause: &str, arg: Arg) -> Result<Option<Node>, Error> {
         let sql = format!("SELECT {} FROM nodes n WHERE {clause}", all_columns());
-        let row = with_pool!(self, |p| bind_all!(sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())), [arg])
-            .fetch_optional(p)
-            .await)
+        let row = with_pool!(self, |p| bind_all!(
+            sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())),
+            [arg]
+        )
+        .fetch_optional(p)
+        .await)
         .map_err(|e| internal("reading a node", e))?;
         match row {
             None => Ok(None),
@@ -546,11 +562,13 @@ impl Db {
     }
 
     pub async fn node_by_uuid(&self, uuid: &str) -> Result<Option<Node>, Error> {
-        self.node_fetch("n.uuid = $1", Arg::Text(Some(uuid.to_string()))).await
+        self.node_fetch("n.uuid = $1", Arg::Text(Some(uuid.to_string())))
+            .await
     }
 
     pub async fn node_by_name(&self, name: &str) -> Result<Option<Node>, Error> {
-        self.node_fetch("n.name = $1", Arg::Text(Some(name.to_string()))).await
+        self.node_fetch("n.name = $1", Arg::Text(Some(name.to_string())))
+            .await
     }
 
     pub async fn node_by_id(&self, id: i64) -> Result<Option<Node>, Error> {
@@ -567,9 +585,15 @@ impl Db {
         }
         let backend = self.backend();
         let f = &q.filter;
-        let mut w = Where { clauses: Vec::new(), args: Vec::new() };
+        let mut w = Where {
+            clauses: Vec::new(),
+            args: Vec::new(),
+        };
         w.eq_text("driver", &f.driver);
-        w.eq_text("provision_state", &f.provision_state.map(|s| s.as_str().to_string()));
+        w.eq_text(
+            "provision_state",
+            &f.provision_state.map(|s| s.as_str().to_string()),
+        );
         w.eq_bool("maintenance", f.maintenance);
         w.eq_bool("retired", f.retired);
         w.eq_text("instance_uuid", &f.instance_uuid);
@@ -585,14 +609,20 @@ impl Db {
             None => {}
         }
         if let Some(p) = &f.project {
-            w.push(|n| format!("(n.owner = ${n} OR n.lessee = ${n})"), Arg::Text(Some(p.clone())));
+            w.push(
+                |n| format!("(n.owner = ${n} OR n.lessee = ${n})"),
+                Arg::Text(Some(p.clone())),
+            );
         }
         if let Some(d) = &f.description_contains {
             let func = match backend {
                 Backend::Postgres => "strpos",
                 Backend::Sqlite => "instr",
             };
-            w.push(|n| format!("{func}(n.description, ${n}) > 0"), Arg::Text(Some(d.clone())));
+            w.push(
+                |n| format!("{func}(n.description, ${n}) > 0"),
+                Arg::Text(Some(d.clone())),
+            );
         }
         let key = sort_expr("n", &q.sort_key, backend);
         let dir = if q.sort_desc { "DESC" } else { "ASC" };
@@ -601,7 +631,11 @@ impl Db {
             let cmp = if q.sort_desc { "<" } else { ">" };
             let mkey = sort_expr("m", &q.sort_key, backend);
             w.push(
-                |n| format!("({key}, n.id) {cmp} (SELECT {mkey}, m.id FROM nodes m WHERE m.id = ${n})"),
+                |n| {
+                    format!(
+                        "({key}, n.id) {cmp} (SELECT {mkey}, m.id FROM nodes m WHERE m.id = ${n})"
+                    )
+                },
                 Arg::I64(Some(marker_id)),
             );
         }
@@ -610,12 +644,21 @@ impl Db {
             sql.push_str(" WHERE ");
             sql.push_str(&w.clauses.join(" AND "));
         }
-        sql.push_str(&format!(" ORDER BY {key} {dir}, n.id {dir} LIMIT {}", q.limit.max(1)));
-        let rows = with_pool!(self, |p| bind_all!(sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())), w.args)
-            .fetch_all(p)
-            .await)
+        sql.push_str(&format!(
+            " ORDER BY {key} {dir}, n.id {dir} LIMIT {}",
+            q.limit.max(1)
+        ));
+        let rows = with_pool!(self, |p| bind_all!(
+            sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())),
+            w.args
+        )
+        .fetch_all(p)
+        .await)
         .map_err(|e| internal("listing nodes", e))?;
-        let mut nodes = rows.into_iter().map(NodeRow::into_node).collect::<Result<Vec<_>, _>>()?;
+        let mut nodes = rows
+            .into_iter()
+            .map(NodeRow::into_node)
+            .collect::<Result<Vec<_>, _>>()?;
         if q.with_traits && !nodes.is_empty() {
             let ids: Vec<i64> = nodes.iter().map(|n| n.id).collect();
             let mut traits = self.node_traits_of(&ids).await?;
@@ -628,9 +671,12 @@ impl Db {
 
     async fn node_id_by_uuid(&self, uuid: &str) -> Result<i64, Error> {
         let sql = "SELECT id FROM nodes WHERE uuid = $1";
-        with_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql).bind(uuid).fetch_optional(p).await)
-            .map_err(|e| internal("reading a node", e))?
-            .ok_or_else(|| Error::node_not_found(uuid))
+        with_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
+            .bind(uuid)
+            .fetch_optional(p)
+            .await)
+        .map_err(|e| internal("reading a node", e))?
+        .ok_or_else(|| Error::node_not_found(uuid))
     }
 
     /// Takes the node's exclusive lock for `host` and returns the node as locked.
@@ -638,13 +684,17 @@ impl Db {
     pub async fn node_reserve(&self, node_id: i64, host: &str) -> Result<Node, Error> {
         let sql = format!(
             "UPDATE nodes SET reservation = $1 WHERE id = $2 AND reservation IS NULL RETURNING {}",
-            WRITE_COLS.iter().fold(String::from("id"), |s, c| s + ", " + c)
+            WRITE_COLS
+                .iter()
+                .fold(String::from("id"), |s, c| s + ", " + c)
         );
-        let row = with_pool!(self, |p| sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str()))
-            .bind(host)
-            .bind(node_id)
-            .fetch_optional(p)
-            .await)
+        let row = with_pool!(self, |p| sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(
+            sql.as_str()
+        ))
+        .bind(host)
+        .bind(node_id)
+        .fetch_optional(p)
+        .await)
         .map_err(|e| internal("locking a node", e))?;
         match row {
             Some(r) => {
@@ -665,16 +715,25 @@ impl Db {
     /// Gives the lock back if `host` still holds it.
     pub async fn node_release(&self, node_id: i64, host: &str) -> Result<(), Error> {
         let sql = "UPDATE nodes SET reservation = NULL WHERE id = $1 AND reservation = $2";
-        with_pool!(self, |p| sqlx::query(sql).bind(node_id).bind(host).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(|e| internal("unlocking a node", e))?;
+        with_pool!(self, |p| sqlx::query(sql)
+            .bind(node_id)
+            .bind(host)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("unlocking a node", e))?;
         Ok(())
     }
 
     /// Releases every lock `host` holds (a conductor starting after a crash).
     pub async fn node_release_all(&self, host: &str) -> Result<u64, Error> {
         let sql = "UPDATE nodes SET reservation = NULL WHERE reservation = $1";
-        with_pool!(self, |p| sqlx::query(sql).bind(host).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(|e| internal("releasing node locks", e))
+        with_pool!(self, |p| sqlx::query(sql)
+            .bind(host)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("releasing node locks", e))
     }
 
     /// Writes `node` (every column, `updated_at = now`) while `holder` holds its lock;
@@ -683,7 +742,11 @@ impl Db {
     pub async fn node_save(&self, node: &Node, holder: &str) -> Result<Node, Error> {
         let mut node = node.clone();
         node.updated_at = Some(ironic_model::node::now());
-        let sets: Vec<String> = WRITE_COLS.iter().enumerate().map(|(i, c)| format!("{c} = ${}", i + 1)).collect();
+        let sets: Vec<String> = WRITE_COLS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = ${}", i + 1))
+            .collect();
         let n = WRITE_COLS.len();
         let sql = format!(
             "UPDATE nodes SET {} WHERE id = ${} AND reservation = ${}",
@@ -694,10 +757,13 @@ impl Db {
         let mut args = write_args(&node);
         args.push(Arg::I64(Some(node.id)));
         args.push(Arg::Text(Some(holder.to_string())));
-        let rows = with_pool!(self, |p| bind_all!(sqlx::query(sqlx::AssertSqlSafe(sql.as_str())), args)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))
+        let rows = with_pool!(self, |p| bind_all!(
+            sqlx::query(sqlx::AssertSqlSafe(sql.as_str())),
+            args
+        )
+        .execute(p)
+        .await
+        .map(|r| r.rows_affected()))
         .map_err(|e| write_error(e, &node))?;
         if rows != 1 {
             return Err(Error::Internal(format!(
@@ -719,15 +785,20 @@ impl Db {
             .map(|r| r.rows_affected()))
         .map_err(|e| internal("deleting a node", e))?;
         if rows != 1 {
-            return Err(Error::Internal(format!("node {node_id} was not deleted: the lock of {holder} is gone")));
+            return Err(Error::Internal(format!(
+                "node {node_id} was not deleted: the lock of {holder} is gone"
+            )));
         }
         Ok(())
     }
 
     pub async fn node_traits(&self, node_id: i64) -> Result<Vec<String>, Error> {
         let sql = "SELECT trait FROM node_traits WHERE node_id = $1 ORDER BY trait";
-        with_pool!(self, |p| sqlx::query_scalar::<_, String>(sql).bind(node_id).fetch_all(p).await)
-            .map_err(|e| internal("reading node traits", e))
+        with_pool!(self, |p| sqlx::query_scalar::<_, String>(sql)
+            .bind(node_id)
+            .fetch_all(p)
+            .await)
+        .map_err(|e| internal("reading node traits", e))
     }
 
     async fn node_traits_of(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<String>>, Error> {
@@ -736,8 +807,12 @@ impl Db {
             "SELECT node_id, trait FROM node_traits WHERE node_id IN ({}) ORDER BY node_id, trait",
             list.join(",")
         );
-        let rows: Vec<(i64, String)> = with_pool!(self, |p| sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(sql.as_str())).fetch_all(p).await)
-            .map_err(|e| internal("reading node traits", e))?;
+        let rows: Vec<(i64, String)> = with_pool!(self, |p| sqlx::query_as::<_, (i64, String)>(
+            sqlx::AssertSqlSafe(sql.as_str())
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(|e| internal("reading node traits", e))?;
         let mut map: HashMap<i64, Vec<String>> = HashMap::new();
         for (id, t) in rows {
             map.entry(id).or_default().push(t);
@@ -755,7 +830,8 @@ impl Db {
         max: usize,
     ) -> Result<Vec<String>, Error> {
         let now = ironic_model::node::now();
-        let res: Result<Result<Vec<String>, Error>, sqlx::Error> = with_pool!(self, |p| async {
+        let res: Result<Result<Vec<String>, Error>, sqlx::Error> = with_pool!(self, |p| {
+            async {
             let mut tx = p.begin().await?;
             if replace {
                 sqlx::query("DELETE FROM node_traits WHERE node_id = $1").bind(node_id).execute(&mut *tx).await?;
@@ -786,7 +862,8 @@ impl Db {
             tx.commit().await?;
             Ok(Ok(all))
         }
-        .await);
+        .await
+        });
         res.map_err(|e| internal("writing node traits", e))?
     }
 
@@ -796,18 +873,27 @@ impl Db {
         let res: Result<bool, sqlx::Error> = with_pool!(self, |p| async {
             let mut tx = p.begin().await?;
             let n = match one {
-                Some(tr) => sqlx::query("DELETE FROM node_traits WHERE node_id = $1 AND trait = $2")
-                    .bind(node_id)
-                    .bind(tr)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected(),
+                Some(tr) => {
+                    sqlx::query("DELETE FROM node_traits WHERE node_id = $1 AND trait = $2")
+                        .bind(node_id)
+                        .bind(tr)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected()
+                }
                 None => {
-                    sqlx::query("DELETE FROM node_traits WHERE node_id = $1").bind(node_id).execute(&mut *tx).await?;
+                    sqlx::query("DELETE FROM node_traits WHERE node_id = $1")
+                        .bind(node_id)
+                        .execute(&mut *tx)
+                        .await?;
                     1
                 }
             };
-            sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2").bind(now).bind(node_id).execute(&mut *tx).await?;
+            sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2")
+                .bind(now)
+                .bind(node_id)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(n > 0)
         }

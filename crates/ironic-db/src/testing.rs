@@ -32,7 +32,12 @@ impl TestDb {
         let url = format!("sqlite://{}/ironic.sqlite", dir.display());
         let db = Db::connect(&url, &DbOptions::default()).await?;
         db.migrate().await?;
-        Ok(TestDb { url, db, pg_name: None, dir: Some(dir) })
+        Ok(TestDb {
+            url,
+            db,
+            pg_name: None,
+            dir: Some(dir),
+        })
     }
 
     /// A migrated, empty PostgreSQL database of its own.
@@ -49,21 +54,35 @@ impl TestDb {
         let _ = conn.close().await;
         let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
         let url = format!("{base}/{name}");
-        let db = Db::connect(&url, &DbOptions { max_connections: 8, create: false }).await?;
+        let db = Db::connect(
+            &url,
+            &DbOptions {
+                max_connections: 8,
+                create: false,
+            },
+        )
+        .await?;
         db.migrate().await?;
-        Ok(TestDb { url, db, pg_name: Some(name), dir: None })
+        Ok(TestDb {
+            url,
+            db,
+            pg_name: Some(name),
+            dir: None,
+        })
     }
 
     /// Closes the pool and drops the database (best effort).
     pub async fn cleanup(self) {
         self.db.close().await;
-        if let Some(name) = self.pg_name {
-            if let Ok(mut conn) = sqlx::PgConnection::connect(&postgres_admin_url()).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-                    .execute(&mut conn)
-                    .await;
-                let _ = conn.close().await;
-            }
+        if let Some(name) = self.pg_name
+            && let Ok(mut conn) = sqlx::PgConnection::connect(&postgres_admin_url()).await
+        {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+            )))
+            .execute(&mut conn)
+            .await;
+            let _ = conn.close().await;
         }
         if let Some(dir) = self.dir {
             let _ = std::fs::remove_dir_all(dir);

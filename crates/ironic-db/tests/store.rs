@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! The node store's behaviour, run against SQLite and PostgreSQL alike.
 
 use ironic_db::testing::TestDb;
@@ -56,56 +57,175 @@ async fn create_and_read_back(db: &Db) {
     )
     .await;
     assert!(n.id > 0);
-    let by_uuid = db.node_by_uuid(n.uuid.as_str()).await.unwrap().expect("found by uuid");
+    let by_uuid = db
+        .node_by_uuid(n.uuid.as_str())
+        .await
+        .unwrap()
+        .expect("found by uuid");
     assert_eq!(by_uuid, n, "what we read back equals what we wrote");
     let by_name = db.node_by_name("n1").await.unwrap().expect("found by name");
     assert_eq!(by_name.uuid, n.uuid);
     assert_eq!(db.node_by_name("nope").await.unwrap(), None);
-    assert_eq!(db.node_by_id(n.id).await.unwrap().map(|n| n.uuid), Some(n.uuid.clone()));
+    assert_eq!(
+        db.node_by_id(n.id).await.unwrap().map(|n| n.uuid),
+        Some(n.uuid.clone())
+    );
 }
 
 async fn unique_uuid_and_name(db: &Db) {
     let n = create(db, json!({"driver": "fake-hardware", "name": "dup"})).await;
-    let err = db.node_create(&new_node(json!({"driver": "fake-hardware", "name": "dup"}))).await.unwrap_err();
-    assert_eq!(err, Error::Conflict("A node with name dup already exists.".into()));
     let err = db
-        .node_create(&new_node(json!({"driver": "fake-hardware", "uuid": n.uuid.as_str()})))
+        .node_create(&new_node(json!({"driver": "fake-hardware", "name": "dup"})))
         .await
         .unwrap_err();
-    assert_eq!(err, Error::Conflict(format!("A node with UUID {} already exists.", n.uuid)));
+    assert_eq!(
+        err,
+        Error::Conflict("A node with name dup already exists.".into())
+    );
+    let err = db
+        .node_create(&new_node(
+            json!({"driver": "fake-hardware", "uuid": n.uuid.as_str()}),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::Conflict(format!("A node with UUID {} already exists.", n.uuid))
+    );
     // Several nodes without a name are fine.
     create(db, json!({"driver": "fake-hardware"})).await;
     create(db, json!({"driver": "fake-hardware"})).await;
 }
 
 async fn list_filters(db: &Db) {
-    create(db, json!({"driver": "fake-hardware", "name": "a", "resource_class": "x", "owner": "o1"})).await;
-    create(db, json!({"driver": "fake-hardware", "name": "b", "resource_class": "y", "maintenance": true})).await;
-    let mut c = new_node(json!({"driver": "other", "name": "c", "resource_class": "x",
-                                "description": "Rack 7 GPU box"}));
+    create(
+        db,
+        json!({"driver": "fake-hardware", "name": "a", "resource_class": "x", "owner": "o1"}),
+    )
+    .await;
+    create(
+        db,
+        json!({"driver": "fake-hardware", "name": "b", "resource_class": "y", "maintenance": true}),
+    )
+    .await;
+    let mut c = new_node(
+        json!({"driver": "other", "name": "c", "resource_class": "x",
+                                "description": "Rack 7 GPU box"}),
+    );
     c.lessee = Some("o1".into());
     db.node_create(&c).await.unwrap();
-    let names = |nodes: Vec<Node>| nodes.into_iter().map(|n| n.name.unwrap_or_default()).collect::<Vec<_>>();
-    let q = |f: NodeFilter| NodeListQuery { filter: f, ..NodeListQuery::default() };
+    let names = |nodes: Vec<Node>| {
+        nodes
+            .into_iter()
+            .map(|n| n.name.unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    let q = |f: NodeFilter| NodeListQuery {
+        filter: f,
+        ..NodeListQuery::default()
+    };
     let run = |f| async { names(db.node_list(&q(f)).await.unwrap()) };
-    assert_eq!(run(NodeFilter { resource_class: Some("x".into()), ..Default::default() }).await, ["a", "c"]);
-    assert_eq!(run(NodeFilter { driver: Some("other".into()), ..Default::default() }).await, ["c"]);
-    assert_eq!(run(NodeFilter { maintenance: Some(true), ..Default::default() }).await, ["b"]);
-    assert_eq!(run(NodeFilter { maintenance: Some(false), ..Default::default() }).await, ["a", "c"]);
-    assert_eq!(run(NodeFilter { owner: Some("o1".into()), ..Default::default() }).await, ["a"]);
-    assert_eq!(run(NodeFilter { project: Some("o1".into()), ..Default::default() }).await, ["a", "c"]);
-    assert_eq!(run(NodeFilter { description_contains: Some("GPU".into()), ..Default::default() }).await, ["c"]);
-    assert_eq!(run(NodeFilter { description_contains: Some("gpu".into()), ..Default::default() }).await, Vec::<String>::new());
     assert_eq!(
-        run(NodeFilter { provision_state: Some(ProvisionState::Enroll), ..Default::default() }).await,
+        run(NodeFilter {
+            resource_class: Some("x".into()),
+            ..Default::default()
+        })
+        .await,
+        ["a", "c"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            driver: Some("other".into()),
+            ..Default::default()
+        })
+        .await,
+        ["c"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            maintenance: Some(true),
+            ..Default::default()
+        })
+        .await,
+        ["b"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            maintenance: Some(false),
+            ..Default::default()
+        })
+        .await,
+        ["a", "c"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            owner: Some("o1".into()),
+            ..Default::default()
+        })
+        .await,
+        ["a"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            project: Some("o1".into()),
+            ..Default::default()
+        })
+        .await,
+        ["a", "c"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            description_contains: Some("GPU".into()),
+            ..Default::default()
+        })
+        .await,
+        ["c"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            description_contains: Some("gpu".into()),
+            ..Default::default()
+        })
+        .await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run(NodeFilter {
+            provision_state: Some(ProvisionState::Enroll),
+            ..Default::default()
+        })
+        .await,
         ["a", "b", "c"]
     );
-    assert_eq!(run(NodeFilter { retired: Some(true), ..Default::default() }).await, Vec::<String>::new());
-    assert_eq!(run(NodeFilter { associated: Some(false), ..Default::default() }).await, ["a", "b", "c"]);
-    let err = db.node_list(&NodeListQuery { sort_key: "driver_info".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(
+        run(NodeFilter {
+            retired: Some(true),
+            ..Default::default()
+        })
+        .await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        run(NodeFilter {
+            associated: Some(false),
+            ..Default::default()
+        })
+        .await,
+        ["a", "b", "c"]
+    );
+    let err = db
+        .node_list(&NodeListQuery {
+            sort_key: "driver_info".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)));
     let err = db
-        .node_list(&NodeListQuery { marker: Some("11111111-2222-3333-4444-555555555555".into()), ..Default::default() })
+        .node_list(&NodeListQuery {
+            marker: Some("11111111-2222-3333-4444-555555555555".into()),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)));
@@ -122,7 +242,13 @@ async fn keyset_pagination_walks_every_node_once(db: &Db) {
         };
         expected.push(create(db, body).await.uuid);
     }
-    for (key, desc) in [("id", false), ("id", true), ("name", false), ("name", true), ("updated_at", false)] {
+    for (key, desc) in [
+        ("id", false),
+        ("id", true),
+        ("name", false),
+        ("name", true),
+        ("updated_at", false),
+    ] {
         let mut seen = Vec::new();
         let mut marker = None;
         for _ in 0..100 {
@@ -148,7 +274,10 @@ async fn keyset_pagination_walks_every_node_once(db: &Db) {
         sorted_seen.sort();
         let mut sorted_expected = expected.clone();
         sorted_expected.sort();
-        assert_eq!(sorted_seen, sorted_expected, "every node exactly once sorting by {key} desc={desc}");
+        assert_eq!(
+            sorted_seen, sorted_expected,
+            "every node exactly once sorting by {key} desc={desc}"
+        );
         if key == "id" {
             let mut exp = expected.clone();
             if desc {
@@ -166,17 +295,28 @@ async fn locks_are_exclusive(db: &Db) {
     let err = db.node_reserve(n.id, "host-b").await.unwrap_err();
     assert_eq!(err, Error::node_locked(n.uuid.as_str(), "host-a"));
     db.node_release(n.id, "host-b").await.unwrap();
-    assert!(db.node_reserve(n.id, "host-b").await.is_err(), "only the holder releases");
+    assert!(
+        db.node_reserve(n.id, "host-b").await.is_err(),
+        "only the holder releases"
+    );
     db.node_release(n.id, "host-a").await.unwrap();
     db.node_reserve(n.id, "host-b").await.unwrap();
     assert_eq!(db.node_release_all("host-b").await.unwrap(), 1);
-    assert_eq!(db.node_by_id(n.id).await.unwrap().unwrap().reservation, None);
-    assert!(matches!(db.node_reserve(999_999, "x").await, Err(Error::NotFound(_))));
+    assert_eq!(
+        db.node_by_id(n.id).await.unwrap().unwrap().reservation,
+        None
+    );
+    assert!(matches!(
+        db.node_reserve(999_999, "x").await,
+        Err(Error::NotFound(_))
+    ));
     // Concurrent reservations: exactly one wins.
     let mut tasks = Vec::new();
     for i in 0..8 {
         let db = db.clone();
-        tasks.push(tokio::spawn(async move { db.node_reserve(n.id, &format!("h{i}")).await.is_ok() }));
+        tasks.push(tokio::spawn(async move {
+            db.node_reserve(n.id, &format!("h{i}")).await.is_ok()
+        }));
     }
     let mut winners = 0;
     for t in tasks {
@@ -195,24 +335,41 @@ async fn save_needs_the_lock(db: &Db) {
     assert!(saved.updated_at.is_some());
     let back = db.node_by_id(n.id).await.unwrap().unwrap();
     assert_eq!(back, saved);
-    assert_eq!(back.reservation, None, "saving with reservation None unlocks");
+    assert_eq!(
+        back.reservation, None,
+        "saving with reservation None unlocks"
+    );
     // Without the lock nothing is written.
     let mut stale = back.clone();
     stale.extra.insert("k".into(), json!("lost"));
-    assert!(matches!(db.node_save(&stale, HOST).await, Err(Error::Internal(_))));
-    assert_eq!(db.node_by_id(n.id).await.unwrap().unwrap().extra.get("k"), Some(&json!("v")));
+    assert!(matches!(
+        db.node_save(&stale, HOST).await,
+        Err(Error::Internal(_))
+    ));
+    assert_eq!(
+        db.node_by_id(n.id).await.unwrap().unwrap().extra.get("k"),
+        Some(&json!("v"))
+    );
     // A rename onto a taken name is a conflict, and the lock stays with us.
     create(db, json!({"driver": "fake-hardware", "name": "taken"})).await;
     let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
     locked.name = Some("taken".into());
-    assert!(matches!(db.node_save(&locked, HOST).await, Err(Error::Conflict(_))));
+    assert!(matches!(
+        db.node_save(&locked, HOST).await,
+        Err(Error::Conflict(_))
+    ));
     db.node_release(n.id, HOST).await.unwrap();
 }
 
 async fn destroy_removes_node_and_traits(db: &Db) {
     let n = create(db, json!({"driver": "fake-hardware"})).await;
-    db.node_add_traits(n.id, &["CUSTOM_A".into()], false, 50).await.unwrap();
-    assert!(db.node_destroy(n.id, HOST).await.is_err(), "destroy needs the lock");
+    db.node_add_traits(n.id, &["CUSTOM_A".into()], false, 50)
+        .await
+        .unwrap();
+    assert!(
+        db.node_destroy(n.id, HOST).await.is_err(),
+        "destroy needs the lock"
+    );
     db.node_reserve(n.id, HOST).await.unwrap();
     db.node_destroy(n.id, HOST).await.unwrap();
     assert_eq!(db.node_by_id(n.id).await.unwrap(), None);
@@ -222,15 +379,43 @@ async fn destroy_removes_node_and_traits(db: &Db) {
 async fn traits_add_replace_remove(db: &Db) {
     let n = create(db, json!({"driver": "fake-hardware"})).await;
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert_eq!(db.node_add_traits(n.id, &s(&["CUSTOM_B", "CUSTOM_A", "CUSTOM_A"]), false, 50).await.unwrap(), s(&["CUSTOM_A", "CUSTOM_B"]));
-    assert_eq!(db.node_add_traits(n.id, &s(&["CUSTOM_C"]), false, 50).await.unwrap(), s(&["CUSTOM_A", "CUSTOM_B", "CUSTOM_C"]));
-    assert_eq!(db.node_add_traits(n.id, &s(&["CUSTOM_Z"]), true, 50).await.unwrap(), s(&["CUSTOM_Z"]));
-    let err = db.node_add_traits(n.id, &s(&["CUSTOM_1", "CUSTOM_2"]), false, 2).await.unwrap_err();
+    assert_eq!(
+        db.node_add_traits(n.id, &s(&["CUSTOM_B", "CUSTOM_A", "CUSTOM_A"]), false, 50)
+            .await
+            .unwrap(),
+        s(&["CUSTOM_A", "CUSTOM_B"])
+    );
+    assert_eq!(
+        db.node_add_traits(n.id, &s(&["CUSTOM_C"]), false, 50)
+            .await
+            .unwrap(),
+        s(&["CUSTOM_A", "CUSTOM_B", "CUSTOM_C"])
+    );
+    assert_eq!(
+        db.node_add_traits(n.id, &s(&["CUSTOM_Z"]), true, 50)
+            .await
+            .unwrap(),
+        s(&["CUSTOM_Z"])
+    );
+    let err = db
+        .node_add_traits(n.id, &s(&["CUSTOM_1", "CUSTOM_2"]), false, 2)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)));
-    assert_eq!(db.node_traits(n.id).await.unwrap(), s(&["CUSTOM_Z"]), "a refused change leaves nothing behind");
-    assert!(!db.node_remove_traits(n.id, Some("CUSTOM_NOPE")).await.unwrap());
+    assert_eq!(
+        db.node_traits(n.id).await.unwrap(),
+        s(&["CUSTOM_Z"]),
+        "a refused change leaves nothing behind"
+    );
+    assert!(
+        !db.node_remove_traits(n.id, Some("CUSTOM_NOPE"))
+            .await
+            .unwrap()
+    );
     assert!(db.node_remove_traits(n.id, Some("CUSTOM_Z")).await.unwrap());
-    db.node_add_traits(n.id, &s(&["CUSTOM_X", "CUSTOM_Y"]), false, 50).await.unwrap();
+    db.node_add_traits(n.id, &s(&["CUSTOM_X", "CUSTOM_Y"]), false, 50)
+        .await
+        .unwrap();
     db.node_remove_traits(n.id, None).await.unwrap();
     assert!(db.node_traits(n.id).await.unwrap().is_empty());
     let listed = db.node_list(&NodeListQuery::default()).await.unwrap();
@@ -238,7 +423,10 @@ async fn traits_add_replace_remove(db: &Db) {
 }
 
 async fn conductors_register_and_heartbeat(db: &Db) {
-    let c = db.conductor_register("c1", "", &["fake-hardware".into()]).await.unwrap();
+    let c = db
+        .conductor_register("c1", "", &["fake-hardware".into()])
+        .await
+        .unwrap();
     assert!(c.online);
     assert_eq!(c.drivers, vec!["fake-hardware".to_string()]);
     let now = chrono::Utc::now();
@@ -252,7 +440,10 @@ async fn conductors_register_and_heartbeat(db: &Db) {
     assert_eq!(again.id, c.id, "re-registration keeps the id");
     assert!(again.online);
     assert_eq!(db.conductor_list().await.unwrap().len(), 1);
-    assert!(matches!(db.conductor_get("zz").await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        db.conductor_get("zz").await,
+        Err(Error::NotFound(_))
+    ));
 }
 
 #[allow(dead_code)]

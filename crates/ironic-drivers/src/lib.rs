@@ -16,7 +16,10 @@ pub struct HardwareType {
 impl HardwareType {
     /// The default implementation of an interface type.
     pub fn default_interface(&self, interface_type: &str) -> Option<&'static str> {
-        self.interfaces.iter().find(|(t, _, _)| *t == interface_type).map(|(_, d, _)| *d)
+        self.interfaces
+            .iter()
+            .find(|(t, _, _)| *t == interface_type)
+            .map(|(_, d, _)| *d)
     }
 
     /// The enabled implementations of an interface type (empty if unknown).
@@ -104,7 +107,11 @@ mod tests {
         let h = r.get("fake-hardware").unwrap();
         assert_eq!(h.default_interface("network"), Some("noop"));
         assert_eq!(h.enabled_interfaces("bios"), &["fake", "no-bios"]);
-        assert!(Registry::new(&["ipmi".into()]).unwrap_err().contains("ipmi"));
+        assert!(
+            Registry::new(&["ipmi".into()])
+                .unwrap_err()
+                .contains("ipmi")
+        );
         assert_eq!(h.interfaces.len(), 13);
     }
 }

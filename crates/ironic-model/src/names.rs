@@ -34,7 +34,9 @@ pub fn is_hostname_safe(name: &str) -> bool {
             && label.len() <= 63
             && !label.starts_with('-')
             && !label.ends_with('-')
-            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
     }) && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.')
 }
 
@@ -73,19 +75,22 @@ pub fn validate_trait(t: &str) -> Result<(), TraitError> {
     }
     let upper = |s: &str| {
         !s.is_empty()
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
     };
-    if let Some(rest) = t.strip_prefix("CUSTOM_") {
-        if upper(rest) {
-            return Ok(());
-        }
+    if let Some(rest) = t.strip_prefix("CUSTOM_")
+        && upper(rest)
+    {
+        return Ok(());
     }
     let standard = STANDARD_TRAIT_NAMESPACES
         .iter()
         .any(|ns| t.strip_prefix(ns).is_some_and(upper));
-    if standard { Ok(()) } else { Err(TraitError::NotATrait) }
+    if standard {
+        Ok(())
+    } else {
+        Err(TraitError::NotATrait)
+    }
 }
 
 /// Ironic's JSON-schema wording for a refused trait (`what` is `trait` or `body`).
@@ -102,8 +107,7 @@ pub fn trait_error_message(what: &str, t: &str, err: &TraitError) -> String {
 /// A conductor group: `[a-zA-Z0-9_\-.]*`, at most 255 long.
 pub fn is_valid_conductor_group(g: &str) -> bool {
     g.len() <= 255
-        && g
-            .bytes()
+        && g.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
@@ -128,7 +132,10 @@ mod tests {
         assert!(!is_valid_node_name("bad name!", v));
         assert!(!is_valid_node_name("", v));
         assert!(!is_valid_node_name("detail", v));
-        assert!(!is_valid_node_name("7c1a0f2e-8b43-4c6a-9d1e-2f3a4b5c6d7e", v));
+        assert!(!is_valid_node_name(
+            "7c1a0f2e-8b43-4c6a-9d1e-2f3a4b5c6d7e",
+            v
+        ));
         assert!(!is_valid_node_name(&"a".repeat(256), v));
         assert!(is_valid_node_name(&"a".repeat(255), v));
         // Before 1.10 only host names.
@@ -142,8 +149,14 @@ mod tests {
         assert_eq!(validate_trait("CUSTOM_GPU_1"), Ok(()));
         assert_eq!(validate_trait("HW_CPU_X86_AVX2"), Ok(()));
         assert_eq!(validate_trait("CUSTOM_"), Err(TraitError::NotATrait));
-        assert_eq!(validate_trait("lowercase_trait"), Err(TraitError::NotATrait));
-        assert_eq!(validate_trait("NOT_A_NAMESPACE"), Err(TraitError::NotATrait));
+        assert_eq!(
+            validate_trait("lowercase_trait"),
+            Err(TraitError::NotATrait)
+        );
+        assert_eq!(
+            validate_trait("NOT_A_NAMESPACE"),
+            Err(TraitError::NotATrait)
+        );
         let long = format!("CUSTOM_{}", "A".repeat(249));
         assert_eq!(validate_trait(&long), Err(TraitError::TooLong));
         assert_eq!(

@@ -235,7 +235,12 @@ pub struct FieldSpec {
 }
 
 const fn f(name: &'static str, field: F, min: u16, kind: Kind) -> FieldSpec {
-    FieldSpec { name, field, min, kind }
+    FieldSpec {
+        name,
+        field,
+        min,
+        kind,
+    }
 }
 
 /// Index of each interface type in [`INTERFACE_TYPES`].
@@ -263,58 +268,148 @@ pub const FIELDS: &[FieldSpec] = &[
     f("created_at", F::CreatedAt, 1, K::ReadOnly),
     f("updated_at", F::UpdatedAt, 1, K::ReadOnly),
     f("automated_clean", F::AutomatedClean, 47, K::OptBool),
-    f("bios_interface", F::Interface(iface::BIOS), 40, K::Interface),
-    f("boot_interface", F::Interface(iface::BOOT), 31, K::Interface),
+    f(
+        "bios_interface",
+        F::Interface(iface::BIOS),
+        40,
+        K::Interface,
+    ),
+    f(
+        "boot_interface",
+        F::Interface(iface::BOOT),
+        31,
+        K::Interface,
+    ),
     f("clean_step", F::CleanStep, 7, K::ReadOnly),
     f("conductor_group", F::ConductorGroup, 46, K::ConductorGroup),
     f("console_enabled", F::ConsoleEnabled, 1, K::ReadOnly),
-    f("console_interface", F::Interface(iface::CONSOLE), 31, K::Interface),
-    f("deploy_interface", F::Interface(iface::DEPLOY), 31, K::Interface),
+    f(
+        "console_interface",
+        F::Interface(iface::CONSOLE),
+        31,
+        K::Interface,
+    ),
+    f(
+        "deploy_interface",
+        F::Interface(iface::DEPLOY),
+        31,
+        K::Interface,
+    ),
     f("deploy_step", F::DeployStep, 44, K::ReadOnly),
     f("description", F::Description, 51, K::Text(4096)),
     f("driver", F::Driver, 1, K::Driver),
     f("driver_info", F::DriverInfo, 1, K::Object),
-    f("driver_internal_info", F::DriverInternalInfo, 3, K::ReadOnly),
+    f(
+        "driver_internal_info",
+        F::DriverInternalInfo,
+        3,
+        K::ReadOnly,
+    ),
     f("extra", F::Extra, 1, K::Object),
     f("fault", F::Fault, 42, K::ReadOnly),
-    f("inspection_finished_at", F::InspectionFinishedAt, 6, K::ReadOnly),
-    f("inspection_started_at", F::InspectionStartedAt, 6, K::ReadOnly),
-    f("inspect_interface", F::Interface(iface::INSPECT), 31, K::Interface),
+    f(
+        "inspection_finished_at",
+        F::InspectionFinishedAt,
+        6,
+        K::ReadOnly,
+    ),
+    f(
+        "inspection_started_at",
+        F::InspectionStartedAt,
+        6,
+        K::ReadOnly,
+    ),
+    f(
+        "inspect_interface",
+        F::Interface(iface::INSPECT),
+        31,
+        K::Interface,
+    ),
     f("instance_info", F::InstanceInfo, 1, K::Object),
     f("instance_uuid", F::InstanceUuid, 1, K::Uuid),
     f("last_error", F::LastError, 1, K::ReadOnly),
     f("lessee", F::Lessee, 65, K::Text(255)),
     f("maintenance", F::Maintenance, 1, K::Bool),
     f("maintenance_reason", F::MaintenanceReason, 1, K::ReadOnly),
-    f("management_interface", F::Interface(iface::MANAGEMENT), 31, K::Interface),
+    f(
+        "management_interface",
+        F::Interface(iface::MANAGEMENT),
+        31,
+        K::Interface,
+    ),
     f("name", F::Name, 5, K::Name),
-    f("network_interface", F::Interface(iface::NETWORK), 20, K::Interface),
+    f(
+        "network_interface",
+        F::Interface(iface::NETWORK),
+        20,
+        K::Interface,
+    ),
     f("owner", F::Owner, 50, K::Text(255)),
-    f("power_interface", F::Interface(iface::POWER), 31, K::Interface),
+    f(
+        "power_interface",
+        F::Interface(iface::POWER),
+        31,
+        K::Interface,
+    ),
     f("power_state", F::PowerState, 1, K::ReadOnly),
     f("properties", F::Properties, 1, K::Object),
     f("protected", F::Protected, 48, K::Bool),
     f("protected_reason", F::ProtectedReason, 48, K::Text(255)),
     f("provision_state", F::ProvisionState, 1, K::ReadOnly),
-    f("provision_updated_at", F::ProvisionUpdatedAt, 1, K::ReadOnly),
+    f(
+        "provision_updated_at",
+        F::ProvisionUpdatedAt,
+        1,
+        K::ReadOnly,
+    ),
     f("raid_config", F::RaidConfig, 12, K::ReadOnly),
-    f("raid_interface", F::Interface(iface::RAID), 31, K::Interface),
-    f("rescue_interface", F::Interface(iface::RESCUE), 38, K::Interface),
+    f(
+        "raid_interface",
+        F::Interface(iface::RAID),
+        31,
+        K::Interface,
+    ),
+    f(
+        "rescue_interface",
+        F::Interface(iface::RESCUE),
+        38,
+        K::Interface,
+    ),
     f("reservation", F::Reservation, 1, K::ReadOnly),
     f("resource_class", F::ResourceClass, 21, K::Text(80)),
     f("retired", F::Retired, 61, K::Bool),
     f("retired_reason", F::RetiredReason, 61, K::Text(4096)),
-    f("storage_interface", F::Interface(iface::STORAGE), 33, K::Interface),
+    f(
+        "storage_interface",
+        F::Interface(iface::STORAGE),
+        33,
+        K::Interface,
+    ),
     f("target_power_state", F::TargetPowerState, 1, K::ReadOnly),
-    f("target_provision_state", F::TargetProvisionState, 1, K::ReadOnly),
+    f(
+        "target_provision_state",
+        F::TargetProvisionState,
+        1,
+        K::ReadOnly,
+    ),
     f("target_raid_config", F::TargetRaidConfig, 12, K::ReadOnly),
     f("traits", F::Traits, 37, K::ReadOnly),
-    f("vendor_interface", F::Interface(iface::VENDOR), 31, K::Interface),
+    f(
+        "vendor_interface",
+        F::Interface(iface::VENDOR),
+        31,
+        K::Interface,
+    ),
     f("conductor", F::Conductor, 49, K::ReadOnly),
     f("allocation_uuid", F::AllocationUuid, 52, K::ReadOnly),
     f("chassis_uuid", F::ChassisUuid, 1, K::Chassis),
     // Known fields of microversions above the one we advertise.
-    f("firmware_interface", F::Interface(iface::FIRMWARE), 86, K::Interface),
+    f(
+        "firmware_interface",
+        F::Interface(iface::FIRMWARE),
+        86,
+        K::Interface,
+    ),
     f("network_data", F::Unserved, 66, K::ReadOnly),
     f("boot_mode", F::Unserved, 75, K::ReadOnly),
     f("secure_boot", F::Unserved, 75, K::ReadOnly),
@@ -409,7 +504,9 @@ pub fn parse_fields(list: &str, version: Version) -> Result<FieldMask> {
     let mut mask = FieldMask::default();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Some(i) = FIELDS.iter().position(|s| s.name == name) else {
-            return Err(Error::invalid(format!("Field {name} is not a valid field.")));
+            return Err(Error::invalid(format!(
+                "Field {name} is not a valid field."
+            )));
         };
         if !version.at_least(FIELDS[i].min) {
             return Err(Error::not_acceptable());
@@ -424,7 +521,9 @@ pub fn parse_fields(list: &str, version: Version) -> Result<FieldMask> {
 pub enum Source<'a> {
     Create,
     /// A PATCH of the node the client called `ident`.
-    Patch { ident: &'a str },
+    Patch {
+        ident: &'a str,
+    },
 }
 
 impl Source<'_> {
@@ -490,7 +589,10 @@ fn get_text(v: &Value, max: usize, src: Source<'_>) -> Result<Option<String>> {
         Value::Null => Ok(None),
         Value::String(s) if s.len() <= max => Ok(Some(s.clone())),
         Value::String(s) => Err(src.schema(format_args!("{} is too long", py_repr_str(s)))),
-        other => Err(src.schema(format_args!("{} is not of type 'string', 'null'", py_repr(other)))),
+        other => Err(src.schema(format_args!(
+            "{} is not of type 'string', 'null'",
+            py_repr(other)
+        ))),
     }
 }
 
@@ -498,7 +600,10 @@ fn get_object(v: &Value, src: Source<'_>) -> Result<JsonObject> {
     match v {
         Value::Null => Ok(JsonObject::new()),
         Value::Object(o) => Ok(o.clone()),
-        other => Err(src.schema(format_args!("{} is not of type 'object', 'null'", py_repr(other)))),
+        other => Err(src.schema(format_args!(
+            "{} is not of type 'object', 'null'",
+            py_repr(other)
+        ))),
     }
 }
 
@@ -515,7 +620,8 @@ impl Node {
     pub fn patch_doc(&self, version: Version) -> JsonObject {
         let mut doc = JsonObject::new();
         for spec in FIELDS {
-            if spec.kind == K::ReadOnly || spec.field == F::Unserved || !version.at_least(spec.min) {
+            if spec.kind == K::ReadOnly || spec.field == F::Unserved || !version.at_least(spec.min)
+            {
                 continue;
             }
             let v = match spec.field {
@@ -550,7 +656,8 @@ impl Node {
     /// `doc` is reset to its default (that is what `remove` of a top-level field means).
     pub fn apply_doc(&mut self, doc: &JsonObject, version: Version, src: Source<'_>) -> Result<()> {
         for spec in FIELDS {
-            if spec.kind == K::ReadOnly || spec.field == F::Unserved || !version.at_least(spec.min) {
+            if spec.kind == K::ReadOnly || spec.field == F::Unserved || !version.at_least(spec.min)
+            {
                 continue;
             }
             let v = doc.get(spec.name).unwrap_or(&Value::Null);
@@ -559,10 +666,18 @@ impl Node {
         Ok(())
     }
 
-    fn set_field(&mut self, spec: &FieldSpec, v: &Value, version: Version, src: Source<'_>) -> Result<()> {
+    fn set_field(
+        &mut self,
+        spec: &FieldSpec,
+        v: &Value,
+        version: Version,
+        src: Source<'_>,
+    ) -> Result<()> {
         match (spec.field, spec.kind) {
             (F::AutomatedClean, _) => self.automated_clean = get_bool(spec, v, src, true)?,
-            (F::Maintenance, _) => self.maintenance = get_bool(spec, v, src, false)?.unwrap_or(false),
+            (F::Maintenance, _) => {
+                self.maintenance = get_bool(spec, v, src, false)?.unwrap_or(false)
+            }
             (F::Protected, _) => self.protected = get_bool(spec, v, src, false)?.unwrap_or(false),
             (F::Retired, _) => self.retired = get_bool(spec, v, src, false)?.unwrap_or(false),
             (F::Interface(i), _) => self.interfaces.0[i] = get_text(v, 255, src)?,
@@ -580,7 +695,10 @@ impl Node {
                 Value::String(s) if !s.is_empty() && s.len() <= 255 => self.driver = s.clone(),
                 Value::Null => return Err(src.schema("'driver' is a required property")),
                 other => {
-                    return Err(src.schema(format_args!("{} is not a valid driver name", py_repr(other))));
+                    return Err(src.schema(format_args!(
+                        "{} is not a valid driver name",
+                        py_repr(other)
+                    )));
                 }
             },
             (F::DriverInfo, _) => self.driver_info = get_object(v, src)?,
@@ -590,10 +708,9 @@ impl Node {
             (F::InstanceUuid, _) => {
                 self.instance_uuid = match get_text(v, 36, src)? {
                     None => None,
-                    Some(s) => Some(
-                        canonical_uuid(&s)
-                            .ok_or_else(|| src.schema(format_args!("{} is not a 'uuid'", py_repr_str(&s))))?,
-                    ),
+                    Some(s) => Some(canonical_uuid(&s).ok_or_else(|| {
+                        src.schema(format_args!("{} is not a 'uuid'", py_repr_str(&s)))
+                    })?),
                 }
             }
             (F::ChassisUuid, _) => {
@@ -604,10 +721,10 @@ impl Node {
             }
             (F::Name, _) => {
                 let name = get_text(v, 255, src).map_err(|_| invalid_name(src, &value_text(v)))?;
-                if let Some(n) = &name {
-                    if !is_valid_node_name(n, version) {
-                        return Err(invalid_name(src, n));
-                    }
+                if let Some(n) = &name
+                    && !is_valid_node_name(n, version)
+                {
+                    return Err(invalid_name(src, n));
                 }
                 self.name = name;
             }
@@ -632,7 +749,10 @@ fn value_text(v: &Value) -> String {
 
 fn invalid_name(src: Source<'_>, name: &str) -> Error {
     match src {
-        Source::Create => Error::invalid(format!("Cannot create node with invalid name {}", py_repr_str(name))),
+        Source::Create => Error::invalid(format!(
+            "Cannot create node with invalid name {}",
+            py_repr_str(name)
+        )),
         Source::Patch { ident } => Error::invalid(format!(
             "Node {ident}: Cannot change name to invalid name {}",
             py_repr_str(name)
@@ -676,15 +796,17 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
     }
     let uuid = match obj.get("uuid") {
         None | Some(Value::Null) => NodeUuid::new_v4(),
-        Some(Value::String(s)) => {
-            NodeUuid::parse(s).ok_or_else(|| src.schema(format_args!("{} is not a 'uuid'", py_repr_str(s))))?
-        }
+        Some(Value::String(s)) => NodeUuid::parse(s)
+            .ok_or_else(|| src.schema(format_args!("{} is not a 'uuid'", py_repr_str(s))))?,
         Some(other) => return Err(src.schema(format_args!("{} is not a 'uuid'", py_repr(other)))),
     };
     let mut node = Node::blank(uuid, String::new(), version);
     // Start from the defaults, then let the body override them.
     let mut doc = node.patch_doc(Version::MAX);
-    doc.insert("conductor_group".into(), Value::String(defaults.conductor_group.clone()));
+    doc.insert(
+        "conductor_group".into(),
+        Value::String(defaults.conductor_group.clone()),
+    );
     if let Some(rc) = &defaults.resource_class {
         doc.insert("resource_class".into(), Value::String(rc.clone()));
     }
@@ -693,10 +815,10 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
     }
     node.apply_doc(&doc, Version::MAX, src)?;
     // Fields above the request version were refused above; the name rule depends on it.
-    if let Some(n) = &node.name {
-        if !is_valid_node_name(n, version) {
-            return Err(invalid_name(src, n));
-        }
+    if let Some(n) = &node.name
+        && !is_valid_node_name(n, version)
+    {
+        return Err(invalid_name(src, n));
     }
     Ok(node)
 }
@@ -758,18 +880,19 @@ pub fn check_update(old: &Node, new: &mut Node) -> Result<()> {
             changed.join(", ")
         )));
     }
-    if new.resource_class != old.resource_class && old.resource_class.is_some() && !changes_allowed {
+    if new.resource_class != old.resource_class && old.resource_class.is_some() && !changes_allowed
+    {
         return Err(Error::InvalidState(format!(
             "Node {uuid} can not have resource_class updated unless it is in one of allowed ({}) states or in maintenance mode.",
             "enroll, inspecting, inspect wait, manageable, available"
         )));
     }
-    if let (Some(a), Some(b)) = (&old.instance_uuid, &new.instance_uuid) {
-        if a != b {
-            return Err(Error::Conflict(format!(
-                "Node {uuid} is associated with instance {a}."
-            )));
-        }
+    if let (Some(a), Some(b)) = (&old.instance_uuid, &new.instance_uuid)
+        && a != b
+    {
+        return Err(Error::Conflict(format!(
+            "Node {uuid} is associated with instance {a}."
+        )));
     }
     Ok(())
 }
@@ -777,17 +900,23 @@ pub fn check_update(old: &Node, new: &mut Node) -> Result<()> {
 /// The rules of `destroy_node` (reference §4.2 "DELETE rules").
 pub fn check_destroy(node: &Node, allow_deleting_available: bool) -> Result<()> {
     let uuid = node.uuid.as_str();
-    if !node.maintenance {
-        if let Some(i) = &node.instance_uuid {
-            return Err(Error::Conflict(format!("Node {uuid} is associated with instance {i}.")));
-        }
+    if !node.maintenance
+        && let Some(i) = &node.instance_uuid
+    {
+        return Err(Error::Conflict(format!(
+            "Node {uuid} is associated with instance {i}."
+        )));
     }
     if node.protected {
         return Err(Error::Forbidden(format!(
             "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
         )));
     }
-    if !node.maintenance && !node.provision_state.delete_allowed(allow_deleting_available) {
+    if !node.maintenance
+        && !node
+            .provision_state
+            .delete_allowed(allow_deleting_available)
+    {
         let mut valid = vec!["'manageable'", "'enroll'", "'adopt failed'"];
         if allow_deleting_available {
             valid.push("'available'");
@@ -814,7 +943,11 @@ mod tests {
     fn create_defaults_follow_the_version() {
         let n = create(json!({"driver": "fake-hardware"}), 1).unwrap();
         assert_eq!(n.provision_state, ProvisionState::Available);
-        let n = create(json!({"driver": "fake-hardware", "conductor_group": "RACK1"}), 51).unwrap();
+        let n = create(
+            json!({"driver": "fake-hardware", "conductor_group": "RACK1"}),
+            51,
+        )
+        .unwrap();
         assert_eq!(n.provision_state, ProvisionState::Enroll);
         assert_eq!(n.conductor_group, "rack1");
     }
@@ -830,9 +963,18 @@ mod tests {
             m(json!({"driver": "x", "extra": "not-an-object"}), 51).message(),
             "Schema error for node: 'not-an-object' is not of type 'object', 'null'"
         );
-        assert_eq!(m(json!({}), 51).message(), "Schema error for node: 'driver' is a required property");
-        assert_eq!(m(json!({"driver": "x", "resource_class": "r"}), 20), Error::not_acceptable());
-        assert_eq!(m(json!({"driver": "x", "name": "n"}), 4), Error::not_acceptable());
+        assert_eq!(
+            m(json!({}), 51).message(),
+            "Schema error for node: 'driver' is a required property"
+        );
+        assert_eq!(
+            m(json!({"driver": "x", "resource_class": "r"}), 20),
+            Error::not_acceptable()
+        );
+        assert_eq!(
+            m(json!({"driver": "x", "name": "n"}), 4),
+            Error::not_acceptable()
+        );
         assert_eq!(
             m(json!({"driver": "x", "name": "bad name!"}), 51).message(),
             "Cannot create node with invalid name 'bad name!'"
@@ -840,7 +982,10 @@ mod tests {
         assert!(m(json!({"driver": "x", "maintenance": "yes-please"}), 51)
             .message()
             .starts_with("Invalid maintenance: Unrecognized value 'yes-please', acceptable values are: '0', '1'"));
-        assert!(matches!(m(json!({"driver": "x", "provision_state": "active"}), 51), Error::Invalid(_)));
+        assert!(matches!(
+            m(json!({"driver": "x", "provision_state": "active"}), 51),
+            Error::Invalid(_)
+        ));
         assert!(matches!(
             m(json!({"driver": "x", "resource_class": "r".repeat(81)}), 51),
             Error::Invalid(_)
@@ -852,17 +997,26 @@ mod tests {
         let old = create(json!({"driver": "x"}), 51).unwrap();
         let mut new = old.clone();
         new.protected = true;
-        assert!(matches!(check_update(&old, &mut new), Err(Error::InvalidState(_))));
+        assert!(matches!(
+            check_update(&old, &mut new),
+            Err(Error::InvalidState(_))
+        ));
 
         let mut avail = old.clone();
         avail.provision_state = ProvisionState::Available;
         let mut new = avail.clone();
         new.retired = true;
-        assert!(matches!(check_update(&avail, &mut new), Err(Error::InvalidState(_))));
+        assert!(matches!(
+            check_update(&avail, &mut new),
+            Err(Error::InvalidState(_))
+        ));
 
         let mut new = old.clone();
         new.retired_reason = Some("why".into());
-        assert!(matches!(check_update(&old, &mut new), Err(Error::Invalid(_))));
+        assert!(matches!(
+            check_update(&old, &mut new),
+            Err(Error::Invalid(_))
+        ));
 
         let mut retired = old.clone();
         retired.retired = true;
@@ -876,7 +1030,10 @@ mod tests {
         active.provision_state = ProvisionState::Active;
         let mut new = active.clone();
         new.interfaces.0[0] = Some("no-bios".into());
-        assert!(matches!(check_update(&active, &mut new), Err(Error::InvalidState(_))));
+        assert!(matches!(
+            check_update(&active, &mut new),
+            Err(Error::InvalidState(_))
+        ));
     }
 
     #[test]
@@ -885,7 +1042,10 @@ mod tests {
         check_destroy(&n, true).unwrap();
         n.provision_state = ProvisionState::Active;
         let e = check_destroy(&n, true).unwrap_err();
-        assert!(e.message().contains("('manageable', 'enroll', 'adopt failed', 'available')"));
+        assert!(
+            e.message()
+                .contains("('manageable', 'enroll', 'adopt failed', 'available')")
+        );
         n.maintenance = true;
         check_destroy(&n, true).unwrap();
         n.protected = true;
@@ -895,9 +1055,18 @@ mod tests {
     #[test]
     fn fields_parse() {
         assert!(parse_fields("uuid,name", Version::MAX).is_ok());
-        assert_eq!(parse_fields("owner", Version::new(49)), Err(Error::not_acceptable()));
-        assert_eq!(parse_fields("retired", Version::MAX), Err(Error::not_acceptable()));
-        assert!(matches!(parse_fields("nope", Version::MAX), Err(Error::Invalid(_))));
+        assert_eq!(
+            parse_fields("owner", Version::new(49)),
+            Err(Error::not_acceptable())
+        );
+        assert_eq!(
+            parse_fields("retired", Version::MAX),
+            Err(Error::not_acceptable())
+        );
+        assert!(matches!(
+            parse_fields("nope", Version::MAX),
+            Err(Error::Invalid(_))
+        ));
         assert!(FIELDS.len() <= 128);
     }
 }

@@ -77,14 +77,23 @@ fn valid_path(path: &str) -> bool {
 /// Validates a patch document against Ironic's patch schema.
 pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
     let Value::Array(items) = doc else {
-        return Err(schema_err(format_args!("{} is not of type 'array'", py_repr(doc))));
+        return Err(schema_err(format_args!(
+            "{} is not of type 'array'",
+            py_repr(doc)
+        )));
     };
     let mut ops = Vec::with_capacity(items.len());
     for item in items {
         let Value::Object(obj) = item else {
-            return Err(schema_err(format_args!("{} is not of type 'object'", py_repr(item))));
+            return Err(schema_err(format_args!(
+                "{} is not of type 'object'",
+                py_repr(item)
+            )));
         };
-        if let Some(extra) = obj.keys().find(|k| !matches!(k.as_str(), "op" | "path" | "value")) {
+        if let Some(extra) = obj
+            .keys()
+            .find(|k| !matches!(k.as_str(), "op" | "path" | "value"))
+        {
             return Err(schema_err(format_args!(
                 "Additional properties are not allowed ({} was unexpected)",
                 py_repr_str(extra)
@@ -94,7 +103,10 @@ pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
             None => return Err(schema_err("'path' is a required property")),
             Some(Value::String(p)) => p.clone(),
             Some(other) => {
-                return Err(schema_err(format_args!("{} is not of type 'string'", py_repr(other))));
+                return Err(schema_err(format_args!(
+                    "{} is not of type 'string'",
+                    py_repr(other)
+                )));
             }
         };
         let op = match obj.get("op") {
@@ -111,7 +123,10 @@ pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
                 }
             },
             Some(other) => {
-                return Err(schema_err(format_args!("{} is not of type 'string'", py_repr(other))));
+                return Err(schema_err(format_args!(
+                    "{} is not of type 'string'",
+                    py_repr(other)
+                )));
             }
         };
         if !valid_path(&path) {
@@ -120,13 +135,21 @@ pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
                 py_repr_str(&path)
             )));
         }
-        ops.push(PatchOp { op, path, value: obj.get("value").cloned() });
+        ops.push(PatchOp {
+            op,
+            path,
+            value: obj.get("value").cloned(),
+        });
     }
     Ok(ops)
 }
 
 fn describe(op: &PatchOp) -> String {
-    let mut s = format!("{{'op': '{}', 'path': {}", op.op.as_str(), py_repr_str(&op.path));
+    let mut s = format!(
+        "{{'op': '{}', 'path': {}",
+        op.op.as_str(),
+        py_repr_str(&op.path)
+    );
     if let Some(v) = &op.value {
         s.push_str(&format!(", 'value': {}", py_repr(v)));
     }
@@ -135,13 +158,18 @@ fn describe(op: &PatchOp) -> String {
 }
 
 fn patch_error(op: &PatchOp, reason: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("Couldn't apply patch '{}'. Reason: {reason}", describe(op)))
+    Error::Invalid(format!(
+        "Couldn't apply patch '{}'. Reason: {reason}",
+        describe(op)
+    ))
 }
 
 /// Applies one operation to `doc` (an object).
 pub fn apply(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<()> {
     let segs: Vec<&str> = op.path[1..].split('/').collect();
-    let (last, parents) = segs.split_last().ok_or_else(|| patch_error(op, "empty path"))?;
+    let (last, parents) = segs
+        .split_last()
+        .ok_or_else(|| patch_error(op, "empty path"))?;
     // Walk to the parent container.
     let mut cur: &mut Value = {
         let first = parents.first();
@@ -158,10 +186,16 @@ pub fn apply(doc: &mut Map<String, Value>, op: &PatchOp) -> Result<()> {
                 .get_mut(*k)
                 .ok_or_else(|| patch_error(op, format_args!("can't find member '{k}'")))?,
             Value::Array(a) => {
-                let i = parse_index(k, a.len(), false).ok_or_else(|| patch_error(op, "index out of range"))?;
+                let i = parse_index(k, a.len(), false)
+                    .ok_or_else(|| patch_error(op, "index out of range"))?;
                 &mut a[i]
             }
-            _ => return Err(patch_error(op, format_args!("member '{k}' is not a container"))),
+            _ => {
+                return Err(patch_error(
+                    op,
+                    format_args!("member '{k}' is not a container"),
+                ));
+            }
         };
     }
     match cur {
@@ -187,13 +221,19 @@ fn apply_in_object(o: &mut Map<String, Value>, key: &str, op: &PatchOp) -> Resul
             match o.get_mut(key) {
                 Some(slot) => *slot = v,
                 None => {
-                    return Err(patch_error(op, format_args!("can't replace a non-existent object '{key}'")));
+                    return Err(patch_error(
+                        op,
+                        format_args!("can't replace a non-existent object '{key}'"),
+                    ));
                 }
             }
         }
         Op::Remove => {
             if o.shift_remove(key).is_none() {
-                return Err(patch_error(op, format_args!("can't remove a non-existent object '{key}'")));
+                return Err(patch_error(
+                    op,
+                    format_args!("can't remove a non-existent object '{key}'"),
+                ));
             }
         }
     }
@@ -208,23 +248,30 @@ fn parse_index(seg: &str, len: usize, allow_end: bool) -> Option<usize> {
         return None;
     }
     let i: usize = seg.parse().ok()?;
-    if i < len || (allow_end && i == len) { Some(i) } else { None }
+    if i < len || (allow_end && i == len) {
+        Some(i)
+    } else {
+        None
+    }
 }
 
 fn apply_in_array(a: &mut Vec<Value>, seg: &str, op: &PatchOp) -> Result<()> {
     match op.op {
         Op::Add => {
             let v = value_of(op)?;
-            let i = parse_index(seg, a.len(), true).ok_or_else(|| patch_error(op, "can't insert outside of list"))?;
+            let i = parse_index(seg, a.len(), true)
+                .ok_or_else(|| patch_error(op, "can't insert outside of list"))?;
             a.insert(i, v);
         }
         Op::Replace => {
             let v = value_of(op)?;
-            let i = parse_index(seg, a.len(), false).ok_or_else(|| patch_error(op, "can't replace outside of list"))?;
+            let i = parse_index(seg, a.len(), false)
+                .ok_or_else(|| patch_error(op, "can't replace outside of list"))?;
             a[i] = v;
         }
         Op::Remove => {
-            let i = parse_index(seg, a.len(), false).ok_or_else(|| patch_error(op, "can't remove a non-existent object"))?;
+            let i = parse_index(seg, a.len(), false)
+                .ok_or_else(|| patch_error(op, "can't remove a non-existent object"))?;
             a.remove(i);
         }
     }
@@ -248,7 +295,11 @@ mod tests {
     fn add_replace_remove() {
         let d = json!({"extra": {"a": 1}, "name": null});
         assert_eq!(
-            run(d.clone(), json!([{"op": "add", "path": "/extra/b", "value": [1]}])).ok(),
+            run(
+                d.clone(),
+                json!([{"op": "add", "path": "/extra/b", "value": [1]}])
+            )
+            .ok(),
             Some(json!({"extra": {"a": 1, "b": [1]}, "name": null}))
         );
         assert_eq!(
@@ -256,16 +307,27 @@ mod tests {
             Some(json!({"extra": {"a": 1}}))
         );
         assert_eq!(
-            run(json!({"e": {"l": [1, 2]}}), json!([{"op": "add", "path": "/e/l/-", "value": 3}])).ok(),
+            run(
+                json!({"e": {"l": [1, 2]}}),
+                json!([{"op": "add", "path": "/e/l/-", "value": 3}])
+            )
+            .ok(),
             Some(json!({"e": {"l": [1, 2, 3]}}))
         );
-        let err = run(d.clone(), json!([{"op": "remove", "path": "/extra/missing"}])).unwrap_err();
+        let err = run(
+            d.clone(),
+            json!([{"op": "remove", "path": "/extra/missing"}]),
+        )
+        .unwrap_err();
         assert_eq!(
             err.message(),
             "Couldn't apply patch '{'op': 'remove', 'path': '/extra/missing'}'. Reason: can't remove a non-existent object 'missing'"
         );
         let err = run(d, json!([{"op": "add", "path": "/extra/foo"}])).unwrap_err();
-        assert!(err.message().ends_with("The operation does not contain a 'value' member"));
+        assert!(
+            err.message()
+                .ends_with("The operation does not contain a 'value' member")
+        );
     }
 
     #[test]
@@ -283,7 +345,10 @@ mod tests {
             m(json!([{"op": "frobnicate", "path": "/a"}])),
             "Schema error for patch: 'frobnicate' is not one of ['add', 'replace', 'remove']"
         );
-        assert_eq!(m(json!([{"op": "add"}])), "Schema error for patch: 'path' is a required property");
+        assert_eq!(
+            m(json!([{"op": "add"}])),
+            "Schema error for patch: 'path' is a required property"
+        );
         assert_eq!(
             m(json!([{"op": "add", "path": "extra/foo", "value": 1}])),
             "Schema error for patch: 'extra/foo' does not match '^(/[\\\\w-]+)+$'"

@@ -61,7 +61,10 @@ use ProvisionState as P;
 impl ProvisionState {
     /// `STABLE_STATES`.
     pub fn is_stable(self) -> bool {
-        matches!(self, P::Enroll | P::Manageable | P::Available | P::Active | P::Error | P::Rescue)
+        matches!(
+            self,
+            P::Enroll | P::Manageable | P::Available | P::Active | P::Error | P::Rescue
+        )
     }
 
     /// `UPDATE_ALLOWED_STATES`: node PATCH is allowed here even while a target is set.
@@ -91,7 +94,10 @@ impl ProvisionState {
 
     /// States in which driver interfaces and a set resource class may change.
     pub fn interface_change_allowed(self) -> bool {
-        matches!(self, P::Enroll | P::Inspecting | P::InspectWait | P::Manageable | P::Available)
+        matches!(
+            self,
+            P::Enroll | P::Inspecting | P::InspectWait | P::Manageable | P::Available
+        )
     }
 
     /// The string shown to a client at `version` (reference §1.1, version-dependent
@@ -140,6 +146,9 @@ mod tests {
         assert_eq!(P::Available.display(Version::new(1)), None);
         assert_eq!(P::Available.display(Version::new(2)), Some("available"));
         assert_eq!(P::InspectWait.display(Version::new(38)), Some("inspecting"));
-        assert_eq!(P::InspectWait.display(Version::new(39)), Some("inspect wait"));
+        assert_eq!(
+            P::InspectWait.display(Version::new(39)),
+            Some("inspect wait")
+        );
     }
 }

@@ -68,7 +68,8 @@ pub fn negotiate(raw: Option<&str>) -> Result<Version, VersionError> {
         return Ok(Version::MAX);
     }
     let (maj, min) = raw.split_once('.').ok_or(VersionError::Malformed)?;
-    let all_digits = |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
+    let all_digits =
+        |s: &str| !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit());
     if !all_digits(maj) || !all_digits(min) {
         return Err(VersionError::Malformed);
     }
@@ -110,10 +111,22 @@ mod tests {
         assert_eq!(negotiate(Some("1.x")), Err(VersionError::Malformed));
         assert_eq!(negotiate(Some("1")), Err(VersionError::Malformed));
         assert_eq!(negotiate(Some("1.2.3")), Err(VersionError::Malformed));
-        assert!(matches!(negotiate(Some("2.0")), Err(VersionError::MajorUnsupported(_))));
-        assert!(matches!(negotiate(Some("1.0")), Err(VersionError::MinorUnsupported(_))));
-        assert!(matches!(negotiate(Some("1.999")), Err(VersionError::MinorUnsupported(_))));
-        assert_eq!(from_openstack_header("compute 2.1, baremetal 1.7"), Some("1.7"));
+        assert!(matches!(
+            negotiate(Some("2.0")),
+            Err(VersionError::MajorUnsupported(_))
+        ));
+        assert!(matches!(
+            negotiate(Some("1.0")),
+            Err(VersionError::MinorUnsupported(_))
+        ));
+        assert!(matches!(
+            negotiate(Some("1.999")),
+            Err(VersionError::MinorUnsupported(_))
+        ));
+        assert_eq!(
+            from_openstack_header("compute 2.1, baremetal 1.7"),
+            Some("1.7")
+        );
         assert_eq!(from_openstack_header("compute 2.1"), None);
     }
 }

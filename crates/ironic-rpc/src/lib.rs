@@ -37,12 +37,27 @@ pub trait ConductorApi: Send + Sync {
     fn create_node(&self, ctx: &Context, node: Node) -> RpcFuture<'_, Node>;
     fn update_node(&self, ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node>;
     /// Maintenance on (with a reason) or off.
-    fn set_maintenance(&self, ctx: &Context, node_id: i64, on: bool, reason: Option<String>)
-    -> RpcFuture<'_, Node>;
+    fn set_maintenance(
+        &self,
+        ctx: &Context,
+        node_id: i64,
+        on: bool,
+        reason: Option<String>,
+    ) -> RpcFuture<'_, Node>;
     fn destroy_node(&self, ctx: &Context, node_id: i64) -> RpcFuture<'_, ()>;
     /// Adds traits, or replaces them all; returns the node's traits afterwards.
-    fn add_node_traits(&self, ctx: &Context, node_id: i64, traits: Vec<String>, replace: bool)
-    -> RpcFuture<'_, Vec<String>>;
+    fn add_node_traits(
+        &self,
+        ctx: &Context,
+        node_id: i64,
+        traits: Vec<String>,
+        replace: bool,
+    ) -> RpcFuture<'_, Vec<String>>;
     /// Removes one trait (404 if absent) or, with `None`, all of them.
-    fn remove_node_traits(&self, ctx: &Context, node_id: i64, one: Option<String>) -> RpcFuture<'_, ()>;
+    fn remove_node_traits(
+        &self,
+        ctx: &Context,
+        node_id: i64,
+        one: Option<String>,
+    ) -> RpcFuture<'_, ()>;
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use ironic_api::auth::{Auth, Htpasswd};
 use ironic_api::topology::Topology;
 use ironic_api::{ApiSettings, AppState, Inner};
-use ironic_config::{AuthStrategy, Config};
 use ironic_conductor::{Conductor, ConductorSettings};
+use ironic_config::{AuthStrategy, Config};
 use ironic_db::{Db, DbOptions};
 use ironic_model::node::NodeDefaults;
 use tokio::sync::watch;
@@ -41,7 +41,10 @@ impl Running {
 pub async fn start(cfg: Config) -> Result<Running, String> {
     let db = Db::connect(
         &cfg.database.url,
-        &DbOptions { max_connections: cfg.database.max_connections, create: true },
+        &DbOptions {
+            max_connections: cfg.database.max_connections,
+            create: true,
+        },
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -60,12 +63,18 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         cfg.default.hash_partition_exponent,
     ));
     topology.refresh().await;
-    let refresher = topology.spawn_refresher(Duration::from_secs(cfg.conductor.heartbeat_interval.clamp(1, 10)));
+    let refresher = topology.spawn_refresher(Duration::from_secs(
+        cfg.conductor.heartbeat_interval.clamp(1, 10),
+    ));
 
     let auth = match cfg.api.auth_strategy {
         AuthStrategy::Noauth => Auth::NoAuth,
         AuthStrategy::HttpBasic => {
-            let path = cfg.api.http_basic_auth_user_file.as_deref().ok_or("http_basic needs a user file")?;
+            let path = cfg
+                .api
+                .http_basic_auth_user_file
+                .as_deref()
+                .ok_or("http_basic needs a user file")?;
             Auth::HttpBasic(Htpasswd::open(path)?)
         }
     };
@@ -102,7 +111,14 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         }
     });
     tracing::info!(%addr, host = %cfg.default.host, "ironic all-in-one serving");
-    Ok(Running { addr, db, stop, server, heartbeat, refresher })
+    Ok(Running {
+        addr,
+        db,
+        stop,
+        server,
+        heartbeat,
+        refresher,
+    })
 }
 
 /// A database URL without its password, for logs.
@@ -123,8 +139,14 @@ pub fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn redacts_passwords() {
-        assert_eq!(super::redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            super::redact("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(super::redact("sqlite://data/x.sqlite"), "sqlite://data/x.sqlite");
+        assert_eq!(
+            super::redact("sqlite://data/x.sqlite"),
+            "sqlite://data/x.sqlite"
+        );
     }
 }

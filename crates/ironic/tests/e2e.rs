@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! End to end: the real `ironic` binary as a child process. Data survives a hard kill;
 //! a graceful stop unregisters the conductor and releases nothing it should keep.
 
@@ -7,12 +8,22 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(16385)
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(16385)
 }
 
 fn spawn(port: u16, db_url: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ironic"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--database", db_url, "--host", "e2e-conductor"])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--database",
+            db_url,
+            "--host",
+            "e2e-conductor",
+        ])
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -33,7 +44,10 @@ fn http(port: u16, method: &str, path: &str, body: Option<&str>) -> Option<(u16,
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     let status = out.split_whitespace().nth(1)?.parse().ok()?;
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Some((status, body))
 }
 
@@ -61,14 +75,27 @@ fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitSt
 
 #[test]
 fn data_survives_a_kill_and_a_graceful_stop_unregisters() {
-    let dir = std::env::temp_dir().join(format!("ironic-e2e-{}-{}", std::process::id(), free_port()));
+    let dir =
+        std::env::temp_dir().join(format!("ironic-e2e-{}-{}", std::process::id(), free_port()));
     let db_url = format!("sqlite://{}/ironic.sqlite", dir.display());
     let port = free_port();
     let mut child = spawn(port, &db_url);
     wait_ready(port);
-    let (st, body) = http(port, "POST", "/v1/nodes", Some(r#"{"driver": "fake-hardware", "name": "survivor"}"#)).expect("create");
+    let (st, body) = http(
+        port,
+        "POST",
+        "/v1/nodes",
+        Some(r#"{"driver": "fake-hardware", "name": "survivor"}"#),
+    )
+    .expect("create");
     assert_eq!(st, 201, "{body}");
-    let (st, _) = http(port, "PATCH", "/v1/nodes/survivor", Some(r#"[{"op": "add", "path": "/extra/k", "value": "v"}]"#)).expect("patch");
+    let (st, _) = http(
+        port,
+        "PATCH",
+        "/v1/nodes/survivor",
+        Some(r#"[{"op": "add", "path": "/extra/k", "value": "v"}]"#),
+    )
+    .expect("patch");
     assert_eq!(st, 200);
     child.kill().expect("kill -9");
     let _ = child.wait();
@@ -88,21 +115,38 @@ fn data_survives_a_kill_and_a_graceful_stop_unregisters() {
     // SIGTERM: the process stops by itself and marks the conductor offline.
     let pid = child.id().to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
-    let status = wait_exit(&mut child, Duration::from_secs(20)).expect("stops within 20 s after SIGTERM");
+    let status =
+        wait_exit(&mut child, Duration::from_secs(20)).expect("stops within 20 s after SIGTERM");
     assert!(status.success(), "clean exit: {status:?}");
     let mut log = String::new();
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut log);
     }
-    assert!(log.contains("conductor unregistered"), "log shows the unregistration:\n{log}");
-    let first_line = BufReader::new(log.as_bytes()).lines().next().and_then(Result::ok).unwrap_or_default();
+    assert!(
+        log.contains("conductor unregistered"),
+        "log shows the unregistration:\n{log}"
+    );
+    let first_line = BufReader::new(log.as_bytes())
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     assert!(!first_line.is_empty());
     // The database agrees: the conductor is offline and the node is unlocked.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (online, reservation) = rt.block_on(async {
-        let db = ironic_db::Db::connect(&db_url, &ironic_db::DbOptions::default()).await.expect("open db");
-        let c = db.conductor_get("e2e-conductor").await.expect("conductor row");
-        let n = db.node_by_name("survivor").await.expect("read").expect("node row");
+        let db = ironic_db::Db::connect(&db_url, &ironic_db::DbOptions::default())
+            .await
+            .expect("open db");
+        let c = db
+            .conductor_get("e2e-conductor")
+            .await
+            .expect("conductor row");
+        let n = db
+            .node_by_name("survivor")
+            .await
+            .expect("read")
+            .expect("node row");
         db.close().await;
         (c.online, n.reservation)
     });

@@ -5,7 +5,10 @@ use ironic_config::Config;
 use ironic_db::{Db, DbOptions};
 
 #[derive(Parser)]
-#[command(name = "ironic-dbsync", about = "Create or upgrade the Ironic database schema")]
+#[command(
+    name = "ironic-dbsync",
+    about = "Create or upgrade the Ironic database schema"
+)]
 struct Cli {
     /// TOML configuration file.
     #[arg(long, env = "IRONIC_CONFIG")]
@@ -39,7 +42,15 @@ async fn main() -> std::process::ExitCode {
         cfg.database.url = url;
     }
     ironic_config::init_logging(&cfg.log);
-    let db = match Db::connect(&cfg.database.url, &DbOptions { max_connections: 1, create: true }).await {
+    let db = match Db::connect(
+        &cfg.database.url,
+        &DbOptions {
+            max_connections: 1,
+            create: true,
+        },
+    )
+    .await
+    {
         Ok(db) => db,
         Err(e) => {
             eprintln!("ironic-dbsync: {e}");
@@ -47,7 +58,10 @@ async fn main() -> std::process::ExitCode {
         }
     };
     let res = match cli.cmd {
-        Cmd::Upgrade => db.migrate().await.map(|()| println!("schema is up to date")),
+        Cmd::Upgrade => db
+            .migrate()
+            .await
+            .map(|()| println!("schema is up to date")),
         Cmd::Version => db.schema_version().await.map(|v| match v {
             Some(v) => println!("{v}"),
             None => println!("no migration applied"),

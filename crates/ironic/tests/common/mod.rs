@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Test harness: an all-in-one server on a free loopback port over a fresh database, and
 //! a minimal HTTP/1.1 client so tests see exactly what goes over the wire.
 
@@ -39,7 +40,11 @@ pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Se
     cfg.log.filter = "warn".into();
     tweak(&mut cfg);
     let running = ironic::start(cfg).await.expect("server starts");
-    Server { addr: running.addr, running: Some(running), testdb: Some(testdb) }
+    Server {
+        addr: running.addr,
+        running: Some(running),
+        testdb: Some(testdb),
+    }
 }
 
 impl Server {
@@ -57,23 +62,44 @@ impl Server {
     }
 
     /// Sends one request; `version` goes into `X-OpenStack-Ironic-API-Version`.
-    pub async fn call(&self, method: &str, path: &str, version: Option<&str>, body: Option<&str>) -> Resp {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        version: Option<&str>,
+        body: Option<&str>,
+    ) -> Resp {
         let mut headers: Vec<(&str, String)> = Vec::new();
         if let Some(v) = version {
             headers.push(("X-OpenStack-Ironic-API-Version", v.to_string()));
         }
-        self.raw(method, path, &headers, body.map(str::as_bytes)).await
+        self.raw(method, path, &headers, body.map(str::as_bytes))
+            .await
     }
 
-    pub async fn raw(&self, method: &str, path: &str, headers: &[(&str, String)], body: Option<&[u8]>) -> Resp {
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Option<&[u8]>,
+    ) -> Resp {
         let fut = async {
-            let mut s = tokio::net::TcpStream::connect(self.addr).await.expect("connect");
-            let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
+            let mut s = tokio::net::TcpStream::connect(self.addr)
+                .await
+                .expect("connect");
+            let mut req = format!(
+                "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+                self.addr
+            );
             for (k, v) in headers {
                 req.push_str(&format!("{k}: {v}\r\n"));
             }
             if let Some(b) = body {
-                req.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));
+                req.push_str(&format!(
+                    "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                    b.len()
+                ));
             }
             req.push_str("\r\n");
             s.write_all(req.as_bytes()).await.expect("write");
@@ -85,7 +111,9 @@ impl Server {
             let _ = s.read_to_end(&mut buf).await;
             Resp::parse(&buf)
         };
-        tokio::time::timeout(Duration::from_secs(30), fut).await.expect("response within 30 s")
+        tokio::time::timeout(Duration::from_secs(30), fut)
+            .await
+            .expect("response within 30 s")
     }
 
     pub async fn get(&self, path: &str, v: &str) -> Resp {
@@ -93,11 +121,13 @@ impl Server {
     }
 
     pub async fn post(&self, path: &str, v: &str, body: &Value) -> Resp {
-        self.call("POST", path, Some(v), Some(&body.to_string())).await
+        self.call("POST", path, Some(v), Some(&body.to_string()))
+            .await
     }
 
     pub async fn patch(&self, path: &str, v: &str, body: &Value) -> Resp {
-        self.call("PATCH", path, Some(v), Some(&body.to_string())).await
+        self.call("PATCH", path, Some(v), Some(&body.to_string()))
+            .await
     }
 
     pub async fn put(&self, path: &str, v: &str, body: Option<&Value>) -> Resp {
@@ -138,12 +168,19 @@ impl Resp {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
-        Resp { status, headers, body: body.to_string() }
+        Resp {
+            status,
+            headers,
+            body: body.to_string(),
+        }
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn json(&self) -> Value {
@@ -153,7 +190,9 @@ impl Resp {
     /// The `faultstring` (or routing `description`) of an Ironic error body.
     pub fn fault(&self) -> String {
         let outer = self.json();
-        let inner = outer["error_message"].as_str().unwrap_or_else(|| panic!("no error_message: {}", self.body));
+        let inner = outer["error_message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error_message: {}", self.body));
         let v: Value = serde_json::from_str(inner).expect("error_message holds JSON");
         v.get("faultstring")
             .or_else(|| v.get("description"))

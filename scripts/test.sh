@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs the whole test suite. Idempotent: makes sure PostgreSQL answers on
+# 127.0.0.1:5432 first (starts it, or installs it with apt-get when missing),
+# because the PostgreSQL backend is tested for real next to SQLite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+
+pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; }
+
+ensure_postgres() {
+  if command -v pg_isready >/dev/null && pg_up; then return; fi
+  if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+    echo "== installing PostgreSQL"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+  fi
+  if ! pg_up; then
+    echo "== starting PostgreSQL"
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n1)" main start || true
+  fi
+  for _ in $(seq 1 60); do pg_up && return; sleep 0.5; done
+  echo "PostgreSQL does not answer on 127.0.0.1:5432" >&2
+  exit 1
+}
+
+ensure_postgres
+
+# Tests connect as postgres over TCP. A fresh Debian install wants a password there:
+# give the postgres role one (locally, through the socket) when trust is not set up.
+if [ -z "${IRONIC_TEST_POSTGRES:-}" ]; then
+  if psql "postgres://postgres@127.0.0.1:5432/postgres" -Atqc 'select 1' >/dev/null 2>&1; then
+    export IRONIC_TEST_POSTGRES="postgres://postgres@127.0.0.1:5432/postgres"
+  else
+    $SUDO -u postgres psql -qc "ALTER ROLE postgres PASSWORD 'postgres'" >/dev/null 2>&1 \
+      || su postgres -c "psql -qc \"ALTER ROLE postgres PASSWORD 'postgres'\"" >/dev/null
+    export IRONIC_TEST_POSTGRES="postgres://postgres:postgres@127.0.0.1:5432/postgres"
+  fi
+fi
+
+echo "== cargo test (PostgreSQL at ${IRONIC_TEST_POSTGRES%%@*}@127.0.0.1:5432)"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo test --workspace --doc
+else
+  cargo test --workspace "$@"
+fi

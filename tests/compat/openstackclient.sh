@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Compatibility check with the real clients: `openstack baremetal ...` from
+# python-openstackclient + python-ironicclient (PyPI) against the all-in-one server.
+# Not part of CI (it needs PyPI). Usage: bash tests/compat/openstackclient.sh
+# Creates .venv/ at the top of the repository on first use.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ ! -x .venv/bin/openstack ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q python-openstackclient python-ironicclient
+fi
+cargo build -q --bin ironic
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+dir=$(mktemp -d)
+./target/debug/ironic --listen "127.0.0.1:$port" --database "sqlite://$dir/ironic.sqlite" --host compat >"$dir/log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
+
+os() { .venv/bin/openstack --os-endpoint "http://127.0.0.1:$port" --os-auth-type none "$@"; }
+fail() { echo "FAIL: $*" >&2; tail -20 "$dir/log" >&2; exit 1; }
+
+echo "== driver list"
+[ "$(os baremetal driver list -f value -c name)" = fake-hardware ] || fail "driver list"
+
+echo "== node create"
+uuid=$(os baremetal node create --driver fake-hardware --name compat-1 --resource-class rc-compat \
+  --property cpus=4 --extra rack=r1 -f value -c uuid)
+[ -n "$uuid" ] || fail "node create returned no uuid"
+os baremetal node create --driver fake-hardware --name compat-2 -f value -c uuid >/dev/null
+
+echo "== node list"
+[ "$(os baremetal node list -f value -c Name | sort | tr '\n' ' ')" = "compat-1 compat-2 " ] || fail "node list"
+long=$(os baremetal node list --long -f json)
+grep -q '"resource_class": "rc-compat"' <<<"$long" || fail "node list --long"
+[ "$(os baremetal node list --resource-class rc-compat -f value -c Name)" = compat-1 ] || fail "filter"
+
+echo "== node show"
+[ "$(os baremetal node show compat-1 -f value -c uuid)" = "$uuid" ] || fail "show by name"
+[ "$(os baremetal node show "$uuid" -f value -c provision_state)" = enroll ] || fail "show by uuid"
+
+echo "== node set / unset"
+os baremetal node set compat-1 --extra owner=ops --property memory_mb=1024 --description "set by compat"
+extra=$(os baremetal node show compat-1 -f json -c extra)
+echo "$extra" | grep -q '"owner": "ops"' || fail "set extra: $extra"
+[ "$(os baremetal node show compat-1 -f value -c description)" = "set by compat" ] || fail "set description"
+os baremetal node set compat-1 --name compat-renamed
+[ "$(os baremetal node show "$uuid" -f value -c name)" = compat-renamed ] || fail "rename"
+os baremetal node unset compat-renamed --extra owner --property cpus --description
+extra=$(os baremetal node show "$uuid" -f json -c extra -c properties)
+echo "$extra" | grep -q '"owner"' && fail "unset extra: $extra"
+echo "$extra" | grep -q '"cpus"' && fail "unset property: $extra"
+os baremetal node maintenance set "$uuid" --reason compat
+[ "$(os baremetal node show "$uuid" -f value -c maintenance_reason)" = compat ] || fail "maintenance"
+os baremetal node maintenance unset "$uuid"
+[ "$(os baremetal node show "$uuid" -f value -c maintenance)" = False ] || fail "maintenance unset"
+os baremetal node add trait "$uuid" CUSTOM_COMPAT
+[ "$(os baremetal node trait list "$uuid" -f value)" = CUSTOM_COMPAT ] || fail "traits"
+
+echo "== errors reach the user"
+if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi
+grep -q "could not be found" "$dir/err" || fail "error message: $(cat "$dir/err")"
+
+echo "== node delete"
+os baremetal node delete compat-renamed compat-2
+[ -z "$(os baremetal node list -f value -c UUID)" ] || fail "delete"
+echo "openstack baremetal compatibility: OK"
