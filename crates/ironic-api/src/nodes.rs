@@ -253,20 +253,18 @@ async fn list_nodes(
         }
         Some(m)
     };
-    let needs_json = mask.is_none_or(|m| {
-        [
-            "driver_info",
-            "driver_internal_info",
-            "properties",
-            "instance_info",
-            "extra",
-            "clean_step",
-            "deploy_step",
-            "raid_config",
-            "target_raid_config",
-        ]
-        .iter()
-        .any(|f| m.has(f))
+    let fields: Option<Vec<String>> = mask.map(|m| {
+        let mut f: Vec<String> = FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| m.contains(*i))
+            .map(|(_, f)| f.name.to_string())
+            .collect();
+        if q.has("conductor") {
+            // The conductor filter runs on the ring, which needs driver and group.
+            f.push("conductor".into());
+        }
+        f
     });
     let needs_traits = v.at_least(37) && mask.is_none_or(|m| m.has("traits"));
     let dbq = NodeListQuery {
@@ -275,7 +273,7 @@ async fn list_nodes(
         sort_desc,
         limit,
         marker: q.get("marker").map(str::to_owned),
-        with_json: needs_json,
+        fields,
         with_traits: needs_traits,
     };
     let mut nodes = st.db.node_list(&dbq).await?;

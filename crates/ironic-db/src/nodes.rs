@@ -72,19 +72,6 @@ const WRITE_COLS: &[&str] = &[
     "updated_at",
 ];
 
-/// JSON columns a light list may leave out.
-const JSON_COLS: &[&str] = &[
-    "driver_info",
-    "driver_internal_info",
-    "properties",
-    "instance_info",
-    "extra",
-    "clean_step",
-    "deploy_step",
-    "raid_config",
-    "target_raid_config",
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ColKind {
     NotNull,
@@ -167,7 +154,7 @@ fn sort_expr(alias: &str, col: &str, backend: Backend) -> String {
     }
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(Default)]
 struct NodeRow {
     id: i64,
     uuid: String,
@@ -225,6 +212,89 @@ struct NodeRow {
     created_at: DateTime<Utc>,
     updated_at: Option<DateTime<Utc>>,
 }
+
+/// Reads a column that a light list may have left out of its SELECT: a missing column
+/// takes the field's default.
+macro_rules! lenient_from_row {
+    ($row:ty) => {
+        impl<'r> sqlx::FromRow<'r, $row> for NodeRow {
+            fn from_row(row: &'r $row) -> Result<Self, sqlx::Error> {
+                fn get<'r, T>(row: &'r $row, col: &str) -> Result<T, sqlx::Error>
+                where
+                    T: Default
+                        + sqlx::Decode<'r, <$row as sqlx::Row>::Database>
+                        + sqlx::Type<<$row as sqlx::Row>::Database>,
+                {
+                    use sqlx::Row;
+                    match row.try_get(col) {
+                        Ok(v) => Ok(v),
+                        Err(sqlx::Error::ColumnNotFound(_)) => Ok(T::default()),
+                        Err(e) => Err(e),
+                    }
+                }
+                Ok(NodeRow {
+                    id: get(row, "id")?,
+                    uuid: get(row, "uuid")?,
+                    name: get(row, "name")?,
+                    driver: get(row, "driver")?,
+                    driver_info: get(row, "driver_info")?,
+                    driver_internal_info: get(row, "driver_internal_info")?,
+                    properties: get(row, "properties")?,
+                    instance_info: get(row, "instance_info")?,
+                    extra: get(row, "extra")?,
+                    instance_uuid: get(row, "instance_uuid")?,
+                    chassis_uuid: get(row, "chassis_uuid")?,
+                    provision_state: get(row, "provision_state")?,
+                    target_provision_state: get(row, "target_provision_state")?,
+                    provision_updated_at: get(row, "provision_updated_at")?,
+                    power_state: get(row, "power_state")?,
+                    target_power_state: get(row, "target_power_state")?,
+                    console_enabled: get(row, "console_enabled")?,
+                    maintenance: get(row, "maintenance")?,
+                    maintenance_reason: get(row, "maintenance_reason")?,
+                    fault: get(row, "fault")?,
+                    last_error: get(row, "last_error")?,
+                    reservation: get(row, "reservation")?,
+                    clean_step: get(row, "clean_step")?,
+                    deploy_step: get(row, "deploy_step")?,
+                    raid_config: get(row, "raid_config")?,
+                    target_raid_config: get(row, "target_raid_config")?,
+                    inspection_started_at: get(row, "inspection_started_at")?,
+                    inspection_finished_at: get(row, "inspection_finished_at")?,
+                    resource_class: get(row, "resource_class")?,
+                    conductor_group: get(row, "conductor_group")?,
+                    automated_clean: get(row, "automated_clean")?,
+                    protected: get(row, "protected")?,
+                    protected_reason: get(row, "protected_reason")?,
+                    owner: get(row, "owner")?,
+                    lessee: get(row, "lessee")?,
+                    description: get(row, "description")?,
+                    allocation_id: get(row, "allocation_id")?,
+                    retired: get(row, "retired")?,
+                    retired_reason: get(row, "retired_reason")?,
+                    conductor_affinity: get(row, "conductor_affinity")?,
+                    bios_interface: get(row, "bios_interface")?,
+                    boot_interface: get(row, "boot_interface")?,
+                    console_interface: get(row, "console_interface")?,
+                    deploy_interface: get(row, "deploy_interface")?,
+                    firmware_interface: get(row, "firmware_interface")?,
+                    inspect_interface: get(row, "inspect_interface")?,
+                    management_interface: get(row, "management_interface")?,
+                    network_interface: get(row, "network_interface")?,
+                    power_interface: get(row, "power_interface")?,
+                    raid_interface: get(row, "raid_interface")?,
+                    rescue_interface: get(row, "rescue_interface")?,
+                    storage_interface: get(row, "storage_interface")?,
+                    vendor_interface: get(row, "vendor_interface")?,
+                    created_at: get(row, "created_at")?,
+                    updated_at: get(row, "updated_at")?,
+                })
+            }
+        }
+    };
+}
+lenient_from_row!(sqlx::sqlite::SqliteRow);
+lenient_from_row!(sqlx::postgres::PgRow);
 
 fn parse_state(s: &str, uuid: &str) -> Result<ProvisionState, Error> {
     ProvisionState::parse(s).ok_or_else(|| {
@@ -426,23 +496,22 @@ fn all_columns() -> String {
     s
 }
 
-/// Columns for a list; JSON columns become `{}` unless asked for.
-fn list_columns(with_json: bool, backend: Backend) -> String {
-    if with_json {
+/// Columns for a list: all of them, or only those behind the API fields asked for
+/// (`conductor` needs the driver and group; `uuid` and `provision_state` always come).
+fn list_columns(fields: Option<&[String]>) -> String {
+    let Some(fields) = fields else {
         return all_columns();
-    }
-    let empty = match backend {
-        Backend::Postgres => "'{}'::jsonb",
-        Backend::Sqlite => "'{}'",
+    };
+    let wanted = |c: &str| {
+        matches!(c, "uuid" | "provision_state")
+            || fields.iter().any(|f| f == c)
+            || (matches!(c, "driver" | "conductor_group")
+                && fields.iter().any(|f| f == "conductor"))
     };
     let mut s = String::from("n.id");
-    for c in WRITE_COLS {
-        if JSON_COLS.contains(c) {
-            s.push_str(&format!(", {empty} AS {c}"));
-        } else {
-            s.push_str(", n.");
-            s.push_str(c);
-        }
+    for c in WRITE_COLS.iter().filter(|c| wanted(c)) {
+        s.push_str(", n.");
+        s.push_str(c);
     }
     s
 }
@@ -477,8 +546,9 @@ pub struct NodeListQuery {
     pub limit: u32,
     /// UUID of the last node of the previous page.
     pub marker: Option<String>,
-    /// Load the JSON columns (`driver_info`, `extra`, ...).
-    pub with_json: bool,
+    /// The API fields the caller will show (`None`: all). Columns behind other fields
+    /// are not read, which makes light lists cheap.
+    pub fields: Option<Vec<String>>,
     pub with_traits: bool,
 }
 
@@ -490,7 +560,7 @@ impl Default for NodeListQuery {
             sort_desc: false,
             limit: 1000,
             marker: None,
-            with_json: true,
+            fields: None,
             with_traits: true,
         }
     }
@@ -639,7 +709,7 @@ impl Db {
                 Arg::I64(Some(marker_id)),
             );
         }
-        let mut sql = format!("SELECT {} FROM nodes n", list_columns(q.with_json, backend));
+        let mut sql = format!("SELECT {} FROM nodes n", list_columns(q.fields.as_deref()));
         if !w.clauses.is_empty() {
             sql.push_str(" WHERE ");
             sql.push_str(&w.clauses.join(" AND "));

@@ -258,7 +258,7 @@ async fn keyset_pagination_walks_every_node_once(db: &Db) {
                     sort_desc: desc,
                     limit: 7,
                     marker: marker.clone(),
-                    with_json: false,
+                    fields: Some(vec!["uuid".into(), "name".into()]),
                     with_traits: false,
                     ..Default::default()
                 })
