@@ -332,6 +332,14 @@ mod tests {
     }
 
     #[test]
+    fn the_example_configuration_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ironic.toml");
+        let c = Config::load(Some(&path), env(&[])).unwrap();
+        assert_eq!(c.database.url, "sqlite:///var/lib/ironic/ironic.sqlite");
+        assert_eq!(c.api.max_limit, ApiSection::default().max_limit);
+    }
+
+    #[test]
     fn bad_values_are_refused() {
         assert!(Config::load(None, env(&[("IRONIC_API__MAX_LIMIT", "0")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_API__NOPE", "1")])).is_err());
