@@ -11,6 +11,15 @@ use std::time::SystemTime;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+/// A bcrypt hash checked against for unknown users (made once, on first use).
+static DUMMY_HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn dummy_hash() -> String {
+    DUMMY_HASH
+        .get_or_init(|| bcrypt::hash(uuid::Uuid::new_v4().to_string(), 10).unwrap_or_default())
+        .clone()
+}
+
 pub enum Auth {
     NoAuth,
     HttpBasic(Htpasswd),
@@ -93,12 +102,20 @@ impl Htpasswd {
             if l.verified.contains(&key) {
                 return Ok(user.to_string());
             }
-            l.users.get(user).cloned().ok_or("unknown user")?
+            l.users.get(user).cloned()
         };
+        // An unknown user costs a bcrypt check too, so timing does not tell users apart.
+        let known = hash.is_some();
         let pw = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || bcrypt::verify(pw, &hash).unwrap_or(false))
-            .await
-            .unwrap_or(false);
+        let ok = tokio::task::spawn_blocking(move || {
+            let hash = hash.unwrap_or_else(dummy_hash);
+            bcrypt::verify(pw, &hash).unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false);
+        if !known {
+            return Err("unknown user".into());
+        }
         if !ok {
             return Err("wrong password".into());
         }

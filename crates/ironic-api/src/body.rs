@@ -1,4 +1,5 @@
-//! Request bodies: size-limited, parsed as JSON, with 400/413 (never 500) on bad input.
+//! Request bodies and path parameters: size-limited, parsed as JSON, with 400/413 (never
+//! 500) on bad input.
 
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
@@ -28,39 +29,87 @@ pub async fn read_limited(
         .map_err(|_| ApiError::TooLarge(limit))
 }
 
-/// A JSON request body. Empty or malformed bodies are 400 with the parser's reason.
+/// Whether any string (or key) in the document holds a NUL character, which no
+/// database column can store.
+fn has_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(a) => a.iter().any(has_nul),
+        Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// Parses a JSON body. Empty or malformed bodies are 400 with the parser's reason.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid(
+            "The request body is empty; a JSON document is expected.",
+        ));
+    }
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}")))?;
+    if has_nul(&v) {
+        return Err(ApiError::invalid(
+            "Strings in the request body must not contain NUL characters.",
+        ));
+    }
+    Ok(v)
+}
+
+/// The raw body within the size limit, for handlers that check something (such as the
+/// microversion) before they look at it.
+pub struct RawBody(pub Vec<u8>);
+
+impl FromRequest<AppState> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        read_limited(body, &parts.headers, state.settings.max_body)
+            .await
+            .map(RawBody)
+    }
+}
+
+impl RawBody {
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(u8::is_ascii_whitespace)
+    }
+}
+
+/// A JSON request body (see [`parse_json`]).
 pub struct JsonBody(pub Value);
 
 impl FromRequest<AppState> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let bytes = read_limited(body, &parts.headers, state.settings.max_body).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::invalid(
-                "The request body is empty; a JSON document is expected.",
-            ));
-        }
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}")))
+        let RawBody(bytes) = RawBody::from_request(req, state).await?;
+        parse_json(&bytes).map(JsonBody)
     }
 }
 
-/// A body that must be empty (e.g. `PUT /v1/nodes/{node}/traits/{trait}`).
-pub struct EmptyBody;
+/// Path parameters, with rejections (bad percent-encoding) in Ironic's error body.
+pub struct P<T>(pub T);
 
-impl FromRequest<AppState> for EmptyBody {
+impl<T, S> axum::extract::FromRequestParts<S> for P<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let bytes = read_limited(body, &parts.headers, state.settings.max_body).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            Ok(EmptyBody)
-        } else {
-            Err(ApiError::invalid("This request does not accept a body."))
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(P(v)),
+            Err(e) => Err(ApiError::invalid(format!(
+                "Invalid path: {}",
+                e.body_text()
+            ))),
         }
     }
 }

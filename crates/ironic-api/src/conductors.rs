@@ -1,12 +1,13 @@
 //! `/v1/conductors` (1.49): the registered conductors and whether they are alive.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use ironic_db::Conductor;
 use ironic_model::Error;
 use serde_json::{Map, Value, json};
 
+use crate::body::P;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::view::Ts;
@@ -25,7 +26,7 @@ fn gate(req: &Req) -> Result<(), ApiError> {
     if req.version.at_least(49) {
         Ok(())
     } else {
-        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
+        Err(Error::NotFound("The API is not supported for this version".into()).into())
     }
 }
 
@@ -62,7 +63,7 @@ pub async fn list(
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     gate(&req)?;
-    let q = Query::parse(q.as_deref());
+    let q = Query::parse(q.as_deref())?;
     q.only(&[
         "limit", "marker", "detail", "fields", "sort_key", "sort_dir",
     ])?;
@@ -142,9 +143,16 @@ pub async fn get_one(
     State(st): State<AppState>,
     req: Req,
     Base(base): Base,
-    Path(hostname): Path<String>,
+    P(hostname): P<String>,
 ) -> Result<Response, ApiError> {
     gate(&req)?;
+    if hostname.contains('\0') {
+        return Err(Error::NotFound(format!(
+            "Conductor {} could not be found.",
+            hostname.escape_default()
+        ))
+        .into());
+    }
     let c = st.db.conductor_get(&hostname).await?;
     let alive = c.is_alive(chrono::Utc::now(), st.topology.timeout_secs());
     Ok(json_response(

@@ -1,11 +1,12 @@
 //! `/v1/drivers`: the hardware types live conductors enable (reference §4, drivers).
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use ironic_model::{Error, Version};
 use serde_json::{Map, Value, json};
 
+use crate::body::P;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::{AppState, Base, Req, json_response};
@@ -70,7 +71,7 @@ pub async fn list(
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
-    let q = Query::parse(q.as_deref());
+    let q = Query::parse(q.as_deref())?;
     q.only(&["type", "detail"])?;
     let detail = q.bool("detail")?.unwrap_or(false);
     if q.has("detail") && !req.version.at_least(30) {
@@ -96,7 +97,7 @@ pub async fn get_one(
     State(st): State<AppState>,
     req: Req,
     Base(base): Base,
-    Path(name): Path<String>,
+    P(name): P<String>,
 ) -> Result<Response, ApiError> {
     let drivers = st.topology.snapshot().drivers();
     let hosts = drivers.get(&name).ok_or_else(|| {

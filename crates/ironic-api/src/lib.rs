@@ -177,7 +177,11 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                 StatusCode::NOT_ACCEPTABLE,
                 VersionError::Malformed.message(),
             )
-            .into_response(),
+            .into_response(), // The root document answers in the handler-error format, /v1 and below in the
+            // routing-error format (as upstream does).
+            Err(e) if path == "/" => {
+                ApiError::Domain(ironic_model::Error::NotAcceptable(e.message())).into_response()
+            }
             Err(e) => ApiError::Routing {
                 status: StatusCode::NOT_ACCEPTABLE,
                 description: e.message(),

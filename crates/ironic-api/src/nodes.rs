@@ -1,6 +1,6 @@
 //! `/v1/nodes` and its sub-resources (reference §4.2).
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ironic_db::{NodeFilter, NodeListQuery};
@@ -18,7 +18,8 @@ use ironic_rpc::UpdateNode;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
-use crate::body::{EmptyBody, JsonBody};
+use crate::body::P;
+use crate::body::{JsonBody, RawBody, parse_json};
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::view::{NodeView, Ts, ViewCtx};
@@ -49,24 +50,22 @@ fn parse_ident(ident: &str, v: Version) -> Result<NodeIdent, Error> {
 }
 
 pub(crate) async fn load_node(st: &AppState, ident: &str, v: Version) -> Result<Node, Error> {
-    let found = match parse_ident(ident, v) {
-        Ok(NodeIdent::Uuid(u)) => st.db.node_by_uuid(u.as_str()).await?,
-        Ok(NodeIdent::Name(n)) => st.db.node_by_name(&n).await?,
-        Err(e) => {
-            // Before 1.91 a trailing ".json" is a format suffix: retry without it.
-            if let Some(stripped) = ident.strip_suffix(".json") {
-                return Box::pin(load_node(st, stripped, v)).await;
-            }
-            return Err(e);
-        }
-    };
-    match found {
-        Some(n) => Ok(n),
-        None => match ident.strip_suffix(".json") {
-            Some(stripped) => Box::pin(load_node(st, stripped, v)).await,
-            None => Err(Error::node_not_found(ident)),
+    match find_node(st, ident, v).await {
+        // Before 1.91 a trailing ".json" is a format suffix: retry once without it.
+        Err(e) => match ident.strip_suffix(".json") {
+            Some(stripped) => find_node(st, stripped, v).await.map_err(|_| e),
+            None => Err(e),
         },
+        ok => ok,
     }
+}
+
+async fn find_node(st: &AppState, ident: &str, v: Version) -> Result<Node, Error> {
+    let found = match parse_ident(ident, v)? {
+        NodeIdent::Uuid(u) => st.db.node_by_uuid(u.as_str()).await?,
+        NodeIdent::Name(n) => st.db.node_by_name(&n).await?,
+    };
+    found.ok_or_else(|| Error::node_not_found(ident))
 }
 
 fn node_response(
@@ -92,10 +91,10 @@ pub async fn get_one(
     State(st): State<AppState>,
     req: Req,
     Base(base): Base,
-    Path(ident): Path<String>,
+    P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    let q = Query::parse(q.as_deref());
+    let q = Query::parse(q.as_deref())?;
     q.only(&["fields"])?;
     let mask = match q.get("fields") {
         Some(f) => {
@@ -148,7 +147,7 @@ pub async fn list(
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    list_nodes(&st, req.version, &base, Query::parse(q.as_deref()), false).await
+    list_nodes(&st, req.version, &base, Query::parse(q.as_deref())?, false).await
 }
 
 pub async fn detail(
@@ -157,7 +156,7 @@ pub async fn detail(
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    list_nodes(&st, req.version, &base, Query::parse(q.as_deref()), true).await
+    list_nodes(&st, req.version, &base, Query::parse(q.as_deref())?, true).await
 }
 
 /// Percent-encodes a query value, keeping commas readable as upstream does.
@@ -382,12 +381,12 @@ pub async fn patch(
     State(st): State<AppState>,
     req: Req,
     Base(base): Base,
-    Path(ident): Path<String>,
+    P(ident): P<String>,
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     let v = req.version;
-    let q = Query::parse(q.as_deref());
+    let q = Query::parse(q.as_deref())?;
     q.only(&["reset_interfaces"])?;
     let reset_interfaces = q.bool("reset_interfaces")?;
     if reset_interfaces.is_some() && !v.at_least(45) {
@@ -461,13 +460,30 @@ pub async fn patch(
     Ok(node_response(&st, StatusCode::OK, &updated, v, &base, None))
 }
 
-pub async fn delete(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+/// Refuses every query argument (for endpoints that take none).
+fn no_args(q: &Option<String>) -> Result<(), ApiError> {
+    Query::parse(q.as_deref())?.only(&[])
+}
+
+pub async fn delete(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor.destroy_node(&req.ctx, node.id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-pub async fn states(State(st): State<AppState>, req: Req, Path(ident): Path<String>) -> ApiResult {
+pub async fn states(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    no_args(&q)?;
     let v = req.version;
     let n = load_node(&st, &ident, v).await?;
     let mut doc = serde_json::Map::new();
@@ -500,18 +516,15 @@ pub async fn states(State(st): State<AppState>, req: Req, Path(ident): Path<Stri
 pub async fn maintenance_on(
     State(st): State<AppState>,
     req: Req,
-    Path(ident): Path<String>,
-    raw: axum::body::Bytes,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    raw: RawBody,
 ) -> ApiResult {
-    if raw.len() > st.settings.max_body {
-        return Err(ApiError::TooLarge(st.settings.max_body));
-    }
-    let reason = if raw.iter().all(u8::is_ascii_whitespace) {
+    no_args(&q)?;
+    let reason = if raw.is_empty() {
         None
     } else {
-        let body: Value = serde_json::from_slice(&raw)
-            .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}")))?;
-        let Value::Object(obj) = body else {
+        let Value::Object(obj) = parse_json(&raw.0)? else {
             return Err(ApiError::invalid(
                 "The maintenance body must be a JSON object.",
             ));
@@ -521,7 +534,7 @@ pub async fn maintenance_on(
         }
         match obj.get("reason") {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) if s.len() <= 4096 => Some(s.clone()),
+            Some(Value::String(s)) if s.chars().count() <= 4096 => Some(s.clone()),
             Some(_) => {
                 return Err(ApiError::invalid(
                     "reason must be a string of at most 4096 characters",
@@ -539,8 +552,10 @@ pub async fn maintenance_on(
 pub async fn maintenance_off(
     State(st): State<AppState>,
     req: Req,
-    Path(ident): Path<String>,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
 ) -> ApiResult {
+    no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
         .set_maintenance(&req.ctx, node.id, false, None)
@@ -562,9 +577,11 @@ fn traits_gate(v: Version, write: bool) -> Result<(), ApiError> {
 pub async fn traits_get(
     State(st): State<AppState>,
     req: Req,
-    Path(ident): Path<String>,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
 ) -> ApiResult {
     traits_gate(req.version, false)?;
+    no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     Ok(json_response(
         StatusCode::OK,
@@ -576,17 +593,12 @@ fn schema(what: &str, msg: impl std::fmt::Display) -> ApiError {
     ApiError::invalid(format!("Schema error for {what}: {msg}"))
 }
 
-pub async fn traits_put(
-    State(st): State<AppState>,
-    req: Req,
-    Path(ident): Path<String>,
-    JsonBody(body): JsonBody,
-) -> ApiResult {
-    traits_gate(req.version, true)?;
-    let Value::Object(obj) = &body else {
+/// The `{"traits": [...]}` body of `PUT /v1/nodes/{node}/traits`, validated and deduplicated.
+fn trait_list(body: &Value) -> Result<Vec<String>, ApiError> {
+    let Value::Object(obj) = body else {
         return Err(schema(
             "body",
-            format_args!("{} is not of type 'object'", patch::py_repr(&body)),
+            format_args!("{} is not of type 'object'", patch::py_repr(body)),
         ));
     };
     if let Some(k) = obj.keys().find(|k| *k != "traits") {
@@ -618,6 +630,19 @@ pub async fn traits_put(
             traits.push(s.clone());
         }
     }
+    Ok(traits)
+}
+
+pub async fn traits_put(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    raw: RawBody,
+) -> ApiResult {
+    traits_gate(req.version, true)?;
+    no_args(&q)?;
+    let traits = trait_list(&parse_json(&raw.0)?)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
         .add_node_traits(&req.ctx, node.id, traits, true)
@@ -629,10 +654,15 @@ pub async fn trait_put(
     State(st): State<AppState>,
     req: Req,
     Base(base): Base,
-    Path((ident, name)): Path<(String, String)>,
-    _empty: EmptyBody,
+    P((ident, name)): P<(String, String)>,
+    RawQuery(q): RawQuery,
+    raw: RawBody,
 ) -> ApiResult {
     traits_gate(req.version, true)?;
+    no_args(&q)?;
+    if !raw.is_empty() {
+        return Err(ApiError::invalid("This request does not accept a body."));
+    }
     validate_trait(&name)
         .map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
     let node = load_node(&st, &ident, req.version).await?;
@@ -640,9 +670,11 @@ pub async fn trait_put(
         .add_node_traits(&req.ctx, node.id, vec![name.clone()], false)
         .await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    if let Ok(loc) =
-        HeaderValue::from_str(&format!("{base}/v1/nodes/{ident}/traits/{}", enc(&name)))
-    {
+    if let Ok(loc) = HeaderValue::from_str(&format!(
+        "{base}/v1/nodes/{}/traits/{}",
+        enc(&ident),
+        enc(&name)
+    )) {
         resp.headers_mut().insert(header::LOCATION, loc);
     }
     Ok(resp)
@@ -651,9 +683,11 @@ pub async fn trait_put(
 pub async fn traits_delete_all(
     State(st): State<AppState>,
     req: Req,
-    Path(ident): Path<String>,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
 ) -> ApiResult {
     traits_gate(req.version, true)?;
+    no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
         .remove_node_traits(&req.ctx, node.id, None)
@@ -664,10 +698,18 @@ pub async fn traits_delete_all(
 pub async fn trait_delete(
     State(st): State<AppState>,
     req: Req,
-    Path((ident, name)): Path<(String, String)>,
+    P((ident, name)): P<(String, String)>,
+    RawQuery(q): RawQuery,
 ) -> ApiResult {
     traits_gate(req.version, true)?;
+    no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
+    if validate_trait(&name).is_err() {
+        // No node can carry an invalid trait.
+        return Err(
+            Error::NotFound(format!("Node {} doesn't have a trait '{name}'", node.uuid)).into(),
+        );
+    }
     st.conductor
         .remove_node_traits(&req.ctx, node.id, Some(name))
         .await?;

@@ -9,11 +9,20 @@ use crate::error::ApiError;
 pub struct Query(pub Vec<(String, String)>);
 
 impl Query {
-    pub fn parse(raw: Option<&str>) -> Query {
-        Query(
-            raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-                .unwrap_or_default(),
-        )
+    /// Decodes the query string; NUL characters (which no database stores) are 400.
+    pub fn parse(raw: Option<&str>) -> Result<Query, ApiError> {
+        let pairs: Vec<(String, String)> = raw
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        if pairs
+            .iter()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::invalid(
+                "Query arguments must not contain NUL characters.",
+            ));
+        }
+        Ok(Query(pairs))
     }
 
     /// The last value given for `name`.

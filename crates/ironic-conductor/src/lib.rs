@@ -169,7 +169,10 @@ impl Conductor {
         self.complete_interfaces(&mut new)?;
         check_update(&node, &mut new)?;
         if new == node {
-            return Ok(node);
+            return Ok(Node {
+                reservation: None,
+                ..node
+            });
         }
         let saved = self.db.node_save(&new, &self.settings.host).await?;
         tracing::info!(node = %saved.uuid, "node updated");
@@ -245,14 +248,20 @@ impl ConductorApi for Conductor {
     ) -> RpcFuture<'_, Vec<String>> {
         Box::pin(async move {
             self.with_lock(node_id, |node| async move {
-                let res = self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await;
-                res.map_err(|e| match e {
-                    Error::Invalid(_) => Error::invalid(format!(
-                        "Could not modify traits for node {}: a node can have at most {MAX_TRAITS_PER_NODE} traits.",
-                        node.uuid
-                    )),
-                    other => other,
-                })
+                let mut after: Vec<&String> = traits.iter().collect();
+                if !replace {
+                    after.extend(node.traits.iter());
+                }
+                after.sort();
+                after.dedup();
+                if after.len() > MAX_TRAITS_PER_NODE {
+                    return Err(Error::invalid(format!(
+                        "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
+                        node.uuid,
+                        after.len()
+                    )));
+                }
+                self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await
             })
             .await
         })

@@ -8,7 +8,8 @@ use tokio::sync::watch;
 use crate::Conductor;
 
 impl Conductor {
-    /// Registers this conductor as online and releases node locks it held before a crash.
+    /// At process start: releases node locks an earlier run of this conductor left
+    /// behind (a crash), then registers as online.
     pub async fn start(self: &Arc<Self>) -> Result<(), ironic_model::Error> {
         let host = &self.settings.host;
         let released = self.db.node_release_all(host).await?;
@@ -19,6 +20,13 @@ impl Conductor {
                 "released node locks left by an earlier run of this conductor"
             );
         }
+        self.register().await
+    }
+
+    /// Registers (again) as online. Never touches locks: operations of this process may
+    /// hold some right now.
+    async fn register(&self) -> Result<(), ironic_model::Error> {
+        let host = &self.settings.host;
         let c = self
             .db
             .conductor_register(host, &self.settings.conductor_group, &self.drivers.names())
@@ -39,7 +47,7 @@ impl Conductor {
                         Ok(true) => {}
                         Ok(false) => {
                             tracing::warn!(host, "conductor row vanished; registering again");
-                            if let Err(e) = self.start().await {
+                            if let Err(e) = self.register().await {
                                 tracing::error!(host, error = %e, "re-registration failed");
                             }
                         }

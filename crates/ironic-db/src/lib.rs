@@ -72,6 +72,12 @@ impl Default for DbOptions {
 
 /// Logs an infrastructure failure once, with its chain, and hides it from users.
 pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
+    // PostgreSQL refuses NUL in text (22021) and in JSON (22P05): the input's fault.
+    if let sqlx::Error::Database(db) = &e
+        && matches!(db.code().as_deref(), Some("22021" | "22P05"))
+    {
+        return Error::invalid("Text must not contain NUL characters.");
+    }
     tracing::error!(error = %e, "database error while {context}");
     Error::Internal(format!("database error while {context}"))
 }

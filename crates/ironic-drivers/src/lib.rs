@@ -46,7 +46,7 @@ pub const FAKE_HARDWARE: HardwareType = HardwareType {
         ("power", "fake", &["fake"]),
         ("raid", "fake", &["fake", "no-raid"]),
         ("rescue", "fake", &["fake", "no-rescue"]),
-        ("storage", "noop", &["noop"]),
+        ("storage", "noop", &["fake", "noop"]),
         ("vendor", "fake", &["fake", "no-vendor"]),
     ],
 };

@@ -587,7 +587,7 @@ fn get_bool(spec: &FieldSpec, v: &Value, src: Source<'_>, nullable: bool) -> Res
 fn get_text(v: &Value, max: usize, src: Source<'_>) -> Result<Option<String>> {
     match v {
         Value::Null => Ok(None),
-        Value::String(s) if s.len() <= max => Ok(Some(s.clone())),
+        Value::String(s) if s.chars().count() <= max => Ok(Some(s.clone())),
         Value::String(s) => Err(src.schema(format_args!("{} is too long", py_repr_str(s)))),
         other => Err(src.schema(format_args!(
             "{} is not of type 'string', 'null'",
@@ -720,8 +720,9 @@ impl Node {
                 self.chassis_uuid = None;
             }
             (F::Name, _) => {
-                let name = get_text(v, 255, src).map_err(|_| invalid_name(src, &value_text(v)))?;
+                let name = get_text(v, 255, src).map_err(|_| invalid_name(src, &value_text(v)))?; // An unchanged name is not judged again by the request's (older) rules.
                 if let Some(n) = &name
+                    && name != self.name
                     && !is_valid_node_name(n, version)
                 {
                     return Err(invalid_name(src, n));
@@ -778,8 +779,9 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
             continue;
         }
         match field(key) {
-            Some(spec) if spec.kind != K::ReadOnly => {
-                if !version.at_least(spec.min) {
+            // Writable fields, and those upstream accepts at versions above ours (406).
+            Some(spec) if spec.kind != K::ReadOnly || PATCH_ALLOWED.contains(&spec.name) => {
+                if !version.at_least(spec.min) || spec.field == F::Unserved {
                     return Err(Error::not_acceptable());
                 }
             }

@@ -61,3 +61,68 @@ pub trait ConductorApi: Send + Sync {
         one: Option<String>,
     ) -> RpcFuture<'_, ()>;
 }
+
+/// The in-process transport of the all-in-one binary. Each call runs on a task of its
+/// own, so an HTTP client that goes away mid-call cannot cancel conductor work half-way
+/// (between taking a node lock and giving it back): as over a real bus, the conductor
+/// finishes what it accepted.
+pub struct InProcess(pub std::sync::Arc<dyn ConductorApi>);
+
+fn detached<T: Send + 'static>(
+    fut: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> RpcFuture<'static, T> {
+    Box::pin(async move {
+        tokio::spawn(fut)
+            .await
+            .map_err(|e| Error::Internal(format!("conductor task failed: {e}")))?
+    })
+}
+
+impl ConductorApi for InProcess {
+    fn create_node(&self, ctx: &Context, node: Node) -> RpcFuture<'_, Node> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.create_node(&ctx, node).await })
+    }
+
+    fn update_node(&self, ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.update_node(&ctx, req).await })
+    }
+
+    fn set_maintenance(
+        &self,
+        ctx: &Context,
+        node_id: i64,
+        on: bool,
+        reason: Option<String>,
+    ) -> RpcFuture<'_, Node> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.set_maintenance(&ctx, node_id, on, reason).await })
+    }
+
+    fn destroy_node(&self, ctx: &Context, node_id: i64) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.destroy_node(&ctx, node_id).await })
+    }
+
+    fn add_node_traits(
+        &self,
+        ctx: &Context,
+        node_id: i64,
+        traits: Vec<String>,
+        replace: bool,
+    ) -> RpcFuture<'_, Vec<String>> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.add_node_traits(&ctx, node_id, traits, replace).await })
+    }
+
+    fn remove_node_traits(
+        &self,
+        ctx: &Context,
+        node_id: i64,
+        one: Option<String>,
+    ) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.remove_node_traits(&ctx, node_id, one).await })
+    }
+}

@@ -13,6 +13,7 @@ use ironic_conductor::{Conductor, ConductorSettings};
 use ironic_config::{AuthStrategy, Config};
 use ironic_db::{Db, DbOptions};
 use ironic_model::node::NodeDefaults;
+use ironic_rpc::InProcess;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -84,7 +85,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let state = AppState(Arc::new(Inner {
         db: db.clone(),
-        conductor,
+        conductor: Arc::new(InProcess(conductor)),
         topology,
         auth,
         settings: ApiSettings {

@@ -7,6 +7,7 @@ use common::Server;
 use serde_json::{Value, json};
 
 on_both_backends!(
+    hostile_input_is_refused_cleanly,
     discovery_documents,
     version_negotiation,
     node_create_by_version,
@@ -24,6 +25,116 @@ on_both_backends!(
 );
 
 const MAX: &str = "1.51";
+
+async fn hostile_input_is_refused_cleanly(s: &Server) {
+    s.node(json!({"driver": "fake-hardware", "name": "node_1"}))
+        .await;
+    // NUL characters cannot be stored by PostgreSQL: 400 on both backends, never 500.
+    for path in [
+        "/v1/nodes?driver=%00",
+        "/v1/nodes?marker=%00",
+        "/v1/nodes?description_contains=a%00b",
+    ] {
+        let r = s.get(path, MAX).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+    }
+    let r = s
+        .post(
+            "/v1/nodes",
+            MAX,
+            &json!({"driver": "fake-hardware", "extra": {"a": "x\u{0}y"}}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = s
+        .patch(
+            "/v1/nodes/node_1",
+            MAX,
+            &json!([{"op": "add", "path": "/description", "value": "\u{0}"}]),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(s.get("/v1/conductors/a%00b", MAX).await.status, 404);
+    assert_eq!(
+        s.delete("/v1/nodes/node_1/traits/CUSTOM_%00", MAX)
+            .await
+            .status,
+        404
+    );
+    let r = s.get("/v1/nodes/%FF%FE", MAX).await;
+    assert_eq!(r.status, 400);
+    assert!(r.fault().starts_with("Invalid path"), "{}", r.body);
+    // A ".json" suffix is stripped once, not repeatedly.
+    assert_eq!(s.get("/v1/nodes/node_1.json", MAX).await.status, 200);
+    assert_eq!(s.get("/v1/nodes/node_1.json.json", MAX).await.status, 404);
+    // Endpoints without arguments refuse unknown ones.
+    assert_eq!(s.get("/v1/nodes/node_1/states?x=1", MAX).await.status, 400);
+    assert_eq!(
+        s.put("/v1/nodes/node_1/maintenance?reason=x", MAX, None)
+            .await
+            .status,
+        400
+    );
+    // A name valid only from 1.10 is not judged again by an older request's rules.
+    let r = s
+        .patch(
+            "/v1/nodes/node_1",
+            "1.9",
+            &json!([{"op": "add", "path": "/extra/a", "value": 1}]),
+        )
+        .await;
+    assert_eq!(r.status, 400, "names with '_' are not names before 1.10");
+    let uuid = s.get("/v1/nodes/node_1", MAX).await.json()["uuid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{uuid}"),
+            "1.9",
+            &json!([{"op": "add", "path": "/extra/a", "value": 1}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Fields upstream accepts at newer versions are 406, not "unknown".
+    for f in ["shard", "network_data", "parent_node"] {
+        let r = s
+            .post(
+                "/v1/nodes",
+                MAX,
+                &json!({"driver": "fake-hardware", f: "x"}),
+            )
+            .await;
+        assert_eq!(r.status, 406, "{f}");
+    }
+    // Lengths count characters, not bytes.
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{uuid}"),
+            MAX,
+            &json!([{"op": "add", "path": "/description", "value": "é".repeat(4000)}]),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    // A trait-list body at a version without traits is 405, whatever the body.
+    assert_eq!(
+        s.call(
+            "PUT",
+            "/v1/nodes/node_1/traits/CUSTOM_A",
+            Some("1.36"),
+            Some("junk")
+        )
+        .await
+        .status,
+        405
+    );
+    assert_eq!(
+        s.call("PUT", "/v1/nodes/node_1/traits", Some("1.36"), Some("junk"))
+            .await
+            .status,
+        405
+    );
+}
 
 async fn discovery_documents(s: &Server) {
     let r = s.call("GET", "/", None, None).await;
@@ -82,6 +193,18 @@ async fn version_negotiation(s: &Server) {
     assert_eq!(
         r.fault(),
         "Version 1.52 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.51]."
+    );
+    let r = s.get("/", "9.99").await;
+    assert_eq!(r.status, 406);
+    assert!(
+        r.fault()
+            .starts_with("Mutually exclusive versions requested. Version 9.99")
+    );
+    assert_eq!(
+        r.json()["error_message"]
+            .as_str()
+            .map(|m| m.contains("faultcode")),
+        Some(true)
     );
     let r = s.get("/v1/nodes", "2.0").await;
     assert_eq!(r.status, 406);
@@ -729,6 +852,8 @@ async fn node_patch_rules(s: &Server) {
         json!({"a": 1})
     );
     // Interfaces: only enabled implementations; removal restores the default.
+    let r = p(json!([{"op": "replace", "path": "/storage_interface", "value": "fake"}])).await;
+    assert_eq!(r.json()["storage_interface"], "fake");
     let r = p(json!([{"op": "replace", "path": "/bios_interface", "value": "no-bios"}])).await;
     assert_eq!(r.json()["bios_interface"], "no-bios");
     let r = p(json!([{"op": "remove", "path": "/bios_interface"}])).await;
@@ -1233,6 +1358,11 @@ async fn drivers_and_conductors(s: &Server) {
     assert_eq!(d["conductors"][0]["drivers"], json!(["fake-hardware"]));
     let one = s.get("/v1/conductors/test-conductor", MAX).await.json();
     assert_eq!(one["conductor_group"], "");
-    assert_eq!(s.get("/v1/conductors", "1.48").await.status, 404);
+    let r = s.get("/v1/conductors", "1.48").await;
+    assert_eq!(
+        (r.status, r.fault().as_str()),
+        (404, "The API is not supported for this version")
+    );
+    assert_eq!(r.header("x-openstack-ironic-api-version"), Some("1.48"));
     assert_eq!(s.get("/v1/conductors/nope", MAX).await.status, 404);
 }
