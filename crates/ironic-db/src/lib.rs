@@ -20,7 +20,7 @@ pub mod nodes;
 pub mod testing;
 
 pub use conductors::Conductor;
-pub use nodes::{NodeFilter, NodeListQuery, SORT_KEYS};
+pub use nodes::{NodeFilter, NodeListQuery, is_sort_key};
 
 /// Which database a [`Db`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

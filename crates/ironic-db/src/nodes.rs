@@ -80,52 +80,26 @@ enum ColKind {
     Bool,
 }
 
-/// Columns a list may be sorted by (JSON columns may not), with how NULLs sort.
-pub const SORT_KEYS: &[&str] = &[
-    "id",
-    "uuid",
-    "name",
-    "driver",
-    "instance_uuid",
-    "chassis_uuid",
-    "provision_state",
-    "target_provision_state",
-    "provision_updated_at",
-    "power_state",
-    "target_power_state",
-    "console_enabled",
-    "maintenance",
-    "maintenance_reason",
-    "fault",
-    "last_error",
-    "reservation",
-    "inspection_started_at",
-    "inspection_finished_at",
-    "resource_class",
-    "conductor_group",
-    "automated_clean",
-    "protected",
-    "protected_reason",
-    "owner",
-    "lessee",
-    "description",
-    "retired",
-    "retired_reason",
-    "bios_interface",
-    "boot_interface",
-    "console_interface",
-    "deploy_interface",
-    "inspect_interface",
-    "management_interface",
-    "network_interface",
-    "power_interface",
-    "raid_interface",
-    "rescue_interface",
-    "storage_interface",
-    "vendor_interface",
-    "created_at",
-    "updated_at",
+/// Columns holding JSON documents: never sortable.
+const JSON_COLS: &[&str] = &[
+    "driver_info",
+    "driver_internal_info",
+    "properties",
+    "instance_info",
+    "extra",
+    "clean_step",
+    "deploy_step",
+    "raid_config",
+    "target_raid_config",
 ];
+
+/// Whether a list may be sorted by `key`: `id` or any scalar column clients can see.
+pub fn is_sort_key(key: &str) -> bool {
+    key == "id"
+        || (WRITE_COLS.contains(&key)
+            && !JSON_COLS.contains(&key)
+            && !matches!(key, "allocation_id" | "conductor_affinity"))
+}
 
 fn col_kind(col: &str) -> ColKind {
     match col {
@@ -540,7 +514,7 @@ pub struct NodeFilter {
 #[derive(Debug, Clone)]
 pub struct NodeListQuery {
     pub filter: NodeFilter,
-    /// One of [`SORT_KEYS`]; others are refused.
+    /// A column for which [`is_sort_key`] holds; others are refused.
     pub sort_key: String,
     pub sort_desc: bool,
     pub limit: u32,
@@ -647,7 +621,7 @@ impl Db {
 
     /// One page of nodes. An unknown marker is 404, as upstream answers.
     pub async fn node_list(&self, q: &NodeListQuery) -> Result<Vec<Node>, Error> {
-        if !SORT_KEYS.contains(&q.sort_key.as_str()) {
+        if !is_sort_key(&q.sort_key) {
             return Err(Error::invalid(format!(
                 "The sort_key value {} is an invalid field for sorting",
                 q.sort_key
