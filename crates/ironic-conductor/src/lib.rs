@@ -31,6 +31,7 @@ pub struct ConductorSettings {
     pub lock_attempts: u32,
     pub lock_retry_interval: Duration,
     pub heartbeat_interval: Duration,
+    pub heartbeat_timeout_secs: u64,
 }
 
 impl ConductorSettings {
@@ -42,6 +43,7 @@ impl ConductorSettings {
             lock_attempts: cfg.conductor.node_locked_retry_attempts.max(1),
             lock_retry_interval: Duration::from_millis(cfg.conductor.node_locked_retry_interval_ms),
             heartbeat_interval: Duration::from_secs(cfg.conductor.heartbeat_interval),
+            heartbeat_timeout_secs: cfg.conductor.heartbeat_timeout,
         }
     }
 }
@@ -93,6 +95,15 @@ impl Conductor {
             tracing::error!(node_id, error = %e, "could not release a node lock");
         }
         res
+    }
+    /// Whether a live conductor serves `driver` in `group`.
+    async fn served(&self, driver: &str, group: &str) -> Result<bool, Error> {
+        let now = ironic_model::node::now();
+        Ok(self.db.conductor_list().await?.iter().any(|c| {
+            c.is_alive(now, self.settings.heartbeat_timeout_secs)
+                && c.conductor_group.eq_ignore_ascii_case(group)
+                && c.drivers.iter().any(|d| d == driver)
+        }))
     }
 
     fn hardware_type(&self, driver: &str, group: &str) -> Result<&HardwareType, Error> {
@@ -167,6 +178,12 @@ impl Conductor {
             _ => {}
         }
         self.complete_interfaces(&mut new)?;
+        if (new.driver != node.driver || new.conductor_group != node.conductor_group)
+            && !self.served(&new.driver, &new.conductor_group).await?
+        {
+            // Checked again under the lock: the API's check saw the node before it.
+            return Err(Error::no_valid_host(&new.driver, &new.conductor_group));
+        }
         check_update(&node, &mut new)?;
         if new == node {
             return Ok(Node {

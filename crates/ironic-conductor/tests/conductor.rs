@@ -1,0 +1,106 @@
+#![allow(clippy::unwrap_used)]
+//! The conductor's own checks, called directly (as an RPC server would), on both
+//! backends.
+
+use std::time::Duration;
+
+use ironic_conductor::{Conductor, ConductorSettings};
+use ironic_db::testing::TestDb;
+use ironic_model::node::{NodeDefaults, from_create_body};
+use ironic_model::patch::parse;
+use ironic_model::{Error, Version};
+use ironic_rpc::{ConductorApi, Context, UpdateNode};
+use serde_json::json;
+
+fn settings() -> ConductorSettings {
+    ConductorSettings {
+        host: "c1".into(),
+        conductor_group: String::new(),
+        allow_deleting_available_nodes: true,
+        lock_attempts: 2,
+        lock_retry_interval: Duration::from_millis(20),
+        heartbeat_interval: Duration::from_secs(10),
+        heartbeat_timeout_secs: 60,
+    }
+}
+
+async fn checks(t: &TestDb) {
+    let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+    let c = Conductor::new(t.db.clone(), drivers, settings());
+    c.start().await.unwrap();
+    let ctx = Context::default();
+    let body = json!({"driver": "fake-hardware", "name": "n"});
+    let node = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+    let node = c.create_node(&ctx, node).await.unwrap();
+    assert_eq!(
+        node.interfaces.get("network"),
+        Some("noop"),
+        "defaults filled in"
+    );
+
+    // A group no conductor serves is refused under the lock, even if the API let it by.
+    let req = |patch: serde_json::Value| UpdateNode {
+        node_id: node.id,
+        ident: "n".into(),
+        patch: parse(&patch).unwrap(),
+        version: Version::MAX,
+        reset_interfaces: None,
+    };
+    let err = c
+        .update_node(
+            &ctx,
+            req(json!([{"op": "add", "path": "/conductor_group", "value": "g2"}])),
+        )
+        .await;
+    assert_eq!(
+        err.unwrap_err(),
+        Error::no_valid_host("fake-hardware", "g2")
+    );
+    let ok = c
+        .update_node(
+            &ctx,
+            req(json!([{"op": "add", "path": "/extra/a", "value": 1}])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ok.reservation, None);
+
+    // A lock held elsewhere: bounded retries, then 409 naming the holder; nothing changes.
+    t.db.node_reserve(node.id, "other-host").await.unwrap();
+    let err = c
+        .update_node(
+            &ctx,
+            req(json!([{"op": "add", "path": "/extra/b", "value": 2}])),
+        )
+        .await;
+    assert_eq!(
+        err.unwrap_err(),
+        Error::node_locked(node.uuid.as_str(), "other-host")
+    );
+    t.db.node_release(node.id, "other-host").await.unwrap();
+    let now = t.db.node_by_id(node.id).await.unwrap().unwrap();
+    assert_eq!(now.extra.get("b"), None);
+    assert_eq!(now.reservation, None);
+
+    // A crash leaves our lock behind; the next start releases it.
+    t.db.node_reserve(node.id, "c1").await.unwrap();
+    c.start().await.unwrap();
+    assert_eq!(
+        t.db.node_by_id(node.id).await.unwrap().unwrap().reservation,
+        None
+    );
+}
+
+#[tokio::test]
+async fn sqlite() {
+    let t = TestDb::sqlite().await.unwrap();
+    checks(&t).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn postgres() {
+    let t = TestDb::postgres().await.unwrap();
+    checks(&t).await;
+    t.cleanup().await;
+}
