@@ -78,6 +78,13 @@ impl Conductor {
                     attempt += 1;
                     tokio::time::sleep(self.settings.lock_retry_interval).await;
                 }
+                // The API found the node a moment ago: it was deleted in between. Do
+                // not show our internal id.
+                Err(Error::NotFound(_)) => {
+                    return Err(Error::NotFound(
+                        "Node could not be found: it was deleted while this request was in progress.".into(),
+                    ));
+                }
                 other => return other,
             }
         }

@@ -7,6 +7,7 @@ use common::Server;
 use serde_json::{Value, json};
 
 on_both_backends!(
+    node_shapes_match_upstream,
     hostile_input_is_refused_cleanly,
     discovery_documents,
     version_negotiation,
@@ -25,6 +26,123 @@ on_both_backends!(
 );
 
 const MAX: &str = "1.51";
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Field names and their order, as upstream's samples show them (019 at 1.1, 022 at 1.61
+/// without the fields of 1.52..1.61).
+async fn node_shapes_match_upstream(s: &Server) {
+    let at_1_1 = s
+        .post("/v1/nodes", "1.1", &json!({"driver": "fake-hardware"}))
+        .await
+        .json();
+    assert_eq!(
+        keys(&at_1_1),
+        [
+            "uuid",
+            "created_at",
+            "updated_at",
+            "console_enabled",
+            "driver",
+            "driver_info",
+            "extra",
+            "instance_info",
+            "instance_uuid",
+            "last_error",
+            "maintenance",
+            "maintenance_reason",
+            "power_state",
+            "properties",
+            "provision_state",
+            "provision_updated_at",
+            "reservation",
+            "target_power_state",
+            "target_provision_state",
+            "links",
+            "chassis_uuid",
+            "ports",
+        ]
+    );
+    let at_max = s
+        .node(json!({"driver": "fake-hardware", "name": "shape"}))
+        .await;
+    assert_eq!(
+        keys(&at_max),
+        [
+            "uuid",
+            "created_at",
+            "updated_at",
+            "automated_clean",
+            "bios_interface",
+            "boot_interface",
+            "clean_step",
+            "conductor_group",
+            "console_enabled",
+            "console_interface",
+            "deploy_interface",
+            "deploy_step",
+            "description",
+            "driver",
+            "driver_info",
+            "driver_internal_info",
+            "extra",
+            "fault",
+            "inspection_finished_at",
+            "inspection_started_at",
+            "inspect_interface",
+            "instance_info",
+            "instance_uuid",
+            "last_error",
+            "maintenance",
+            "maintenance_reason",
+            "management_interface",
+            "name",
+            "network_interface",
+            "owner",
+            "power_interface",
+            "power_state",
+            "properties",
+            "protected",
+            "protected_reason",
+            "provision_state",
+            "provision_updated_at",
+            "raid_config",
+            "raid_interface",
+            "rescue_interface",
+            "reservation",
+            "resource_class",
+            "storage_interface",
+            "target_power_state",
+            "target_provision_state",
+            "target_raid_config",
+            "traits",
+            "vendor_interface",
+            "links",
+            "conductor",
+            "chassis_uuid",
+            "ports",
+            "states",
+            "portgroups",
+            "volume",
+        ]
+    );
+    let list = s.get("/v1/nodes", "1.1").await.json();
+    assert_eq!(
+        keys(&list["nodes"][0]),
+        [
+            "uuid",
+            "instance_uuid",
+            "maintenance",
+            "power_state",
+            "provision_state",
+            "links"
+        ]
+    );
+}
 
 async fn hostile_input_is_refused_cleanly(s: &Server) {
     s.node(json!({"driver": "fake-hardware", "name": "node_1"}))
