@@ -30,7 +30,10 @@ else
   trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
 fi
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
-rss() { awk '/^VmRSS/{printf "%.1f", $2/1024}' /proc/$pid/status; }
+# Resident memory of the server and its child processes (upstream forks workers), MiB.
+tree() { echo "$1"; for c in $(pgrep -P "$1"); do tree "$c"; done; }
+rss() { for p in $(tree "$pid"); do cat "/proc/$p/status" 2>/dev/null; done | awk '/^VmRSS/{s+=$2} END{printf "%.1f", s/1024}'; }
+peak() { for p in $(tree "$pid"); do cat "/proc/$p/status" 2>/dev/null; done | awk '/^VmHWM/{s+=$2} END{printf "%.1f", s/1024}'; }
 echo "server pid $pid, resident at start: $(rss) MiB"
 
 python3 - "$port" "$N" "$dir/uuids.lua" "$VER" <<'PY'
@@ -82,4 +85,4 @@ echo "8 concurrent clients, ${SECS}s each, $N nodes, database ${DB%%://*}, micro
 run "GET /v1/nodes/{uuid}" "$dir/get.lua" "/v1/nodes/x"
 run "GET /v1/nodes?limit=100" "$dir/list.lua" "/v1/nodes?limit=100"
 run "GET /v1/nodes/detail?limit=100" "$dir/list.lua" "/v1/nodes/detail?limit=100"
-echo "server resident memory now: $(rss) MiB (peak $(awk '/^VmHWM/{printf "%.1f", $2/1024}' /proc/$pid/status) MiB)"
+echo "server resident memory now: $(rss) MiB (peak $(peak) MiB)"
