@@ -131,8 +131,12 @@ pub async fn list(
         body.insert(
             "next".into(),
             json!(format!(
-                "{base}/v1/conductors?limit={limit}&marker={}",
-                c.hostname
+                "{base}/v1/conductors?{}limit={limit}&marker={}",
+                q.0.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
+                    .map(|(k, v)| format!("{k}={}&", crate::nodes::enc(v)))
+                    .collect::<String>(),
+                crate::nodes::enc(&c.hostname)
             )),
         );
     }
@@ -144,8 +148,10 @@ pub async fn get_one(
     req: Req,
     Base(base): Base,
     P(hostname): P<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     gate(&req)?;
+    Query::parse(q.as_deref())?.only(&[])?;
     if hostname.contains('\0') {
         return Err(Error::NotFound(format!(
             "Conductor {} could not be found.",

@@ -98,7 +98,9 @@ pub async fn get_one(
     req: Req,
     Base(base): Base,
     P(name): P<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
+    Query::parse(q.as_deref())?.only(&[])?;
     let drivers = st.topology.snapshot().drivers();
     let hosts = drivers.get(&name).ok_or_else(|| {
         Error::NotFound(format!(
@@ -109,4 +111,21 @@ pub async fn get_one(
         StatusCode::OK,
         &driver_doc(&name, hosts, req.version, &base, true),
     ))
+}
+
+/// `GET /v1/drivers/{name}/properties`: the driver properties a node may set. The fake
+/// hardware type needs none, so it is an empty object for the hardware types we have.
+pub async fn properties(
+    State(st): State<AppState>,
+    P(name): P<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response, ApiError> {
+    Query::parse(q.as_deref())?.only(&[])?;
+    if !st.topology.snapshot().drivers().contains_key(&name) {
+        return Err(Error::NotFound(format!(
+            "Could not find the following driver(s) or hardware type(s): {name}."
+        ))
+        .into());
+    }
+    Ok(json_response(StatusCode::OK, &json!({})))
 }

@@ -290,6 +290,7 @@ pub fn router(state: AppState) -> Router {
         ),
         ("/drivers", get(drivers::list)),
         ("/drivers/{name}", get(drivers::get_one)),
+        ("/drivers/{name}/properties", get(drivers::properties)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ];

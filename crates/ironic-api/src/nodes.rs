@@ -160,7 +160,7 @@ pub async fn detail(
 }
 
 /// Percent-encodes a query value, keeping commas readable as upstream does.
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes())
         .collect::<String>()
         .replace("%2C", ",")

@@ -48,6 +48,38 @@ impl ConductorSettings {
     }
 }
 
+/// Gives a node lock back if the work holding it panicked or was cancelled.
+struct LockGuard {
+    db: Db,
+    node_id: i64,
+    host: String,
+    armed: bool,
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (db, node_id, host) = (
+            self.db.clone(),
+            self.node_id,
+            std::mem::take(&mut self.host),
+        );
+        tracing::warn!(
+            node_id,
+            "node lock holder stopped early; releasing the lock"
+        );
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = db.node_release(node_id, &host).await {
+                    tracing::error!(node_id, error = %e, "could not release a node lock");
+                }
+            });
+        }
+    }
+}
+
 /// One conductor's service.
 pub struct Conductor {
     db: Db,
@@ -97,12 +129,20 @@ impl Conductor {
         Fut: Future<Output = Result<T, Error>>,
     {
         let node = self.acquire(node_id).await?;
+        let mut guard = LockGuard {
+            db: self.db.clone(),
+            node_id,
+            host: self.settings.host.clone(),
+            armed: true,
+        };
         let res = f(node).await;
+        guard.armed = false;
         if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
             tracing::error!(node_id, error = %e, "could not release a node lock");
         }
         res
     }
+
     /// Whether a live conductor serves `driver` in `group`.
     async fn served(&self, driver: &str, group: &str) -> Result<bool, Error> {
         let now = ironic_model::node::now();

@@ -898,7 +898,7 @@ impl Db {
             if all.len() > max {
                 tx.rollback().await?;
                 return Ok(Err(Error::invalid(format!(
-                    "Could not modify traits for node {node_id}: node would have {} traits, the maximum is {max}",
+                    "Could not modify traits as it would exceed the maximum number of traits per node ({} vs. {max})",
                     all.len()
                 ))));
             }

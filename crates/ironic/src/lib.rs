@@ -22,6 +22,7 @@ pub struct Running {
     pub addr: SocketAddr,
     pub db: Db,
     stop: watch::Sender<bool>,
+    stop_api: watch::Sender<bool>,
     server: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
     refresher: JoinHandle<()>,
@@ -30,8 +31,11 @@ pub struct Running {
 impl Running {
     /// Stops accepting, lets in-flight requests finish, unregisters the conductor.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
+        // First the API: stop accepting and let requests in flight finish; then the
+        // conductor goes offline.
+        let _ = self.stop_api.send(true);
         let _ = self.server.await;
+        let _ = self.stop.send(true);
         let _ = self.heartbeat.await;
         self.refresher.abort();
         self.db.close().await;
@@ -56,7 +60,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(&cfg));
     conductor.start().await.map_err(|e| e.to_string())?;
     let (stop, stop_rx) = watch::channel(false);
-    let heartbeat = tokio::spawn(conductor.clone().heartbeat_until(stop_rx.clone()));
+    let heartbeat = tokio::spawn(conductor.clone().heartbeat_until(stop_rx));
 
     let topology = Arc::new(Topology::new(
         db.clone(),
@@ -100,7 +104,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         },
     }));
     let app = ironic_api::router(state);
-    let mut stop_srv = stop_rx;
+    let (stop_api, mut stop_srv) = watch::channel(false);
     let server = tokio::spawn(async move {
         let res = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
@@ -116,6 +120,7 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         addr,
         db,
         stop,
+        stop_api,
         server,
         heartbeat,
         refresher,

@@ -1483,4 +1483,33 @@ async fn drivers_and_conductors(s: &Server) {
     );
     assert_eq!(r.header("x-openstack-ironic-api-version"), Some("1.48"));
     assert_eq!(s.get("/v1/conductors/nope", MAX).await.status, 404);
+    let page = s
+        .get("/v1/conductors?limit=1&sort_key=hostname&detail=true", MAX)
+        .await
+        .json();
+    assert_eq!(
+        page["next"],
+        format!(
+            "{}/v1/conductors?sort_key=hostname&detail=true&limit=1&marker=test-conductor",
+            s.base()
+        ),
+        "next links keep the sort and detail arguments"
+    );
+    let next = page["next"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches(&s.base())
+        .to_string();
+    assert_eq!(s.get(&next, MAX).await.json()["conductors"], json!([]));
+    assert_eq!(
+        s.get("/v1/drivers/fake-hardware/properties", MAX)
+            .await
+            .json(),
+        json!({})
+    );
+    assert_eq!(s.get("/v1/drivers/nope/properties", MAX).await.status, 404);
+    assert_eq!(
+        s.get("/v1/drivers/fake-hardware?x=1", MAX).await.status,
+        400
+    );
 }
