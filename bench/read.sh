@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Read benchmark of the all-in-one server (issue: foundation). Prints requests/s,
-# p50 and p99 for GET /v1/nodes/{uuid} and GET /v1/nodes?limit=100 with 8 concurrent
-# clients (wrk, 8 connections on 2 threads), and the server's resident memory.
+# p50 and p99 for GET /v1/nodes/{uuid}, GET /v1/nodes?limit=100 and
+# GET /v1/nodes/detail?limit=100 with 8 concurrent clients (wrk, 8 connections on 2
+# threads), and the server's resident memory (with its child processes).
 #
 #   bash bench/read.sh [NODES=1000] [SECONDS=10] [DATABASE_URL]
 #   BENCH_URL=http://127.0.0.1:PORT BENCH_PID=PID bash bench/read.sh   # another server,

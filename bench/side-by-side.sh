@@ -6,7 +6,8 @@
 #   bash bench/side-by-side.sh [NODES=1000] [SECONDS=10]
 #
 # Upstream runs from a virtualenv (UPSTREAM_VENV, default /tmp/upstream/venv); create it
-# with: python3 -m venv /tmp/upstream/venv && /tmp/upstream/venv/bin/pip install ironic psycopg2-binary
+# with: python3 -m venv /tmp/upstream/venv && /tmp/upstream/venv/bin/pip install ironic==39.0.0 psycopg2-binary
+# (the version measured is printed).
 # Without it, only ours is measured. PostgreSQL: 127.0.0.1:5432, user postgres (PGURL).
 # Upstream's settings are those of ../shared/bench/PEER.md (single process, no RPC bus,
 # noauth, fake-hardware, automated_clean = false). Only 127.0.0.1 is contacted.
