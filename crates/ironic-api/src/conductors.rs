@@ -48,10 +48,7 @@ fn doc(c: &Conductor, alive: bool, base: &str, fields: &[&str]) -> Value {
     }
     d.insert(
         "links".into(),
-        json!([
-            {"href": format!("{base}/v1/conductors/{}", c.hostname), "rel": "self"},
-            {"href": format!("{base}/conductors/{}", c.hostname), "rel": "bookmark"},
-        ]),
+        crate::view::links_value(base, &format!("conductors/{}", c.hostname)),
     );
     Value::Object(d)
 }

@@ -27,12 +27,7 @@ const DRIVER_INTERFACES: &[(&str, u16)] = &[
     ("vendor", 30),
 ];
 
-fn link_pair(base: &str, path: &str) -> Value {
-    json!([
-        {"href": format!("{base}/v1/{path}"), "rel": "self"},
-        {"href": format!("{base}/{path}"), "rel": "bookmark"},
-    ])
-}
+use crate::view::links_value as link_pair;
 
 fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool) -> Value {
     let mut d = Map::new();

@@ -112,6 +112,11 @@ impl Serialize for Link<'_> {
     }
 }
 
+/// [`Links`] as a JSON value, for documents built with `json!`.
+pub fn links_value(base: &str, path: &str) -> Value {
+    serde_json::to_value(Links { base, path }).unwrap_or(Value::Null)
+}
+
 impl Serialize for Links<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(2))?;
