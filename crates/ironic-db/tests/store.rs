@@ -1,7 +1,6 @@
 #![allow(clippy::unwrap_used)]
 //! The node store's behaviour, run against SQLite and PostgreSQL alike.
 
-use ironic_db::testing::TestDb;
 use ironic_db::{Db, NodeFilter, NodeListQuery};
 use ironic_model::node::{NodeDefaults, from_create_body};
 use ironic_model::states::ProvisionState;
@@ -445,6 +444,3 @@ async fn conductors_register_and_heartbeat(db: &Db) {
         Err(Error::NotFound(_))
     ));
 }
-
-#[allow(dead_code)]
-fn _type_check(_: TestDb) {}

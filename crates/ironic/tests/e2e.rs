@@ -2,7 +2,7 @@
 //! End to end: the real `ironic` binary as a child process. Data survives a hard kill;
 //! a graceful stop unregisters the conductor and releases nothing it should keep.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -126,12 +126,6 @@ fn data_survives_a_kill_and_a_graceful_stop_unregisters() {
         log.contains("conductor unregistered"),
         "log shows the unregistration:\n{log}"
     );
-    let first_line = BufReader::new(log.as_bytes())
-        .lines()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    assert!(!first_line.is_empty());
     // The database agrees: the conductor is offline and the node is unlocked.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let (online, reservation) = rt.block_on(async {
