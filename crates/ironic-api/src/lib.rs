@@ -30,7 +30,7 @@ pub mod error;
 mod nodes;
 mod query;
 mod root;
-pub mod topology;
+pub use ironic_db::topology;
 pub mod view;
 
 use auth::Auth;

@@ -14,7 +14,7 @@ use ironic_model::node::{
 use ironic_model::patch;
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node, Version};
-use ironic_rpc::UpdateNode;
+use ironic_rpc::{NodeRef, UpdateNode};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
@@ -449,7 +449,12 @@ pub async fn patch(
         .update_node(
             &req.ctx,
             UpdateNode {
-                node_id: node.id,
+                node: NodeRef {
+                    id: node.id,
+                    uuid: node.uuid.to_string(),
+                    driver,
+                    conductor_group: group,
+                },
                 ident,
                 patch: ops,
                 version: v,
@@ -473,7 +478,9 @@ pub async fn delete(
 ) -> ApiResult {
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
-    st.conductor.destroy_node(&req.ctx, node.id).await?;
+    st.conductor
+        .destroy_node(&req.ctx, NodeRef::from(&node))
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -544,7 +551,7 @@ pub async fn maintenance_on(
     };
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .set_maintenance(&req.ctx, node.id, true, reason)
+        .set_maintenance(&req.ctx, NodeRef::from(&node), true, reason)
         .await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -558,7 +565,7 @@ pub async fn maintenance_off(
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .set_maintenance(&req.ctx, node.id, false, None)
+        .set_maintenance(&req.ctx, NodeRef::from(&node), false, None)
         .await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -645,7 +652,7 @@ pub async fn traits_put(
     let traits = trait_list(&parse_json(&raw.0)?)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .add_node_traits(&req.ctx, node.id, traits, true)
+        .add_node_traits(&req.ctx, NodeRef::from(&node), traits, true)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -667,7 +674,7 @@ pub async fn trait_put(
         .map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .add_node_traits(&req.ctx, node.id, vec![name.clone()], false)
+        .add_node_traits(&req.ctx, NodeRef::from(&node), vec![name.clone()], false)
         .await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
     if let Ok(loc) = HeaderValue::from_str(&format!(
@@ -690,7 +697,7 @@ pub async fn traits_delete_all(
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .remove_node_traits(&req.ctx, node.id, None)
+        .remove_node_traits(&req.ctx, NodeRef::from(&node), None)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -711,7 +718,7 @@ pub async fn trait_delete(
         );
     }
     st.conductor
-        .remove_node_traits(&req.ctx, node.id, Some(name))
+        .remove_node_traits(&req.ctx, NodeRef::from(&node), Some(name))
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -15,9 +15,10 @@ use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
 use ironic_model::patch::{self, Op};
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node};
-use ironic_rpc::{ConductorApi, Context, RpcFuture, UpdateNode};
+use ironic_rpc::{ConductorApi, Context, NodeRef, RpcFuture, UpdateNode};
 
 pub mod registry;
+pub mod service;
 
 /// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
 pub const MAX_TRAITS_PER_NODE: usize = 50;
@@ -261,7 +262,7 @@ impl ConductorApi for Conductor {
 
     fn update_node(&self, _ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
         Box::pin(async move {
-            self.with_lock(req.node_id, |node| self.do_update(node, req))
+            self.with_lock(req.node.id, |node| self.do_update(node, req))
                 .await
         })
     }
@@ -269,12 +270,12 @@ impl ConductorApi for Conductor {
     fn set_maintenance(
         &self,
         _ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         on: bool,
         reason: Option<String>,
     ) -> RpcFuture<'_, Node> {
         Box::pin(async move {
-            self.with_lock(node_id, |mut node| async move {
+            self.with_lock(node.id, |mut node| async move {
                 node.maintenance = on;
                 node.maintenance_reason = if on { reason } else { None };
                 if !on {
@@ -291,9 +292,9 @@ impl ConductorApi for Conductor {
         })
     }
 
-    fn destroy_node(&self, _ctx: &Context, node_id: i64) -> RpcFuture<'_, ()> {
+    fn destroy_node(&self, _ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
         Box::pin(async move {
-            self.with_lock(node_id, |node| async move {
+            self.with_lock(node.id, |node| async move {
                 check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
                 self.db.node_destroy(node.id, &self.settings.host).await?;
                 tracing::info!(node = %node.uuid, "node deleted");
@@ -306,12 +307,12 @@ impl ConductorApi for Conductor {
     fn add_node_traits(
         &self,
         _ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         traits: Vec<String>,
         replace: bool,
     ) -> RpcFuture<'_, Vec<String>> {
         Box::pin(async move {
-            self.with_lock(node_id, |node| async move {
+            self.with_lock(node.id, |node| async move {
                 let mut after: Vec<&String> = traits.iter().collect();
                 if !replace {
                     after.extend(node.traits.iter());
@@ -334,11 +335,11 @@ impl ConductorApi for Conductor {
     fn remove_node_traits(
         &self,
         _ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         one: Option<String>,
     ) -> RpcFuture<'_, ()> {
         Box::pin(async move {
-            self.with_lock(node_id, |node| async move {
+            self.with_lock(node.id, |node| async move {
                 let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
                 if !found {
                     return Err(Error::NotFound(format!(

@@ -1,8 +1,10 @@
-//! Registration in the `conductors` table, heartbeats, and the clean-up a conductor owes
-//! after a crash (its own stale node locks).
+//! Registration in the `conductors` table, heartbeats, the clean-up a conductor owes
+//! after a crash (its own stale node locks), and the periodic release of locks that
+//! dead conductors left on the nodes this conductor now owns.
 
 use std::sync::Arc;
 
+use ironic_db::topology::Topology;
 use tokio::sync::watch;
 
 use crate::Conductor;
@@ -11,6 +13,12 @@ impl Conductor {
     /// At process start: releases node locks an earlier run of this conductor left
     /// behind (a crash), then registers as online.
     pub async fn start(self: &Arc<Self>) -> Result<(), ironic_model::Error> {
+        self.release_own_locks().await?;
+        self.register().await
+    }
+
+    /// Releases the locks an earlier run of this host left behind. Call before serving.
+    pub async fn release_own_locks(&self) -> Result<(), ironic_model::Error> {
         let host = &self.settings.host;
         let released = self.db.node_release_all(host).await?;
         if released > 0 {
@@ -20,23 +28,58 @@ impl Conductor {
                 "released node locks left by an earlier run of this conductor"
             );
         }
-        self.register().await
+        Ok(())
     }
 
     /// Registers (again) as online. Never touches locks: operations of this process may
     /// hold some right now.
-    async fn register(&self) -> Result<(), ironic_model::Error> {
+    pub async fn register(&self) -> Result<(), ironic_model::Error> {
         let host = &self.settings.host;
         let c = self
             .db
             .conductor_register(host, &self.settings.conductor_group, &self.drivers.names())
             .await?;
-        tracing::info!(host, conductor_id = c.id, drivers = ?c.drivers, "conductor registered");
+        tracing::info!(host, conductor_id = c.id, drivers = ?c.drivers, group = %c.conductor_group, "conductor registered");
         Ok(())
     }
 
-    /// Heartbeats every `heartbeat_interval` until `stop` turns true, then unregisters.
-    pub async fn heartbeat_until(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+    /// Releases the locks held by dead conductors on nodes this conductor owns (each
+    /// node has one owner, so exactly one live conductor releases each lock). Returns
+    /// how many were released.
+    pub async fn release_orphan_locks(
+        &self,
+        topology: &Topology,
+    ) -> Result<usize, ironic_model::Error> {
+        let snap = topology.snapshot();
+        let me = self.settings.host.as_str();
+        let dead: Vec<String> = snap
+            .conductors
+            .iter()
+            .filter(|(c, alive)| !alive && c.hostname != me)
+            .map(|(c, _)| c.hostname.clone())
+            .collect();
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        let mut released = 0;
+        for (id, uuid, driver, group, holder) in self.db.nodes_locked_by(&dead).await? {
+            if snap.owner(&group, &driver, &uuid) != Some(me) {
+                continue;
+            }
+            self.db.node_release(id, &holder).await?;
+            tracing::warn!(node = %uuid, holder, "released a lock held by a dead conductor");
+            released += 1;
+        }
+        Ok(released)
+    }
+
+    /// Every `heartbeat_interval` until `stop` turns true: heartbeat, refresh the view
+    /// of the cluster, release orphan locks. Unregisters on stop.
+    pub async fn heartbeat_until(
+        self: Arc<Self>,
+        topology: Arc<Topology>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let host = self.settings.host.clone();
         let mut tick = tokio::time::interval(self.settings.heartbeat_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -52,6 +95,10 @@ impl Conductor {
                             }
                         }
                         Err(e) => tracing::error!(host, error = %e, "heartbeat failed"),
+                    }
+                    topology.refresh().await;
+                    if let Err(e) = self.release_orphan_locks(&topology).await {
+                        tracing::error!(host, error = %e, "could not release orphan locks");
                     }
                 }
                 _ = stop.changed() => break,

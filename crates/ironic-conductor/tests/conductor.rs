@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use ironic_conductor::{Conductor, ConductorSettings};
 use ironic_db::testing::TestDb;
+use ironic_db::topology::Topology;
 use ironic_model::node::{NodeDefaults, from_create_body};
 use ironic_model::patch::parse;
 use ironic_model::{Error, Version};
-use ironic_rpc::{ConductorApi, Context, UpdateNode};
+use ironic_rpc::{ConductorApi, Context, NodeRef, UpdateNode};
 use serde_json::json;
 
 fn settings() -> ConductorSettings {
@@ -40,7 +41,7 @@ async fn checks(t: &TestDb) {
 
     // A group no conductor serves is refused under the lock, even if the API let it by.
     let req = |patch: serde_json::Value| UpdateNode {
-        node_id: node.id,
+        node: NodeRef::from(&node),
         ident: "n".into(),
         patch: parse(&patch).unwrap(),
         version: Version::MAX,
@@ -89,6 +90,34 @@ async fn checks(t: &TestDb) {
         t.db.node_by_id(node.id).await.unwrap().unwrap().reservation,
         None
     );
+
+    // Orphan locks: a dead conductor's lock on a node we own is released; the lock of
+    // a live conductor and of a host we know nothing about stay.
+    let mut nodes = Vec::new();
+    for name in ["o1", "o2", "o3"] {
+        let body = json!({"driver": "fake-hardware", "name": name});
+        let n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+        nodes.push(c.create_node(&ctx, n).await.unwrap());
+    }
+    t.db.conductor_register("ghost", "", &["fake-hardware".into()])
+        .await
+        .unwrap();
+    t.db.conductor_unregister("ghost").await.unwrap();
+    t.db.conductor_register("busy", "", &[]).await.unwrap();
+    t.db.node_reserve(nodes[0].id, "ghost").await.unwrap();
+    t.db.node_reserve(nodes[1].id, "busy").await.unwrap();
+    t.db.node_reserve(nodes[2].id, "stranger").await.unwrap();
+    let topology = Topology::new(t.db.clone(), 60, 5);
+    topology.refresh().await;
+    assert_eq!(c.release_orphan_locks(&topology).await.unwrap(), 1);
+    let holder = |i: usize| {
+        let db = t.db.clone();
+        let id = nodes[i].id;
+        async move { db.node_by_id(id).await.unwrap().unwrap().reservation }
+    };
+    assert_eq!(holder(0).await, None);
+    assert_eq!(holder(1).await.as_deref(), Some("busy"));
+    assert_eq!(holder(2).await.as_deref(), Some("stranger"));
 }
 
 #[tokio::test]

@@ -27,7 +27,35 @@ pub struct Config {
     pub api: ApiSection,
     pub database: DatabaseSection,
     pub conductor: ConductorSection,
+    pub amqp: AmqpSection,
     pub log: LogSection,
+    pub telemetry: TelemetrySection,
+}
+
+/// The message bus of the split deployment (`ironic-api`, `ironic-conductor`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AmqpSection {
+    /// `amqp://user:password@host:port/vhost`, vhost URL-encoded (`%2f` is `/`).
+    pub url: String,
+    /// Durable direct exchange the RPC requests go through.
+    pub exchange: String,
+    /// Seconds a caller waits for a conductor's reply.
+    pub call_timeout: u64,
+    /// Requests a conductor takes from the broker ahead of finishing earlier ones.
+    pub prefetch: u16,
+    /// Largest wait, in seconds, between reconnection attempts.
+    pub max_reconnect_backoff: u64,
+}
+
+/// OpenTelemetry traces.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// OTLP/gRPC endpoint such as `http://127.0.0.1:4317`; traces are off when unset.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the spans; the binary's name when unset.
+    pub service_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +108,11 @@ pub struct ConductorSection {
     pub allow_deleting_available_nodes: bool,
     pub node_locked_retry_attempts: u32,
     pub node_locked_retry_interval_ms: u64,
+    /// Seconds a stopping conductor keeps serving after going offline, so that API
+    /// processes stop routing to it first; skipped when it is the only conductor.
+    pub shutdown_settle_time: u64,
+    /// Seconds a stopping conductor waits for requests in hand to finish.
+    pub graceful_shutdown_timeout: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -152,6 +185,20 @@ impl Default for ConductorSection {
             allow_deleting_available_nodes: true,
             node_locked_retry_attempts: 3,
             node_locked_retry_interval_ms: 1000,
+            shutdown_settle_time: 10,
+            graceful_shutdown_timeout: 60,
+        }
+    }
+}
+
+impl Default for AmqpSection {
+    fn default() -> Self {
+        AmqpSection {
+            url: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            exchange: "ironic".into(),
+            call_timeout: 60,
+            prefetch: 64,
+            max_reconnect_backoff: 10,
         }
     }
 }
@@ -240,6 +287,15 @@ impl Config {
             return bad(
                 "[conductor] heartbeat_timeout must be larger than heartbeat_interval (> 0)",
             );
+        }
+        if self.amqp.call_timeout == 0 || self.amqp.prefetch == 0 {
+            return bad("[amqp] call_timeout and prefetch must be positive");
+        }
+        if !(self.amqp.url.starts_with("amqp://") || self.amqp.url.starts_with("amqps://")) {
+            return bad("[amqp] url must start with amqp:// or amqps://");
+        }
+        if self.amqp.exchange.is_empty() {
+            return bad("[amqp] exchange must not be empty");
         }
         if self.default.hash_partition_exponent > 16 {
             return bad("[default] hash_partition_exponent must be at most 16");

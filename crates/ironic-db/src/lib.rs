@@ -18,6 +18,7 @@ use sqlx::sqlite::{
 pub mod conductors;
 pub mod nodes;
 pub mod testing;
+pub mod topology;
 
 pub use conductors::Conductor;
 pub use nodes::{NodeFilter, NodeListQuery, is_sort_key};
@@ -151,6 +152,28 @@ impl Db {
     }
 
     /// The newest migration applied, if any.
+    /// The newest migration this build carries.
+    pub fn latest_schema_version(&self) -> i64 {
+        let m = match &self.pool {
+            Pool::Postgres(_) => sqlx::migrate!("../../migrations/postgres"),
+            Pool::Sqlite(_) => sqlx::migrate!("../../migrations/sqlite"),
+        };
+        m.iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    /// Refuses to serve on a schema older than this build (split deployment: the
+    /// operator runs `ironic-dbsync upgrade` first).
+    pub async fn check_schema(&self) -> Result<(), Error> {
+        let have = self.schema_version().await.unwrap_or(None).unwrap_or(0);
+        let want = self.latest_schema_version();
+        if have < want {
+            return Err(Error::Unavailable(format!(
+                "the database schema is at version {have}, this build needs {want}: run `ironic-dbsync upgrade`"
+            )));
+        }
+        Ok(())
+    }
+
     pub async fn schema_version(&self) -> Result<Option<i64>, Error> {
         let sql = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
         with_pool!(self, |p| sqlx::query_scalar::<_, Option<i64>>(sql)

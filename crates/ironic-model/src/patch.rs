@@ -14,7 +14,7 @@ pub enum Op {
 }
 
 impl Op {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Op::Add => "add",
             Op::Replace => "replace",

@@ -1,14 +1,31 @@
-//! The conductor RPC API as the API process sees it: [`ConductorApi`]. The all-in-one
-//! binary plugs the conductor itself in (in-process transport); the AMQP transport with
-//! protobuf payloads arrives with the split deployment behind the same trait.
+//! The conductor RPC API: the [`ConductorApi`] contract, its protobuf wire form
+//! (`proto/ironic/rpc/v1/conductor.proto`, generated into [`pb`]), the server-side
+//! [`dispatch`], and two transports behind the one trait:
 //!
-//! Architecture invariant: no business logic here, only the contract.
+//! - [`InProcess`]: the all-in-one binary calls its own conductor directly;
+//! - [`amqp`]: the split deployment, RabbitMQ request/reply with protobuf payloads
+//!   (`docs/rpc.md` describes exchange, queues, headers, timeouts and errors).
+//!
+//! Architecture invariant: no business logic here, only the contract, its encoding and
+//! its routing.
 
 use std::future::Future;
 use std::pin::Pin;
 
 use ironic_model::patch::PatchOp;
 use ironic_model::{Error, Node, Version};
+
+pub mod amqp;
+mod convert;
+pub mod dispatch;
+pub mod testing;
+pub mod trace;
+
+/// The generated protobuf types.
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    include!(concat!(env!("OUT_DIR"), "/ironic.rpc.v1.rs"));
+}
 
 /// The future every RPC returns.
 pub type RpcFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
@@ -19,11 +36,34 @@ pub struct Context {
     pub request_id: String,
 }
 
+/// A node as the caller routes on it: the hash ring key is (conductor_group, driver),
+/// the position on the ring the uuid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRef {
+    pub id: i64,
+    pub uuid: String,
+    pub driver: String,
+    pub conductor_group: String,
+}
+
+impl From<&Node> for NodeRef {
+    fn from(n: &Node) -> Self {
+        NodeRef {
+            id: n.id,
+            uuid: n.uuid.as_str().to_string(),
+            driver: n.driver.clone(),
+            conductor_group: n.conductor_group.clone(),
+        }
+    }
+}
+
 /// `update_node`: a JSON Patch the conductor applies to the node under its lock, so
 /// concurrent updates never overwrite each other.
 #[derive(Debug, Clone)]
 pub struct UpdateNode {
-    pub node_id: i64,
+    /// The node, with the driver and group it will have after the patch (the call goes
+    /// to a conductor that serves them).
+    pub node: NodeRef,
     /// How the client named the node (for messages).
     pub ident: String,
     pub patch: Vec<PatchOp>,
@@ -40,16 +80,16 @@ pub trait ConductorApi: Send + Sync {
     fn set_maintenance(
         &self,
         ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         on: bool,
         reason: Option<String>,
     ) -> RpcFuture<'_, Node>;
-    fn destroy_node(&self, ctx: &Context, node_id: i64) -> RpcFuture<'_, ()>;
+    fn destroy_node(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()>;
     /// Adds traits, or replaces them all; returns the node's traits afterwards.
     fn add_node_traits(
         &self,
         ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         traits: Vec<String>,
         replace: bool,
     ) -> RpcFuture<'_, Vec<String>>;
@@ -57,7 +97,7 @@ pub trait ConductorApi: Send + Sync {
     fn remove_node_traits(
         &self,
         ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         one: Option<String>,
     ) -> RpcFuture<'_, ()>;
 }
@@ -71,8 +111,10 @@ pub struct InProcess(pub std::sync::Arc<dyn ConductorApi>);
 fn detached<T: Send + 'static>(
     fut: impl Future<Output = Result<T, Error>> + Send + 'static,
 ) -> RpcFuture<'static, T> {
+    use tracing::Instrument;
+    let span = tracing::Span::current();
     Box::pin(async move {
-        tokio::spawn(fut)
+        tokio::spawn(fut.instrument(span))
             .await
             .map_err(|e| Error::Internal(format!("conductor task failed: {e}")))?
     })
@@ -92,37 +134,37 @@ impl ConductorApi for InProcess {
     fn set_maintenance(
         &self,
         ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         on: bool,
         reason: Option<String>,
     ) -> RpcFuture<'_, Node> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
-        detached(async move { c.set_maintenance(&ctx, node_id, on, reason).await })
+        detached(async move { c.set_maintenance(&ctx, node, on, reason).await })
     }
 
-    fn destroy_node(&self, ctx: &Context, node_id: i64) -> RpcFuture<'_, ()> {
+    fn destroy_node(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
-        detached(async move { c.destroy_node(&ctx, node_id).await })
+        detached(async move { c.destroy_node(&ctx, node).await })
     }
 
     fn add_node_traits(
         &self,
         ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         traits: Vec<String>,
         replace: bool,
     ) -> RpcFuture<'_, Vec<String>> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
-        detached(async move { c.add_node_traits(&ctx, node_id, traits, replace).await })
+        detached(async move { c.add_node_traits(&ctx, node, traits, replace).await })
     }
 
     fn remove_node_traits(
         &self,
         ctx: &Context,
-        node_id: i64,
+        node: NodeRef,
         one: Option<String>,
     ) -> RpcFuture<'_, ()> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
-        detached(async move { c.remove_node_traits(&ctx, node_id, one).await })
+        detached(async move { c.remove_node_traits(&ctx, node, one).await })
     }
 }

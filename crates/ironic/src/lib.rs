@@ -1,67 +1,145 @@
-//! The all-in-one service: the REST API and one conductor in one process, wired to the
-//! same engine and handlers as the split deployment, over an in-process transport
-//! (the conductor is called directly) and, by default, SQLite.
+//! Wiring of the three services, each started by its own binary:
+//!
+//! - `ironic` ([`Role::AllInOne`]): the REST API and one conductor in one process, over
+//!   the in-process transport (the conductor is called directly) and, by default, SQLite;
+//! - `ironic-api` ([`Role::Api`]): the REST API; node calls go over AMQP to the conductor
+//!   the hash ring names;
+//! - `ironic-conductor` ([`Role::Conductor`]): a conductor serving RPC over AMQP.
+//!
+//! The same handlers and engine run in every role; only the transport differs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ironic_api::auth::{Auth, Htpasswd};
-use ironic_api::topology::Topology;
 use ironic_api::{ApiSettings, AppState, Inner};
-use ironic_conductor::{Conductor, ConductorSettings};
+use ironic_conductor::service::{Service, bus_settings};
 use ironic_config::{AuthStrategy, Config};
+use ironic_db::topology::Topology;
 use ironic_db::{Db, DbOptions};
 use ironic_model::node::NodeDefaults;
-use ironic_rpc::InProcess;
+use ironic_rpc::amqp::{Client, RemoteConductors};
+use ironic_rpc::{ConductorApi, InProcess};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// A running all-in-one service.
-pub struct Running {
-    pub addr: SocketAddr,
-    pub db: Db,
+pub mod cli;
+pub mod telemetry;
+
+/// Which service a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    AllInOne,
+    Api,
+    Conductor,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::AllInOne => "ironic",
+            Role::Api => "ironic-api",
+            Role::Conductor => "ironic-conductor",
+        }
+    }
+}
+
+struct ApiServer {
     stop: watch::Sender<bool>,
-    stop_api: watch::Sender<bool>,
-    server: JoinHandle<()>,
-    heartbeat: JoinHandle<()>,
+    task: JoinHandle<()>,
     refresher: JoinHandle<()>,
 }
 
+/// A running service.
+pub struct Running {
+    /// Where the REST API listens (none for a conductor).
+    pub addr: Option<SocketAddr>,
+    pub db: Db,
+    api: Option<ApiServer>,
+    conductor: Option<Service>,
+    client: Option<Arc<Client>>,
+}
+
 impl Running {
-    /// Stops accepting, lets in-flight requests finish, unregisters the conductor.
+    /// The REST API's address; panics for a conductor-only process (test helper).
+    pub fn api_addr(&self) -> SocketAddr {
+        self.addr
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// Graceful stop: the API stops accepting and finishes requests in flight, then the
+    /// conductor goes offline and finishes what it accepted, then the bus closes.
     pub async fn shutdown(self) {
-        // First the API: stop accepting and let requests in flight finish; then the
-        // conductor goes offline.
-        let _ = self.stop_api.send(true);
-        let _ = self.server.await;
-        let _ = self.stop.send(true);
-        let _ = self.heartbeat.await;
-        self.refresher.abort();
+        if let Some(api) = self.api {
+            let _ = api.stop.send(true);
+            let _ = api.task.await;
+            api.refresher.abort();
+        }
+        if let Some(c) = self.conductor {
+            c.shutdown().await;
+        }
+        if let Some(c) = self.client {
+            c.shutdown().await;
+        }
         self.db.close().await;
     }
 }
 
-/// Opens (and migrates) the database, registers the conductor and starts serving.
+/// The all-in-one service.
 pub async fn start(cfg: Config) -> Result<Running, String> {
+    start_role(cfg, Role::AllInOne).await
+}
+
+async fn open_db(cfg: &Config, role: Role) -> Result<Db, String> {
     let db = Db::connect(
         &cfg.database.url,
         &DbOptions {
             max_connections: cfg.database.max_connections,
-            create: true,
+            create: role == Role::AllInOne,
         },
     )
     .await
     .map_err(|e| e.to_string())?;
-    db.migrate().await.map_err(|e| e.to_string())?;
+    if role == Role::AllInOne {
+        db.migrate().await.map_err(|e| e.to_string())?;
+    } else {
+        db.check_schema().await.map_err(|e| e.to_string())?;
+    }
     tracing::info!(url = %redact(&cfg.database.url), "database ready");
+    Ok(db)
+}
 
-    let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?;
-    let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(&cfg));
-    conductor.start().await.map_err(|e| e.to_string())?;
-    let (stop, stop_rx) = watch::channel(false);
-    let heartbeat = tokio::spawn(conductor.clone().heartbeat_until(stop_rx));
-
+/// Starts the service of `role`.
+pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
+    let db = open_db(&cfg, role).await?;
+    let mut conductor = None;
+    let mut client = None;
+    let api: Option<Arc<dyn ConductorApi>> = match role {
+        Role::AllInOne => {
+            let svc = Service::start(&cfg, db.clone(), None).await?;
+            let local: Arc<dyn ConductorApi> = Arc::new(InProcess(svc.conductor.clone()));
+            conductor = Some(svc);
+            Some(local)
+        }
+        Role::Conductor => {
+            let bus = bus_settings(&cfg, role.name());
+            conductor = Some(Service::start(&cfg, db.clone(), Some(bus)).await?);
+            None
+        }
+        Role::Api => None,
+    };
+    let mut running = Running {
+        addr: None,
+        db: db.clone(),
+        api: None,
+        conductor,
+        client: None,
+    };
+    if role == Role::Conductor {
+        tracing::info!(host = %cfg.default.host, "ironic-conductor serving");
+        return Ok(running);
+    }
     let topology = Arc::new(Topology::new(
         db.clone(),
         cfg.conductor.heartbeat_timeout,
@@ -71,7 +149,18 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
     let refresher = topology.spawn_refresher(Duration::from_secs(
         cfg.conductor.heartbeat_interval.clamp(1, 10),
     ));
-
+    let conductors = match api {
+        Some(a) => a,
+        None => {
+            let c = Client::start(bus_settings(&cfg, role.name()));
+            if !c.connected(Duration::from_secs(5)).await {
+                tracing::warn!("the message bus is not reachable yet; calls will wait for it");
+            }
+            client = Some(c.clone());
+            Arc::new(RemoteConductors::new(c, topology.clone()))
+        }
+    };
+    running.client = client;
     let auth = match cfg.api.auth_strategy {
         AuthStrategy::Noauth => Auth::NoAuth,
         AuthStrategy::HttpBasic => {
@@ -88,8 +177,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.api.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let state = AppState(Arc::new(Inner {
-        db: db.clone(),
-        conductor: Arc::new(InProcess(conductor)),
+        db,
+        conductor: conductors,
         topology,
         auth,
         settings: ApiSettings {
@@ -104,8 +193,8 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
         },
     }));
     let app = ironic_api::router(state);
-    let (stop_api, mut stop_srv) = watch::channel(false);
-    let server = tokio::spawn(async move {
+    let (stop, mut stop_srv) = watch::channel(false);
+    let task = tokio::spawn(async move {
         let res = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = stop_srv.wait_for(|s| *s).await;
@@ -115,16 +204,14 @@ pub async fn start(cfg: Config) -> Result<Running, String> {
             tracing::error!(error = %e, "server stopped with an error");
         }
     });
-    tracing::info!(%addr, host = %cfg.default.host, "ironic all-in-one serving");
-    Ok(Running {
-        addr,
-        db,
+    tracing::info!(%addr, host = %cfg.default.host, "{} serving", role.name());
+    running.addr = Some(addr);
+    running.api = Some(ApiServer {
         stop,
-        stop_api,
-        server,
-        heartbeat,
+        task,
         refresher,
-    })
+    });
+    Ok(running)
 }
 
 /// A database URL without its password, for logs.

@@ -1135,6 +1135,8 @@ async fn concurrent_patches_lose_nothing(s: &Server) {
                 running: None,
                 addr: base,
                 testdb: None,
+                conductor: None,
+                bus: None,
             };
             let mut last = 0;
             // Bounded retries: a 409 NodeLocked is a legitimate answer under contention.

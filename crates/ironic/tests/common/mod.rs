@@ -15,12 +15,20 @@ pub struct Server {
     pub running: Option<ironic::Running>,
     pub addr: std::net::SocketAddr,
     pub testdb: Option<TestDb>,
+    /// The conductor process-in-a-task of the split deployment.
+    pub conductor: Option<ironic::Running>,
+    pub bus: Option<ironic_rpc::testing::TestBus>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// All-in-one on SQLite (in-process transport).
     Sqlite,
+    /// All-in-one on PostgreSQL (in-process transport).
     Postgres,
+    /// Split deployment: `ironic-api` and one `ironic-conductor` (as tasks of the test
+    /// process) over a RabbitMQ vhost of their own and PostgreSQL.
+    Split,
 }
 
 pub async fn start(backend: Backend) -> Server {
@@ -30,7 +38,7 @@ pub async fn start(backend: Backend) -> Server {
 pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Server {
     let testdb = match backend {
         Backend::Sqlite => TestDb::sqlite().await,
-        Backend::Postgres => TestDb::postgres().await,
+        Backend::Postgres | Backend::Split => TestDb::postgres().await,
     }
     .expect("test database");
     let mut cfg = Config::default();
@@ -38,12 +46,34 @@ pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Se
     cfg.database.url = testdb.url.clone();
     cfg.default.host = "test-conductor".into();
     cfg.log.filter = "warn".into();
+    cfg.conductor.shutdown_settle_time = 0;
     tweak(&mut cfg);
-    let running = ironic::start(cfg).await.expect("server starts");
+    if backend != Backend::Split {
+        let running = ironic::start(cfg).await.expect("server starts");
+        return Server {
+            addr: running.api_addr(),
+            running: Some(running),
+            testdb: Some(testdb),
+            conductor: None,
+            bus: None,
+        };
+    }
+    let bus =
+        ironic_rpc::testing::TestBus::new().expect("a RabbitMQ vhost (is rabbitmqctl usable?)");
+    cfg.amqp.url = bus.url.clone();
+    cfg.amqp.call_timeout = 20;
+    let conductor = ironic::start_role(cfg.clone(), ironic::Role::Conductor)
+        .await
+        .expect("conductor starts");
+    let running = ironic::start_role(cfg, ironic::Role::Api)
+        .await
+        .expect("api starts");
     Server {
-        addr: running.addr,
+        addr: running.api_addr(),
         running: Some(running),
         testdb: Some(testdb),
+        conductor: Some(conductor),
+        bus: Some(bus),
     }
 }
 
@@ -56,6 +86,10 @@ impl Server {
         if let Some(r) = self.running.take() {
             r.shutdown().await;
         }
+        if let Some(r) = self.conductor.take() {
+            r.shutdown().await;
+        }
+        drop(self.bus.take());
         if let Some(t) = self.testdb.take() {
             t.cleanup().await;
         }
@@ -216,6 +250,13 @@ macro_rules! on_both_backends {
         mod postgres {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() {
                 let s = $crate::common::start($crate::common::Backend::Postgres).await;
+                super::$name(&s).await;
+                s.stop().await;
+            })*
+        }
+        mod split {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() {
+                let s = $crate::common::start($crate::common::Backend::Split).await;
                 super::$name(&s).await;
                 s.stop().await;
             })*

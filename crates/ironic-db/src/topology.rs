@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use ironic_db::{Conductor, Db};
+use crate::{Conductor, Db};
 use ironic_model::ring::{HashRing, ring_key};
 
 /// One immutable view of the cluster.

@@ -1,0 +1,126 @@
+//! The conductor as a running service: start-up order, heartbeats, the RPC server of the
+//! split deployment, and graceful shutdown.
+//!
+//! Start: release this host's stale locks → start consuming RPC (split deployment) →
+//! register (only now do API processes route here) → heartbeat.
+//! Stop: unregister (API processes route elsewhere within one refresh) → keep serving for
+//! `shutdown_settle_time` when other conductors are alive → stop consuming and finish the
+//! requests in hand (bounded by `graceful_shutdown_timeout`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ironic_config::Config;
+use ironic_db::Db;
+use ironic_db::topology::Topology;
+use ironic_rpc::ConductorApi;
+use ironic_rpc::amqp::{BusSettings, Server};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::{Conductor, ConductorSettings};
+
+pub struct Service {
+    pub conductor: Arc<Conductor>,
+    pub topology: Arc<Topology>,
+    stop: watch::Sender<bool>,
+    heartbeat: JoinHandle<()>,
+    server: Option<Server>,
+    settle: Duration,
+    drain_timeout: Duration,
+}
+
+/// Bus settings from the configuration; `who` names the connection in RabbitMQ.
+pub fn bus_settings(cfg: &Config, who: &str) -> BusSettings {
+    BusSettings {
+        url: cfg.amqp.url.clone(),
+        exchange: cfg.amqp.exchange.clone(),
+        call_timeout: Duration::from_secs(cfg.amqp.call_timeout),
+        prefetch: cfg.amqp.prefetch,
+        max_backoff: Duration::from_secs(cfg.amqp.max_reconnect_backoff.max(1)),
+        connection_name: format!("{who}@{}", cfg.default.host),
+    }
+}
+
+impl Service {
+    /// Starts the conductor; with `bus`, it serves RPC over AMQP (split deployment),
+    /// otherwise the caller reaches `conductor` in-process.
+    pub async fn start(cfg: &Config, db: Db, bus: Option<BusSettings>) -> Result<Service, String> {
+        let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?;
+        let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(cfg));
+        conductor
+            .release_own_locks()
+            .await
+            .map_err(|e| e.to_string())?;
+        let server = bus.map(|b| {
+            let wait = b.call_timeout;
+            let api: Arc<dyn ConductorApi> = conductor.clone();
+            (Server::start(b, cfg.default.host.clone(), api), wait)
+        });
+        if let Some((s, wait)) = &server
+            && !s.consuming(*wait).await
+        {
+            tracing::warn!(
+                "the message bus is not reachable yet; registering anyway, RPC will be served once it is"
+            );
+        }
+        conductor.register().await.map_err(|e| e.to_string())?;
+        let topology = Arc::new(Topology::new(
+            db,
+            cfg.conductor.heartbeat_timeout,
+            cfg.default.hash_partition_exponent,
+        ));
+        topology.refresh().await;
+        let (stop, stop_rx) = watch::channel(false);
+        let heartbeat = tokio::spawn(conductor.clone().heartbeat_until(topology.clone(), stop_rx));
+        Ok(Service {
+            conductor,
+            topology,
+            stop,
+            heartbeat,
+            server: server.map(|(s, _)| s),
+            settle: Duration::from_secs(cfg.conductor.shutdown_settle_time),
+            drain_timeout: Duration::from_secs(cfg.conductor.graceful_shutdown_timeout),
+        })
+    }
+
+    /// Whether the RPC server is consuming (always true in-process).
+    pub async fn consuming(&self, timeout: Duration) -> bool {
+        match &self.server {
+            Some(s) => s.consuming(timeout).await,
+            None => true,
+        }
+    }
+
+    /// Graceful stop (see the module documentation).
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.heartbeat.await;
+        let Some(server) = self.server else {
+            return;
+        };
+        self.topology.refresh().await;
+        let host = self.conductor.host().to_string();
+        let others = self
+            .topology
+            .snapshot()
+            .conductors
+            .iter()
+            .filter(|(c, alive)| *alive && c.hostname != host)
+            .count();
+        if others > 0 && !self.settle.is_zero() {
+            tracing::info!(
+                others,
+                settle_secs = self.settle.as_secs(),
+                "offline; serving a little longer while API processes route to the other conductors"
+            );
+            tokio::time::sleep(self.settle).await;
+        }
+        if tokio::time::timeout(self.drain_timeout, server.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("requests in hand did not finish within graceful_shutdown_timeout");
+        }
+    }
+}

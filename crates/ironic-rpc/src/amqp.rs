@@ -1,0 +1,907 @@
+//! The AMQP transport (RabbitMQ): protobuf requests on a durable direct exchange,
+//! replies on a private queue per caller, correlated by id.
+//!
+//! - Each conductor consumes its own queue `ironic.conductor_manager.<host>` (node calls,
+//!   routed by the hash ring) and the shared queue `ironic.conductor_manager` (calls for
+//!   any conductor; RabbitMQ balances them over the live consumers).
+//! - Requests are published `mandatory` with publisher confirms: a call to a host whose
+//!   queue is gone (the conductor stopped or crashed: its queue is exclusive to its
+//!   connection) fails at once instead of waiting for the timeout.
+//! - Every request carries an expiration equal to the call timeout and a deadline in its
+//!   envelope: a conductor never runs a request its caller has given up on.
+//! - Delivery is at most once (a conductor acknowledges on receipt, as oslo.messaging
+//!   does): node operations are not idempotent, so a request is never run twice; a caller
+//!   whose connection or conductor dies mid-call gets an error saying the outcome is
+//!   unknown.
+//! - Both sides reconnect by themselves with exponential backoff; queues and consumers
+//!   are declared again on every connection. Calls made while the bus is down wait for
+//!   it up to their timeout.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_lite::StreamExt;
+use ironic_db::topology::Topology;
+use ironic_model::{Error, Node};
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
+};
+use prost::Message;
+use tokio::sync::{oneshot, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+use crate::convert::{error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb};
+use crate::dispatch::{dispatch, error_reply};
+use crate::{ConductorApi, Context, NodeRef, RpcFuture, UpdateNode, pb, trace};
+
+/// The topic: name of the shared queue and prefix of the per-host queues.
+pub const TOPIC: &str = "ironic.conductor_manager";
+
+/// The queue of one conductor.
+pub fn host_queue(host: &str) -> String {
+    format!("{TOPIC}.{host}")
+}
+
+#[derive(Debug, Clone)]
+pub struct BusSettings {
+    /// `amqp://user:password@host:port/vhost` (vhost URL-encoded, `%2f` for `/`).
+    pub url: String,
+    /// The durable direct exchange every request goes through.
+    pub exchange: String,
+    /// How long a caller waits for a reply (and how long a request may wait in a queue).
+    pub call_timeout: Duration,
+    /// Requests a conductor takes from the broker before finishing earlier ones.
+    pub prefetch: u16,
+    /// Largest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// Shown in RabbitMQ's connection list, e.g. `ironic-conductor@host-a`.
+    pub connection_name: String,
+}
+
+/// Where a call goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One conductor's own queue.
+    Host(String),
+    /// The shared queue: whichever live conductor takes it first.
+    Any,
+}
+
+impl Target {
+    pub fn routing_key(&self) -> String {
+        match self {
+            Target::Host(h) => host_queue(h),
+            Target::Any => TOPIC.to_string(),
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    /// Nobody consumes the target queue (the conductor is gone).
+    Unroutable(String),
+    Failed(Error),
+}
+
+impl From<Error> for CallError {
+    fn from(e: Error) -> Self {
+        CallError::Failed(e)
+    }
+}
+
+impl From<CallError> for Error {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Unroutable(rk) => Error::Unavailable(format!(
+                "No conductor is listening on {rk}: it stopped or is restarting. Please retry."
+            )),
+            CallError::Failed(e) => e,
+        }
+    }
+}
+
+fn bus_error(what: &str, e: lapin::Error) -> Error {
+    Error::Unavailable(format!("The message bus is unavailable ({what}: {e})."))
+}
+
+async fn connect(s: &BusSettings) -> lapin::Result<Connection> {
+    let props = ConnectionProperties::default()
+        .with_connection_name(LongString::from(s.connection_name.clone()));
+    Connection::connect(&s.url, props).await
+}
+
+async fn declare_exchange(ch: &Channel, s: &BusSettings) -> lapin::Result<()> {
+    ch.exchange_declare(
+        s.exchange.as_str().into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Sleeps `backoff` unless asked to stop; doubles it up to `max`. Returns false on stop.
+async fn pause(backoff: &mut Duration, max: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(max);
+    let slept = tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = stop.wait_for(|s| *s) => false,
+    };
+    slept && !*stop.borrow()
+}
+
+// ---------------------------------------------------------------------------------------
+// Caller side
+
+type Waiter = oneshot::Sender<Result<Vec<u8>, Error>>;
+
+struct Link {
+    channel: Channel,
+    reply_to: String,
+}
+
+struct ClientInner {
+    settings: BusSettings,
+    link: watch::Sender<Option<Arc<Link>>>,
+    pending: Mutex<HashMap<String, Waiter>>,
+}
+
+impl ClientInner {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiter>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fail_all(&self, why: &str) {
+        let drained: Vec<Waiter> = self.waiters().drain().map(|(_, w)| w).collect();
+        if !drained.is_empty() {
+            tracing::warn!(calls = drained.len(), "{why}");
+        }
+        for w in drained {
+            let _ = w.send(Err(Error::Unavailable(why.to_string())));
+        }
+    }
+
+    fn deliver(&self, d: Delivery) {
+        let Some(corr) = d
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|c| c.to_string())
+        else {
+            return;
+        };
+        let Some(w) = self.waiters().remove(&corr) else {
+            tracing::debug!(correlation_id = %corr, "late reply dropped");
+            return;
+        };
+        let res = match pb::Reply::decode(&d.data[..]) {
+            Ok(pb::Reply {
+                result: Some(pb::reply::Result::Ok(b)),
+            }) => Ok(b),
+            Ok(pb::Reply {
+                result: Some(pb::reply::Result::Error(e)),
+            }) => Err(error_from_pb(e)),
+            Ok(pb::Reply { result: None }) | Err(_) => Err(Error::Internal(
+                "malformed reply from a conductor".to_string(),
+            )),
+        };
+        let _ = w.send(res);
+    }
+}
+
+/// Removes a call's waiter however the call ends (reply, error, timeout, cancellation).
+struct WaiterGuard<'a> {
+    inner: &'a ClientInner,
+    corr: String,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.inner.waiters().remove(&self.corr);
+    }
+}
+
+/// The caller's end: one connection, one private reply queue, any number of concurrent
+/// calls.
+pub struct Client {
+    inner: Arc<ClientInner>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Client {
+    /// Starts connecting in the background; calls wait for the connection up to their
+    /// timeout.
+    pub fn start(settings: BusSettings) -> Arc<Client> {
+        let inner = Arc::new(ClientInner {
+            settings,
+            link: watch::channel(None).0,
+            pending: Mutex::new(HashMap::new()),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(supervise_client(inner.clone(), stop_rx));
+        Arc::new(Client {
+            inner,
+            stop,
+            task: Mutex::new(Some(task)),
+        })
+    }
+
+    /// Waits until connected, at most `timeout`.
+    pub async fn connected(&self, timeout: Duration) -> bool {
+        let mut rx = self.inner.link.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Closes the connection; calls still waiting get an error.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+
+    pub fn call_timeout(&self) -> Duration {
+        self.inner.settings.call_timeout
+    }
+
+    /// One request/reply round trip.
+    pub async fn call(
+        &self,
+        target: &Target,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, CallError> {
+        let rk = target.routing_key();
+        let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk);
+        self.call_in(rk, method, ctx, body, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn call_in(
+        &self,
+        rk: String,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+        span: &tracing::Span,
+    ) -> Result<Vec<u8>, CallError> {
+        let timeout = self.inner.settings.call_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut links = self.inner.link.subscribe();
+        let link = match tokio::time::timeout_at(deadline, links.wait_for(Option::is_some)).await {
+            Ok(Ok(l)) => l.clone(),
+            _ => None,
+        };
+        let Some(link) = link else {
+            return Err(Error::Unavailable(format!(
+                "The message bus has been unreachable for {}s; the request was not sent.",
+                timeout.as_secs()
+            ))
+            .into());
+        };
+        let corr = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = oneshot::channel();
+        self.inner.waiters().insert(corr.clone(), tx);
+        let _guard = WaiterGuard {
+            inner: &self.inner,
+            corr: corr.clone(),
+        };
+        let trace = trace::of(span);
+        let mut headers = FieldTable::default();
+        if !trace.traceparent.is_empty() {
+            headers.insert(
+                "traceparent".into(),
+                AMQPValue::LongString(trace.traceparent.clone().into()),
+            );
+            if !trace.tracestate.is_empty() {
+                headers.insert(
+                    "tracestate".into(),
+                    AMQPValue::LongString(trace.tracestate.clone().into()),
+                );
+            }
+        }
+        headers.insert(
+            "x-openstack-request-id".into(),
+            AMQPValue::LongString(ctx.request_id.clone().into()),
+        );
+        let envelope = pb::Request {
+            method: method.to_string(),
+            request_id: ctx.request_id.clone(),
+            context: Some(pb::CallerContext::default()),
+            trace: Some(trace),
+            deadline_unix_ms: now_ms() + timeout.as_millis() as u64,
+            body,
+        };
+        let props = BasicProperties::default()
+            .with_correlation_id(corr.as_str().into())
+            .with_reply_to(link.reply_to.as_str().into())
+            .with_expiration(ShortString::from(timeout.as_millis().to_string()))
+            .with_content_type("application/x-protobuf".into())
+            .with_type(method.into())
+            .with_headers(headers);
+        let confirm = link
+            .channel
+            .basic_publish(
+                self.inner.settings.exchange.as_str().into(),
+                rk.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                &envelope.encode_to_vec(),
+                props,
+            )
+            .await
+            .map_err(|e| bus_error("publish", e))?;
+        let timed_out = || {
+            Error::Unavailable(format!(
+                "No reply from {rk} within {}s; the request may or may not have been carried out.",
+                timeout.as_secs()
+            ))
+        };
+        match tokio::time::timeout_at(deadline, confirm).await {
+            Err(_) => return Err(timed_out().into()),
+            Ok(Err(e)) => return Err(bus_error("confirm", e).into()),
+            Ok(Ok(Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)))) => {
+                return Err(CallError::Unroutable(rk));
+            }
+            Ok(Ok(Confirmation::Nack(None))) => {
+                return Err(Error::Unavailable(
+                    "The message bus refused the request; it was not sent.".into(),
+                )
+                .into());
+            }
+            Ok(Ok(Confirmation::Ack(None) | Confirmation::NotRequested)) => {}
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(r)) => r.map_err(CallError::Failed),
+            Ok(Err(_)) => Err(Error::Unavailable(
+                "The call was abandoned before its reply arrived.".into(),
+            )
+            .into()),
+            Err(_) => Err(timed_out().into()),
+        }
+    }
+}
+
+async fn open_client_link(s: &BusSettings) -> lapin::Result<(Connection, Link, lapin::Consumer)> {
+    let conn = connect(s).await?;
+    let channel = conn.create_channel().await?;
+    declare_exchange(&channel, s).await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let q = channel
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let reply_to = q.name().to_string();
+    let consumer = channel
+        .basic_consume(
+            reply_to.as_str().into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                exclusive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok((conn, Link { channel, reply_to }, consumer))
+}
+
+async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<bool>) {
+    let first = Duration::from_millis(100);
+    let mut backoff = first;
+    loop {
+        match open_client_link(&inner.settings).await {
+            Ok((conn, link, mut replies)) => {
+                backoff = first;
+                tracing::info!(reply_queue = %link.reply_to, "connected to the message bus");
+                inner.link.send_replace(Some(Arc::new(link)));
+                let stopping = loop {
+                    tokio::select! {
+                        d = replies.next() => match d {
+                            Some(Ok(d)) => inner.deliver(d),
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "message bus connection failed");
+                                break false;
+                            }
+                            None => break false,
+                        },
+                        _ = stop.wait_for(|s| *s) => break true,
+                    }
+                };
+                inner.link.send_replace(None);
+                if stopping {
+                    inner.fail_all("The RPC client is shutting down.");
+                    let _ = conn.close(200, "shutdown".into()).await;
+                    return;
+                }
+                inner.fail_all(
+                    "The connection to the message bus was lost before the reply arrived; the request may or may not have been carried out.",
+                );
+                tracing::warn!("reconnecting to the message bus");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot connect to the message bus");
+            }
+        }
+        if !pause(&mut backoff, inner.settings.max_backoff, &mut stop).await {
+            inner.fail_all("The RPC client is shutting down.");
+            return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Routing: the ConductorApi of an API process
+
+/// The conductors as the API sees them: node calls go to the ring owner's queue.
+pub struct RemoteConductors {
+    client: Arc<Client>,
+    topology: Arc<Topology>,
+}
+
+impl RemoteConductors {
+    pub fn new(client: Arc<Client>, topology: Arc<Topology>) -> Self {
+        RemoteConductors { client, topology }
+    }
+
+    fn owner(&self, n: &NodeRef) -> Option<String> {
+        self.topology
+            .snapshot()
+            .owner(&n.conductor_group, &n.driver, &n.uuid)
+            .map(str::to_owned)
+    }
+
+    async fn route(&self, n: &NodeRef) -> Result<String, Error> {
+        if let Some(h) = self.owner(n) {
+            return Ok(h);
+        }
+        self.topology.refresh_soon().await;
+        self.owner(n)
+            .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))
+    }
+
+    /// Calls the owner of `n`. When the owner's queue is gone, the membership is read
+    /// again at once and, if the ring now names another conductor, the call goes there.
+    async fn call_node(
+        &self,
+        n: &NodeRef,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, Error> {
+        let host = self.route(n).await?;
+        match self
+            .client
+            .call(&Target::Host(host.clone()), method, ctx, body.clone())
+            .await
+        {
+            Err(CallError::Unroutable(rk)) => {
+                self.topology.refresh_soon().await;
+                match self.owner(n) {
+                    Some(h) if h != host => {
+                        tracing::info!(from = %host, to = %h, "owner unreachable; ring changed, calling the new owner");
+                        Ok(self
+                            .client
+                            .call(&Target::Host(h), method, ctx, body)
+                            .await?)
+                    }
+                    _ => Err(CallError::Unroutable(rk).into()),
+                }
+            }
+            r => Ok(r?),
+        }
+    }
+}
+
+fn decode_reply<M: Message + Default>(b: &[u8]) -> Result<M, Error> {
+    M::decode(b).map_err(|_| Error::Internal("malformed reply from a conductor".into()))
+}
+
+fn node_reply(b: &[u8]) -> Result<Node, Error> {
+    let r: pb::NodeReply = decode_reply(b)?;
+    node_from_pb(
+        r.node
+            .ok_or_else(|| Error::Internal("conductor reply without a node".into()))?,
+    )
+}
+
+impl ConductorApi for RemoteConductors {
+    fn create_node(&self, ctx: &Context, node: Node) -> RpcFuture<'_, Node> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let nref = NodeRef::from(&node);
+            let body = pb::CreateNodeRequest {
+                node: Some(node_to_pb(&node)),
+            }
+            .encode_to_vec();
+            node_reply(&self.call_node(&nref, "create_node", &ctx, body).await?)
+        })
+    }
+
+    fn update_node(&self, ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::UpdateNodeRequest {
+                node: Some(node_ref_to_pb(&req.node)),
+                ident: req.ident.clone(),
+                patch: patch_to_pb(&req.patch),
+                api_minor: u32::from(req.version.minor),
+                reset_interfaces: req.reset_interfaces,
+            }
+            .encode_to_vec();
+            node_reply(&self.call_node(&req.node, "update_node", &ctx, body).await?)
+        })
+    }
+
+    fn set_maintenance(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        on: bool,
+        reason: Option<String>,
+    ) -> RpcFuture<'_, Node> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::SetMaintenanceRequest {
+                node: Some(node_ref_to_pb(&node)),
+                on,
+                reason,
+            }
+            .encode_to_vec();
+            node_reply(&self.call_node(&node, "set_maintenance", &ctx, body).await?)
+        })
+    }
+
+    fn destroy_node(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::DestroyNodeRequest {
+                node: Some(node_ref_to_pb(&node)),
+            }
+            .encode_to_vec();
+            self.call_node(&node, "destroy_node", &ctx, body).await?;
+            Ok(())
+        })
+    }
+
+    fn add_node_traits(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        traits: Vec<String>,
+        replace: bool,
+    ) -> RpcFuture<'_, Vec<String>> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::AddNodeTraitsRequest {
+                node: Some(node_ref_to_pb(&node)),
+                traits,
+                replace,
+            }
+            .encode_to_vec();
+            let r: pb::TraitsReply =
+                decode_reply(&self.call_node(&node, "add_node_traits", &ctx, body).await?)?;
+            Ok(r.traits)
+        })
+    }
+
+    fn remove_node_traits(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        one: Option<String>,
+    ) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::RemoveNodeTraitsRequest {
+                node: Some(node_ref_to_pb(&node)),
+                r#trait: one,
+            }
+            .encode_to_vec();
+            self.call_node(&node, "remove_node_traits", &ctx, body)
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Conductor side
+
+/// A conductor's consumer of its own queue and the shared queue.
+pub struct Server {
+    stop: watch::Sender<bool>,
+    consuming: watch::Receiver<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Server {
+    /// Starts consuming for `host` in the background (reconnecting as needed).
+    pub fn start(settings: BusSettings, host: String, api: Arc<dyn ConductorApi>) -> Server {
+        let (stop, stop_rx) = watch::channel(false);
+        let (consuming_tx, consuming) = watch::channel(false);
+        let task = tokio::spawn(run_server(settings, host, api, stop_rx, consuming_tx));
+        Server {
+            stop,
+            consuming,
+            task: Mutex::new(Some(task)),
+        }
+    }
+
+    /// Waits until the queues are consumed, at most `timeout`.
+    pub async fn consuming(&self, timeout: Duration) -> bool {
+        let mut rx = self.consuming.clone();
+        tokio::time::timeout(timeout, rx.wait_for(|c| *c))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Graceful drain: stops taking requests, finishes (and answers) those in hand, then
+    /// closes the connection.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+}
+
+struct ServerLink {
+    conn: Connection,
+    channel: Channel,
+    /// The own queue's consumer and the shared queue's.
+    consumers: (lapin::Consumer, lapin::Consumer),
+    tags: Vec<String>,
+}
+
+async fn open_server_link(s: &BusSettings, host: &str) -> lapin::Result<ServerLink> {
+    let conn = connect(s).await?;
+    let channel = conn.create_channel().await?;
+    declare_exchange(&channel, s).await?;
+    channel
+        .basic_qos(s.prefetch, BasicQosOptions::default())
+        .await?;
+    let own = host_queue(host);
+    // Exclusive: the queue lives exactly as long as this connection, so calls to a dead
+    // conductor are unroutable (fast failure) rather than queued for nobody.
+    channel
+        .queue_declare(
+            own.as_str().into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    channel
+        .queue_declare(
+            TOPIC.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let mut tags = Vec::new();
+    let mut consumers = Vec::new();
+    for q in [own.as_str(), TOPIC] {
+        channel
+            .queue_bind(
+                q.into(),
+                s.exchange.as_str().into(),
+                q.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let tag = format!("{host}:{q}");
+        consumers.push(
+            channel
+                .basic_consume(
+                    q.into(),
+                    tag.as_str().into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?,
+        );
+        tags.push(tag);
+    }
+    let shared = consumers.pop();
+    let own = consumers.pop();
+    match (own, shared) {
+        (Some(own), Some(shared)) => Ok(ServerLink {
+            conn,
+            channel,
+            consumers: (own, shared),
+            tags,
+        }),
+        _ => unreachable!("two consumers were created above"),
+    }
+}
+
+async fn run_server(
+    settings: BusSettings,
+    host: String,
+    api: Arc<dyn ConductorApi>,
+    mut stop: watch::Receiver<bool>,
+    consuming: watch::Sender<bool>,
+) {
+    let first = Duration::from_millis(100);
+    let mut backoff = first;
+    let mut inflight: JoinSet<()> = JoinSet::new();
+    loop {
+        match open_server_link(&settings, &host).await {
+            Ok(link) => {
+                backoff = first;
+                tracing::info!(queue = %host_queue(&host), shared = TOPIC, "consuming RPC requests");
+                consuming.send_replace(true);
+                let ServerLink {
+                    conn,
+                    channel,
+                    consumers: (mut own, mut shared),
+                    tags,
+                } = link;
+                let stopping = loop {
+                    tokio::select! {
+                        d = own.next() => match d {
+                            Some(Ok(d)) => {
+                                inflight.spawn(handle(api.clone(), channel.clone(), d, host.clone()));
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "message bus connection failed");
+                                break false;
+                            }
+                            None => break false,
+                        },
+                        d = shared.next() => match d {
+                            Some(Ok(d)) => {
+                                inflight.spawn(handle(api.clone(), channel.clone(), d, host.clone()));
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "message bus connection failed");
+                                break false;
+                            }
+                            None => break false,
+                        },
+                        Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+                        _ = stop.wait_for(|s| *s) => break true,
+                    }
+                };
+                consuming.send_replace(false);
+                if stopping {
+                    for t in tags {
+                        let _ = channel
+                            .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
+                            .await;
+                    }
+                    let n = inflight.len();
+                    if n > 0 {
+                        tracing::info!(in_flight = n, "finishing requests in hand");
+                    }
+                    while inflight.join_next().await.is_some() {}
+                    let _ = conn.close(200, "shutdown".into()).await;
+                    tracing::info!("stopped consuming RPC requests");
+                    return;
+                }
+                tracing::warn!("reconnecting to the message bus");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot consume from the message bus");
+            }
+        }
+        if !pause(&mut backoff, settings.max_backoff, &mut stop).await {
+            while inflight.join_next().await.is_some() {}
+            return;
+        }
+    }
+}
+
+async fn handle(api: Arc<dyn ConductorApi>, channel: Channel, d: Delivery, host: String) {
+    // At most once: acknowledged on receipt (see the module documentation).
+    if let Err(e) = d.ack(BasicAckOptions::default()).await {
+        tracing::warn!(error = %e, "could not acknowledge a request; it may be redelivered");
+    }
+    let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
+    let corr = d.properties.correlation_id().clone();
+    let reply = match pb::Request::decode(&d.data[..]) {
+        Err(e) => error_reply(&Error::Invalid(format!("Malformed RPC request: {e}"))),
+        Ok(req) => {
+            if req.deadline_unix_ms > 0 && req.deadline_unix_ms < now_ms() {
+                tracing::warn!(method = %req.method, request_id = %req.request_id, "dropping a request whose caller has given up");
+                return;
+            }
+            let span = tracing::info_span!(
+                "rpc.server",
+                rpc.method = %req.method,
+                request_id = %req.request_id,
+                host = %host,
+            );
+            if let Some(t) = &req.trace {
+                trace::attach(&span, t);
+            }
+            let ctx = Context {
+                request_id: req.request_id.clone(),
+            };
+            let started = Instant::now();
+            async {
+                let reply = dispatch(api.as_ref(), &ctx, &req.method, &req.body).await;
+                let outcome = match &reply.result {
+                    Some(pb::reply::Result::Error(e)) => {
+                        pb::ErrorKind::try_from(e.kind).map_or("error", |k| k.as_str_name())
+                    }
+                    _ => "ok",
+                };
+                tracing::info!(
+                    outcome,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "rpc handled"
+                );
+                reply
+            }
+            .instrument(span)
+            .await
+        }
+    };
+    let Some(reply_to) = reply_to else {
+        return;
+    };
+    let mut props = BasicProperties::default().with_content_type("application/x-protobuf".into());
+    if let Some(c) = corr {
+        props = props.with_correlation_id(c);
+    }
+    let res = channel
+        .basic_publish(
+            "".into(),
+            reply_to.as_str().into(),
+            BasicPublishOptions::default(),
+            &reply.encode_to_vec(),
+            props,
+        )
+        .await;
+    if let Err(e) = res {
+        tracing::warn!(error = %e, "could not send a reply; the caller will see an error");
+    }
+}

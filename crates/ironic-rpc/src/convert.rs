@@ -1,0 +1,303 @@
+//! Domain types ↔ protobuf messages. Decoding checks what it reads: a malformed message
+//! from a third-party client is an `Invalid` error, never a panic.
+
+use chrono::{DateTime, Utc};
+use ironic_model::node::{INTERFACE_TYPES, Interfaces, JsonObject};
+use ironic_model::patch::{Op, PatchOp};
+use ironic_model::states::ProvisionState;
+use ironic_model::{Error, Node, NodeUuid};
+
+use crate::{NodeRef, pb};
+
+fn us(t: &DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+fn from_us(v: i64, field: &str) -> Result<DateTime<Utc>, Error> {
+    DateTime::from_timestamp_micros(v).ok_or_else(|| bad(field))
+}
+
+fn opt_from_us(v: Option<i64>, field: &str) -> Result<Option<DateTime<Utc>>, Error> {
+    v.map(|v| from_us(v, field)).transpose()
+}
+
+fn bad(field: &str) -> Error {
+    Error::Invalid(format!("Malformed RPC message: invalid {field}."))
+}
+
+fn json_text(o: &JsonObject) -> String {
+    serde_json::to_string(o).unwrap_or_else(|_| "{}".into())
+}
+
+fn json_obj(s: &str, field: &str) -> Result<JsonObject, Error> {
+    if s.is_empty() {
+        return Ok(JsonObject::new());
+    }
+    serde_json::from_str(s).map_err(|_| bad(field))
+}
+
+pub fn node_to_pb(n: &Node) -> pb::Node {
+    pb::Node {
+        id: n.id,
+        uuid: n.uuid.as_str().to_string(),
+        name: n.name.clone(),
+        driver: n.driver.clone(),
+        driver_info_json: json_text(&n.driver_info),
+        driver_internal_info_json: json_text(&n.driver_internal_info),
+        properties_json: json_text(&n.properties),
+        instance_info_json: json_text(&n.instance_info),
+        extra_json: json_text(&n.extra),
+        instance_uuid: n.instance_uuid.clone(),
+        chassis_uuid: n.chassis_uuid.clone(),
+        provision_state: n.provision_state.as_str().to_string(),
+        target_provision_state: n.target_provision_state.map(|s| s.as_str().to_string()),
+        provision_updated_at_us: n.provision_updated_at.as_ref().map(us),
+        power_state: n.power_state.clone(),
+        target_power_state: n.target_power_state.clone(),
+        console_enabled: n.console_enabled,
+        maintenance: n.maintenance,
+        maintenance_reason: n.maintenance_reason.clone(),
+        fault: n.fault.clone(),
+        last_error: n.last_error.clone(),
+        reservation: n.reservation.clone(),
+        clean_step_json: json_text(&n.clean_step),
+        deploy_step_json: json_text(&n.deploy_step),
+        raid_config_json: json_text(&n.raid_config),
+        target_raid_config_json: json_text(&n.target_raid_config),
+        inspection_started_at_us: n.inspection_started_at.as_ref().map(us),
+        inspection_finished_at_us: n.inspection_finished_at.as_ref().map(us),
+        resource_class: n.resource_class.clone(),
+        conductor_group: n.conductor_group.clone(),
+        automated_clean: n.automated_clean,
+        protected: n.protected,
+        protected_reason: n.protected_reason.clone(),
+        owner: n.owner.clone(),
+        lessee: n.lessee.clone(),
+        description: n.description.clone(),
+        allocation_id: n.allocation_id,
+        retired: n.retired,
+        retired_reason: n.retired_reason.clone(),
+        conductor_affinity: n.conductor_affinity,
+        interfaces: INTERFACE_TYPES
+            .iter()
+            .zip(n.interfaces.0.iter())
+            .filter_map(|(t, v)| v.as_ref().map(|v| (t.to_string(), v.clone())))
+            .collect(),
+        traits: n.traits.clone(),
+        created_at_us: us(&n.created_at),
+        updated_at_us: n.updated_at.as_ref().map(us),
+    }
+}
+
+fn state(s: &str, field: &str) -> Result<ProvisionState, Error> {
+    ProvisionState::parse(s).ok_or_else(|| bad(field))
+}
+
+pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
+    let mut interfaces = Interfaces::default();
+    for (t, v) in p.interfaces {
+        let i = Interfaces::index(&t).ok_or_else(|| bad("interface type"))?;
+        interfaces.0[i] = Some(v);
+    }
+    Ok(Node {
+        id: p.id,
+        uuid: NodeUuid::parse(&p.uuid).ok_or_else(|| bad("node uuid"))?,
+        name: p.name,
+        driver: p.driver,
+        driver_info: json_obj(&p.driver_info_json, "driver_info")?,
+        driver_internal_info: json_obj(&p.driver_internal_info_json, "driver_internal_info")?,
+        properties: json_obj(&p.properties_json, "properties")?,
+        instance_info: json_obj(&p.instance_info_json, "instance_info")?,
+        extra: json_obj(&p.extra_json, "extra")?,
+        instance_uuid: p.instance_uuid,
+        chassis_uuid: p.chassis_uuid,
+        provision_state: state(&p.provision_state, "provision_state")?,
+        target_provision_state: p
+            .target_provision_state
+            .as_deref()
+            .map(|s| state(s, "target_provision_state"))
+            .transpose()?,
+        provision_updated_at: opt_from_us(p.provision_updated_at_us, "provision_updated_at")?,
+        power_state: p.power_state,
+        target_power_state: p.target_power_state,
+        console_enabled: p.console_enabled,
+        maintenance: p.maintenance,
+        maintenance_reason: p.maintenance_reason,
+        fault: p.fault,
+        last_error: p.last_error,
+        reservation: p.reservation,
+        clean_step: json_obj(&p.clean_step_json, "clean_step")?,
+        deploy_step: json_obj(&p.deploy_step_json, "deploy_step")?,
+        raid_config: json_obj(&p.raid_config_json, "raid_config")?,
+        target_raid_config: json_obj(&p.target_raid_config_json, "target_raid_config")?,
+        inspection_started_at: opt_from_us(p.inspection_started_at_us, "inspection_started_at")?,
+        inspection_finished_at: opt_from_us(p.inspection_finished_at_us, "inspection_finished_at")?,
+        resource_class: p.resource_class,
+        conductor_group: p.conductor_group,
+        automated_clean: p.automated_clean,
+        protected: p.protected,
+        protected_reason: p.protected_reason,
+        owner: p.owner,
+        lessee: p.lessee,
+        description: p.description,
+        allocation_id: p.allocation_id,
+        retired: p.retired,
+        retired_reason: p.retired_reason,
+        conductor_affinity: p.conductor_affinity,
+        interfaces,
+        traits: p.traits,
+        created_at: from_us(p.created_at_us, "created_at")?,
+        updated_at: opt_from_us(p.updated_at_us, "updated_at")?,
+    })
+}
+
+pub fn node_ref_to_pb(n: &NodeRef) -> pb::NodeRef {
+    pb::NodeRef {
+        id: n.id,
+        uuid: n.uuid.clone(),
+        driver: n.driver.clone(),
+        conductor_group: n.conductor_group.clone(),
+    }
+}
+
+pub fn node_ref_from_pb(n: Option<pb::NodeRef>) -> Result<NodeRef, Error> {
+    let n = n.ok_or_else(|| bad("node reference"))?;
+    Ok(NodeRef {
+        id: n.id,
+        uuid: n.uuid,
+        driver: n.driver,
+        conductor_group: n.conductor_group,
+    })
+}
+
+pub fn patch_to_pb(ops: &[PatchOp]) -> Vec<pb::PatchOp> {
+    ops.iter()
+        .map(|o| pb::PatchOp {
+            op: o.op.as_str().to_string(),
+            path: o.path.clone(),
+            value_json: o.value.as_ref().map(|v| v.to_string()),
+        })
+        .collect()
+}
+
+/// Decodes operations a caller validated. The conductor re-validates what it applies
+/// (paths, values), so this only checks the shape.
+pub fn patch_from_pb(ops: Vec<pb::PatchOp>) -> Result<Vec<PatchOp>, Error> {
+    ops.into_iter()
+        .map(|o| {
+            let op = match o.op.as_str() {
+                "add" => Op::Add,
+                "replace" => Op::Replace,
+                "remove" => Op::Remove,
+                _ => return Err(bad("patch operation")),
+            };
+            if !o.path.starts_with('/') || o.path.len() < 2 {
+                return Err(bad("patch path"));
+            }
+            let value = o
+                .value_json
+                .map(|v| serde_json::from_str(&v).map_err(|_| bad("patch value")))
+                .transpose()?;
+            Ok(PatchOp {
+                op,
+                path: o.path,
+                value,
+            })
+        })
+        .collect()
+}
+
+pub fn error_to_pb(e: &Error) -> pb::RpcError {
+    use pb::ErrorKind as K;
+    let kind = match e {
+        Error::NotFound(_) => K::NotFound,
+        Error::Invalid(_) => K::Invalid,
+        Error::NotAcceptable(_) => K::NotAcceptable,
+        Error::Conflict(_) => K::Conflict,
+        Error::Locked(_) => K::NodeLocked,
+        Error::InvalidState(_) => K::InvalidState,
+        Error::Forbidden(_) => K::Forbidden,
+        Error::Unavailable(_) => K::NoFreeConductor,
+        Error::Internal(_) => K::Internal,
+    };
+    pb::RpcError {
+        kind: kind as i32,
+        message: e.message().to_string(),
+    }
+}
+
+pub fn error_from_pb(e: pb::RpcError) -> Error {
+    use pb::ErrorKind as K;
+    let m = e.message;
+    match K::try_from(e.kind).unwrap_or(K::Internal) {
+        K::NotFound => Error::NotFound(m),
+        K::Invalid => Error::Invalid(m),
+        K::NotAcceptable => Error::NotAcceptable(m),
+        K::Conflict => Error::Conflict(m),
+        K::NodeLocked => Error::Locked(m),
+        K::InvalidState => Error::InvalidState(m),
+        K::Forbidden => Error::Forbidden(m),
+        K::NoFreeConductor => Error::Unavailable(m),
+        K::Unimplemented => Error::Internal(format!("conductor does not implement: {m}")),
+        K::Internal | K::Unspecified => Error::Internal(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use ironic_model::Version;
+
+    #[test]
+    fn node_round_trips() {
+        let mut n = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::new(51));
+        n.id = 7;
+        n.name = Some("n1".into());
+        n.extra.insert("k".into(), serde_json::json!({"a": [1, 2]}));
+        n.interfaces.0[3] = Some("fake".into());
+        n.traits = vec!["CUSTOM_A".into()];
+        n.target_provision_state = Some(ProvisionState::Active);
+        n.provision_updated_at = Some(ironic_model::node::now());
+        n.updated_at = Some(ironic_model::node::now());
+        let back = node_from_pb(node_to_pb(&n)).unwrap();
+        assert_eq!(back, n);
+    }
+
+    #[test]
+    fn malformed_messages_are_invalid_not_panics() {
+        let mut p = node_to_pb(&Node::blank(
+            NodeUuid::new_v4(),
+            "x".into(),
+            Version::new(1),
+        ));
+        p.extra_json = "[1".into();
+        assert!(matches!(node_from_pb(p.clone()), Err(Error::Invalid(_))));
+        p.extra_json = "{}".into();
+        p.provision_state = "nope".into();
+        assert!(matches!(node_from_pb(p), Err(Error::Invalid(_))));
+        let ops = vec![pb::PatchOp {
+            op: "move".into(),
+            path: "/extra".into(),
+            value_json: None,
+        }];
+        assert!(patch_from_pb(ops).is_err());
+    }
+
+    #[test]
+    fn errors_keep_kind_and_message() {
+        for e in [
+            Error::NotFound("a".into()),
+            Error::Invalid("b".into()),
+            Error::NotAcceptable("c".into()),
+            Error::Conflict("d".into()),
+            Error::Locked("e".into()),
+            Error::InvalidState("f".into()),
+            Error::Forbidden("g".into()),
+            Error::Unavailable("h".into()),
+            Error::Internal("i".into()),
+        ] {
+            assert_eq!(error_from_pb(error_to_pb(&e)), e);
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Server side: decodes a request body, calls the conductor, encodes the reply. The
+//! method names are the contract's (`docs/rpc.md`).
+
+use ironic_model::Error;
+use prost::Message;
+
+use crate::convert::{error_to_pb, node_from_pb, node_ref_from_pb, node_to_pb, patch_from_pb};
+use crate::{ConductorApi, Context, UpdateNode, pb};
+
+/// Methods this conductor serves. Others in the schema answer `UNIMPLEMENTED` until
+/// the features behind them land.
+pub const SERVED: &[&str] = &[
+    "create_node",
+    "update_node",
+    "set_maintenance",
+    "destroy_node",
+    "add_node_traits",
+    "remove_node_traits",
+];
+
+fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Error> {
+    M::decode(body).map_err(|e| Error::Invalid(format!("Malformed RPC request body: {e}")))
+}
+
+fn ok(m: impl Message) -> pb::Reply {
+    pb::Reply {
+        result: Some(pb::reply::Result::Ok(m.encode_to_vec())),
+    }
+}
+
+pub fn error_reply(e: &Error) -> pb::Reply {
+    pb::Reply {
+        result: Some(pb::reply::Result::Error(error_to_pb(e))),
+    }
+}
+
+/// Runs one call and returns the reply to send back.
+pub async fn dispatch(
+    api: &dyn ConductorApi,
+    ctx: &Context,
+    method: &str,
+    body: &[u8],
+) -> pb::Reply {
+    match run(api, ctx, method, body).await {
+        Ok(r) => r,
+        Err(e) => error_reply(&e),
+    }
+}
+
+async fn run(
+    api: &dyn ConductorApi,
+    ctx: &Context,
+    method: &str,
+    body: &[u8],
+) -> Result<pb::Reply, Error> {
+    Ok(match method {
+        "create_node" => {
+            let r: pb::CreateNodeRequest = decode(body)?;
+            let node = node_from_pb(
+                r.node
+                    .ok_or_else(|| Error::invalid("create_node needs a node"))?,
+            )?;
+            let n = api.create_node(ctx, node).await?;
+            ok(pb::NodeReply {
+                node: Some(node_to_pb(&n)),
+            })
+        }
+        "update_node" => {
+            let r: pb::UpdateNodeRequest = decode(body)?;
+            let minor =
+                u16::try_from(r.api_minor).map_err(|_| Error::invalid("api_minor out of range"))?;
+            let n = api
+                .update_node(
+                    ctx,
+                    UpdateNode {
+                        node: node_ref_from_pb(r.node)?,
+                        ident: r.ident,
+                        patch: patch_from_pb(r.patch)?,
+                        version: ironic_model::Version::new(minor),
+                        reset_interfaces: r.reset_interfaces,
+                    },
+                )
+                .await?;
+            ok(pb::NodeReply {
+                node: Some(node_to_pb(&n)),
+            })
+        }
+        "set_maintenance" => {
+            let r: pb::SetMaintenanceRequest = decode(body)?;
+            let n = api
+                .set_maintenance(ctx, node_ref_from_pb(r.node)?, r.on, r.reason)
+                .await?;
+            ok(pb::NodeReply {
+                node: Some(node_to_pb(&n)),
+            })
+        }
+        "destroy_node" => {
+            let r: pb::DestroyNodeRequest = decode(body)?;
+            api.destroy_node(ctx, node_ref_from_pb(r.node)?).await?;
+            ok(pb::Empty {})
+        }
+        "add_node_traits" => {
+            let r: pb::AddNodeTraitsRequest = decode(body)?;
+            let traits = api
+                .add_node_traits(ctx, node_ref_from_pb(r.node)?, r.traits, r.replace)
+                .await?;
+            ok(pb::TraitsReply { traits })
+        }
+        "remove_node_traits" => {
+            let r: pb::RemoveNodeTraitsRequest = decode(body)?;
+            api.remove_node_traits(ctx, node_ref_from_pb(r.node)?, r.r#trait)
+                .await?;
+            ok(pb::Empty {})
+        }
+        other => pb::Reply {
+            result: Some(pb::reply::Result::Error(pb::RpcError {
+                kind: pb::ErrorKind::Unimplemented as i32,
+                message: format!("Method {other:?} is not implemented by this conductor."),
+            })),
+        },
+    })
+}
