@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Idempotent: makes sure PostgreSQL answers on
-# 127.0.0.1:5432 first (starts it, or installs it with apt-get when missing),
-# because the PostgreSQL backend is tested for real next to SQLite.
+# 127.0.0.1:5432 and RabbitMQ on 127.0.0.1:5672 first (starts them, or installs them
+# with apt-get when missing), because the PostgreSQL backend and the split deployment
+# over AMQP are tested for real next to SQLite. Tests make a database and a RabbitMQ
+# vhost of their own (with rabbitmqctl), so they run in parallel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +30,27 @@ ensure_postgres() {
 
 ensure_postgres
 
+amqp_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+
+ensure_rabbitmq() {
+  if command -v rabbitmqctl >/dev/null && amqp_up && $SUDO rabbitmqctl -q status >/dev/null 2>&1; then return; fi
+  if ! command -v rabbitmq-server >/dev/null; then
+    echo "== installing RabbitMQ"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq rabbitmq-server >/dev/null
+  fi
+  if ! amqp_up; then
+    echo "== starting RabbitMQ"
+    $SUDO rabbitmq-server -detached >/dev/null 2>&1 || true
+  fi
+  for _ in $(seq 1 120); do amqp_up && $SUDO rabbitmqctl -q status >/dev/null 2>&1 && return; sleep 0.5; done
+  echo "RabbitMQ does not answer on 127.0.0.1:5672" >&2
+  exit 1
+}
+
+ensure_rabbitmq
+export IRONIC_TEST_AMQP="${IRONIC_TEST_AMQP:-amqp://guest:guest@127.0.0.1:5672}"
+
 # Tests connect as postgres over TCP. A fresh Debian install wants a password there:
 # give the postgres role one (locally, through the socket) when trust is not set up.
 if [ -z "${IRONIC_TEST_POSTGRES:-}" ]; then
@@ -40,7 +63,7 @@ if [ -z "${IRONIC_TEST_POSTGRES:-}" ]; then
   fi
 fi
 
-echo "== cargo test (PostgreSQL at ${IRONIC_TEST_POSTGRES%%@*}@127.0.0.1:5432)"
+echo "== cargo test (PostgreSQL at ${IRONIC_TEST_POSTGRES%%@*}@127.0.0.1:5432, RabbitMQ at 127.0.0.1:5672)"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
   cargo test --workspace --doc

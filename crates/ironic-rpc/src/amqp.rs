@@ -498,8 +498,11 @@ impl RemoteConductors {
             .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))
     }
 
-    /// Calls the owner of `n`. When the owner's queue is gone, the membership is read
-    /// again at once and, if the ring now names another conductor, the call goes there.
+    /// Calls the owner of `n`. When the owner's queue is gone (it crashed or is
+    /// stopping, and its heartbeat has not timed out yet), the membership is read again
+    /// at once and the call goes to the ring's next choice: the new owner if the ring
+    /// changed, else the owner of the ring without that conductor. Node locks live in
+    /// the database, so any conductor serving the driver handles the call correctly.
     async fn call_node(
         &self,
         n: &NodeRef,
@@ -515,15 +518,21 @@ impl RemoteConductors {
         {
             Err(CallError::Unroutable(rk)) => {
                 self.topology.refresh_soon().await;
-                match self.owner(n) {
-                    Some(h) if h != host => {
-                        tracing::info!(from = %host, to = %h, "owner unreachable; ring changed, calling the new owner");
+                let next = match self.owner(n) {
+                    Some(h) if h != host => Some(h),
+                    _ => self
+                        .topology
+                        .owner_without(&n.conductor_group, &n.driver, &n.uuid, &host),
+                };
+                match next {
+                    Some(h) => {
+                        tracing::info!(from = %host, to = %h, "owner unreachable; calling the next conductor on the ring");
                         Ok(self
                             .client
                             .call(&Target::Host(h), method, ctx, body)
                             .await?)
                     }
-                    _ => Err(CallError::Unroutable(rk).into()),
+                    None => Err(CallError::Unroutable(rk).into()),
                 }
             }
             r => Ok(r?),

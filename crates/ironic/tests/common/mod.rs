@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+pub mod procs;
+
 use ironic_config::Config;
 use ironic_db::testing::TestDb;
 use serde_json::Value;
@@ -78,6 +80,17 @@ pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Se
 }
 
 impl Server {
+    /// An HTTP client of a server running elsewhere (another process).
+    pub fn client(addr: std::net::SocketAddr) -> Server {
+        Server {
+            running: None,
+            addr,
+            testdb: None,
+            conductor: None,
+            bus: None,
+        }
+    }
+
     pub fn base(&self) -> String {
         format!("http://{}", self.addr)
     }

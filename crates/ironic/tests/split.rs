@@ -1,0 +1,363 @@
+#![allow(clippy::unwrap_used)]
+//! End to end, split deployment: real `ironic-api` and `ironic-conductor` processes on
+//! PostgreSQL and RabbitMQ (a database and a vhost of their own). Nodes spread over the
+//! conductors by the hash ring; a killed conductor's nodes move to the survivors and
+//! come back when it returns; a graceful stop hands them over at once; a broker that
+//! drops every connection fails the calls in flight (no hang) and the cluster recovers
+//! by itself.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::Server;
+use common::procs::{Cluster, Proc};
+use ironic_db::testing::TestDb;
+use serde_json::{Value, json};
+
+const V: &str = "1.51";
+const HEARTBEAT_INTERVAL: u64 = 1;
+const HEARTBEAT_TIMEOUT: u64 = 6;
+
+fn owners(list: &Value) -> BTreeMap<String, String> {
+    list["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["uuid"].as_str().unwrap().to_string(),
+                n["conductor"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn node_owners(api: &Server) -> BTreeMap<String, String> {
+    let r = api
+        .get("/v1/nodes?fields=uuid,conductor&limit=1000", V)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    owners(&r.json())
+}
+
+fn created_by(p: &Proc) -> BTreeSet<String> {
+    p.log_text()
+        .lines()
+        .filter(|l| l.contains("node created"))
+        .filter_map(|l| l.split("node=").nth(1))
+        .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Polls (bounded) until `f` holds; returns how long it took.
+async fn until<F, Fut>(what: &str, within: Duration, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if f().await {
+            return start.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within {within:?}");
+}
+
+async fn alive_conductors(api: &Server) -> BTreeSet<String> {
+    let r = api.get("/v1/conductors", V).await;
+    r.json()["conductors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|c| c["alive"] == json!(true))
+                .map(|c| c["hostname"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_conductors_share_nodes_and_take_over_after_a_crash() {
+    let t = TestDb::postgres().await.unwrap();
+    let hi = HEARTBEAT_INTERVAL.to_string();
+    let ht = HEARTBEAT_TIMEOUT.to_string();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", &hi),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", &ht),
+            ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "1"),
+        ],
+    );
+    let hosts = ["cond-a", "cond-b", "cond-c"];
+    let mut conductors: Vec<Proc> = hosts.iter().map(|h| cluster.conductor(h)).collect();
+    for c in &conductors {
+        assert!(
+            c.wait_log("ironic-conductor serving", Duration::from_secs(30)),
+            "{} did not start:\n{}",
+            c.name,
+            c.log_text()
+        );
+    }
+    let (_api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    until(
+        "three conductors alive",
+        Duration::from_secs(15),
+        || async { alive_conductors(&api).await.len() == 3 },
+    )
+    .await;
+
+    // 300 nodes through the API: each lands on the conductor the ring names, and that
+    // conductor is the one that handled the create.
+    let mut expected: BTreeMap<String, String> = BTreeMap::new();
+    for i in 0..300 {
+        let n = api
+            .node(json!({"driver": "fake-hardware", "name": format!("n{i}")}))
+            .await;
+        expected.insert(
+            n["uuid"].as_str().unwrap().into(),
+            n["conductor"].as_str().unwrap().into(),
+        );
+    }
+    assert_eq!(node_owners(&api).await, expected);
+    for (i, h) in hosts.iter().enumerate() {
+        let mine: BTreeSet<String> = expected
+            .iter()
+            .filter(|(_, o)| o == h)
+            .map(|(u, _)| u.clone())
+            .collect();
+        assert!(
+            mine.len() >= 40,
+            "{h} owns only {} of 300 nodes",
+            mine.len()
+        );
+        assert_eq!(
+            created_by(&conductors[i]),
+            mine,
+            "{h} created exactly its nodes"
+        );
+    }
+    let b_nodes: BTreeSet<String> = expected
+        .iter()
+        .filter(|(_, o)| *o == "cond-b")
+        .map(|(u, _)| u.clone())
+        .collect();
+
+    // kill -9 one conductor: within heartbeat_timeout + one heartbeat interval (+ the
+    // API's one-second refresh) its nodes map to the survivors and calls succeed.
+    conductors[1].kill9();
+    // Before the heartbeat times out, calls for its nodes already succeed: its queue
+    // is gone, so the API sends them to the next conductor on the ring.
+    let first = b_nodes.iter().next().unwrap().clone();
+    let served = until(
+        "a call for a dead conductor's node",
+        Duration::from_secs(5),
+        || async {
+            let r = api
+                .patch(
+                    &format!("/v1/nodes/{first}"),
+                    V,
+                    &json!([{"op": "add", "path": "/extra/early", "value": 1}]),
+                )
+                .await;
+            r.status == 200
+        },
+    )
+    .await;
+    eprintln!(
+        "first successful call for a killed conductor's node: {} ms",
+        served.as_millis()
+    );
+    assert!(
+        served < Duration::from_secs(HEARTBEAT_TIMEOUT / 2),
+        "served by a survivor before the heartbeat timeout ({served:?})"
+    );
+    let took = until(
+        "cond-b's nodes move to the survivors",
+        Duration::from_secs(HEARTBEAT_TIMEOUT + 10),
+        || async {
+            let o = node_owners(&api).await;
+            b_nodes
+                .iter()
+                .all(|u| matches!(o[u].as_str(), "cond-a" | "cond-c"))
+        },
+    )
+    .await;
+    eprintln!("take-over after kill -9: {} ms", took.as_millis());
+    assert!(
+        took <= Duration::from_secs(HEARTBEAT_TIMEOUT + HEARTBEAT_INTERVAL + 2),
+        "take-over took {took:?}"
+    );
+    let after = node_owners(&api).await;
+    for u in expected.keys().filter(|u| !b_nodes.contains(*u)) {
+        assert_eq!(after[u], expected[u], "survivors keep their own nodes");
+    }
+    for (i, u) in b_nodes.iter().take(20).enumerate() {
+        let r = api
+            .patch(
+                &format!("/v1/nodes/{u}"),
+                V,
+                &json!([{"op": "add", "path": "/extra/moved", "value": i}]),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    for (i, u) in b_nodes.iter().take(20).enumerate() {
+        let n = t.db.node_by_uuid(u).await.unwrap().unwrap();
+        assert_eq!(n.extra["moved"], json!(i), "the change is in the database");
+        assert_eq!(n.reservation, None);
+    }
+
+    // It comes back: exactly its share returns to it, and it serves those calls.
+    conductors[1] = cluster.conductor("cond-b");
+    until("cond-b's nodes return", Duration::from_secs(15), || async {
+        node_owners(&api).await == expected
+    })
+    .await;
+    let u = b_nodes.iter().next().unwrap();
+    let r = api
+        .patch(
+            &format!("/v1/nodes/{u}"),
+            V,
+            &json!([{"op": "add", "path": "/extra/back", "value": true}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        conductors[1].wait_log(&format!("node updated node={u}"), Duration::from_secs(5)),
+        "the returning conductor handled the call"
+    );
+
+    // A graceful stop hands the nodes over long before a crash would.
+    let c_nodes: BTreeSet<String> = expected
+        .iter()
+        .filter(|(_, o)| *o == "cond-c")
+        .map(|(u, _)| u.clone())
+        .collect();
+    conductors[2].term();
+    let took = until(
+        "cond-c's nodes move after SIGTERM",
+        Duration::from_secs(HEARTBEAT_TIMEOUT + 10),
+        || async {
+            let o = node_owners(&api).await;
+            c_nodes.iter().all(|u| o[u] != "cond-c")
+        },
+    )
+    .await;
+    eprintln!("hand-over after SIGTERM: {} ms", took.as_millis());
+    assert!(
+        took < Duration::from_secs(HEARTBEAT_TIMEOUT),
+        "a graceful stop is noticed before the heartbeat timeout ({took:?})"
+    );
+    let st = conductors[2]
+        .wait_exit(Duration::from_secs(30))
+        .expect("cond-c exits after SIGTERM");
+    assert!(st.success(), "clean exit: {st:?}");
+    assert!(!t.db.conductor_get("cond-c").await.unwrap().online);
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_loss_fails_calls_in_flight_and_the_cluster_recovers() {
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "1"),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", "10"),
+            // A locked node keeps an update retrying for ~6 s: a call in flight.
+            ("IRONIC_CONDUCTOR__NODE_LOCKED_RETRY_ATTEMPTS", "60"),
+            ("IRONIC_CONDUCTOR__NODE_LOCKED_RETRY_INTERVAL_MS", "100"),
+            ("IRONIC_AMQP__CALL_TIMEOUT", "20"),
+            ("IRONIC_AMQP__MAX_RECONNECT_BACKOFF", "1"),
+            ("RUST_LOG", "info,ironic_conductor=debug"),
+        ],
+    );
+    let mut conductor = cluster.conductor("solo");
+    assert!(conductor.wait_log("ironic-conductor serving", Duration::from_secs(30)));
+    let (mut api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    until(
+        "the conductor is alive",
+        Duration::from_secs(15),
+        || async { alive_conductors(&api).await.len() == 1 },
+    )
+    .await;
+    let n = api
+        .node(json!({"driver": "fake-hardware", "name": "held"}))
+        .await;
+    let id = t.db.node_by_name("held").await.unwrap().unwrap().id;
+    t.db.node_reserve(id, "someone-else").await.unwrap();
+
+    let mut calls = Vec::new();
+    for i in 0..3 {
+        let addr = api.addr;
+        calls.push(tokio::spawn(async move {
+            let c = Server::client(addr);
+            let started = Instant::now();
+            let r = c
+                .patch(
+                    "/v1/nodes/held",
+                    V,
+                    &json!([{"op": "add", "path": "/extra/k", "value": i}]),
+                )
+                .await;
+            (r, started.elapsed())
+        }));
+    }
+    assert!(
+        conductor.wait_log("node locked, retrying", Duration::from_secs(10)),
+        "the calls reached the conductor"
+    );
+    let cut = Instant::now();
+    cluster.bus.close_connections().unwrap();
+    for c in calls {
+        let (r, _) = c.await.unwrap();
+        assert_eq!(r.status, 503, "a call in flight fails: {}", r.body);
+        assert!(r.fault().contains("lost"), "{}", r.fault());
+    }
+    let failed_after = cut.elapsed();
+    assert!(
+        failed_after < Duration::from_secs(5),
+        "calls in flight fail promptly, not at the 20 s timeout ({failed_after:?})"
+    );
+
+    // Nobody restarts anything: both processes reconnect and calls succeed again.
+    t.db.node_release(id, "someone-else").await.unwrap();
+    until(
+        "calls succeed after the reconnection",
+        Duration::from_secs(30),
+        || async {
+            let r = api
+                .patch(
+                    "/v1/nodes/held",
+                    V,
+                    &json!([{"op": "add", "path": "/extra/after", "value": "yes"}]),
+                )
+                .await;
+            r.status == 200
+        },
+    )
+    .await;
+    assert!(
+        conductor.running() && api_proc.running(),
+        "no process restarted"
+    );
+    let stored =
+        t.db.node_by_uuid(n["uuid"].as_str().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(stored.extra["after"], "yes");
+    assert!(
+        conductor
+            .log_text()
+            .contains("reconnecting to the message bus")
+    );
+    t.cleanup().await;
+}
