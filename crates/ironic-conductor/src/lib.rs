@@ -101,6 +101,14 @@ impl Conductor {
         &self.settings.host
     }
 
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    pub fn settings(&self) -> &ConductorSettings {
+        &self.settings
+    }
+
     /// Takes the node lock, retrying while another operation holds it.
     async fn acquire(&self, node_id: i64) -> Result<Node, Error> {
         let mut attempt = 1;
@@ -124,12 +132,21 @@ impl Conductor {
     }
 
     /// Runs `f` on the locked node and always gives the lock back.
-    async fn with_lock<T, F, Fut>(&self, node_id: i64, f: F) -> Result<T, Error>
+    async fn with_lock<T, F, Fut>(&self, target: &NodeRef, f: F) -> Result<T, Error>
     where
         F: FnOnce(Node) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
+        let node_id = target.id;
         let node = self.acquire(node_id).await?;
+        if node.uuid.as_str() != target.uuid {
+            // The caller's id and uuid disagree (a stale or forged reference): touch
+            // nothing.
+            if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
+                tracing::error!(node_id, error = %e, "could not release a node lock");
+            }
+            return Err(Error::node_not_found(&target.uuid));
+        }
         let mut guard = LockGuard {
             db: self.db.clone(),
             node_id,
@@ -262,7 +279,7 @@ impl ConductorApi for Conductor {
 
     fn update_node(&self, _ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
         Box::pin(async move {
-            self.with_lock(req.node.id, |node| self.do_update(node, req))
+            self.with_lock(&req.node.clone(), |node| self.do_update(node, req))
                 .await
         })
     }
@@ -275,7 +292,7 @@ impl ConductorApi for Conductor {
         reason: Option<String>,
     ) -> RpcFuture<'_, Node> {
         Box::pin(async move {
-            self.with_lock(node.id, |mut node| async move {
+            self.with_lock(&node, |mut node| async move {
                 node.maintenance = on;
                 node.maintenance_reason = if on { reason } else { None };
                 if !on {
@@ -294,7 +311,7 @@ impl ConductorApi for Conductor {
 
     fn destroy_node(&self, _ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
         Box::pin(async move {
-            self.with_lock(node.id, |node| async move {
+            self.with_lock(&node, |node| async move {
                 check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
                 self.db.node_destroy(node.id, &self.settings.host).await?;
                 tracing::info!(node = %node.uuid, "node deleted");
@@ -312,7 +329,7 @@ impl ConductorApi for Conductor {
         replace: bool,
     ) -> RpcFuture<'_, Vec<String>> {
         Box::pin(async move {
-            self.with_lock(node.id, |node| async move {
+            self.with_lock(&node, |node| async move {
                 let mut after: Vec<&String> = traits.iter().collect();
                 if !replace {
                     after.extend(node.traits.iter());
@@ -339,7 +356,7 @@ impl ConductorApi for Conductor {
         one: Option<String>,
     ) -> RpcFuture<'_, ()> {
         Box::pin(async move {
-            self.with_lock(node.id, |node| async move {
+            self.with_lock(&node, |node| async move {
                 let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
                 if !found {
                     return Err(Error::NotFound(format!(

@@ -43,27 +43,30 @@ impl Conductor {
         Ok(())
     }
 
-    /// Releases the locks held by dead conductors on nodes this conductor owns (each
-    /// node has one owner, so exactly one live conductor releases each lock). Returns
-    /// how many were released.
+    /// Releases the locks held by dead conductors (heartbeat older than the timeout) on
+    /// nodes this conductor owns (each node has one owner, so exactly one live
+    /// conductor releases each lock). A conductor that is stopping gracefully is offline
+    /// but still heartbeats, so its locks stay until it has finished. Returns how many
+    /// were released.
     pub async fn release_orphan_locks(
         &self,
         topology: &Topology,
     ) -> Result<usize, ironic_model::Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
-        let dead: Vec<String> = snap
+        let now = chrono::Utc::now();
+        let dead: std::collections::HashSet<&str> = snap
             .conductors
             .iter()
-            .filter(|(c, alive)| !alive && c.hostname != me)
-            .map(|(c, _)| c.hostname.clone())
+            .filter(|(c, _)| c.hostname != me && c.is_dead(now, topology.timeout_secs()))
+            .map(|(c, _)| c.hostname.as_str())
             .collect();
         if dead.is_empty() {
             return Ok(0);
         }
         let mut released = 0;
-        for (id, uuid, driver, group, holder) in self.db.nodes_locked_by(&dead).await? {
-            if snap.owner(&group, &driver, &uuid) != Some(me) {
+        for (id, uuid, driver, group, holder) in self.db.nodes_locked().await? {
+            if !dead.contains(holder.as_str()) || snap.owner(&group, &driver, &uuid) != Some(me) {
                 continue;
             }
             self.db.node_release(id, &holder).await?;

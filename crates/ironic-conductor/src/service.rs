@@ -5,7 +5,8 @@
 //! register (only now do API processes route here) → heartbeat.
 //! Stop: unregister (API processes route elsewhere within one refresh) → keep serving for
 //! `shutdown_settle_time` when other conductors are alive → stop consuming and finish the
-//! requests in hand (bounded by `graceful_shutdown_timeout`).
+//! requests in hand (bounded by `graceful_shutdown_timeout`), heartbeating meanwhile so
+//! that no other conductor releases the locks of that work.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,11 +117,25 @@ impl Service {
             );
             tokio::time::sleep(self.settle).await;
         }
+        // Offline for routing, but alive: keep the heartbeat fresh while finishing, so
+        // nobody takes the locks of the work in hand.
+        let db = self.conductor.db().clone();
+        let interval = self.conductor.settings().heartbeat_interval;
+        let keepalive = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            loop {
+                tick.tick().await;
+                if let Err(e) = db.conductor_keepalive(&host).await {
+                    tracing::warn!(error = %e, "heartbeat while stopping failed");
+                }
+            }
+        });
         if tokio::time::timeout(self.drain_timeout, server.shutdown())
             .await
             .is_err()
         {
             tracing::warn!("requests in hand did not finish within graceful_shutdown_timeout");
         }
+        keepalive.abort();
     }
 }

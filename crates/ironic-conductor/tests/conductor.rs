@@ -66,6 +66,22 @@ async fn checks(t: &TestDb) {
         .unwrap();
     assert_eq!(ok.reservation, None);
 
+    // A reference whose id and uuid disagree touches nothing.
+    let forged = UpdateNode {
+        node: NodeRef {
+            uuid: "9f1f5f4e-0000-4000-8000-000000000000".into(),
+            ..NodeRef::from(&node)
+        },
+        ..req(json!([{"op": "add", "path": "/extra/forged", "value": 1}]))
+    };
+    assert!(matches!(
+        c.update_node(&ctx, forged).await,
+        Err(Error::NotFound(_))
+    ));
+    let now = t.db.node_by_id(node.id).await.unwrap().unwrap();
+    assert_eq!(now.extra.get("forged"), None);
+    assert_eq!(now.reservation, None);
+
     // A lock held elsewhere: bounded retries, then 409 naming the holder; nothing changes.
     t.db.node_reserve(node.id, "other-host").await.unwrap();
     let err = c
@@ -91,10 +107,11 @@ async fn checks(t: &TestDb) {
         None
     );
 
-    // Orphan locks: a dead conductor's lock on a node we own is released; the lock of
-    // a live conductor and of a host we know nothing about stay.
+    // Orphan locks: a dead conductor's lock on a node we own is released; the locks of
+    // a live conductor, of one that is stopping (offline, still heartbeating) and of a
+    // host we know nothing about stay.
     let mut nodes = Vec::new();
-    for name in ["o1", "o2", "o3"] {
+    for name in ["o1", "o2", "o3", "o4"] {
         let body = json!({"driver": "fake-hardware", "name": name});
         let n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
         nodes.push(c.create_node(&ctx, n).await.unwrap());
@@ -103,7 +120,13 @@ async fn checks(t: &TestDb) {
         .await
         .unwrap();
     t.db.conductor_unregister("ghost").await.unwrap();
+    t.db.conductor_backdate("ghost", 120).await.unwrap();
     t.db.conductor_register("busy", "", &[]).await.unwrap();
+    t.db.conductor_register("leaving", "", &["fake-hardware".into()])
+        .await
+        .unwrap();
+    t.db.conductor_unregister("leaving").await.unwrap();
+    t.db.node_reserve(nodes[3].id, "leaving").await.unwrap();
     t.db.node_reserve(nodes[0].id, "ghost").await.unwrap();
     t.db.node_reserve(nodes[1].id, "busy").await.unwrap();
     t.db.node_reserve(nodes[2].id, "stranger").await.unwrap();
@@ -118,6 +141,7 @@ async fn checks(t: &TestDb) {
     assert_eq!(holder(0).await, None);
     assert_eq!(holder(1).await.as_deref(), Some("busy"));
     assert_eq!(holder(2).await.as_deref(), Some("stranger"));
+    assert_eq!(holder(3).await.as_deref(), Some("leaving"));
 }
 
 #[tokio::test]

@@ -42,7 +42,7 @@ pub struct AmqpSection {
     pub exchange: String,
     /// Seconds a caller waits for a conductor's reply.
     pub call_timeout: u64,
-    /// Requests a conductor takes from the broker ahead of finishing earlier ones.
+    /// Requests a conductor runs at once; more wait in the broker.
     pub prefetch: u16,
     /// Largest wait, in seconds, between reconnection attempts.
     pub max_reconnect_backoff: u64,
@@ -291,8 +291,13 @@ impl Config {
         if self.amqp.call_timeout == 0 || self.amqp.prefetch == 0 {
             return bad("[amqp] call_timeout and prefetch must be positive");
         }
-        if !(self.amqp.url.starts_with("amqp://") || self.amqp.url.starts_with("amqps://")) {
-            return bad("[amqp] url must start with amqp:// or amqps://");
+        if self.amqp.url.starts_with("amqps://") {
+            return bad(
+                "[amqp] url: TLS to the broker (amqps://) is not built in; use amqp:// on a trusted network",
+            );
+        }
+        if !self.amqp.url.starts_with("amqp://") {
+            return bad("[amqp] url must start with amqp://");
         }
         if self.amqp.exchange.is_empty() {
             return bad("[amqp] exchange must not be empty");

@@ -20,6 +20,14 @@ pub struct Conductor {
 }
 
 impl Conductor {
+    /// Heartbeat older than `timeout_secs`, whatever the online flag says: a stopping
+    /// conductor is offline but keeps heartbeating while it finishes its work, and its
+    /// locks must stay.
+    pub fn is_dead(&self, now: DateTime<Utc>, timeout_secs: u64) -> bool {
+        let last = self.updated_at.unwrap_or(self.created_at);
+        now.signed_duration_since(last).num_seconds() >= timeout_secs as i64
+    }
+
     /// Online and heartbeating within `timeout_secs`.
     pub fn is_alive(&self, now: DateTime<Utc>, timeout_secs: u64) -> bool {
         let last = self.updated_at.unwrap_or(self.created_at);
@@ -68,6 +76,37 @@ impl Db {
             .map(|r| r.rows_affected()))
         .map_err(|e| internal("recording a heartbeat", e))?;
         Ok(res == 1)
+    }
+
+    /// Refreshes `updated_at` without touching `online`: a stopping conductor, already
+    /// offline for routing, shows it is still alive (finishing work under its locks).
+    pub async fn conductor_keepalive(&self, hostname: &str) -> Result<(), Error> {
+        let sql = "UPDATE conductors SET updated_at = $1 WHERE hostname = $2";
+        let now = ironic_model::node::now();
+        with_pool!(self, |p| sqlx::query(sql)
+            .bind(now)
+            .bind(hostname)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("recording a heartbeat", e))?;
+        Ok(())
+    }
+
+    /// Moves a conductor's last heartbeat `secs` into the past (tests of dead
+    /// conductors, without waiting for a timeout).
+    #[doc(hidden)]
+    pub async fn conductor_backdate(&self, hostname: &str, secs: i64) -> Result<(), Error> {
+        let sql = "UPDATE conductors SET updated_at = $1 WHERE hostname = $2";
+        let then = ironic_model::node::now() - chrono::Duration::seconds(secs);
+        with_pool!(self, |p| sqlx::query(sql)
+            .bind(then)
+            .bind(hostname)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("backdating a heartbeat", e))?;
+        Ok(())
     }
 
     /// Marks a conductor offline (graceful stop).

@@ -151,7 +151,6 @@ impl Db {
         })
     }
 
-    /// The newest migration applied, if any.
     /// The newest migration this build carries.
     pub fn latest_schema_version(&self) -> i64 {
         let m = match &self.pool {
@@ -174,6 +173,7 @@ impl Db {
         Ok(())
     }
 
+    /// The newest migration applied, if any.
     pub async fn schema_version(&self) -> Result<Option<i64>, Error> {
         let sql = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
         with_pool!(self, |p| sqlx::query_scalar::<_, Option<i64>>(sql)

@@ -769,21 +769,13 @@ impl Db {
         Ok(())
     }
 
-    /// Nodes whose lock is held by one of `hosts`: (id, uuid, driver, conductor_group,
-    /// holder), for the conductor that owns them to release.
-    pub async fn nodes_locked_by(
-        &self,
-        hosts: &[String],
-    ) -> Result<Vec<(i64, String, String, String, String)>, Error> {
-        let mut out = Vec::new();
-        let sql = "SELECT id, uuid, driver, conductor_group, reservation FROM nodes WHERE reservation = $1";
-        for h in hosts {
-            let rows: Vec<(i64, String, String, String, String)> =
-                with_pool!(self, |p| sqlx::query_as(sql).bind(h).fetch_all(p).await)
-                    .map_err(|e| internal("reading locked nodes", e))?;
-            out.extend(rows);
-        }
-        Ok(out)
+    /// Every locked node: (id, uuid, driver, conductor_group, holder). Locks are few
+    /// (one per operation in progress), so one query serves the orphan-lock check
+    /// whatever the number of dead conductors.
+    pub async fn nodes_locked(&self) -> Result<Vec<(i64, String, String, String, String)>, Error> {
+        let sql = "SELECT id, uuid, driver, conductor_group, reservation FROM nodes WHERE reservation IS NOT NULL";
+        with_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)
+            .map_err(|e| internal("reading locked nodes", e))
     }
 
     /// Releases every lock `host` holds (a conductor starting after a crash).

@@ -34,7 +34,7 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
 use prost::Message;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
@@ -305,6 +305,9 @@ impl Client {
             ))
             .into());
         };
+        // Whatever waiting for the connection used up is gone: the conductor gets only
+        // the time this caller will still wait.
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         let corr = uuid::Uuid::new_v4().simple().to_string();
         let (tx, rx) = oneshot::channel();
         self.inner.waiters().insert(corr.clone(), tx);
@@ -335,13 +338,13 @@ impl Client {
             request_id: ctx.request_id.clone(),
             context: Some(pb::CallerContext::default()),
             trace: Some(trace),
-            deadline_unix_ms: now_ms() + timeout.as_millis() as u64,
+            deadline_unix_ms: now_ms() + remaining.as_millis() as u64,
             body,
         };
         let props = BasicProperties::default()
             .with_correlation_id(corr.as_str().into())
             .with_reply_to(link.reply_to.as_str().into())
-            .with_expiration(ShortString::from(timeout.as_millis().to_string()))
+            .with_expiration(ShortString::from(remaining.as_millis().max(1).to_string()))
             .with_content_type("application/x-protobuf".into())
             .with_type(method.into())
             .with_headers(headers);
@@ -367,7 +370,12 @@ impl Client {
         };
         match tokio::time::timeout_at(deadline, confirm).await {
             Err(_) => return Err(timed_out().into()),
-            Ok(Err(e)) => return Err(bus_error("confirm", e).into()),
+            Ok(Err(e)) => {
+                return Err(Error::Unavailable(format!(
+                    "The message bus connection failed while sending ({e}); the request may or may not have been queued."
+                ))
+                .into());
+            }
             Ok(Ok(Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)))) => {
                 return Err(CallError::Unroutable(rk));
             }
@@ -517,6 +525,7 @@ impl RemoteConductors {
             .await
         {
             Err(CallError::Unroutable(rk)) => {
+                // Rate-limited; the fallback below needs no fresh view anyway.
                 self.topology.refresh_soon().await;
                 let next = match self.owner(n) {
                     Some(h) if h != host => Some(h),
@@ -781,6 +790,10 @@ async fn run_server(
     let first = Duration::from_millis(100);
     let mut backoff = first;
     let mut inflight: JoinSet<()> = JoinSet::new();
+    // At most `prefetch` requests run at once; the rest wait in the broker (requests
+    // are acknowledged when they start, so the broker's prefetch alone would not bound
+    // them).
+    let permits = Arc::new(Semaphore::new(usize::from(settings.prefetch.max(1))));
     loop {
         match open_server_link(&settings, &host).await {
             Ok(link) => {
@@ -793,22 +806,29 @@ async fn run_server(
                     consumers: (mut own, mut shared),
                     tags,
                 } = link;
+                let start = |d: Delivery, inflight: &mut JoinSet<()>| {
+                    let permit = permits.clone().try_acquire_owned().ok();
+                    inflight.spawn(handle(
+                        api.clone(),
+                        channel.clone(),
+                        d,
+                        host.clone(),
+                        permit,
+                    ));
+                };
                 let stopping = loop {
+                    let free = permits.available_permits() > 0;
                     tokio::select! {
-                        d = own.next() => match d {
-                            Some(Ok(d)) => {
-                                inflight.spawn(handle(api.clone(), channel.clone(), d, host.clone()));
-                            }
+                        d = own.next(), if free => match d {
+                            Some(Ok(d)) => start(d, &mut inflight),
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
                             }
                             None => break false,
                         },
-                        d = shared.next() => match d {
-                            Some(Ok(d)) => {
-                                inflight.spawn(handle(api.clone(), channel.clone(), d, host.clone()));
-                            }
+                        d = shared.next(), if free => match d {
+                            Some(Ok(d)) => start(d, &mut inflight),
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
@@ -821,16 +841,16 @@ async fn run_server(
                 };
                 consuming.send_replace(false);
                 if stopping {
-                    for t in tags {
-                        let _ = channel
-                            .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
-                            .await;
-                    }
-                    let n = inflight.len();
-                    if n > 0 {
-                        tracing::info!(in_flight = n, "finishing requests in hand");
-                    }
-                    while inflight.join_next().await.is_some() {}
+                    drain(
+                        &settings,
+                        &host,
+                        &channel,
+                        &tags,
+                        &mut own,
+                        &mut inflight,
+                        &start,
+                    )
+                    .await;
                     let _ = conn.close(200, "shutdown".into()).await;
                     tracing::info!("stopped consuming RPC requests");
                     return;
@@ -848,7 +868,66 @@ async fn run_server(
     }
 }
 
-async fn handle(api: Arc<dyn ConductorApi>, channel: Channel, d: Delivery, host: String) {
+/// Graceful drain. The own queue is unbound first, so new calls to this host become
+/// unroutable at once (callers go to the next conductor on the ring) instead of
+/// queueing for nobody; the shared queue's consumer is cancelled (what it had not
+/// started goes back to the queue for the others); requests already in the own queue
+/// are still taken until it stays empty for a moment; then the requests in hand finish.
+async fn drain(
+    settings: &BusSettings,
+    host: &str,
+    channel: &Channel,
+    tags: &[String],
+    own: &mut lapin::Consumer,
+    inflight: &mut JoinSet<()>,
+    start: &impl Fn(Delivery, &mut JoinSet<()>),
+) {
+    let queue = host_queue(host);
+    if let Err(e) = channel
+        .queue_unbind(
+            queue.as_str().into(),
+            settings.exchange.as_str().into(),
+            queue.as_str().into(),
+            FieldTable::default(),
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "could not unbind the conductor's queue");
+    }
+    if let Some(t) = tags.get(1) {
+        let _ = channel
+            .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
+            .await;
+    }
+    let quiet = Duration::from_millis(300);
+    let bound = tokio::time::Instant::now() + settings.call_timeout;
+    loop {
+        match tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next())
+            .await
+        {
+            Ok(Some(Ok(d))) => start(d, inflight),
+            _ => break,
+        }
+    }
+    if let Some(t) = tags.first() {
+        let _ = channel
+            .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
+            .await;
+    }
+    let n = inflight.len();
+    if n > 0 {
+        tracing::info!(in_flight = n, "finishing requests in hand");
+    }
+    while inflight.join_next().await.is_some() {}
+}
+
+async fn handle(
+    api: Arc<dyn ConductorApi>,
+    channel: Channel,
+    d: Delivery,
+    host: String,
+    _permit: Option<OwnedSemaphorePermit>,
+) {
     // At most once: acknowledged on receipt (see the module documentation).
     if let Err(e) = d.ack(BasicAckOptions::default()).await {
         tracing::warn!(error = %e, "could not acknowledge a request; it may be redelivered");
@@ -879,7 +958,12 @@ async fn handle(api: Arc<dyn ConductorApi>, channel: Channel, d: Delivery, host:
                 let reply = dispatch(api.as_ref(), &ctx, &req.method, &req.body).await;
                 let outcome = match &reply.result {
                     Some(pb::reply::Result::Error(e)) => {
-                        pb::ErrorKind::try_from(e.kind).map_or("error", |k| k.as_str_name())
+                        let kind =
+                            pb::ErrorKind::try_from(e.kind).unwrap_or(pb::ErrorKind::Internal);
+                        if matches!(kind, pb::ErrorKind::Internal | pb::ErrorKind::Unimplemented) {
+                            tracing::error!(error = %e.message, "rpc failed");
+                        }
+                        kind.as_str_name()
                     }
                     _ => "ok",
                 };

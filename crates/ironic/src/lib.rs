@@ -62,7 +62,7 @@ pub struct Running {
 }
 
 impl Running {
-    /// The REST API's address; panics for a conductor-only process (test helper).
+    /// The REST API's address (`127.0.0.1:0` for a conductor-only process).
     pub fn api_addr(&self) -> SocketAddr {
         self.addr
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))

@@ -150,6 +150,10 @@ async fn three_conductors_share_nodes_and_take_over_after_a_crash() {
 
     // kill -9 one conductor: within heartbeat_timeout + one heartbeat interval (+ the
     // API's one-second refresh) its nodes map to the survivors and calls succeed.
+    // An operation of cond-b in progress: its lock on one of its nodes.
+    let locked = b_nodes.iter().nth(1).unwrap().clone();
+    let locked_id = t.db.node_by_uuid(&locked).await.unwrap().unwrap().id;
+    t.db.node_reserve(locked_id, "cond-b").await.unwrap();
     conductors[1].kill9();
     // Before the heartbeat times out, calls for its nodes already succeed: its queue
     // is gone, so the API sends them to the next conductor on the ring.
@@ -193,6 +197,20 @@ async fn three_conductors_share_nodes_and_take_over_after_a_crash() {
         took <= Duration::from_secs(HEARTBEAT_TIMEOUT + HEARTBEAT_INTERVAL + 2),
         "take-over took {took:?}"
     );
+    // The new owner releases the dead conductor's lock on its next heartbeat tick.
+    until(
+        "the dead conductor's lock is released",
+        Duration::from_secs(5),
+        || async {
+            t.db.node_by_id(locked_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .reservation
+                .is_none()
+        },
+    )
+    .await;
     let after = node_owners(&api).await;
     for u in expected.keys().filter(|u| !b_nodes.contains(*u)) {
         assert_eq!(after[u], expected[u], "survivors keep their own nodes");
@@ -359,5 +377,59 @@ async fn broker_loss_fails_calls_in_flight_and_the_cluster_recovers() {
             .log_text()
             .contains("reconnecting to the message bus")
     );
+    t.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_finishes_the_calls_in_hand() {
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "1"),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", "10"),
+            ("IRONIC_CONDUCTOR__NODE_LOCKED_RETRY_ATTEMPTS", "100"),
+            ("IRONIC_CONDUCTOR__NODE_LOCKED_RETRY_INTERVAL_MS", "100"),
+            ("RUST_LOG", "info,ironic_conductor=debug"),
+        ],
+    );
+    let mut conductor = cluster.conductor("leaving");
+    assert!(conductor.wait_log("ironic-conductor serving", Duration::from_secs(30)));
+    let (_api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    until(
+        "the conductor is alive",
+        Duration::from_secs(15),
+        || async { alive_conductors(&api).await.len() == 1 },
+    )
+    .await;
+    api.node(json!({"driver": "fake-hardware", "name": "slow"}))
+        .await;
+    let id = t.db.node_by_name("slow").await.unwrap().unwrap().id;
+    t.db.node_reserve(id, "someone-else").await.unwrap();
+    let addr = api.addr;
+    let call = tokio::spawn(async move {
+        Server::client(addr)
+            .patch(
+                "/v1/nodes/slow",
+                V,
+                &json!([{"op": "add", "path": "/extra/finished", "value": true}]),
+            )
+            .await
+    });
+    assert!(conductor.wait_log("node locked, retrying", Duration::from_secs(10)));
+    // SIGTERM while the call waits for the lock; the lock frees up a moment later.
+    conductor.term();
+    assert!(conductor.wait_log("conductor unregistered", Duration::from_secs(10)));
+    t.db.node_release(id, "someone-else").await.unwrap();
+    let r = call.await.unwrap();
+    assert_eq!(r.status, 200, "the call in hand finished: {}", r.body);
+    let st = conductor
+        .wait_exit(Duration::from_secs(30))
+        .expect("exits after finishing");
+    assert!(st.success());
+    let n = t.db.node_by_id(id).await.unwrap().unwrap();
+    assert_eq!(n.extra["finished"], json!(true));
+    assert_eq!(n.reservation, None);
     t.cleanup().await;
 }
