@@ -901,13 +901,10 @@ async fn drain(
     }
     let quiet = Duration::from_millis(300);
     let bound = tokio::time::Instant::now() + settings.call_timeout;
-    loop {
-        match tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next())
-            .await
-        {
-            Ok(Some(Ok(d))) => start(d, inflight),
-            _ => break,
-        }
+    while let Ok(Some(Ok(d))) =
+        tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next()).await
+    {
+        start(d, inflight);
     }
     if let Some(t) = tags.first() {
         let _ = channel
