@@ -264,6 +264,13 @@ impl Client {
         }
     }
 
+    /// A round trip to `target` that touches nothing.
+    pub async fn ping(&self, target: &Target, ctx: &Context) -> Result<(), CallError> {
+        self.call(target, "ping", ctx, pb::PingRequest {}.encode_to_vec())
+            .await
+            .map(|_| ())
+    }
+
     pub fn call_timeout(&self) -> Duration {
         self.inner.settings.call_timeout
     }

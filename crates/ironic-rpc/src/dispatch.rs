@@ -10,6 +10,7 @@ use crate::{ConductorApi, Context, UpdateNode, pb};
 /// Methods this conductor serves. Others in the schema answer `UNIMPLEMENTED` until
 /// the features behind them land.
 pub const SERVED: &[&str] = &[
+    "ping",
     "create_node",
     "update_node",
     "set_maintenance",
@@ -54,6 +55,10 @@ async fn run(
     body: &[u8],
 ) -> Result<pb::Reply, Error> {
     Ok(match method {
+        "ping" => {
+            let _: pb::PingRequest = decode(body)?;
+            ok(pb::Empty {})
+        }
         "create_node" => {
             let r: pb::CreateNodeRequest = decode(body)?;
             let node = node_from_pb(
