@@ -401,7 +401,20 @@ mod tests {
     }
 
     #[test]
+    fn the_split_example_configuration_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ironic-split.toml");
+        let c = Config::load(Some(&path), env(&[])).unwrap();
+        assert!(c.database.url.starts_with("postgres://"));
+        assert!(c.amqp.url.starts_with("amqp://ironic:"));
+        assert_eq!(c.api.auth_strategy, AuthStrategy::HttpBasic);
+        assert!(c.telemetry.otlp_endpoint.is_none());
+    }
+
+    #[test]
     fn bad_values_are_refused() {
+        assert!(Config::load(None, env(&[("IRONIC_AMQP__URL", "amqps://h/")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_AMQP__URL", "http://h/")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_AMQP__PREFETCH", "0")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_API__MAX_LIMIT", "0")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_API__NOPE", "1")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_API__AUTH_STRATEGY", "http_basic")])).is_err());

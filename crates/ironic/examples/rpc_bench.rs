@@ -49,7 +49,9 @@ async fn main() -> Result<(), String> {
         .map(str::to_string)
         .collect();
     let calls: usize = arg("--calls", "20000").parse().map_err(|_| "--calls")?;
-    let conc: usize = arg("--concurrency", "32").parse().map_err(|_| "--concurrency")?;
+    let conc: usize = arg("--concurrency", "32")
+        .parse()
+        .map_err(|_| "--concurrency")?;
     let method = arg("--method", "ping");
 
     let client = Client::start(BusSettings {
