@@ -1,20 +1,50 @@
 #!/usr/bin/env bash
 # Compatibility check with the real clients: `openstack baremetal ...` from
-# python-openstackclient + python-ironicclient (PyPI) against the all-in-one server.
-# Not part of CI (it needs PyPI). Usage: bash tests/compat/openstackclient.sh
-# Creates .venv/ at the top of the repository on first use.
+# python-openstackclient + python-ironicclient (PyPI) against our API.
+# Not part of CI (it needs PyPI). Creates .venv/ at the top of the repository on first use.
+#   bash tests/compat/openstackclient.sh          # the all-in-one server (SQLite)
+#   bash tests/compat/openstackclient.sh --split  # ironic-api + 2 ironic-conductor
+#        processes over RabbitMQ (a vhost of its own) and PostgreSQL (a database of its
+#        own); needs rabbitmqctl (root) and PostgreSQL trust auth on 127.0.0.1
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ ! -x .venv/bin/openstack ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q python-openstackclient python-ironicclient
 fi
-cargo build -q --bin ironic
+split=0; [ "${1:-}" = --split ] && split=1
+cargo build -q --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
+T="${CARGO_TARGET_DIR:-target}/debug"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 dir=$(mktemp -d)
-./target/debug/ironic --listen "127.0.0.1:$port" --database "sqlite://$dir/ironic.sqlite" --host compat >"$dir/log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+pids=()
+id="compat$$"
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ $split = 1 ]; then
+    rabbitmqctl -q delete_vhost "$id" >/dev/null 2>&1 || true
+    psql -q postgres://postgres@127.0.0.1:5432/postgres -c "DROP DATABASE IF EXISTS ironic_$id WITH (FORCE)" || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+if [ $split = 1 ]; then
+  psql -q postgres://postgres@127.0.0.1:5432/postgres -c "CREATE DATABASE ironic_$id"
+  rabbitmqctl -q add_vhost "$id" >/dev/null
+  rabbitmqctl -q set_permissions -p "$id" guest '.*' '.*' '.*' >/dev/null
+  export IRONIC_DATABASE__URL="postgres://postgres@127.0.0.1:5432/ironic_$id"
+  export IRONIC_AMQP__URL="amqp://guest:guest@127.0.0.1:5672/$id"
+  "$T/ironic-dbsync" upgrade >/dev/null
+  for h in compat-a compat-b; do
+    "$T/ironic-conductor" --host "$h" >>"$dir/log" 2>&1 & pids+=($!)
+  done
+  for _ in $(seq 1 100); do [ "$(grep -c 'ironic-conductor serving' "$dir/log")" = 2 ] && break; sleep 0.1; done
+  "$T/ironic-api" --listen "127.0.0.1:$port" >>"$dir/log" 2>&1 & pids+=($!)
+else
+  "$T/ironic" --listen "127.0.0.1:$port" --database "sqlite://$dir/ironic.sqlite" --host compat >"$dir/log" 2>&1 &
+  pids+=($!)
+fi
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/" >/dev/null && break; sleep 0.1; done
 
 os() { .venv/bin/openstack --os-endpoint "http://127.0.0.1:$port" --os-auth-type none "$@"; }

@@ -170,6 +170,25 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let span = tracing::info_span!("request", request_id = %rid, %method, %path);
+    // A client that traces (W3C `traceparent`) gets our spans inside its trace.
+    if let Some(tp) = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+    {
+        let tracestate = req
+            .headers()
+            .get("tracestate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        ironic_rpc::trace::attach(
+            &span,
+            &ironic_rpc::pb::TraceContext {
+                traceparent: tp.to_string(),
+                tracestate: tracestate.to_string(),
+            },
+        );
+    }
     let mut resp = async {
         let negotiated = version::negotiate(requested_version(req.headers()).as_deref());
         let mut resp = match negotiated {

@@ -59,8 +59,12 @@ pub fn init(log: &LogSection, tel: &TelemetrySection, service: &str) -> Telemetr
                     .with_batch_exporter(exporter)
                     .with_resource(Resource::builder().with_service_name(name).build())
                     .build();
-                let layer =
-                    tracing_opentelemetry::layer().with_tracer(p.tracer(service.to_string()));
+                // Our spans only (not those of libraries such as lapin's I/O loop).
+                let layer = tracing_opentelemetry::layer()
+                    .with_tracer(p.tracer(service.to_string()))
+                    .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+                        m.target().starts_with("ironic")
+                    }));
                 provider = Some(p);
                 Some(layer)
             }

@@ -23,8 +23,27 @@ async fn the_conductor_span_is_a_child_of_the_api_span() {
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let s = common::start(common::Backend::Split).await;
-    s.node(json!({"driver": "fake-hardware", "name": "traced"}))
+    // The client traces too: its trace continues through the API into the conductor.
+    let client_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let r = s
+        .raw(
+            "POST",
+            "/v1/nodes",
+            &[
+                ("X-OpenStack-Ironic-API-Version", "1.51".to_string()),
+                (
+                    "traceparent",
+                    format!("00-{client_trace}-00f067aa0ba902b7-01"),
+                ),
+            ],
+            Some(
+                json!({"driver": "fake-hardware", "name": "traced"})
+                    .to_string()
+                    .as_bytes(),
+            ),
+        )
         .await;
+    assert_eq!(r.status, 201, "{}", r.body);
     s.stop().await;
     provider.force_flush().unwrap();
 
@@ -48,4 +67,6 @@ async fn the_conductor_span_is_a_child_of_the_api_span() {
         trace,
         "one trace end to end"
     );
+    assert_eq!(trace.to_string(), client_trace, "the client's trace");
+    assert_eq!(request.parent_span_id.to_string(), "00f067aa0ba902b7");
 }
