@@ -125,7 +125,7 @@ impl Service {
             let mut tick = tokio::time::interval(interval);
             loop {
                 tick.tick().await;
-                if let Err(e) = db.conductor_keepalive(&host).await {
+                if let Err(e) = db.conductor_touch(&host, ironic_model::node::now()).await {
                     tracing::warn!(error = %e, "heartbeat while stopping failed");
                 }
             }

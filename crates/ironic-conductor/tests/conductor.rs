@@ -120,7 +120,9 @@ async fn checks(t: &TestDb) {
         .await
         .unwrap();
     t.db.conductor_unregister("ghost").await.unwrap();
-    t.db.conductor_backdate("ghost", 120).await.unwrap();
+    t.db.conductor_touch("ghost", chrono::Utc::now() - chrono::Duration::seconds(120))
+        .await
+        .unwrap();
     t.db.conductor_register("busy", "", &[]).await.unwrap();
     t.db.conductor_register("leaving", "", &["fake-hardware".into()])
         .await

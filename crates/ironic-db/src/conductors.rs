@@ -78,34 +78,19 @@ impl Db {
         Ok(res == 1)
     }
 
-    /// Refreshes `updated_at` without touching `online`: a stopping conductor, already
-    /// offline for routing, shows it is still alive (finishing work under its locks).
-    pub async fn conductor_keepalive(&self, hostname: &str) -> Result<(), Error> {
+    /// Sets `updated_at` (the heartbeat time) without touching `online`: a stopping
+    /// conductor, already offline for routing, shows it is still alive while it
+    /// finishes work under its locks (`at` = now). Tests pass a past instant to make a
+    /// conductor dead without waiting.
+    pub async fn conductor_touch(&self, hostname: &str, at: DateTime<Utc>) -> Result<(), Error> {
         let sql = "UPDATE conductors SET updated_at = $1 WHERE hostname = $2";
-        let now = ironic_model::node::now();
         with_pool!(self, |p| sqlx::query(sql)
-            .bind(now)
+            .bind(at)
             .bind(hostname)
             .execute(p)
             .await
             .map(|r| r.rows_affected()))
         .map_err(|e| internal("recording a heartbeat", e))?;
-        Ok(())
-    }
-
-    /// Moves a conductor's last heartbeat `secs` into the past (tests of dead
-    /// conductors, without waiting for a timeout).
-    #[doc(hidden)]
-    pub async fn conductor_backdate(&self, hostname: &str, secs: i64) -> Result<(), Error> {
-        let sql = "UPDATE conductors SET updated_at = $1 WHERE hostname = $2";
-        let then = ironic_model::node::now() - chrono::Duration::seconds(secs);
-        with_pool!(self, |p| sqlx::query(sql)
-            .bind(then)
-            .bind(hostname)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))
-        .map_err(|e| internal("backdating a heartbeat", e))?;
         Ok(())
     }
 

@@ -150,6 +150,26 @@ async fn pause(backoff: &mut Duration, max: Duration, stop: &mut watch::Receiver
     slept && !*stop.borrow()
 }
 
+/// Waits (at most `timeout`) until the watched value satisfies `f`.
+async fn wait_until<T>(
+    mut rx: watch::Receiver<T>,
+    timeout: Duration,
+    f: impl FnMut(&T) -> bool,
+) -> bool {
+    tokio::time::timeout(timeout, rx.wait_for(f))
+        .await
+        .is_ok_and(|r| r.is_ok())
+}
+
+/// Asks a background task to stop and waits for it (once).
+async fn stop_and_join(stop: &watch::Sender<bool>, task: &Mutex<Option<JoinHandle<()>>>) {
+    let _ = stop.send(true);
+    let task = task.lock().ok().and_then(|mut t| t.take());
+    if let Some(t) = task {
+        let _ = t.await;
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Caller side
 
@@ -249,19 +269,12 @@ impl Client {
 
     /// Waits until connected, at most `timeout`.
     pub async fn connected(&self, timeout: Duration) -> bool {
-        let mut rx = self.inner.link.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(Option::is_some))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        wait_until(self.inner.link.subscribe(), timeout, Option::is_some).await
     }
 
     /// Closes the connection; calls still waiting get an error.
     pub async fn shutdown(&self) {
-        let _ = self.stop.send(true);
-        let task = self.task.lock().ok().and_then(|mut t| t.take());
-        if let Some(t) = task {
-            let _ = t.await;
-        }
+        stop_and_join(&self.stop, &self.task).await;
     }
 
     /// A round trip to `target` that touches nothing.
@@ -693,20 +706,13 @@ impl Server {
 
     /// Waits until the queues are consumed, at most `timeout`.
     pub async fn consuming(&self, timeout: Duration) -> bool {
-        let mut rx = self.consuming.clone();
-        tokio::time::timeout(timeout, rx.wait_for(|c| *c))
-            .await
-            .is_ok_and(|r| r.is_ok())
+        wait_until(self.consuming.clone(), timeout, |c| *c).await
     }
 
     /// Graceful drain: stops taking requests, finishes (and answers) those in hand, then
     /// closes the connection.
     pub async fn shutdown(&self) {
-        let _ = self.stop.send(true);
-        let task = self.task.lock().ok().and_then(|mut t| t.take());
-        if let Some(t) = task {
-            let _ = t.await;
-        }
+        stop_and_join(&self.stop, &self.task).await;
     }
 }
 

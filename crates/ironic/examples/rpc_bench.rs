@@ -40,6 +40,19 @@ fn report(what: &str, mut lat: Vec<Duration>, wall: Duration, errors: usize) {
     );
 }
 
+type Worker = tokio::task::JoinHandle<(Vec<Duration>, usize)>;
+
+/// Latencies and error counts of all workers.
+async fn gather(tasks: Vec<Worker>) -> Result<(Vec<Duration>, usize), String> {
+    let (mut lat, mut errors) = (Vec::new(), 0);
+    for t in tasks {
+        let (l, e) = t.await.map_err(|e| e.to_string())?;
+        lat.extend(l);
+        errors += e;
+    }
+    Ok((lat, errors))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let amqp = arg("--amqp", "amqp://guest:guest@127.0.0.1:5672/%2f");
@@ -89,12 +102,7 @@ async fn main() -> Result<(), String> {
                     (lat, errors)
                 }));
             }
-            let (mut lat, mut errors) = (Vec::new(), 0);
-            for t in tasks {
-                let (l, e) = t.await.map_err(|e| e.to_string())?;
-                lat.extend(l);
-                errors += e;
-            }
+            let (lat, errors) = gather(tasks).await?;
             report(
                 &format!("ping x{conc} over {} conductors", hosts.len()),
                 lat,
@@ -162,12 +170,7 @@ async fn main() -> Result<(), String> {
                     (lat, errors)
                 }));
             }
-            let (mut lat, mut errors) = (Vec::new(), 0);
-            for t in tasks {
-                let (l, e) = t.await.map_err(|e| e.to_string())?;
-                lat.extend(l);
-                errors += e;
-            }
+            let (lat, errors) = gather(tasks).await?;
             report(
                 &format!("update_node x{conc} over {} conductors", hosts.len()),
                 lat,

@@ -80,6 +80,27 @@ async fn alive_conductors(api: &Server) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// Starts conductors `hosts` and one API process; returns them once the API sees every
+/// conductor alive.
+async fn start_cluster(cluster: &Cluster, hosts: &[&str]) -> (Vec<Proc>, Proc, Server) {
+    let conductors: Vec<Proc> = hosts.iter().map(|h| cluster.conductor(h)).collect();
+    for c in &conductors {
+        assert!(
+            c.wait_log("ironic-conductor serving", Duration::from_secs(30)),
+            "{} did not start:\n{}",
+            c.name,
+            c.log_text()
+        );
+    }
+    let (api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    until("every conductor alive", Duration::from_secs(15), || async {
+        alive_conductors(&api).await.len() == hosts.len()
+    })
+    .await;
+    (conductors, api_proc, api)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_conductors_share_nodes_and_take_over_after_a_crash() {
     let t = TestDb::postgres().await.unwrap();
@@ -94,23 +115,7 @@ async fn three_conductors_share_nodes_and_take_over_after_a_crash() {
         ],
     );
     let hosts = ["cond-a", "cond-b", "cond-c"];
-    let mut conductors: Vec<Proc> = hosts.iter().map(|h| cluster.conductor(h)).collect();
-    for c in &conductors {
-        assert!(
-            c.wait_log("ironic-conductor serving", Duration::from_secs(30)),
-            "{} did not start:\n{}",
-            c.name,
-            c.log_text()
-        );
-    }
-    let (_api_proc, port) = cluster.api();
-    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
-    until(
-        "three conductors alive",
-        Duration::from_secs(15),
-        || async { alive_conductors(&api).await.len() == 3 },
-    )
-    .await;
+    let (mut conductors, _api_proc, api) = start_cluster(&cluster, &hosts).await;
 
     // 300 nodes through the API: each lands on the conductor the ring names, and that
     // conductor is the one that handled the create.
@@ -296,16 +301,8 @@ async fn broker_loss_fails_calls_in_flight_and_the_cluster_recovers() {
             ("RUST_LOG", "info,ironic_conductor=debug"),
         ],
     );
-    let mut conductor = cluster.conductor("solo");
-    assert!(conductor.wait_log("ironic-conductor serving", Duration::from_secs(30)));
-    let (mut api_proc, port) = cluster.api();
-    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
-    until(
-        "the conductor is alive",
-        Duration::from_secs(15),
-        || async { alive_conductors(&api).await.len() == 1 },
-    )
-    .await;
+    let (mut procs, mut api_proc, api) = start_cluster(&cluster, &["solo"]).await;
+    let mut conductor = procs.remove(0);
     let n = api
         .node(json!({"driver": "fake-hardware", "name": "held"}))
         .await;
@@ -393,16 +390,8 @@ async fn a_graceful_stop_finishes_the_calls_in_hand() {
             ("RUST_LOG", "info,ironic_conductor=debug"),
         ],
     );
-    let mut conductor = cluster.conductor("leaving");
-    assert!(conductor.wait_log("ironic-conductor serving", Duration::from_secs(30)));
-    let (_api_proc, port) = cluster.api();
-    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
-    until(
-        "the conductor is alive",
-        Duration::from_secs(15),
-        || async { alive_conductors(&api).await.len() == 1 },
-    )
-    .await;
+    let (mut procs, _api_proc, api) = start_cluster(&cluster, &["leaving"]).await;
+    let mut conductor = procs.remove(0);
     api.node(json!({"driver": "fake-hardware", "name": "slow"}))
         .await;
     let id = t.db.node_by_name("slow").await.unwrap().unwrap().id;
