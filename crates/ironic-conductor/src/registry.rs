@@ -55,23 +55,28 @@ impl Conductor {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
         let now = chrono::Utc::now();
-        let dead: std::collections::HashSet<&str> = snap
+        // Holder → the heartbeat we saw: released only if it has not moved since.
+        let dead: std::collections::HashMap<&str, Option<chrono::DateTime<chrono::Utc>>> = snap
             .conductors
             .iter()
             .filter(|(c, _)| c.hostname != me && c.is_dead(now, topology.timeout_secs()))
-            .map(|(c, _)| c.hostname.as_str())
+            .map(|(c, _)| (c.hostname.as_str(), c.updated_at))
             .collect();
         if dead.is_empty() {
             return Ok(0);
         }
         let mut released = 0;
         for (id, uuid, driver, group, holder) in self.db.nodes_locked().await? {
-            if !dead.contains(holder.as_str()) || snap.owner(&group, &driver, &uuid) != Some(me) {
+            let Some(seen) = dead.get(holder.as_str()) else {
+                continue;
+            };
+            if snap.owner(&group, &driver, &uuid) != Some(me) {
                 continue;
             }
-            self.db.node_release(id, &holder).await?;
-            tracing::warn!(node = %uuid, holder, "released a lock held by a dead conductor");
-            released += 1;
+            if self.db.node_release_orphan(id, &holder, *seen).await? {
+                tracing::warn!(node = %uuid, holder, "released a lock held by a dead conductor");
+                released += 1;
+            }
         }
         Ok(released)
     }

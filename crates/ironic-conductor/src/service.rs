@@ -53,6 +53,14 @@ impl Service {
             .release_own_locks()
             .await
             .map_err(|e| e.to_string())?;
+        // A restart within the heartbeat timeout: show we are alive before taking any
+        // request, so no peer takes us for dead and releases locks we are about to take.
+        if let Err(e) = db
+            .conductor_touch(&cfg.default.host, ironic_model::node::now())
+            .await
+        {
+            tracing::warn!(error = %e, "could not refresh the heartbeat");
+        }
         let server = bus.map(|b| {
             let wait = b.call_timeout;
             let api: Arc<dyn ConductorApi> = conductor.clone();
@@ -100,8 +108,22 @@ impl Service {
         let Some(server) = self.server else {
             return;
         };
-        self.topology.refresh().await;
         let host = self.conductor.host().to_string();
+        // Offline for routing, but alive: keep the heartbeat fresh from now until the
+        // work in hand is done, so nobody releases its locks.
+        let db = self.conductor.db().clone();
+        let interval = self.conductor.settings().heartbeat_interval;
+        let me = host.clone();
+        let keepalive = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            loop {
+                tick.tick().await;
+                if let Err(e) = db.conductor_touch(&me, ironic_model::node::now()).await {
+                    tracing::warn!(error = %e, "heartbeat while stopping failed");
+                }
+            }
+        });
+        self.topology.refresh().await;
         let others = self
             .topology
             .snapshot()
@@ -117,24 +139,10 @@ impl Service {
             );
             tokio::time::sleep(self.settle).await;
         }
-        // Offline for routing, but alive: keep the heartbeat fresh while finishing, so
-        // nobody takes the locks of the work in hand.
-        let db = self.conductor.db().clone();
-        let interval = self.conductor.settings().heartbeat_interval;
-        let keepalive = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            loop {
-                tick.tick().await;
-                if let Err(e) = db.conductor_touch(&host, ironic_model::node::now()).await {
-                    tracing::warn!(error = %e, "heartbeat while stopping failed");
-                }
-            }
-        });
-        if tokio::time::timeout(self.drain_timeout, server.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!("requests in hand did not finish within graceful_shutdown_timeout");
+        if !server.shutdown_within(self.drain_timeout).await {
+            tracing::warn!(
+                "requests in hand did not finish within graceful_shutdown_timeout; abandoned"
+            );
         }
         keepalive.abort();
     }

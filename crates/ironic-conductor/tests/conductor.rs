@@ -144,6 +144,54 @@ async fn checks(t: &TestDb) {
     assert_eq!(holder(1).await.as_deref(), Some("busy"));
     assert_eq!(holder(2).await.as_deref(), Some("stranger"));
     assert_eq!(holder(3).await.as_deref(), Some("leaving"));
+
+    // Each lock has one releaser: with a live peer on the ring, a dead conductor's locks
+    // on the peer's nodes are the peer's to release, not ours.
+    t.db.conductor_register("peer", "", &["fake-hardware".into()])
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    for i in 0..8 {
+        let body = json!({"driver": "fake-hardware", "uuid": format!("{i}0000000-0000-4000-8000-000000000000")});
+        let n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+        let n = c.create_node(&ctx, n).await.unwrap();
+        t.db.node_reserve(n.id, "ghost").await.unwrap();
+        held.push(n);
+    }
+    topology.refresh().await;
+    let snap = topology.snapshot();
+    let (mine, theirs): (Vec<_>, Vec<_>) = held
+        .iter()
+        .partition(|n| snap.owner("", "fake-hardware", n.uuid.as_str()) == Some("c1"));
+    assert!(
+        !mine.is_empty() && !theirs.is_empty(),
+        "both conductors own some"
+    );
+    // A dead conductor that heartbeats again between our look and our release keeps
+    // its locks.
+    t.db.conductor_touch("ghost", chrono::Utc::now() - chrono::Duration::seconds(90))
+        .await
+        .unwrap();
+    assert_eq!(c.release_orphan_locks(&topology).await.unwrap(), 0);
+    topology.refresh().await;
+    assert_eq!(c.release_orphan_locks(&topology).await.unwrap(), mine.len());
+    for n in &mine {
+        assert_eq!(
+            t.db.node_by_id(n.id).await.unwrap().unwrap().reservation,
+            None
+        );
+    }
+    for n in &theirs {
+        assert_eq!(
+            t.db.node_by_id(n.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .reservation
+                .as_deref(),
+            Some("ghost")
+        );
+    }
 }
 
 #[tokio::test]

@@ -778,6 +778,29 @@ impl Db {
             .map_err(|e| internal("reading locked nodes", e))
     }
 
+    /// Releases `holder`'s lock on a node only if `holder`'s heartbeat is still the one
+    /// the caller saw (`seen`) when it judged `holder` dead: a conductor that came back
+    /// in between keeps its lock. Returns whether the lock was released.
+    pub async fn node_release_orphan(
+        &self,
+        node_id: i64,
+        holder: &str,
+        seen: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<bool, Error> {
+        let sql = "UPDATE nodes SET reservation = NULL WHERE id = $1 AND reservation = $2 \
+                   AND EXISTS (SELECT 1 FROM conductors WHERE hostname = $2 \
+                   AND (updated_at = $3 OR (updated_at IS NULL AND $3 IS NULL)))";
+        let n = with_pool!(self, |p| sqlx::query(sql)
+            .bind(node_id)
+            .bind(holder)
+            .bind(seen)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("releasing an orphan lock", e))?;
+        Ok(n == 1)
+    }
+
     /// Releases every lock `host` holds (a conductor starting after a crash).
     pub async fn node_release_all(&self, host: &str) -> Result<u64, Error> {
         let sql = "UPDATE nodes SET reservation = NULL WHERE reservation = $1";

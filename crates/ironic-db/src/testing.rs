@@ -72,19 +72,43 @@ impl TestDb {
     }
 
     /// Closes the pool and drops the database (best effort).
-    pub async fn cleanup(self) {
+    pub async fn cleanup(mut self) {
         self.db.close().await;
-        if let Some(name) = self.pg_name
-            && let Ok(mut conn) = sqlx::PgConnection::connect(&postgres_admin_url()).await
-        {
-            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-            )))
-            .execute(&mut conn)
-            .await;
-            let _ = conn.close().await;
+        if let Some(name) = self.pg_name.take() {
+            drop_database(&name).await;
         }
-        if let Some(dir) = self.dir {
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+async fn drop_database(name: &str) {
+    if let Ok(mut conn) = sqlx::PgConnection::connect(&postgres_admin_url()).await {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut conn)
+        .await;
+        let _ = conn.close().await;
+    }
+}
+
+/// A test that failed before `cleanup` still leaves nothing behind.
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some(name) = self.pg_name.take() {
+            let _ = std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(drop_database(&name));
+                }
+            })
+            .join();
+        }
+        if let Some(dir) = self.dir.take() {
             let _ = std::fs::remove_dir_all(dir);
         }
     }

@@ -18,6 +18,7 @@
 //!   it up to their timeout.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,8 +27,9 @@ use ironic_db::topology::Topology;
 use ironic_model::{Error, Node};
 use lapin::message::Delivery;
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{
@@ -148,6 +150,30 @@ async fn pause(backoff: &mut Duration, max: Duration, stop: &mut watch::Receiver
         _ = stop.wait_for(|s| *s) => false,
     };
     slept && !*stop.borrow()
+}
+
+/// Longest wait for one connection attempt (a black-holed broker would otherwise take
+/// minutes for TCP to give up).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A link that lived at least this long counts as a success: the next reconnection
+/// starts from the shortest backoff again. One that died sooner keeps backing off.
+const STABLE_LINK: Duration = Duration::from_secs(5);
+
+/// Runs a connection attempt unless asked to stop first (`None`), bounded by
+/// [`CONNECT_TIMEOUT`].
+async fn open_or_stop<T>(
+    open: impl Future<Output = lapin::Result<T>>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Result<T, String>> {
+    tokio::select! {
+        r = tokio::time::timeout(CONNECT_TIMEOUT, open) => Some(match r {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs())),
+        }),
+        _ = stop.wait_for(|s| *s) => None,
+    }
 }
 
 /// Waits (at most `timeout`) until the watched value satisfies `f`.
@@ -288,7 +314,7 @@ impl Client {
         self.inner.settings.call_timeout
     }
 
-    /// One request/reply round trip.
+    /// One request/reply round trip, bounded by the call timeout.
     pub async fn call(
         &self,
         target: &Target,
@@ -296,9 +322,23 @@ impl Client {
         ctx: &Context,
         body: Vec<u8>,
     ) -> Result<Vec<u8>, CallError> {
+        let deadline = tokio::time::Instant::now() + self.inner.settings.call_timeout;
+        self.call_until(target, method, ctx, body, deadline).await
+    }
+
+    /// One round trip that gives up at `deadline`, whatever it is waiting for (the
+    /// connection, the broker's flow control, the confirm, the reply).
+    pub async fn call_until(
+        &self,
+        target: &Target,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, CallError> {
         let rk = target.routing_key();
         let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk);
-        self.call_in(rk, method, ctx, body, &span)
+        self.call_in(rk, method, ctx, body, &span, deadline)
             .instrument(span.clone())
             .await
     }
@@ -310,9 +350,9 @@ impl Client {
         ctx: &Context,
         body: Vec<u8>,
         span: &tracing::Span,
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<u8>, CallError> {
         let timeout = self.inner.settings.call_timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
         let mut links = self.inner.link.subscribe();
         let link = match tokio::time::timeout_at(deadline, links.wait_for(Option::is_some)).await {
             Ok(Ok(l)) => l.clone(),
@@ -368,25 +408,27 @@ impl Client {
             .with_content_type("application/x-protobuf".into())
             .with_type(method.into())
             .with_headers(headers);
-        let confirm = link
-            .channel
-            .basic_publish(
-                self.inner.settings.exchange.as_str().into(),
-                rk.as_str().into(),
-                BasicPublishOptions {
-                    mandatory: true,
-                    ..Default::default()
-                },
-                &envelope.encode_to_vec(),
-                props,
-            )
-            .await
-            .map_err(|e| bus_error("publish", e))?;
         let timed_out = || {
             Error::Unavailable(format!(
                 "No reply from {rk} within {}s; the request may or may not have been carried out.",
                 timeout.as_secs()
             ))
+        };
+        // Bounded too: the broker may block publishers (memory or disk alarm).
+        let payload = envelope.encode_to_vec();
+        let publish = link.channel.basic_publish(
+            self.inner.settings.exchange.as_str().into(),
+            rk.as_str().into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            &payload,
+            props,
+        );
+        let confirm = match tokio::time::timeout_at(deadline, publish).await {
+            Err(_) => return Err(timed_out().into()),
+            Ok(r) => r.map_err(|e| bus_error("publish", e))?,
         };
         match tokio::time::timeout_at(deadline, confirm).await {
             Err(_) => return Err(timed_out().into()),
@@ -456,9 +498,13 @@ async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<boo
     let first = Duration::from_millis(100);
     let mut backoff = first;
     loop {
-        match open_client_link(&inner.settings).await {
+        let Some(opened) = open_or_stop(open_client_link(&inner.settings), &mut stop).await else {
+            inner.fail_all("The RPC client is shutting down.");
+            return;
+        };
+        match opened {
             Ok((conn, link, mut replies)) => {
-                backoff = first;
+                let linked_at = Instant::now();
                 tracing::info!(reply_queue = %link.reply_to, "connected to the message bus");
                 inner.link.send_replace(Some(Arc::new(link)));
                 let stopping = loop {
@@ -483,6 +529,9 @@ async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<boo
                 inner.fail_all(
                     "The connection to the message bus was lost before the reply arrived; the request may or may not have been carried out.",
                 );
+                if linked_at.elapsed() >= STABLE_LINK {
+                    backoff = first;
+                }
                 tracing::warn!("reconnecting to the message bus");
             }
             Err(e) => {
@@ -538,10 +587,18 @@ impl RemoteConductors {
         ctx: &Context,
         body: Vec<u8>,
     ) -> Result<Vec<u8>, Error> {
+        // One deadline for the call and its re-route.
+        let deadline = tokio::time::Instant::now() + self.client.call_timeout();
         let host = self.route(n).await?;
         match self
             .client
-            .call(&Target::Host(host.clone()), method, ctx, body.clone())
+            .call_until(
+                &Target::Host(host.clone()),
+                method,
+                ctx,
+                body.clone(),
+                deadline,
+            )
             .await
         {
             Err(CallError::Unroutable(rk)) => {
@@ -558,7 +615,7 @@ impl RemoteConductors {
                         tracing::info!(from = %host, to = %h, "owner unreachable; calling the next conductor on the ring");
                         Ok(self
                             .client
-                            .call(&Target::Host(h), method, ctx, body)
+                            .call_until(&Target::Host(h), method, ctx, body, deadline)
                             .await?)
                     }
                     None => Err(CallError::Unroutable(rk).into()),
@@ -710,9 +767,21 @@ impl Server {
     }
 
     /// Graceful drain: stops taking requests, finishes (and answers) those in hand, then
-    /// closes the connection.
-    pub async fn shutdown(&self) {
-        stop_and_join(&self.stop, &self.task).await;
+    /// closes the connection. After `within`, gives up waiting and aborts what is left
+    /// (returns false).
+    pub async fn shutdown_within(&self, within: Duration) -> bool {
+        let _ = self.stop.send(true);
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        let Some(mut t) = task else {
+            return true;
+        };
+        match tokio::time::timeout(within, &mut t).await {
+            Ok(_) => true,
+            Err(_) => {
+                t.abort();
+                false
+            }
+        }
     }
 }
 
@@ -808,9 +877,12 @@ async fn run_server(
     // them).
     let permits = Arc::new(Semaphore::new(usize::from(settings.prefetch.max(1))));
     loop {
-        match open_server_link(&settings, &host).await {
+        let Some(opened) = open_or_stop(open_server_link(&settings, &host), &mut stop).await else {
+            break;
+        };
+        match opened {
             Ok(link) => {
-                backoff = first;
+                let linked_at = Instant::now();
                 tracing::info!(queue = %host_queue(&host), shared = TOPIC, "consuming RPC requests");
                 consuming.send_replace(true);
                 let ServerLink {
@@ -819,29 +891,33 @@ async fn run_server(
                     consumers: (mut own, mut shared),
                     tags,
                 } = link;
-                let start = |d: Delivery, inflight: &mut JoinSet<()>| {
-                    let permit = permits.clone().try_acquire_owned().ok();
-                    inflight.spawn(handle(
-                        api.clone(),
-                        channel.clone(),
-                        d,
-                        host.clone(),
-                        permit,
-                    ));
+                let ctx = HandlerCtx {
+                    api: api.clone(),
+                    channel: channel.clone(),
+                    host: host.clone(),
+                    call_timeout: settings.call_timeout,
                 };
                 let stopping = loop {
-                    let free = permits.available_permits() > 0;
+                    // Take a delivery only with a free slot in hand.
+                    let permit = tokio::select! {
+                        p = permits.clone().acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => break true,
+                        },
+                        Some(_) = inflight.join_next(), if !inflight.is_empty() => continue,
+                        _ = stop.wait_for(|s| *s) => break true,
+                    };
                     tokio::select! {
-                        d = own.next(), if free => match d {
-                            Some(Ok(d)) => start(d, &mut inflight),
+                        d = own.next() => match d {
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
                             }
                             None => break false,
                         },
-                        d = shared.next(), if free => match d {
-                            Some(Ok(d)) => start(d, &mut inflight),
+                        d = shared.next() => match d {
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
@@ -854,19 +930,23 @@ async fn run_server(
                 };
                 consuming.send_replace(false);
                 if stopping {
+                    let consumers = (&mut own, &mut shared);
                     drain(
                         &settings,
                         &host,
-                        &channel,
                         &tags,
-                        &mut own,
+                        consumers,
                         &mut inflight,
-                        &start,
+                        &ctx,
+                        &permits,
                     )
                     .await;
                     let _ = conn.close(200, "shutdown".into()).await;
                     tracing::info!("stopped consuming RPC requests");
                     return;
+                }
+                if linked_at.elapsed() >= STABLE_LINK {
+                    backoff = first;
                 }
                 tracing::warn!("reconnecting to the message bus");
             }
@@ -875,26 +955,28 @@ async fn run_server(
             }
         }
         if !pause(&mut backoff, settings.max_backoff, &mut stop).await {
-            while inflight.join_next().await.is_some() {}
-            return;
+            break;
         }
     }
+    while inflight.join_next().await.is_some() {}
 }
 
 /// Graceful drain. The own queue is unbound first, so new calls to this host become
 /// unroutable at once (callers go to the next conductor on the ring) instead of
-/// queueing for nobody; the shared queue's consumer is cancelled (what it had not
-/// started goes back to the queue for the others); requests already in the own queue
-/// are still taken until it stays empty for a moment; then the requests in hand finish.
+/// queueing for nobody. The shared queue's consumer is cancelled and what it had
+/// received but not started goes back to the queue (`nack` with requeue) for the
+/// others. The own queue's consumer is cancelled after a quiet moment and everything it
+/// had received still runs. Then the requests in hand finish.
 async fn drain(
     settings: &BusSettings,
     host: &str,
-    channel: &Channel,
     tags: &[String],
-    own: &mut lapin::Consumer,
+    (own, shared): (&mut lapin::Consumer, &mut lapin::Consumer),
     inflight: &mut JoinSet<()>,
-    start: &impl Fn(Delivery, &mut JoinSet<()>),
+    ctx: &HandlerCtx,
+    permits: &Arc<Semaphore>,
 ) {
+    let channel = &ctx.channel;
     let queue = host_queue(host);
     if let Err(e) = channel
         .queue_unbind(
@@ -907,22 +989,47 @@ async fn drain(
     {
         tracing::warn!(error = %e, "could not unbind the conductor's queue");
     }
+    let bound = tokio::time::Instant::now() + settings.call_timeout;
     if let Some(t) = tags.get(1) {
         let _ = channel
             .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
             .await;
+        let mut returned = 0;
+        while let Ok(Some(Ok(d))) = tokio::time::timeout_at(bound, shared.next()).await {
+            let _ = d
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                })
+                .await;
+            returned += 1;
+        }
+        if returned > 0 {
+            tracing::info!(
+                returned,
+                "handed requests not started back to the shared queue"
+            );
+        }
     }
+    // Whatever is still on its way to the own queue arrives within a moment.
     let quiet = Duration::from_millis(300);
-    let bound = tokio::time::Instant::now() + settings.call_timeout;
     while let Ok(Some(Ok(d))) =
         tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next()).await
     {
-        start(d, inflight);
+        if let Ok(p) = permits.clone().acquire_owned().await {
+            inflight.spawn(handle(ctx.clone(), d, p));
+        }
     }
     if let Some(t) = tags.first() {
         let _ = channel
             .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
             .await;
+        // The consumer ends once what it had buffered is out; all of it still runs.
+        while let Ok(Some(Ok(d))) = tokio::time::timeout_at(bound, own.next()).await {
+            if let Ok(p) = permits.clone().acquire_owned().await {
+                inflight.spawn(handle(ctx.clone(), d, p));
+            }
+        }
     }
     let n = inflight.len();
     if n > 0 {
@@ -931,26 +1038,47 @@ async fn drain(
     while inflight.join_next().await.is_some() {}
 }
 
-async fn handle(
+/// What every request handler needs.
+#[derive(Clone)]
+struct HandlerCtx {
     api: Arc<dyn ConductorApi>,
     channel: Channel,
-    d: Delivery,
     host: String,
-    _permit: Option<OwnedSemaphorePermit>,
-) {
-    // At most once: acknowledged on receipt (see the module documentation).
-    if let Err(e) = d.ack(BasicAckOptions::default()).await {
-        tracing::warn!(error = %e, "could not acknowledge a request; it may be redelivered");
+    call_timeout: Duration,
+}
+
+/// Clocks of callers and conductors differ a little; a request is dropped only when
+/// its deadline passed longer ago than this.
+const CLOCK_SKEW_MS: u64 = 5_000;
+
+async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
+    let HandlerCtx {
+        api,
+        channel,
+        host,
+        call_timeout,
+    } = ctx;
+    // At most once: acknowledged on receipt (see the module documentation). A request
+    // that could not be acknowledged may be delivered again elsewhere: not run here.
+    match tokio::time::timeout(call_timeout, d.ack(BasicAckOptions::default())).await {
+        Ok(Ok(true)) => {}
+        other => {
+            tracing::warn!(outcome = ?other.map(|r| r.map_err(|e| e.to_string())), "could not acknowledge a request; not running it");
+            return;
+        }
     }
     let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
     let corr = d.properties.correlation_id().clone();
     let reply = match pb::Request::decode(&d.data[..]) {
         Err(e) => error_reply(&Error::Invalid(format!("Malformed RPC request: {e}"))),
+        Ok(req) if req.deadline_unix_ms > 0 && req.deadline_unix_ms + CLOCK_SKEW_MS < now_ms() => {
+            tracing::warn!(method = %req.method, request_id = %req.request_id, "not running a request whose caller has given up");
+            error_reply(&Error::Unavailable(
+                "The request reached the conductor after its deadline and was not carried out."
+                    .into(),
+            ))
+        }
         Ok(req) => {
-            if req.deadline_unix_ms > 0 && req.deadline_unix_ms < now_ms() {
-                tracing::warn!(method = %req.method, request_id = %req.request_id, "dropping a request whose caller has given up");
-                return;
-            }
             let span = tracing::info_span!(
                 "rpc.server",
                 rpc.method = %req.method,
@@ -995,16 +1123,21 @@ async fn handle(
     if let Some(c) = corr {
         props = props.with_correlation_id(c);
     }
-    let res = channel
-        .basic_publish(
-            "".into(),
-            reply_to.as_str().into(),
-            BasicPublishOptions::default(),
-            &reply.encode_to_vec(),
-            props,
-        )
-        .await;
-    if let Err(e) = res {
-        tracing::warn!(error = %e, "could not send a reply; the caller will see an error");
+    let payload = reply.encode_to_vec();
+    let publish = channel.basic_publish(
+        "".into(),
+        reply_to.as_str().into(),
+        BasicPublishOptions::default(),
+        &payload,
+        props,
+    );
+    match tokio::time::timeout(call_timeout, publish).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not send a reply; the caller will see an error")
+        }
+        Err(_) => {
+            tracing::warn!("the broker did not take a reply in time; the caller will see an error")
+        }
     }
 }

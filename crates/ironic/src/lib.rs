@@ -82,7 +82,13 @@ impl Running {
         if let Some(c) = self.client {
             c.shutdown().await;
         }
-        self.db.close().await;
+        // Work abandoned at the drain timeout may still hold connections.
+        if tokio::time::timeout(Duration::from_secs(5), self.db.close())
+            .await
+            .is_err()
+        {
+            tracing::warn!("database connections still busy at exit");
+        }
     }
 }
 
