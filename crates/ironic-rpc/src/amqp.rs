@@ -1048,8 +1048,8 @@ struct HandlerCtx {
 }
 
 /// Clocks of callers and conductors differ a little; a request is dropped only when
-/// its deadline passed longer ago than this.
-const CLOCK_SKEW_MS: u64 = 5_000;
+/// its deadline passed longer ago than this (NTP keeps hosts far closer).
+const CLOCK_SKEW_MS: u64 = 1_000;
 
 async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
     let HandlerCtx {

@@ -16,7 +16,7 @@ use ironic_model::patch::PatchOp;
 use ironic_model::{Error, Node, Version};
 
 pub mod amqp;
-mod convert;
+pub mod convert;
 pub mod dispatch;
 pub mod testing;
 pub mod trace;

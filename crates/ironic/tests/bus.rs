@@ -1,0 +1,167 @@
+#![allow(clippy::unwrap_used)]
+//! The AMQP transport on its own, against a real RabbitMQ (a vhost per test) and a
+//! conductor stand-in that counts what it runs: unroutable calls fail fast, a call
+//! without a reply fails at its timeout, and a request whose caller has given up is
+//! never run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ironic_model::{Error, Node, NodeUuid, Version};
+use ironic_rpc::amqp::{BusSettings, CallError, Client, Server, Target};
+use ironic_rpc::testing::TestBus;
+use ironic_rpc::{ConductorApi, Context, NodeRef, RpcFuture, UpdateNode, convert, pb};
+use prost::Message;
+
+/// Runs `create_node` only: the first call takes `first_takes`, later ones are instant.
+struct Counting {
+    runs: AtomicUsize,
+    /// Calls that have returned.
+    finished: AtomicUsize,
+    first_takes: Duration,
+}
+
+impl ConductorApi for Counting {
+    fn create_node(&self, _: &Context, node: Node) -> RpcFuture<'_, Node> {
+        Box::pin(async move {
+            if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+                tokio::time::sleep(self.first_takes).await;
+            }
+            self.finished.fetch_add(1, Ordering::SeqCst);
+            Ok(node)
+        })
+    }
+    fn update_node(&self, _: &Context, _: UpdateNode) -> RpcFuture<'_, Node> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn set_maintenance(
+        &self,
+        _: &Context,
+        _: NodeRef,
+        _: bool,
+        _: Option<String>,
+    ) -> RpcFuture<'_, Node> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn destroy_node(&self, _: &Context, _: NodeRef) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn add_node_traits(
+        &self,
+        _: &Context,
+        _: NodeRef,
+        _: Vec<String>,
+        _: bool,
+    ) -> RpcFuture<'_, Vec<String>> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn remove_node_traits(&self, _: &Context, _: NodeRef, _: Option<String>) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+}
+
+fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {
+    BusSettings {
+        url: bus.url.clone(),
+        exchange: "ironic".into(),
+        call_timeout: timeout,
+        prefetch,
+        max_backoff: Duration::from_secs(1),
+        connection_name: "bus-test".into(),
+    }
+}
+
+fn create_body() -> Vec<u8> {
+    let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+    pb::CreateNodeRequest {
+        node: Some(convert::node_to_pb(&node)),
+    }
+    .encode_to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unroutable_calls_fail_fast() {
+    let bus = TestBus::new().unwrap();
+    let client = Client::start(settings(&bus, Duration::from_secs(20), 8));
+    assert!(client.connected(Duration::from_secs(10)).await);
+    let started = Instant::now();
+    let r = client
+        .ping(&Target::Host("nobody".into()), &Context::default())
+        .await;
+    assert!(matches!(r, Err(CallError::Unroutable(_))), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "failed fast, not at the 20 s timeout: {:?}",
+        started.elapsed()
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_requests_are_never_run() {
+    let bus = TestBus::new().unwrap();
+    let api = Arc::new(Counting {
+        runs: AtomicUsize::new(0),
+        finished: AtomicUsize::new(0),
+        first_takes: Duration::from_secs(3),
+    });
+    // One slot: the second request waits behind the slow first one.
+    let server = Server::start(
+        settings(&bus, Duration::from_secs(1), 1),
+        "solo".into(),
+        api.clone(),
+    );
+    assert!(server.consuming(Duration::from_secs(10)).await);
+    let client = Client::start(settings(&bus, Duration::from_secs(1), 8));
+    assert!(client.connected(Duration::from_secs(10)).await);
+    let target = Target::Host("solo".into());
+    let ctx = Context::default();
+
+    let (a, b) = tokio::join!(
+        client.call(&target, "create_node", &ctx, create_body()),
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            client
+                .call(&target, "create_node", &ctx, create_body())
+                .await
+        }
+    );
+    for r in [a, b] {
+        match r {
+            Err(CallError::Failed(Error::Unavailable(m))) => {
+                assert!(m.starts_with("No reply from"), "{m}")
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    }
+    // The slow one finishes; the waiting one, whose caller gave up, is taken the moment
+    // the slot frees up, and must not run. Something that must not happen has no event
+    // to wait for: watch for a short, bounded while after the slot frees.
+    let start = Instant::now();
+    while api.finished.load(Ordering::SeqCst) < 1 && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        api.finished.load(Ordering::SeqCst),
+        1,
+        "the slow call finished"
+    );
+    let watch = Instant::now();
+    while watch.elapsed() < Duration::from_millis(700) {
+        assert_eq!(
+            api.runs.load(Ordering::SeqCst),
+            1,
+            "the expired request was not run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The conductor is still fine: a fresh call runs.
+    let c = client
+        .call(&target, "create_node", &ctx, create_body())
+        .await;
+    assert!(c.is_ok(), "{c:?}");
+    assert_eq!(api.runs.load(Ordering::SeqCst), 2);
+    client.shutdown().await;
+    assert!(server.shutdown_within(Duration::from_secs(10)).await);
+}
