@@ -87,6 +87,13 @@ os baremetal node maintenance unset "$uuid"
 os baremetal node add trait "$uuid" CUSTOM_COMPAT
 [ "$(os baremetal node trait list "$uuid" -f value)" = CUSTOM_COMPAT ] || fail "traits"
 
+echo "== conductors"
+if [ $split = 1 ]; then want="compat-a compat-b "; else want="compat "; fi
+[ "$(os baremetal conductor list -f value -c Hostname | sort | tr '\n' ' ')" = "$want" ] || fail "conductor list"
+owner=$(os baremetal node show "$uuid" -f value -c conductor)
+case " $want" in *" $owner "*) ;; *) fail "node conductor field: $owner";; esac
+[ "$(os baremetal conductor show "$owner" -f value -c alive)" = True ] || fail "conductor show"
+
 echo "== errors reach the user"
 if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi
 grep -q "could not be found" "$dir/err" || fail "error message: $(cat "$dir/err")"
