@@ -2,8 +2,10 @@
 //! split deployment, and graceful shutdown.
 //!
 //! Start: release this host's stale locks → start consuming RPC (split deployment) →
-//! register (only now do API processes route here) → heartbeat.
-//! Stop: unregister (API processes route elsewhere within one refresh) → keep serving for
+//! register and announce it on the bus (API processes re-read the conductor list at
+//! once) → heartbeat.
+//! Stop: unregister and announce it (API processes route elsewhere at once, or within
+//! one periodic refresh if the announcement is lost) → keep serving for
 //! `shutdown_settle_time` when other conductors are alive → stop consuming and finish the
 //! requests in hand (bounded by `graceful_shutdown_timeout`), heartbeating meanwhile so
 //! that no other conductor releases the locks of that work.
@@ -74,6 +76,9 @@ impl Service {
             );
         }
         conductor.register().await.map_err(|e| e.to_string())?;
+        if let Some((s, _)) = &server {
+            s.announce_membership().await;
+        }
         let topology = Arc::new(Topology::new(
             db,
             cfg.conductor.heartbeat_timeout,
@@ -108,6 +113,7 @@ impl Service {
         let Some(server) = self.server else {
             return;
         };
+        server.announce_membership().await;
         let host = self.conductor.host().to_string();
         // Offline for routing, but alive: keep the heartbeat fresh from now until the
         // work in hand is done, so nobody releases its locks.

@@ -47,6 +47,11 @@ use crate::{ConductorApi, Context, NodeRef, RpcFuture, UpdateNode, pb, trace};
 /// The topic: name of the shared queue and prefix of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
 
+/// Routing key of membership announcements: a conductor publishes one when it
+/// registers or unregisters; every caller's reply queue is bound to it, so API processes
+/// re-read the conductor list at once instead of at their next periodic refresh.
+pub const MEMBERSHIP: &str = "ironic.membership";
+
 /// The queue of one conductor.
 pub fn host_queue(host: &str) -> String {
     format!("{TOPIC}.{host}")
@@ -210,6 +215,9 @@ struct ClientInner {
     settings: BusSettings,
     link: watch::Sender<Option<Arc<Link>>>,
     pending: Mutex<HashMap<String, Waiter>>,
+    /// Bumped on every membership announcement and every (re)connection (announcements
+    /// may have been missed while disconnected).
+    membership: watch::Sender<u64>,
 }
 
 impl ClientInner {
@@ -228,6 +236,10 @@ impl ClientInner {
     }
 
     fn deliver(&self, d: Delivery) {
+        if d.properties.kind().as_ref().map(|k| k.as_str()) == Some(MEMBERSHIP) {
+            self.membership.send_modify(|g| *g += 1);
+            return;
+        }
         let Some(corr) = d
             .properties
             .correlation_id()
@@ -283,6 +295,7 @@ impl Client {
             settings,
             link: watch::channel(None).0,
             pending: Mutex::new(HashMap::new()),
+            membership: watch::channel(0).0,
         });
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(supervise_client(inner.clone(), stop_rx));
@@ -291,6 +304,12 @@ impl Client {
             stop,
             task: Mutex::new(Some(task)),
         })
+    }
+
+    /// Changes whenever the set of conductors may have changed (an announcement, or a
+    /// reconnection after which announcements may have been missed).
+    pub fn membership(&self) -> watch::Receiver<u64> {
+        self.inner.membership.subscribe()
     }
 
     /// Waits until connected, at most `timeout`.
@@ -479,6 +498,15 @@ async fn open_client_link(s: &BusSettings) -> lapin::Result<(Connection, Link, l
         )
         .await?;
     let reply_to = q.name().to_string();
+    channel
+        .queue_bind(
+            reply_to.as_str().into(),
+            s.exchange.as_str().into(),
+            MEMBERSHIP.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
     let consumer = channel
         .basic_consume(
             reply_to.as_str().into(),
@@ -507,6 +535,7 @@ async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<boo
                 let linked_at = Instant::now();
                 tracing::info!(reply_queue = %link.reply_to, "connected to the message bus");
                 inner.link.send_replace(Some(Arc::new(link)));
+                inner.membership.send_modify(|g| *g += 1);
                 let stopping = loop {
                     tokio::select! {
                         d = replies.next() => match d {
@@ -746,6 +775,8 @@ pub struct Server {
     stop: watch::Sender<bool>,
     consuming: watch::Receiver<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
+    channel: watch::Receiver<Option<Channel>>,
+    exchange: String,
 }
 
 impl Server {
@@ -753,11 +784,45 @@ impl Server {
     pub fn start(settings: BusSettings, host: String, api: Arc<dyn ConductorApi>) -> Server {
         let (stop, stop_rx) = watch::channel(false);
         let (consuming_tx, consuming) = watch::channel(false);
-        let task = tokio::spawn(run_server(settings, host, api, stop_rx, consuming_tx));
+        let (channel_tx, channel) = watch::channel(None);
+        let exchange = settings.exchange.clone();
+        let task = tokio::spawn(run_server(
+            settings,
+            host,
+            api,
+            stop_rx,
+            consuming_tx,
+            channel_tx,
+        ));
         Server {
             stop,
             consuming,
             task: Mutex::new(Some(task)),
+            channel,
+            exchange,
+        }
+    }
+
+    /// Tells every API process that the set of conductors changed (best effort: without
+    /// a connection, they notice at their next periodic refresh).
+    pub async fn announce_membership(&self) {
+        let channel = self.channel.borrow().clone();
+        let Some(channel) = channel else {
+            return;
+        };
+        let props = BasicProperties::default().with_type(MEMBERSHIP.into());
+        let publish = channel.basic_publish(
+            self.exchange.as_str().into(),
+            MEMBERSHIP.into(),
+            BasicPublishOptions::default(),
+            &[],
+            props,
+        );
+        match tokio::time::timeout(Duration::from_secs(5), publish).await {
+            Ok(Ok(_)) => tracing::debug!("membership change announced"),
+            _ => tracing::warn!(
+                "could not announce a membership change; API processes will notice at their next refresh"
+            ),
         }
     }
 
@@ -868,6 +933,7 @@ async fn run_server(
     api: Arc<dyn ConductorApi>,
     mut stop: watch::Receiver<bool>,
     consuming: watch::Sender<bool>,
+    current: watch::Sender<Option<Channel>>,
 ) {
     let first = Duration::from_millis(100);
     let mut backoff = first;
@@ -884,13 +950,14 @@ async fn run_server(
             Ok(link) => {
                 let linked_at = Instant::now();
                 tracing::info!(queue = %host_queue(&host), shared = TOPIC, "consuming RPC requests");
-                consuming.send_replace(true);
                 let ServerLink {
                     conn,
                     channel,
                     consumers: (mut own, mut shared),
                     tags,
                 } = link;
+                current.send_replace(Some(channel.clone()));
+                consuming.send_replace(true);
                 let ctx = HandlerCtx {
                     api: api.clone(),
                     channel: channel.clone(),
@@ -929,6 +996,9 @@ async fn run_server(
                     }
                 };
                 consuming.send_replace(false);
+                if !stopping {
+                    current.send_replace(None);
+                }
                 if stopping {
                     let consumers = (&mut own, &mut shared);
                     drain(

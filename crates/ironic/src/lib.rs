@@ -49,6 +49,8 @@ struct ApiServer {
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
     refresher: JoinHandle<()>,
+    /// Refreshes the topology on membership announcements (split deployment).
+    watcher: Option<JoinHandle<()>>,
 }
 
 /// A running service.
@@ -75,6 +77,9 @@ impl Running {
             let _ = api.stop.send(true);
             let _ = api.task.await;
             api.refresher.abort();
+            if let Some(w) = api.watcher {
+                w.abort();
+            }
         }
         if let Some(c) = self.conductor {
             c.shutdown().await;
@@ -121,6 +126,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
     let db = open_db(&cfg, role).await?;
     let mut conductor = None;
     let mut client = None;
+    let mut watcher = None;
     let api: Option<Arc<dyn ConductorApi>> = match role {
         Role::AllInOne => {
             let svc = Service::start(&cfg, db.clone(), None).await?;
@@ -162,6 +168,13 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
             if !c.connected(Duration::from_secs(5)).await {
                 tracing::warn!("the message bus is not reachable yet; calls will wait for it");
             }
+            // Conductors announce (un)registrations: re-read the list at once.
+            let (mut changes, t) = (c.membership(), topology.clone());
+            watcher = Some(tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    t.refresh().await;
+                }
+            }));
             client = Some(c.clone());
             Arc::new(RemoteConductors::new(c, topology.clone()))
         }
@@ -216,6 +229,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
         stop,
         task,
         refresher,
+        watcher,
     });
     Ok(running)
 }

@@ -480,3 +480,53 @@ async fn a_graceful_stop_finishes_the_calls_in_hand() {
     assert_eq!(n.reservation, None);
     t.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_changes_reach_the_api_at_once() {
+    let t = TestDb::postgres().await.unwrap();
+    // The API's periodic refresh is the heartbeat interval (10 s here): anything much
+    // faster comes from the conductors' announcements on the bus.
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "10"),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", "30"),
+            ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0"),
+        ],
+    );
+    let (_first, _api_proc, api) = start_cluster(&cluster, &["first"]).await;
+    let mut second = cluster.conductor("second");
+    assert!(second.wait_log("ironic-conductor serving", Duration::from_secs(30)));
+    let seen = until(
+        "the API sees the new conductor",
+        Duration::from_secs(15),
+        || async { alive_conductors(&api).await.contains("second") },
+    )
+    .await;
+    eprintln!("registration seen by the API after {} ms", seen.as_millis());
+    assert!(
+        seen < Duration::from_secs(2),
+        "announced, not polled ({seen:?})"
+    );
+
+    second.term();
+    assert!(second.wait_log("conductor unregistered", Duration::from_secs(15)));
+    let gone = until("the API sees it leave", Duration::from_secs(15), || async {
+        !alive_conductors(&api).await.contains("second")
+    })
+    .await;
+    eprintln!(
+        "unregistration seen by the API after {} ms",
+        gone.as_millis()
+    );
+    assert!(
+        gone < Duration::from_secs(2),
+        "announced, not polled ({gone:?})"
+    );
+    assert!(
+        second
+            .wait_exit(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+    t.cleanup().await;
+}
