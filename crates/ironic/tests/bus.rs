@@ -165,3 +165,61 @@ async fn late_requests_are_never_run() {
     client.shutdown().await;
     assert!(server.shutdown_within(Duration::from_secs(10)).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_for_any_conductor_are_shared_among_the_live_ones() {
+    let bus = TestBus::new().unwrap();
+    let counting = || {
+        Arc::new(Counting {
+            runs: AtomicUsize::new(0),
+            finished: AtomicUsize::new(0),
+            first_takes: Duration::ZERO,
+        })
+    };
+    let (a, b) = (counting(), counting());
+    let sa = Server::start(
+        settings(&bus, Duration::from_secs(5), 1),
+        "a".into(),
+        a.clone(),
+    );
+    let sb = Server::start(
+        settings(&bus, Duration::from_secs(5), 1),
+        "b".into(),
+        b.clone(),
+    );
+    assert!(sa.consuming(Duration::from_secs(10)).await);
+    assert!(sb.consuming(Duration::from_secs(10)).await);
+    let client = Client::start(settings(&bus, Duration::from_secs(5), 8));
+    assert!(client.connected(Duration::from_secs(10)).await);
+    for _ in 0..10 {
+        let r = client
+            .call(
+                &Target::Any,
+                "create_node",
+                &Context::default(),
+                create_body(),
+            )
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let (na, nb) = (a.runs.load(Ordering::SeqCst), b.runs.load(Ordering::SeqCst));
+    assert_eq!(na + nb, 10, "each call ran exactly once");
+    assert!(na > 0 && nb > 0, "the broker shared them: {na} and {nb}");
+
+    // One conductor stops gracefully: the other takes every call.
+    assert!(sa.shutdown_within(Duration::from_secs(10)).await);
+    for _ in 0..4 {
+        let r = client
+            .call(
+                &Target::Any,
+                "create_node",
+                &Context::default(),
+                create_body(),
+            )
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert_eq!(b.runs.load(Ordering::SeqCst), nb + 4);
+    client.shutdown().await;
+    assert!(sb.shutdown_within(Duration::from_secs(10)).await);
+}
