@@ -1,8 +1,13 @@
-//! Hardware types and their interfaces. For now: what each hardware type enables and
-//! uses by default per interface type; the interface implementations (power, deploy,
-//! steps, ...) arrive with the state machine.
+//! Hardware types and their interfaces: what each hardware type enables and uses by
+//! default per interface type, and the clean and deploy steps it offers
+//! ([`steps`]). The interface implementations that run steps and change power arrive
+//! with the cleaning engine.
 //!
 //! Architecture invariant: drivers never touch the database.
+
+pub mod steps;
+
+use steps::{ArgInfo, StepDecl};
 
 /// One hardware type: for each interface type, the default and the enabled
 /// implementations.
@@ -11,6 +16,11 @@ pub struct HardwareType {
     pub name: &'static str,
     /// `(interface type, default, enabled)`, one entry per interface type.
     pub interfaces: &'static [(&'static str, &'static str, &'static [&'static str])],
+    /// Every clean step its interfaces offer, enabled for automated cleaning (priority
+    /// above zero) or not.
+    pub clean_steps: &'static [StepDecl],
+    /// Its deploy steps; `deploy.deploy` is the core one.
+    pub deploy_steps: &'static [StepDecl],
 }
 
 impl HardwareType {
@@ -49,7 +59,73 @@ pub const FAKE_HARDWARE: HardwareType = HardwareType {
         ("storage", "noop", &["fake", "noop"]),
         ("vendor", "fake", &["fake", "no-vendor"]),
     ],
+    clean_steps: FAKE_CLEAN_STEPS,
+    deploy_steps: FAKE_DEPLOY_STEPS,
 };
+
+const SETTINGS: &[ArgInfo] = &[ArgInfo {
+    name: "settings",
+    description: "A list of settings to apply.",
+    required: true,
+}];
+
+const SECONDS: &[ArgInfo] = &[ArgInfo {
+    name: "seconds",
+    description: "How long the step runs, in seconds.",
+    required: true,
+}];
+
+const fn step(
+    interface: &'static str,
+    step: &'static str,
+    priority: u32,
+    abortable: bool,
+    args: &'static [ArgInfo],
+) -> StepDecl {
+    StepDecl {
+        interface,
+        step,
+        priority,
+        abortable,
+        requires_ramdisk: false,
+        args,
+    }
+}
+
+/// `fake-hardware`'s clean steps: upstream's fake ones, plus steps that take time
+/// (`deploy.sleep`, abortable; `deploy.burn_in`, not abortable) so that `clean wait`,
+/// aborts and crashes mid-step can be observed, and RAID steps for deploy templates.
+pub const FAKE_CLEAN_STEPS: &[StepDecl] = &[
+    step("bios", "apply_configuration", 0, false, SETTINGS),
+    step("bios", "factory_reset", 0, false, &[]),
+    step("bios", "cache_bios_settings", 0, false, &[]),
+    step("firmware", "update", 0, false, SETTINGS),
+    step("vendor", "log_passthrough", 1, false, &[]),
+    step("deploy", "sleep", 0, true, SECONDS),
+    step("deploy", "burn_in", 0, false, SECONDS),
+    step(
+        "raid",
+        "create_configuration",
+        0,
+        false,
+        &[
+            ArgInfo {
+                name: "create_root_volume",
+                description: "Whether to create the root volume.",
+                required: false,
+            },
+            ArgInfo {
+                name: "create_nonroot_volumes",
+                description: "Whether to create the other volumes.",
+                required: false,
+            },
+        ],
+    ),
+    step("raid", "delete_configuration", 0, false, &[]),
+];
+
+/// `fake-hardware`'s deploy steps.
+pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[step("deploy", "deploy", 100, false, &[])];
 
 /// Every hardware type this build knows.
 pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE];
@@ -113,5 +189,33 @@ mod tests {
                 .contains("ipmi")
         );
         assert_eq!(h.interfaces.len(), 13);
+    }
+
+    #[test]
+    fn fake_steps() {
+        // One step runs in automated cleaning; the rest only when asked for.
+        let auto = steps::automated(FAKE_HARDWARE.clean_steps);
+        assert_eq!(auto.len(), 1);
+        assert_eq!(auto[0].name(), "vendor.log_passthrough");
+        // There are abortable and non-abortable steps with a required argument.
+        let with_seconds: Vec<&StepDecl> = FAKE_HARDWARE
+            .clean_steps
+            .iter()
+            .filter(|d| d.args.iter().any(|a| a.name == "seconds" && a.required))
+            .collect();
+        assert!(with_seconds.iter().any(|d| d.abortable));
+        assert!(with_seconds.iter().any(|d| !d.abortable));
+        // Every step belongs to an interface type the hardware type has.
+        for d in FAKE_HARDWARE
+            .clean_steps
+            .iter()
+            .chain(FAKE_HARDWARE.deploy_steps)
+        {
+            assert!(
+                FAKE_HARDWARE.default_interface(d.interface).is_some(),
+                "{}",
+                d.step
+            );
+        }
     }
 }
