@@ -28,6 +28,7 @@ mod conductors;
 mod drivers;
 pub mod error;
 mod nodes;
+mod provision;
 mod query;
 mod root;
 pub use ironic_db::topology;
@@ -293,6 +294,10 @@ pub fn router(state: AppState) -> Router {
                 .delete(nodes::delete),
         ),
         ("/nodes/{ident}/states", get(nodes::states)),
+        (
+            "/nodes/{ident}/states/provision",
+            put(provision::set_provision_state),
+        ),
         (
             "/nodes/{ident}/maintenance",
             put(nodes::maintenance_on).delete(nodes::maintenance_off),

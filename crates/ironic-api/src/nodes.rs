@@ -466,7 +466,7 @@ pub async fn patch(
 }
 
 /// Refuses every query argument (for endpoints that take none).
-fn no_args(q: &Option<String>) -> Result<(), ApiError> {
+pub(crate) fn no_args(q: &Option<String>) -> Result<(), ApiError> {
     Query::parse(q.as_deref())?.only(&[])
 }
 

@@ -15,8 +15,9 @@ use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
 use ironic_model::patch::{self, Op};
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node};
-use ironic_rpc::{ConductorApi, Context, NodeRef, RpcFuture, UpdateNode};
+use ironic_rpc::{CleanStep, ConductorApi, Context, NodeRef, RpcFuture, UpdateNode};
 
+mod provision;
 pub mod registry;
 pub mod service;
 
@@ -29,6 +30,7 @@ pub struct ConductorSettings {
     pub host: String,
     pub conductor_group: String,
     pub allow_deleting_available_nodes: bool,
+    pub automated_clean: bool,
     pub lock_attempts: u32,
     pub lock_retry_interval: Duration,
     pub heartbeat_interval: Duration,
@@ -41,6 +43,7 @@ impl ConductorSettings {
             host: cfg.default.host.clone(),
             conductor_group: cfg.default.default_conductor_group.clone(),
             allow_deleting_available_nodes: cfg.conductor.allow_deleting_available_nodes,
+            automated_clean: cfg.conductor.automated_clean,
             lock_attempts: cfg.conductor.node_locked_retry_attempts.max(1),
             lock_retry_interval: Duration::from_millis(cfg.conductor.node_locked_retry_interval_ms),
             heartbeat_interval: Duration::from_secs(cfg.conductor.heartbeat_interval),
@@ -81,24 +84,84 @@ impl Drop for LockGuard {
     }
 }
 
+/// A node whose lock this conductor holds. Dropping it releases the lock (from a task
+/// of its own); `save` keeps it, `release` and `save_and_release` give it back.
+pub(crate) struct Held {
+    pub node: Node,
+    guard: LockGuard,
+}
+
+impl Held {
+    /// Writes the node and keeps the lock.
+    pub async fn save(&mut self) -> Result<(), Error> {
+        self.node.reservation = Some(self.guard.host.clone());
+        let saved = self
+            .guard
+            .db
+            .node_save(&self.node, &self.guard.host)
+            .await?;
+        self.node = Node {
+            traits: std::mem::take(&mut self.node.traits),
+            ..saved
+        };
+        Ok(())
+    }
+
+    /// Writes the node and gives the lock back in the same statement.
+    pub async fn save_and_release(mut self) -> Result<Node, Error> {
+        self.node.reservation = None;
+        let res = self.guard.db.node_save(&self.node, &self.guard.host).await;
+        if res.is_ok() {
+            self.guard.armed = false;
+        }
+        res
+    }
+
+    /// Gives the lock back without writing.
+    pub async fn release(mut self) {
+        self.guard.armed = false;
+        if let Err(e) = self
+            .guard
+            .db
+            .node_release(self.guard.node_id, &self.guard.host)
+            .await
+        {
+            tracing::error!(node_id = self.guard.node_id, error = %e, "could not release a node lock");
+        }
+    }
+}
+
 /// One conductor's service.
 pub struct Conductor {
     db: Db,
     drivers: Registry,
     settings: ConductorSettings,
+    /// Names this process run: work a node records as running here (a step's timer)
+    /// is orphaned once the process is gone, even if the host comes back.
+    boot_id: String,
+    /// Itself, for background work started from `&self` RPC handlers.
+    me: std::sync::Weak<Conductor>,
 }
 
 impl Conductor {
     pub fn new(db: Db, drivers: Registry, settings: ConductorSettings) -> Arc<Self> {
-        Arc::new(Conductor {
+        Arc::new_cyclic(|me| Conductor {
             db,
             drivers,
             settings,
+            boot_id: uuid::Uuid::new_v4().simple().to_string(),
+            me: me.clone(),
         })
     }
 
     pub fn host(&self) -> &str {
         &self.settings.host
+    }
+
+    fn arc(&self) -> Result<Arc<Conductor>, Error> {
+        self.me
+            .upgrade()
+            .ok_or_else(|| Error::Unavailable("The conductor is shutting down.".into()))
     }
 
     pub fn db(&self) -> &Db {
@@ -129,6 +192,24 @@ impl Conductor {
                 other => return other,
             }
         }
+    }
+
+    /// Takes the lock of the node `target` names, for work that may outlive this call
+    /// (the returned [`Held`] is handed to a background task).
+    async fn lock(&self, target: &NodeRef) -> Result<Held, Error> {
+        let mut node = self.acquire(target.id).await?;
+        let guard = LockGuard {
+            db: self.db.clone(),
+            node_id: target.id,
+            host: self.settings.host.clone(),
+            armed: true,
+        };
+        if node.uuid.as_str() != target.uuid {
+            drop(guard);
+            return Err(Error::node_not_found(&target.uuid));
+        }
+        node.reservation = Some(self.settings.host.clone());
+        Ok(Held { node, guard })
     }
 
     /// Runs `f` on the locked node and always gives the lock back.
@@ -368,6 +449,31 @@ impl ConductorApi for Conductor {
                 Ok(())
             })
             .await
+        })
+    }
+
+    fn do_provisioning_action(
+        &self,
+        _ctx: &Context,
+        node: NodeRef,
+        action: String,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            let me = self.arc()?;
+            me.provisioning_action(&node, &action).await
+        })
+    }
+
+    fn do_node_clean(
+        &self,
+        _ctx: &Context,
+        node: NodeRef,
+        steps: Vec<CleanStep>,
+        _disable_ramdisk: Option<bool>,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            let me = self.arc()?;
+            me.manual_clean(&node, steps).await
         })
     }
 }

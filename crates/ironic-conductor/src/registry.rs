@@ -108,6 +108,11 @@ impl Conductor {
                     if let Err(e) = self.release_orphan_locks(&topology).await {
                         tracing::error!(host, error = %e, "could not release orphan locks");
                     }
+                    match self.fail_orphaned_work(&topology).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::warn!(host, nodes = n, "failed work a crash interrupted"),
+                        Err(e) => tracing::error!(host, error = %e, "could not check for interrupted work"),
+                    }
                 }
                 _ = stop.changed() => break,
             }

@@ -18,6 +18,7 @@ fn settings() -> ConductorSettings {
         host: "c1".into(),
         conductor_group: String::new(),
         allow_deleting_available_nodes: true,
+        automated_clean: true,
         lock_attempts: 2,
         lock_retry_interval: Duration::from_millis(20),
         heartbeat_interval: Duration::from_secs(10),

@@ -106,6 +106,9 @@ pub struct ConductorSection {
     pub heartbeat_interval: u64,
     pub heartbeat_timeout: u64,
     pub allow_deleting_available_nodes: bool,
+    /// Clean nodes on `provide` and after tear-down (a node's own `automated_clean`
+    /// wins when set).
+    pub automated_clean: bool,
     pub node_locked_retry_attempts: u32,
     pub node_locked_retry_interval_ms: u64,
     /// Seconds a stopping conductor keeps serving after going offline, so that API
@@ -183,6 +186,7 @@ impl Default for ConductorSection {
             heartbeat_interval: 10,
             heartbeat_timeout: 60,
             allow_deleting_available_nodes: true,
+            automated_clean: true,
             node_locked_retry_attempts: 3,
             node_locked_retry_interval_ms: 1000,
             shutdown_settle_time: 10,

@@ -801,6 +801,24 @@ impl Db {
         Ok(n == 1)
     }
 
+    /// Unlocked nodes in one of `states`: (id, uuid, driver, conductor_group). Few by
+    /// nature (work that a crash interrupted), so one query per state is fine.
+    pub async fn nodes_unlocked_in(
+        &self,
+        states: &[&str],
+    ) -> Result<Vec<(i64, String, String, String)>, Error> {
+        let sql = "SELECT id, uuid, driver, conductor_group FROM nodes \
+                   WHERE provision_state = $1 AND reservation IS NULL";
+        let mut out = Vec::new();
+        for s in states {
+            let rows: Vec<(i64, String, String, String)> =
+                with_pool!(self, |p| sqlx::query_as(sql).bind(*s).fetch_all(p).await)
+                    .map_err(|e| internal("reading nodes by state", e))?;
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
     /// Releases every lock `host` holds (a conductor starting after a crash).
     pub async fn node_release_all(&self, host: &str) -> Result<u64, Error> {
         let sql = "UPDATE nodes SET reservation = NULL WHERE reservation = $1";

@@ -5,6 +5,7 @@
 //!
 //! Architecture invariant: drivers never touch the database.
 
+pub mod fake;
 pub mod steps;
 
 use steps::{ArgInfo, StepDecl};

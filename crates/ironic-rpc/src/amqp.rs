@@ -40,9 +40,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
-use crate::convert::{error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb};
+use crate::convert::{
+    error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb, steps_to_pb,
+};
 use crate::dispatch::{dispatch, error_reply};
-use crate::{ConductorApi, Context, NodeRef, RpcFuture, UpdateNode, pb, trace};
+use crate::{CleanStep, ConductorApi, Context, NodeRef, RpcFuture, UpdateNode, pb, trace};
 
 /// The topic: name of the shared queue and prefix of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
@@ -762,6 +764,45 @@ impl ConductorApi for RemoteConductors {
             .encode_to_vec();
             self.call_node(&node, "remove_node_traits", &ctx, body)
                 .await?;
+            Ok(())
+        })
+    }
+
+    fn do_provisioning_action(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        action: String,
+    ) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::DoProvisioningActionRequest {
+                node: Some(node_ref_to_pb(&node)),
+                action,
+            }
+            .encode_to_vec();
+            self.call_node(&node, "do_provisioning_action", &ctx, body)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn do_node_clean(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        steps: Vec<CleanStep>,
+        disable_ramdisk: Option<bool>,
+    ) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::DoNodeCleanRequest {
+                node: Some(node_ref_to_pb(&node)),
+                clean_steps: steps_to_pb(&steps),
+                disable_ramdisk,
+            }
+            .encode_to_vec();
+            self.call_node(&node, "do_node_clean", &ctx, body).await?;
             Ok(())
         })
     }

@@ -207,6 +207,31 @@ pub fn patch_from_pb(ops: Vec<pb::PatchOp>) -> Result<Vec<PatchOp>, Error> {
         .collect()
 }
 
+pub fn steps_to_pb(steps: &[crate::CleanStep]) -> Vec<pb::Step> {
+    steps
+        .iter()
+        .map(|s| pb::Step {
+            interface: s.interface.clone(),
+            step: s.step.clone(),
+            args_json: json_text(&s.args),
+            priority: None,
+        })
+        .collect()
+}
+
+pub fn steps_from_pb(steps: Vec<pb::Step>) -> Result<Vec<crate::CleanStep>, Error> {
+    steps
+        .into_iter()
+        .map(|s| {
+            Ok(crate::CleanStep {
+                interface: s.interface,
+                step: s.step,
+                args: json_obj(&s.args_json, "step args")?,
+            })
+        })
+        .collect()
+}
+
 pub fn error_to_pb(e: &Error) -> pb::RpcError {
     use pb::ErrorKind as K;
     let kind = match e {

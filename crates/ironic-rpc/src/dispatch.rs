@@ -4,7 +4,9 @@
 use ironic_model::Error;
 use prost::Message;
 
-use crate::convert::{error_to_pb, node_from_pb, node_ref_from_pb, node_to_pb, patch_from_pb};
+use crate::convert::{
+    error_to_pb, node_from_pb, node_ref_from_pb, node_to_pb, patch_from_pb, steps_from_pb,
+};
 use crate::{ConductorApi, Context, UpdateNode, pb};
 
 /// Methods this conductor serves. Others in the schema answer `UNIMPLEMENTED` until
@@ -17,6 +19,8 @@ pub const SERVED: &[&str] = &[
     "destroy_node",
     "add_node_traits",
     "remove_node_traits",
+    "do_provisioning_action",
+    "do_node_clean",
 ];
 
 fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Error> {
@@ -115,6 +119,23 @@ async fn run(
             let r: pb::RemoveNodeTraitsRequest = decode(body)?;
             api.remove_node_traits(ctx, node_ref_from_pb(r.node)?, r.r#trait)
                 .await?;
+            ok(pb::Empty {})
+        }
+        "do_provisioning_action" => {
+            let r: pb::DoProvisioningActionRequest = decode(body)?;
+            api.do_provisioning_action(ctx, node_ref_from_pb(r.node)?, r.action)
+                .await?;
+            ok(pb::Empty {})
+        }
+        "do_node_clean" => {
+            let r: pb::DoNodeCleanRequest = decode(body)?;
+            api.do_node_clean(
+                ctx,
+                node_ref_from_pb(r.node)?,
+                steps_from_pb(r.clean_steps)?,
+                r.disable_ramdisk,
+            )
+            .await?;
             ok(pb::Empty {})
         }
         other => pb::Reply {

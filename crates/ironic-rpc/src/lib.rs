@@ -71,6 +71,14 @@ pub struct UpdateNode {
     pub reset_interfaces: Option<bool>,
 }
 
+/// A step of a manual clean as the client asked for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanStep {
+    pub interface: String,
+    pub step: String,
+    pub args: ironic_model::node::JsonObject,
+}
+
 /// The calls the API makes to the conductor that owns a node.
 pub trait ConductorApi: Send + Sync {
     /// Stores a new node after filling in the hardware type's default interfaces.
@@ -99,6 +107,22 @@ pub trait ConductorApi: Send + Sync {
         ctx: &Context,
         node: NodeRef,
         one: Option<String>,
+    ) -> RpcFuture<'_, ()>;
+    /// A provisioning verb (`manage`, `provide`, `abort`, …) applied under the node
+    /// lock; returns once accepted, long work continues in the background.
+    fn do_provisioning_action(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        action: String,
+    ) -> RpcFuture<'_, ()>;
+    /// Manual cleaning of a `manageable` node; returns once accepted.
+    fn do_node_clean(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        steps: Vec<CleanStep>,
+        disable_ramdisk: Option<bool>,
     ) -> RpcFuture<'_, ()>;
 }
 
@@ -166,5 +190,26 @@ impl ConductorApi for InProcess {
     ) -> RpcFuture<'_, ()> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
         detached(async move { c.remove_node_traits(&ctx, node, one).await })
+    }
+
+    fn do_provisioning_action(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        action: String,
+    ) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.do_provisioning_action(&ctx, node, action).await })
+    }
+
+    fn do_node_clean(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        steps: Vec<CleanStep>,
+        disable_ramdisk: Option<bool>,
+    ) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.do_node_clean(&ctx, node, steps, disable_ramdisk).await })
     }
 }

@@ -59,6 +59,18 @@ impl ConductorApi for Counting {
     fn remove_node_traits(&self, _: &Context, _: NodeRef, _: Option<String>) -> RpcFuture<'_, ()> {
         Box::pin(async { Err(Error::Internal("not used".into())) })
     }
+    fn do_provisioning_action(&self, _: &Context, _: NodeRef, _: String) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn do_node_clean(
+        &self,
+        _: &Context,
+        _: NodeRef,
+        _: Vec<ironic_rpc::CleanStep>,
+        _: Option<bool>,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
 }
 
 fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {

@@ -1,0 +1,171 @@
+//! `PUT /v1/nodes/{node}/states/provision`: a provisioning verb. The verb and the
+//! node's state are checked against the state machine here (400/406 before any RPC);
+//! the conductor that owns the node applies it under the lock and answers once it is
+//! accepted. 202 with a `Location` header to the node's states.
+//!
+//! Served verbs: `manage`, `provide`, `clean` (manual cleaning, `clean_steps`),
+//! `abort`, `inspect` and `adopt` (fake-hardware). Deploy, tear-down, rescue and
+//! service verbs answer 400 until the deploy engine lands (`docs/api.md`).
+
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use ironic_model::fsm::{self, Event};
+use ironic_model::node::INTERFACE_TYPES;
+use ironic_model::{Error, Version};
+use ironic_rpc::{CleanStep, NodeRef};
+use serde_json::Value;
+
+use crate::body::{JsonBody, P};
+use crate::error::ApiError;
+use crate::nodes::{enc, load_node, no_args};
+use crate::{AppState, Base, Req};
+
+type ApiResult = Result<axum::response::Response, ApiError>;
+
+/// Body members and the microversion that introduced each.
+const MEMBERS: &[(&str, u16)] = &[
+    ("target", 1),
+    ("configdrive", 1),
+    ("clean_steps", 15),
+    ("rescue_password", 38),
+    ("deploy_steps", 69),
+    ("disable_ramdisk", 70),
+];
+
+/// Interfaces that offer clean steps.
+const STEP_INTERFACES: &[&str] = &[
+    "power",
+    "management",
+    "deploy",
+    "bios",
+    "raid",
+    "firmware",
+    "vendor",
+];
+
+fn clean_steps(v: &Value) -> Result<Vec<CleanStep>, ApiError> {
+    let bad = |m: String| ApiError::invalid(format!("Invalid clean_steps: {m}"));
+    let Value::Array(list) = v else {
+        return Err(bad("a list of steps is expected".into()));
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let Value::Object(o) = s else {
+                return Err(bad(format!("step {i} is not an object")));
+            };
+            if let Some(k) = o
+                .keys()
+                .find(|k| !["interface", "step", "args"].contains(&k.as_str()))
+            {
+                return Err(bad(format!("step {i} has an unknown member \"{k}\"")));
+            }
+            let interface = o.get("interface").and_then(Value::as_str).unwrap_or("");
+            if !STEP_INTERFACES.contains(&interface) {
+                debug_assert!(STEP_INTERFACES.iter().all(|t| INTERFACE_TYPES.contains(t)));
+                return Err(bad(format!(
+                    "step {i}: interface must be one of {}",
+                    STEP_INTERFACES.join(", ")
+                )));
+            }
+            let step = o.get("step").and_then(Value::as_str).unwrap_or("");
+            if step.is_empty() {
+                return Err(bad(format!("step {i}: step must be a non-empty string")));
+            }
+            let args = match o.get("args") {
+                None => serde_json::Map::new(),
+                Some(Value::Object(a)) => a.clone(),
+                Some(_) => return Err(bad(format!("step {i}: args must be an object"))),
+            };
+            Ok(CleanStep {
+                interface: interface.into(),
+                step: step.into(),
+                args,
+            })
+        })
+        .collect()
+}
+
+fn check_members(obj: &serde_json::Map<String, Value>, v: Version) -> Result<(), ApiError> {
+    for k in obj.keys() {
+        match MEMBERS.iter().find(|(m, _)| m == k) {
+            None => return Err(ApiError::invalid(format!("Unexpected arguments: {k}"))),
+            Some((_, min)) if !v.at_least(*min) => return Err(Error::not_acceptable().into()),
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+pub async fn set_provision_state(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    no_args(&q)?;
+    let v = req.version;
+    let Value::Object(obj) = body else {
+        return Err(ApiError::invalid("The request body must be a JSON object."));
+    };
+    check_members(&obj, v)?;
+    let Some(target) = obj.get("target").and_then(Value::as_str) else {
+        return Err(ApiError::invalid(
+            "'target' is a required property and must be a string.",
+        ));
+    };
+    let verb = fsm::verb(target, v)?;
+    let steps = match (verb.event, obj.get("clean_steps")) {
+        (Event::Clean, Some(s)) => Some(clean_steps(s)?),
+        (Event::Clean, None) => {
+            return Err(ApiError::invalid(
+                "\"clean_steps\" is required when setting target provision state to clean",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(ApiError::invalid(
+                "\"clean_steps\" is only valid when setting target provision state to clean",
+            ));
+        }
+        (_, None) => None,
+    };
+    let disable_ramdisk = match obj.get("disable_ramdisk") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => return Err(ApiError::invalid("disable_ramdisk must be a boolean")),
+    };
+    let node = load_node(&st, &ident, v).await?;
+    let state = node.provision_state;
+    if fsm::next(state, verb.event).is_none() {
+        return Err(fsm::invalid_state_requested(target, &ident, state).into());
+    }
+    if verb.event == Event::Abort && !v.at_least(fsm::abort_min_minor(state)) {
+        return Err(Error::not_acceptable().into());
+    }
+    let nref = NodeRef::from(&node);
+    match verb.event {
+        Event::Clean => {
+            st.conductor
+                .do_node_clean(&req.ctx, nref, steps.unwrap_or_default(), disable_ramdisk)
+                .await?
+        }
+        Event::Manage | Event::Provide | Event::Abort | Event::Inspect | Event::Adopt => {
+            st.conductor
+                .do_provisioning_action(&req.ctx, nref, verb.event.as_str().to_string())
+                .await?
+        }
+        _ => {
+            return Err(ApiError::invalid(format!(
+                "The requested action \"{target}\" is not supported by this service yet."
+            )));
+        }
+    }
+    let mut resp = StatusCode::ACCEPTED.into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}/states", enc(&ident))) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}

@@ -1,0 +1,569 @@
+//! Provisioning verbs and the background work they start: verification (`manage`),
+//! automated cleaning (`provide`), manual cleaning (`clean`), `abort`, and the fake
+//! `inspect` and `adopt`.
+//!
+//! A verb is checked and applied under the node lock (`fsm::process`); the RPC returns
+//! once the node is in its new state, and a task of its own carries the lock on. A step
+//! that takes time puts the node in `clean wait` and gives the lock back; a timer of this
+//! process continues the cleaning afterwards (`continue_cleaning`), and only if the node
+//! is still waiting for that very step, here (`clean_step_runner`): an abort or a
+//! take-over in between wins. Whatever a crash interrupts is failed by the node's owner
+//! (`fail_orphaned_work`).
+
+use std::sync::Arc;
+
+use ironic_db::topology::Topology;
+use ironic_drivers::fake::{self, Outcome};
+use ironic_drivers::steps::{self, Requested, Step};
+use ironic_model::fsm::{self, Event};
+use ironic_model::node::{JsonObject, now};
+use ironic_model::states::ProvisionState as P;
+use ironic_model::{Error, Node};
+use ironic_rpc::{CleanStep, NodeRef};
+use serde_json::{Value, json};
+
+use crate::{Conductor, Held};
+
+/// `driver_internal_info` keys of a cleaning in progress.
+const CLEAN_STEPS: &str = "clean_steps";
+const CLEAN_STEP_INDEX: &str = "clean_step_index";
+const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
+/// The steps `fake-hardware` ran, oldest first (the last 100).
+pub const FAKE_JOURNAL: &str = "fake_journal";
+const JOURNAL_MAX: usize = 100;
+
+fn set_state(node: &mut Node, t: fsm::Transition) {
+    node.provision_state = t.state;
+    node.target_provision_state = t.target;
+    node.provision_updated_at = Some(now());
+}
+
+fn wipe_cleaning(node: &mut Node) {
+    node.clean_step = JsonObject::new();
+    for k in [CLEAN_STEPS, CLEAN_STEP_INDEX, CLEAN_STEP_RUNNER] {
+        node.driver_internal_info.remove(k);
+    }
+}
+
+fn journal(node: &mut Node, step: &Step, what: &str) {
+    let entry =
+        json!({"step": step.name(), "args": step.args, "event": what, "at": now().to_rfc3339()});
+    let list = node
+        .driver_internal_info
+        .entry(FAKE_JOURNAL)
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(l) = list {
+        l.push(entry);
+        if l.len() > JOURNAL_MAX {
+            let extra = l.len() - JOURNAL_MAX;
+            l.drain(..extra);
+        }
+    } else {
+        *list = Value::Array(vec![entry]);
+    }
+}
+
+fn step_json(s: &Step) -> JsonObject {
+    match s.to_json() {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+fn step_from_json(v: &Value) -> Option<Step> {
+    Some(Step {
+        interface: v.get("interface")?.as_str()?.to_string(),
+        step: v.get("step")?.as_str()?.to_string(),
+        args: v.get("args")?.as_object()?.clone(),
+        priority: u32::try_from(v.get("priority")?.as_u64()?).ok()?,
+        abortable: v.get("abortable")?.as_bool()?,
+    })
+}
+
+impl Conductor {
+    fn runner_id(&self) -> String {
+        format!("{}/{}", self.settings.host, self.boot_id)
+    }
+
+    /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
+    /// not happen in the node's state.
+    fn transition(
+        node: &Node,
+        action: &str,
+        event: Event,
+        background: bool,
+        target: Option<P>,
+    ) -> Result<fsm::Transition, Error> {
+        fsm::process(node.provision_state, event, background, target).map_err(|_| {
+            fsm::invalid_state_requested(action, node.uuid.as_str(), node.provision_state)
+        })
+    }
+
+    /// Where `action` takes the node, and whether background work follows.
+    fn plan(node: &Node, action: &str) -> Result<(fsm::Transition, bool), Error> {
+        let uuid = node.uuid.as_str();
+        let event = match action {
+            "manage" if node.provision_state == P::Enroll => {
+                return Ok((
+                    Self::transition(node, action, Event::Manage, true, None)?,
+                    true,
+                ));
+            }
+            "provide" => {
+                if node.maintenance {
+                    return Err(Error::invalid(format!(
+                        "The providing operation can't be performed on node {uuid} because it's in maintenance mode."
+                    )));
+                }
+                if node.retired {
+                    return Err(Error::invalid(format!(
+                        "The providing operation can't be performed on node {uuid} because it is retired."
+                    )));
+                }
+                return Ok((
+                    Self::transition(node, action, Event::Provide, true, None)?,
+                    true,
+                ));
+            }
+            "inspect" | "adopt" => {
+                let e = if action == "inspect" {
+                    Event::Inspect
+                } else {
+                    Event::Adopt
+                };
+                return Ok((Self::transition(node, action, e, true, None)?, true));
+            }
+            other => Event::ALL
+                .iter()
+                .copied()
+                .find(|e| !e.is_internal() && e.as_str() == other)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "The requested action \"{other}\" could not be understood."
+                    ))
+                })?,
+        };
+        Ok((Self::transition(node, action, event, false, None)?, false))
+    }
+
+    /// `do_provisioning_action`.
+    pub(crate) async fn provisioning_action(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        action: &str,
+    ) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        if action == "abort" {
+            return self.abort(held).await;
+        }
+        let uuid = held.node.uuid.to_string();
+        let (t, background) = match Self::plan(&held.node, action) {
+            Ok(p) => p,
+            Err(e) => {
+                held.release().await;
+                return Err(e);
+            }
+        };
+        set_state(&mut held.node, t);
+        if background {
+            // Starting work clears the last error.
+            held.node.last_error = None;
+        }
+        tracing::info!(node = %uuid, action, state = %held.node.provision_state, "provisioning action accepted");
+        match held.node.provision_state {
+            P::Verifying | P::Inspecting | P::Adopting => {
+                held.save().await?;
+                let me = self.clone();
+                tokio::spawn(async move { me.finish_quick_work(held).await });
+            }
+            P::Cleaning => {
+                held.save().await?;
+                let me = self.clone();
+                tokio::spawn(async move { me.clean(held, None).await });
+            }
+            _ => {
+                held.save_and_release().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Verification, inspection and adoption of `fake-hardware`: the power state is read
+    /// (a fake node is off until told otherwise), then `done`.
+    async fn finish_quick_work(self: Arc<Self>, mut held: Held) {
+        if held.node.power_state.is_none() {
+            held.node.power_state = Some("power off".into());
+        }
+        match fsm::process(held.node.provision_state, Event::Done, false, None) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => tracing::error!(error = %e, "cannot finish"),
+        }
+        let uuid = held.node.uuid.clone();
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "done"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+
+    /// `do_node_clean`: manual cleaning of a `manageable` node.
+    pub(crate) async fn manual_clean(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        requested: Vec<CleanStep>,
+    ) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        let uuid = held.node.uuid.to_string();
+        if held.node.maintenance {
+            held.release().await;
+            return Err(Error::invalid(format!(
+                "The cleaning operation can't be performed on node {uuid} because it's in maintenance mode."
+            )));
+        }
+        let t = match Self::transition(
+            &held.node,
+            "manual clean",
+            Event::Clean,
+            true,
+            Some(P::Manageable),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                held.release().await;
+                return Err(e);
+            }
+        };
+        set_state(&mut held.node, t);
+        held.node.last_error = None;
+        held.save().await?;
+        tracing::info!(node = %uuid, steps = requested.len(), "manual cleaning accepted");
+        let me = self.clone();
+        tokio::spawn(async move { me.clean(held, Some(requested)).await });
+        Ok(())
+    }
+
+    /// The cleaning worker: validates the steps (manual) or picks the automated ones,
+    /// then runs them.
+    async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Vec<CleanStep>>) {
+        let uuid = held.node.uuid.to_string();
+        let offered = self
+            .drivers
+            .get(&held.node.driver)
+            .map(|h| h.clean_steps)
+            .unwrap_or(&[]);
+        wipe_cleaning(&mut held.node);
+        let list = match manual {
+            Some(req) => {
+                let req: Vec<Requested> = req
+                    .into_iter()
+                    .map(|s| Requested {
+                        interface: s.interface,
+                        step: s.step,
+                        args: s.args,
+                    })
+                    .collect();
+                match steps::validate_manual(&req, offered) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let msg = format!("Cannot clean node {uuid}: {e}");
+                        self.fail_cleaning(held, msg, false).await;
+                        return;
+                    }
+                }
+            }
+            None if held
+                .node
+                .automated_clean
+                .unwrap_or(self.settings.automated_clean) =>
+            {
+                steps::automated(offered)
+            }
+            None => Vec::new(),
+        };
+        held.node.driver_internal_info.insert(
+            CLEAN_STEPS.into(),
+            Value::Array(list.iter().map(Step::to_json).collect()),
+        );
+        self.run_clean_steps(held, list, 0).await;
+    }
+
+    /// Runs `list` from `from` on; returns when the cleaning ends or waits.
+    async fn run_clean_steps(self: Arc<Self>, mut held: Held, list: Vec<Step>, from: usize) {
+        let uuid = held.node.uuid.to_string();
+        for (i, step) in list.iter().enumerate().skip(from) {
+            held.node.clean_step = step_json(step);
+            held.node
+                .driver_internal_info
+                .insert(CLEAN_STEP_INDEX.into(), json!(i));
+            tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
+            match fake::execute(step) {
+                Ok(Outcome::Done) => {
+                    journal(&mut held.node, step, "done");
+                    if let Err(e) = held.save().await {
+                        tracing::error!(node = %uuid, error = %e, "could not save the node");
+                        return;
+                    }
+                }
+                Ok(Outcome::Wait(d)) => {
+                    journal(&mut held.node, step, "started");
+                    let target = held.node.target_provision_state;
+                    match fsm::process(held.node.provision_state, Event::Wait, true, target) {
+                        Ok(t) => set_state(&mut held.node, t),
+                        Err(e) => {
+                            self.fail_cleaning(held, e.to_string(), true).await;
+                            return;
+                        }
+                    }
+                    held.node
+                        .driver_internal_info
+                        .insert(CLEAN_STEP_RUNNER.into(), json!(self.runner_id()));
+                    let nref = NodeRef::from(&held.node);
+                    if let Err(e) = held.save_and_release().await {
+                        tracing::error!(node = %uuid, error = %e, "could not save the node");
+                        return;
+                    }
+                    let me = self.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(d).await;
+                        me.continue_cleaning(nref, i).await;
+                    });
+                    return;
+                }
+                Err(why) => {
+                    journal(&mut held.node, step, "failed");
+                    let msg = format!("Node {uuid} failed step {}: {why}", step.name());
+                    self.fail_cleaning(held, msg, true).await;
+                    return;
+                }
+            }
+        }
+        // All done: back to manageable (manual, or a retired node) or available.
+        wipe_cleaning(&mut held.node);
+        let manual = held.node.target_provision_state == Some(P::Manageable);
+        let event = if manual || held.node.retired {
+            Event::Manage
+        } else {
+            Event::Done
+        };
+        match fsm::process(held.node.provision_state, event, false, None) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => {
+                self.fail_cleaning(held, e.to_string(), false).await;
+                return;
+            }
+        }
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "cleaning finished"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+
+    /// After a waiting step's time: continues with the next step, if the node is still
+    /// waiting for that step here.
+    fn continue_cleaning(
+        self: Arc<Self>,
+        nref: NodeRef,
+        index: usize,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        // Boxed: cleaning and its continuation call each other.
+        Box::pin(async move { self.continue_cleaning_now(nref, index).await })
+    }
+
+    async fn continue_cleaning_now(self: Arc<Self>, nref: NodeRef, index: usize) {
+        // Patient: another operation (an abort, a read-modify-write) may hold the lock.
+        let mut held = None;
+        for _ in 0..300 {
+            match self.lock(&nref).await {
+                Ok(h) => {
+                    held = Some(h);
+                    break;
+                }
+                Err(Error::Locked(_)) => {
+                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                }
+                Err(e) => {
+                    tracing::warn!(node = %nref.uuid, error = %e, "cannot continue cleaning");
+                    return;
+                }
+            }
+        }
+        let Some(mut held) = held else {
+            tracing::error!(node = %nref.uuid, "cannot continue cleaning: the node stays locked");
+            return;
+        };
+        let dii = &held.node.driver_internal_info;
+        let ours = held.node.provision_state == P::CleanWait
+            && dii.get(CLEAN_STEP_INDEX).and_then(Value::as_u64) == Some(index as u64)
+            && dii.get(CLEAN_STEP_RUNNER).and_then(Value::as_str) == Some(&self.runner_id());
+        if !ours {
+            tracing::info!(node = %nref.uuid, "cleaning was aborted or taken over meanwhile");
+            held.release().await;
+            return;
+        }
+        let list: Vec<Step> = dii
+            .get(CLEAN_STEPS)
+            .and_then(Value::as_array)
+            .map(|l| l.iter().filter_map(step_from_json).collect())
+            .unwrap_or_default();
+        if let Some(step) = list.get(index) {
+            journal(&mut held.node, step, "done");
+        }
+        held.node.driver_internal_info.remove(CLEAN_STEP_RUNNER);
+        let target = held.node.target_provision_state;
+        match fsm::process(P::CleanWait, Event::Resume, true, target) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => {
+                self.fail_cleaning(held, e.to_string(), true).await;
+                return;
+            }
+        }
+        if let Err(e) = held.save().await {
+            tracing::error!(node = %nref.uuid, error = %e, "could not save the node");
+            return;
+        }
+        self.run_clean_steps(held, list, index + 1).await;
+    }
+
+    /// Cleaning failed: `clean failed` keeping the target, `last_error`; with
+    /// `step_running`, maintenance too (a step was interrupted: someone should look).
+    async fn fail_cleaning(&self, mut held: Held, msg: String, step_running: bool) {
+        let uuid = held.node.uuid.to_string();
+        tracing::warn!(node = %uuid, "cleaning failed: {msg}");
+        let target = held.node.target_provision_state;
+        wipe_cleaning(&mut held.node);
+        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
+            set_state(&mut held.node, t);
+        }
+        if step_running {
+            held.node.maintenance = true;
+            held.node.fault = Some("clean failure".into());
+            if held.node.maintenance_reason.is_none() {
+                held.node.maintenance_reason = Some(msg.clone());
+            }
+        }
+        held.node.last_error = Some(msg);
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %e, "could not save the node");
+        }
+    }
+
+    /// `abort`: in `clean wait` or `clean hold`, only when the running step allows it.
+    async fn abort(&self, mut held: Held) -> Result<(), Error> {
+        let uuid = held.node.uuid.to_string();
+        let state = held.node.provision_state;
+        if fsm::next(state, Event::Abort).is_none() {
+            held.release().await;
+            return Err(fsm::invalid_state_requested("abort", &uuid, state));
+        }
+        if !matches!(state, P::CleanWait | P::CleanHold) {
+            held.release().await;
+            return Err(Error::invalid(format!(
+                "Aborting in state \"{state}\" is not supported by this conductor."
+            )));
+        }
+        let step = step_from_json(&Value::Object(held.node.clean_step.clone()));
+        if let Some(s) = &step
+            && !s.abortable
+        {
+            held.release().await;
+            return Err(Error::Conflict(format!(
+                "Node {uuid} is running the clean step {}, which cannot be aborted; retry once it has finished.",
+                s.name()
+            )));
+        }
+        let target = held.node.target_provision_state;
+        let t = fsm::process(state, Event::Abort, true, target)?;
+        set_state(&mut held.node, t);
+        let mut msg = "By request, the clean operation was aborted".to_string();
+        if let Some(s) = &step {
+            msg.push_str(&format!(
+                " during or after the completion of step \"{}\"",
+                s.name()
+            ));
+            journal(&mut held.node, s, "aborted");
+        }
+        wipe_cleaning(&mut held.node);
+        held.node.last_error = Some(msg);
+        held.save_and_release().await?;
+        tracing::info!(node = %uuid, "cleaning aborted");
+        Ok(())
+    }
+
+    /// Fails what a crash left behind on the nodes this conductor owns: a transient
+    /// state nobody works on (unlocked), or `clean wait` whose step ran in a process
+    /// that is gone. Returns how many nodes were failed.
+    pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
+        let snap = topology.snapshot();
+        let me = self.settings.host.as_str();
+        let mut states: Vec<&str> = ironic_model::states::ProvisionState::ALL
+            .iter()
+            .filter(|s| fsm::stuck_on_crash(**s))
+            .map(|s| s.as_str())
+            .collect();
+        states.push(P::CleanWait.as_str());
+        let mut failed = 0;
+        for (id, uuid, driver, group) in self.db.nodes_unlocked_in(&states).await? {
+            if snap.owner(&group, &driver, &uuid) != Some(me) {
+                continue;
+            }
+            let nref = NodeRef {
+                id,
+                uuid: uuid.clone(),
+                driver,
+                conductor_group: group,
+            };
+            let Ok(mut held) = self.lock(&nref).await else {
+                continue;
+            };
+            let state = held.node.provision_state;
+            let msg = if state == P::CleanWait {
+                let runner = held
+                    .node
+                    .driver_internal_info
+                    .get(CLEAN_STEP_RUNNER)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let host = runner.split('/').next().unwrap_or("").to_string();
+                let gone = runner != self.runner_id()
+                    && (host == me
+                        || !snap
+                            .conductors
+                            .iter()
+                            .any(|(c, alive)| *alive && c.hostname == host));
+                if !gone {
+                    held.release().await;
+                    continue;
+                }
+                format!(
+                    "The clean step {} was running on conductor {host}, which stopped. Moving to fail state.",
+                    held.node
+                        .clean_step
+                        .get("step")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                )
+            } else if fsm::stuck_on_crash(state) {
+                format!(
+                    "The {state} state can't be resumed by conductor {me}. Moving to fail state."
+                )
+            } else {
+                held.release().await;
+                continue;
+            };
+            if matches!(state, P::Cleaning | P::CleanWait) {
+                let step_running = !held.node.clean_step.is_empty();
+                self.fail_cleaning(held, msg, step_running).await;
+            } else {
+                let target = held.node.target_provision_state;
+                if let Ok(t) = fsm::process(state, Event::Fail, true, target) {
+                    set_state(&mut held.node, t);
+                }
+                tracing::warn!(node = %uuid, "{msg}");
+                held.node.last_error = Some(msg);
+                held.save_and_release().await?;
+            }
+            failed += 1;
+        }
+        Ok(failed)
+    }
+}

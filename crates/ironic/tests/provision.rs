@@ -1,0 +1,344 @@
+#![allow(clippy::unwrap_used)]
+//! Provisioning over real HTTP: verbs, the state machine's checks, automated and manual
+//! cleaning with fake-hardware's steps, abort. Each test runs on the all-in-one server
+//! (SQLite and PostgreSQL) and on the split deployment (RabbitMQ).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Server;
+use serde_json::{Value, json};
+
+on_both_backends!(
+    verbs_and_automated_cleaning,
+    manual_cleaning,
+    aborting_a_clean_step,
+);
+
+const MAX: &str = "1.51";
+
+async fn node(s: &Server, ident: &str) -> Value {
+    let r = s.get(&format!("/v1/nodes/{ident}"), MAX).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+/// Polls (bounded) until the node reaches `state`.
+async fn wait_state(s: &Server, ident: &str, state: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let n = node(s, ident).await;
+        if n["provision_state"] == state {
+            return n;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{ident} never reached {state}: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn provision(s: &Server, ident: &str, body: Value) -> common::Resp {
+    s.put(
+        &format!("/v1/nodes/{ident}/states/provision"),
+        MAX,
+        Some(&body),
+    )
+    .await
+}
+
+fn journal(n: &Value) -> Vec<(String, String)> {
+    n["driver_internal_info"]["fake_journal"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|e| {
+                    (
+                        e["step"].as_str().unwrap().to_string(),
+                        e["event"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn steps(pairs: &[(&str, &str, &str, Value)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(i, st, ev, _)| (format!("{i}.{st}"), ev.to_string()))
+        .collect()
+}
+
+async fn manageable(s: &Server, name: &str) -> Value {
+    s.node(json!({"driver": "fake-hardware", "name": name}))
+        .await;
+    let r = provision(s, name, json!({"target": "manage"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_state(s, name, "manageable").await
+}
+
+async fn verbs_and_automated_cleaning(s: &Server) {
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "v1"}))
+        .await;
+    assert_eq!(n["provision_state"], "enroll");
+    // The state machine refuses a verb that cannot start here, before any RPC.
+    let r = provision(s, "v1", json!({"target": "provide"})).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.fault(),
+        "The requested action \"provide\" can not be performed on node \"v1\" while it is in state \"enroll\"."
+    );
+    let r = provision(s, "v1", json!({"target": "fly"})).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.fault(),
+        "The requested action \"fly\" could not be understood."
+    );
+    let r = s
+        .put(
+            "/v1/nodes/v1/states/provision",
+            "1.3",
+            Some(&json!({"target": "manage"})),
+        )
+        .await;
+    assert_eq!(r.status, 406, "manage needs 1.4");
+    let r = provision(s, "v1", json!({"target": "manage", "bogus": 1})).await;
+    assert_eq!(r.status, 400);
+
+    // manage: enroll → verifying → manageable; the fake power state is read.
+    let r = provision(s, "v1", json!({"target": "manage"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert!(
+        r.header("location")
+            .unwrap()
+            .ends_with("/v1/nodes/v1/states")
+    );
+    assert_eq!(r.body, "");
+    let n = wait_state(s, "v1", "manageable").await;
+    assert_eq!(n["target_provision_state"], Value::Null);
+    assert_eq!(n["power_state"], "power off");
+    assert!(n["provision_updated_at"].is_string());
+
+    // provide: automated cleaning runs the steps with a priority, then available.
+    let r = provision(s, "v1", json!({"target": "provide"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(s, "v1", "available").await;
+    assert_eq!(n["target_provision_state"], Value::Null);
+    assert_eq!(n["last_error"], Value::Null);
+    assert_eq!(n["clean_step"], json!({}));
+    assert_eq!(
+        journal(&n),
+        [("vendor.log_passthrough".to_string(), "done".to_string())]
+    );
+    // Verbs the deploy engine will serve are refused clearly for now.
+    let r = provision(s, "v1", json!({"target": "active"})).await;
+    assert_eq!(r.status, 400);
+    assert!(r.fault().contains("not supported"), "{}", r.fault());
+    // available → manageable is immediate.
+    let r = provision(s, "v1", json!({"target": "manage"})).await;
+    assert_eq!(r.status, 202);
+    assert_eq!(node(s, "v1").await["provision_state"], "manageable");
+
+    // With automated_clean off, provide runs no step.
+    let r = s
+        .patch(
+            "/v1/nodes/v1",
+            MAX,
+            &json!([{"op": "replace", "path": "/automated_clean", "value": false}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        provision(s, "v1", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    let n = wait_state(s, "v1", "available").await;
+    assert_eq!(journal(&n).len(), 1, "no new step ran");
+
+    // A node in maintenance cannot be provided.
+    manageable(s, "v2").await;
+    let r = s.put("/v1/nodes/v2/maintenance", MAX, None).await;
+    assert_eq!(r.status, 202);
+    let r = provision(s, "v2", json!({"target": "provide"})).await;
+    assert_eq!(r.status, 400);
+    assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
+    assert_eq!(node(s, "v2").await["provision_state"], "manageable");
+}
+
+async fn manual_cleaning(s: &Server) {
+    let n = manageable(s, "m1").await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    // Request checks.
+    let r = provision(s, "m1", json!({"target": "clean"})).await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.fault().contains("\"clean_steps\" is required"),
+        "{}",
+        r.fault()
+    );
+    let r = s
+        .put(
+            "/v1/nodes/m1/states/provision",
+            "1.14",
+            Some(&json!({"target": "clean", "clean_steps": []})),
+        )
+        .await;
+    assert_eq!(r.status, 406, "manual cleaning needs 1.15");
+    let r = provision(
+        s,
+        "m1",
+        json!({"target": "clean", "clean_steps": [{"interface": "network", "step": "x"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+
+    // Valid steps run in the order given.
+    let wanted = [
+        (
+            "bios",
+            "apply_configuration",
+            "done",
+            json!({"settings": [{"name": "a", "value": 1}]}),
+        ),
+        ("vendor", "log_passthrough", "done", json!({})),
+        (
+            "firmware",
+            "update",
+            "done",
+            json!({"settings": [{"name": "fw"}]}),
+        ),
+    ];
+    let body: Vec<Value> = wanted
+        .iter()
+        .map(|(i, st, _, a)| json!({"interface": i, "step": st, "args": a}))
+        .collect();
+    let r = provision(s, "m1", json!({"target": "clean", "clean_steps": body})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(s, "m1", "manageable").await;
+    assert_eq!(journal(&n), steps(&wanted));
+    assert_eq!(n["last_error"], Value::Null);
+    assert_eq!(n["target_provision_state"], Value::Null);
+    let ran = journal(&n).len();
+
+    // A missing required argument: nothing runs, clean failed with every problem named.
+    let r = provision(
+        s,
+        "m1",
+        json!({"target": "clean", "clean_steps": [
+            {"interface": "bios", "step": "factory_reset"},
+            {"interface": "bios", "step": "apply_configuration", "args": {}}
+        ]}),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(s, "m1", "clean failed").await;
+    assert_eq!(
+        n["last_error"],
+        format!(
+            "Cannot clean node {uuid}: clean step {{'interface': 'bios', 'step': 'apply_configuration', 'args': {{}}}} is missing these required arguments: settings (A list of settings to apply.)"
+        )
+    );
+    assert_eq!(journal(&n).len(), ran, "no step ran");
+    assert_eq!(n["maintenance"], false);
+    assert_eq!(n["target_provision_state"], "manageable");
+    // clean failed has one way out.
+    let r = provision(s, "m1", json!({"target": "provide"})).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        provision(s, "m1", json!({"target": "manage"})).await.status,
+        202
+    );
+    wait_state(s, "m1", "manageable").await;
+
+    // Step 2 rejects its arguments: step 1 stays done, the node fails into maintenance.
+    let r = provision(
+        s,
+        "m1",
+        json!({"target": "clean", "clean_steps": [
+            {"interface": "vendor", "step": "log_passthrough"},
+            {"interface": "bios", "step": "apply_configuration", "args": {"settings": "nope"}},
+            {"interface": "bios", "step": "factory_reset"}
+        ]}),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    let n = wait_state(s, "m1", "clean failed").await;
+    let j = journal(&n);
+    assert_eq!(
+        j[ran..],
+        [
+            ("vendor.log_passthrough".to_string(), "done".to_string()),
+            ("bios.apply_configuration".to_string(), "failed".to_string())
+        ]
+    );
+    let err = n["last_error"].as_str().unwrap();
+    assert!(
+        err.starts_with(&format!(
+            "Node {uuid} failed step bios.apply_configuration: "
+        )),
+        "{err}"
+    );
+    assert_eq!(n["maintenance"], true);
+    assert_eq!(n["fault"], "clean failure");
+    // In maintenance, cleaning is refused until it is turned off.
+    provision(s, "m1", json!({"target": "manage"})).await;
+    wait_state(s, "m1", "manageable").await;
+    let again = json!({"target": "clean", "clean_steps": [{"interface": "vendor", "step": "log_passthrough"}]});
+    assert_eq!(provision(s, "m1", again.clone()).await.status, 400);
+    assert_eq!(s.delete("/v1/nodes/m1/maintenance", MAX).await.status, 202);
+    assert_eq!(provision(s, "m1", again).await.status, 202);
+    wait_state(s, "m1", "manageable").await;
+}
+
+async fn aborting_a_clean_step(s: &Server) {
+    manageable(s, "a1").await;
+    // An abortable step: the node waits in `clean wait`; abort fails the cleaning.
+    let r = provision(
+        s,
+        "a1",
+        json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "sleep", "args": {"seconds": 60}}]}),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    let n = wait_state(s, "a1", "clean wait").await;
+    assert_eq!(n["clean_step"]["step"], "sleep");
+    assert_eq!(n["target_provision_state"], "manageable");
+    let r = provision(s, "a1", json!({"target": "abort"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = node(s, "a1").await;
+    assert_eq!(n["provision_state"], "clean failed");
+    assert_eq!(
+        n["last_error"],
+        "By request, the clean operation was aborted during or after the completion of step \"deploy.sleep\""
+    );
+    assert_eq!(n["maintenance"], false);
+    assert_eq!(n["clean_step"], json!({}));
+
+    // A step that cannot be aborted: refused; the cleaning goes on and finishes.
+    provision(s, "a1", json!({"target": "manage"})).await;
+    wait_state(s, "a1", "manageable").await;
+    let r = provision(
+        s,
+        "a1",
+        json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "burn_in", "args": {"seconds": 1.5}}]}),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    wait_state(s, "a1", "clean wait").await;
+    let r = provision(s, "a1", json!({"target": "abort"})).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.fault().contains("cannot be aborted"), "{}", r.fault());
+    let n = wait_state(s, "a1", "manageable").await;
+    assert_eq!(n["last_error"], Value::Null);
+    // Nothing to abort in a stable state.
+    assert_eq!(
+        provision(s, "a1", json!({"target": "abort"})).await.status,
+        400
+    );
+}
