@@ -530,3 +530,112 @@ async fn membership_changes_reach_the_api_at_once() {
     );
     t.cleanup().await;
 }
+
+/// Polls (bounded) until the node reaches `state`.
+async fn wait_state(api: &Server, ident: &str, state: &str, within: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        let r = api.get(&format!("/v1/nodes/{ident}"), V).await;
+        let n = r.json();
+        if n["provision_state"] == state {
+            return n;
+        }
+        assert!(
+            start.elapsed() < within,
+            "{ident} never reached {state}: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_during_a_clean_step_fails_the_cleaning() {
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "1"),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", "4"),
+            ("IRONIC_AMQP__CALL_TIMEOUT", "5"),
+        ],
+    );
+    let hosts = ["c-1", "c-2", "c-3"];
+    let (mut conductors, _api_proc, api) = start_cluster(&cluster, &hosts).await;
+    let n = api
+        .node(json!({"driver": "fake-hardware", "name": "victim"}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    let owner = n["conductor"].as_str().unwrap().to_string();
+    let put = |body: Value| {
+        let api = Server::client(api.addr);
+        async move {
+            api.put("/v1/nodes/victim/states/provision", V, Some(&body))
+                .await
+        }
+    };
+    assert_eq!(put(json!({"target": "manage"})).await.status, 202);
+    wait_state(&api, "victim", "manageable", Duration::from_secs(10)).await;
+    let r = put(json!({"target": "clean", "clean_steps": [
+        {"interface": "vendor", "step": "log_passthrough"},
+        {"interface": "deploy", "step": "sleep", "args": {"seconds": 600}}
+    ]}))
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_state(&api, "victim", "clean wait", Duration::from_secs(10)).await;
+
+    // The conductor running the step dies: the node's new owner fails the cleaning.
+    let i = hosts.iter().position(|h| *h == owner).unwrap();
+    conductors[i].kill9();
+    let n = wait_state(&api, "victim", "clean failed", Duration::from_secs(20)).await;
+    let err = n["last_error"].as_str().unwrap();
+    assert!(
+        err.contains(&format!("was running on conductor {owner}, which stopped")),
+        "{err}"
+    );
+    assert_eq!(n["maintenance"], true, "a step was interrupted");
+    assert_eq!(n["target_provision_state"], "manageable");
+    let row = t.db.node_by_uuid(&uuid).await.unwrap().unwrap();
+    assert_eq!(row.reservation, None, "unlocked");
+
+    // It can be cleaned again.
+    let r = api.delete("/v1/nodes/victim/maintenance", V).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(put(json!({"target": "manage"})).await.status, 202);
+    wait_state(&api, "victim", "manageable", Duration::from_secs(10)).await;
+    let r = put(json!({"target": "clean", "clean_steps": [
+        {"interface": "vendor", "step": "log_passthrough"}
+    ]}))
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(&api, "victim", "manageable", Duration::from_secs(10)).await;
+    assert_eq!(n["last_error"], Value::Null);
+
+    // A conductor that comes straight back (same name, new process) fails the step its
+    // earlier run left waiting, without waiting for any timeout.
+    let r = put(json!({"target": "clean", "clean_steps": [
+        {"interface": "deploy", "step": "sleep", "args": {"seconds": 600}}
+    ]}))
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(&api, "victim", "clean wait", Duration::from_secs(10)).await;
+    let runner = n["driver_internal_info"]["clean_step_runner"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let host = runner.split('/').next().unwrap().to_string();
+    let j = hosts.iter().position(|h| *h == host).unwrap();
+    conductors[j].kill9();
+    let restarted = Instant::now();
+    conductors[j] = cluster.conductor(&host);
+    let n = wait_state(&api, "victim", "clean failed", Duration::from_secs(20)).await;
+    assert!(
+        n["last_error"].as_str().unwrap().contains("which stopped"),
+        "{n}"
+    );
+    assert!(
+        restarted.elapsed() < Duration::from_secs(4),
+        "failed by the restarted process, not after the heartbeat timeout ({:?})",
+        restarted.elapsed()
+    );
+    t.cleanup().await;
+}
