@@ -94,6 +94,28 @@ owner=$(os baremetal node show "$uuid" -f value -c conductor)
 case " $want" in *" $owner "*) ;; *) fail "node conductor field: $owner";; esac
 [ "$(os baremetal conductor show "$owner" -f value -c alive)" = True ] || fail "conductor show"
 
+echo "== provisioning and cleaning"
+wait_state() {
+  for _ in $(seq 1 100); do
+    [ "$(os baremetal node show "$1" -f value -c provision_state)" = "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "$1 never reached $2"
+}
+os baremetal node manage compat-2
+wait_state compat-2 manageable
+echo '[{"interface": "vendor", "step": "log_passthrough"}, {"interface": "bios", "step": "apply_configuration", "args": {"settings": [{"name": "x", "value": 1}]}}]' >"$dir/steps.json"
+os baremetal node clean compat-2 --clean-steps "$dir/steps.json"
+wait_state compat-2 manageable
+echo '[{"interface": "deploy", "step": "sleep", "args": {"seconds": 60}}]' | os baremetal node clean compat-2 --clean-steps -
+wait_state compat-2 "clean wait"
+os baremetal node abort compat-2
+wait_state compat-2 "clean failed"
+os baremetal node show compat-2 -f value -c last_error | grep -q "aborted" || fail "abort message"
+os baremetal node manage compat-2
+os baremetal node provide compat-2
+wait_state compat-2 available
+
 echo "== errors reach the user"
 if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi
 grep -q "could not be found" "$dir/err" || fail "error message: $(cat "$dir/err")"
