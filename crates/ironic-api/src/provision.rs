@@ -4,8 +4,8 @@
 //! accepted. 202 with a `Location` header to the node's states.
 //!
 //! Served verbs: `manage`, `provide`, `clean` (manual cleaning, `clean_steps`),
-//! `abort`, `inspect` and `adopt` (fake-hardware). Deploy, tear-down, rescue and
-//! service verbs answer 400 until the deploy engine lands (`docs/api.md`).
+//! `abort`, `inspect` and `adopt` (fake-hardware), `active`/`deploy`, `rebuild`,
+//! `deleted`/`undeploy`. Rescue, unhold and service answer 400 (`docs/api.md`).
 
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -132,6 +132,13 @@ pub async fn set_provision_state(
         }
         (_, None) => None,
     };
+    if obj.get("configdrive").is_some_and(|c| !c.is_null())
+        && !matches!(verb.event, Event::Deploy | Event::Rebuild)
+    {
+        return Err(ApiError::invalid(format!(
+            "Adding a config drive is only supported when setting provision state to active or rebuild, not {target}"
+        )));
+    }
     let disable_ramdisk = match obj.get("disable_ramdisk") {
         None | Some(Value::Null) => None,
         Some(Value::Bool(b)) => Some(*b),
@@ -152,6 +159,17 @@ pub async fn set_provision_state(
                 .do_node_clean(&req.ctx, nref, steps.unwrap_or_default(), disable_ramdisk)
                 .await?
         }
+        Event::Deploy | Event::Rebuild => {
+            st.conductor
+                .do_node_deploy(
+                    &req.ctx,
+                    nref,
+                    verb.event == Event::Rebuild,
+                    obj.get("configdrive").filter(|c| !c.is_null()).cloned(),
+                )
+                .await?
+        }
+        Event::Delete => st.conductor.do_node_tear_down(&req.ctx, nref).await?,
         Event::Manage | Event::Provide | Event::Abort | Event::Inspect | Event::Adopt => {
             st.conductor
                 .do_provisioning_action(&req.ctx, nref, verb.event.as_str().to_string())

@@ -476,4 +476,24 @@ impl ConductorApi for Conductor {
             me.manual_clean(&node, steps).await
         })
     }
+
+    fn do_node_deploy(
+        &self,
+        _ctx: &Context,
+        node: NodeRef,
+        rebuild: bool,
+        configdrive: Option<serde_json::Value>,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            let me = self.arc()?;
+            me.deploy(&node, rebuild, configdrive).await
+        })
+    }
+
+    fn do_node_tear_down(&self, _ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            let me = self.arc()?;
+            me.tear_down(&node).await
+        })
+    }
 }

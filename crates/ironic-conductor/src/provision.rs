@@ -488,6 +488,158 @@ impl Conductor {
         Ok(())
     }
 
+    /// `do_node_deploy`: `available` or `deploy failed` (or, rebuilding, `active`,
+    /// `deploy failed`, `error`) → `deploying` → the deploy steps → `active`.
+    pub(crate) async fn deploy(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        rebuild: bool,
+        configdrive: Option<Value>,
+    ) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        let uuid = held.node.uuid.to_string();
+        let (action, event) = if rebuild {
+            ("rebuild", Event::Rebuild)
+        } else {
+            ("deploy", Event::Deploy)
+        };
+        let check = (|| {
+            if held.node.maintenance {
+                return Err(Error::invalid(format!(
+                    "The deploying operation can't be performed on node {uuid} because it's in maintenance mode."
+                )));
+            }
+            if rebuild && held.node.protected {
+                return Err(Error::Forbidden(format!(
+                    "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
+                )));
+            }
+            Self::transition(&held.node, action, event, true, None)
+        })();
+        let t = match check {
+            Ok(t) => t,
+            Err(e) => {
+                held.release().await;
+                return Err(e);
+            }
+        };
+        set_state(&mut held.node, t);
+        held.node.last_error = None;
+        match configdrive {
+            Some(c) => {
+                held.node.instance_info.insert("configdrive".into(), c);
+            }
+            None => {
+                held.node.instance_info.remove("configdrive");
+            }
+        }
+        held.save().await?;
+        tracing::info!(node = %uuid, rebuild, "deploy accepted");
+        let me = self.clone();
+        tokio::spawn(async move { me.run_deploy(held).await });
+        Ok(())
+    }
+
+    /// The deploy steps of the node's driver with a priority above zero, highest first.
+    /// Deploy templates will merge the steps a flavor asks for here.
+    fn deploy_steps(&self, node: &Node) -> Vec<Step> {
+        let offered = self
+            .drivers
+            .get(&node.driver)
+            .map(|h| h.deploy_steps)
+            .unwrap_or(&[]);
+        steps::automated(offered)
+    }
+
+    async fn run_deploy(self: Arc<Self>, mut held: Held) {
+        let uuid = held.node.uuid.to_string();
+        for step in self.deploy_steps(&held.node) {
+            held.node.deploy_step = step_json(&step);
+            if let Err(e) = held.save().await {
+                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                return;
+            }
+            tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
+            match fake::execute(&step) {
+                Ok(Outcome::Done) => journal(&mut held.node, &step, "done"),
+                Ok(Outcome::Wait(d)) => {
+                    // Deploy steps run to completion here (no deploy ramdisk to wait for).
+                    tokio::time::sleep(d).await;
+                    journal(&mut held.node, &step, "done");
+                }
+                Err(why) => {
+                    journal(&mut held.node, &step, "failed");
+                    let target = held.node.target_provision_state;
+                    if let Ok(t) =
+                        fsm::process(held.node.provision_state, Event::Fail, true, target)
+                    {
+                        set_state(&mut held.node, t);
+                    }
+                    held.node.deploy_step = JsonObject::new();
+                    held.node.last_error = Some(format!(
+                        "Deploy step {} failed on node {uuid}: {why}",
+                        step.name()
+                    ));
+                    if let Err(e) = held.save_and_release().await {
+                        tracing::error!(node = %uuid, error = %e, "could not save the node");
+                    }
+                    return;
+                }
+            }
+        }
+        held.node.deploy_step = JsonObject::new();
+        held.node.power_state = Some("power on".into());
+        match fsm::process(held.node.provision_state, Event::Done, false, None) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "cannot finish the deploy"),
+        }
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "deployed"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+
+    /// `do_node_tear_down`: `deleting` → power off, instance data removed → automated
+    /// cleaning → `available` (`manageable` for a retired node).
+    pub(crate) async fn tear_down(self: &Arc<Self>, target: &NodeRef) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        let uuid = held.node.uuid.to_string();
+        if held.node.protected {
+            held.release().await;
+            return Err(Error::Forbidden(format!(
+                "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
+            )));
+        }
+        let t = match Self::transition(&held.node, "deleted", Event::Delete, true, None) {
+            Ok(t) => t,
+            Err(e) => {
+                held.release().await;
+                return Err(e);
+            }
+        };
+        set_state(&mut held.node, t);
+        held.node.last_error = None;
+        held.save().await?;
+        tracing::info!(node = %uuid, "tear-down accepted");
+        let me = self.clone();
+        tokio::spawn(async move {
+            held.node.power_state = Some("power off".into());
+            held.node.instance_info = JsonObject::new();
+            held.node.instance_uuid = None;
+            held.node.deploy_step = JsonObject::new();
+            match fsm::process(P::Deleting, Event::Clean, true, None) {
+                Ok(t) => set_state(&mut held.node, t),
+                Err(e) => tracing::error!(node = %uuid, error = %e, "cannot start cleaning"),
+            }
+            if let Err(e) = held.save().await {
+                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                return;
+            }
+            me.clean(held, None).await;
+        });
+        Ok(())
+    }
+
     /// Fails what a crash left behind on the nodes this conductor owns: a transient
     /// state nobody works on (unlocked), or `clean wait` whose step ran in a process
     /// that is gone. Returns how many nodes were failed.

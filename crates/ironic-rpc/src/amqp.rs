@@ -806,6 +806,40 @@ impl ConductorApi for RemoteConductors {
             Ok(())
         })
     }
+
+    fn do_node_deploy(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        rebuild: bool,
+        configdrive: Option<serde_json::Value>,
+    ) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::DoNodeDeployRequest {
+                node: Some(node_ref_to_pb(&node)),
+                rebuild,
+                configdrive_json: configdrive.map(|c| c.to_string()),
+                deploy_steps: Vec::new(),
+            }
+            .encode_to_vec();
+            self.call_node(&node, "do_node_deploy", &ctx, body).await?;
+            Ok(())
+        })
+    }
+
+    fn do_node_tear_down(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::DoNodeTearDownRequest {
+                node: Some(node_ref_to_pb(&node)),
+            }
+            .encode_to_vec();
+            self.call_node(&node, "do_node_tear_down", &ctx, body)
+                .await?;
+            Ok(())
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ pub const SERVED: &[&str] = &[
     "remove_node_traits",
     "do_provisioning_action",
     "do_node_clean",
+    "do_node_deploy",
+    "do_node_tear_down",
 ];
 
 fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Error> {
@@ -136,6 +138,25 @@ async fn run(
                 r.disable_ramdisk,
             )
             .await?;
+            ok(pb::Empty {})
+        }
+        "do_node_deploy" => {
+            let r: pb::DoNodeDeployRequest = decode(body)?;
+            let configdrive = r
+                .configdrive_json
+                .map(|c| {
+                    serde_json::from_str(&c)
+                        .map_err(|_| Error::invalid("Malformed RPC request: invalid configdrive."))
+                })
+                .transpose()?;
+            api.do_node_deploy(ctx, node_ref_from_pb(r.node)?, r.rebuild, configdrive)
+                .await?;
+            ok(pb::Empty {})
+        }
+        "do_node_tear_down" => {
+            let r: pb::DoNodeTearDownRequest = decode(body)?;
+            api.do_node_tear_down(ctx, node_ref_from_pb(r.node)?)
+                .await?;
             ok(pb::Empty {})
         }
         other => pb::Reply {

@@ -124,6 +124,16 @@ pub trait ConductorApi: Send + Sync {
         steps: Vec<CleanStep>,
         disable_ramdisk: Option<bool>,
     ) -> RpcFuture<'_, ()>;
+    /// Deploy (or, with `rebuild`, redeploy) the node; returns once accepted.
+    fn do_node_deploy(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        rebuild: bool,
+        configdrive: Option<serde_json::Value>,
+    ) -> RpcFuture<'_, ()>;
+    /// Tear the node down, then clean it; returns once accepted.
+    fn do_node_tear_down(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()>;
 }
 
 /// The in-process transport of the all-in-one binary. Each call runs on a task of its
@@ -211,5 +221,21 @@ impl ConductorApi for InProcess {
     ) -> RpcFuture<'_, ()> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
         detached(async move { c.do_node_clean(&ctx, node, steps, disable_ramdisk).await })
+    }
+
+    fn do_node_deploy(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        rebuild: bool,
+        configdrive: Option<serde_json::Value>,
+    ) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.do_node_deploy(&ctx, node, rebuild, configdrive).await })
+    }
+
+    fn do_node_tear_down(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.do_node_tear_down(&ctx, node).await })
     }
 }

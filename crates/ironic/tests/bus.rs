@@ -71,6 +71,18 @@ impl ConductorApi for Counting {
     ) -> RpcFuture<'_, ()> {
         Box::pin(async { Err(Error::Internal("not used".into())) })
     }
+    fn do_node_deploy(
+        &self,
+        _: &Context,
+        _: NodeRef,
+        _: bool,
+        _: Option<serde_json::Value>,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn do_node_tear_down(&self, _: &Context, _: NodeRef) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
 }
 
 fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {

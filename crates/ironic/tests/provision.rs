@@ -14,6 +14,7 @@ on_both_backends!(
     verbs_and_automated_cleaning,
     manual_cleaning,
     aborting_a_clean_step,
+    deploy_rebuild_and_tear_down,
 );
 
 const MAX: &str = "1.51";
@@ -134,10 +135,6 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         journal(&n),
         [("vendor.log_passthrough".to_string(), "done".to_string())]
     );
-    // Verbs the deploy engine will serve are refused clearly for now.
-    let r = provision(s, "v1", json!({"target": "active"})).await;
-    assert_eq!(r.status, 400);
-    assert!(r.fault().contains("not supported"), "{}", r.fault());
     // available → manageable is immediate.
     let r = provision(s, "v1", json!({"target": "manage"})).await;
     assert_eq!(r.status, 202);
@@ -341,4 +338,91 @@ async fn aborting_a_clean_step(s: &Server) {
         provision(s, "a1", json!({"target": "abort"})).await.status,
         400
     );
+}
+
+async fn deploy_rebuild_and_tear_down(s: &Server) {
+    manageable(s, "d1").await;
+    assert_eq!(
+        provision(s, "d1", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    wait_state(s, "d1", "available").await;
+    // A config drive only goes with a deploy.
+    let r = provision(s, "d1", json!({"target": "manage", "configdrive": "abc"})).await;
+    assert_eq!(r.status, 400);
+
+    let r = provision(s, "d1", json!({"target": "active", "configdrive": "abc"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(s, "d1", "active").await;
+    assert_eq!(n["target_provision_state"], Value::Null);
+    assert_eq!(n["deploy_step"], json!({}));
+    assert_eq!(n["power_state"], "power on");
+    assert_eq!(n["instance_info"]["configdrive"], "******", "stored, and masked as upstream does");
+    assert_eq!(
+        journal(&n).last().unwrap(),
+        &("deploy.deploy".to_string(), "done".to_string())
+    );
+    // Deploying twice is refused by the state machine; rebuild is the way.
+    assert_eq!(
+        provision(s, "d1", json!({"target": "active"})).await.status,
+        400
+    );
+    assert_eq!(
+        provision(s, "d1", json!({"target": "rebuild"}))
+            .await
+            .status,
+        202
+    );
+    let n = wait_state(s, "d1", "active").await;
+    let deploys = journal(&n)
+        .iter()
+        .filter(|(st, _)| st == "deploy.deploy")
+        .count();
+    assert_eq!(deploys, 2);
+    assert_eq!(
+        n["instance_info"].get("configdrive"),
+        None,
+        "a rebuild without one drops it"
+    );
+
+    // A protected node is neither rebuilt nor torn down.
+    let protect = |on: bool| json!([{"op": "replace", "path": "/protected", "value": on}]);
+    assert_eq!(
+        s.patch("/v1/nodes/d1", MAX, &protect(true)).await.status,
+        200
+    );
+    for verb in ["rebuild", "deleted"] {
+        let r = provision(s, "d1", json!({"target": verb})).await;
+        assert_eq!(r.status, 403, "{verb}: {}", r.body);
+        assert!(r.fault().contains("is protected"), "{}", r.fault());
+    }
+    assert_eq!(
+        s.patch("/v1/nodes/d1", MAX, &protect(false)).await.status,
+        200
+    );
+    // Rescue is not served yet.
+    let r = provision(s, "d1", json!({"target": "rescue"})).await;
+    assert_eq!(r.status, 400);
+
+    // Tear-down: powered off, instance data gone, cleaned, available again.
+    let r = provision(s, "d1", json!({"target": "deleted"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_state(s, "d1", "available").await;
+    assert_eq!(n["power_state"], "power off");
+    assert_eq!(n["instance_info"], json!({}));
+    assert_eq!(
+        journal(&n).last().unwrap(),
+        &("vendor.log_passthrough".to_string(), "done".to_string()),
+        "automated cleaning ran after the tear-down"
+    );
+    // In maintenance, no deploy.
+    assert_eq!(
+        s.put("/v1/nodes/d1/maintenance", MAX, None).await.status,
+        202
+    );
+    let r = provision(s, "d1", json!({"target": "active"})).await;
+    assert_eq!(r.status, 400);
+    assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
 }
