@@ -299,6 +299,11 @@ pub fn router(state: AppState) -> Router {
             put(provision::set_provision_state),
         ),
         (
+            "/nodes/{ident}/states/power",
+            put(provision::set_power_state),
+        ),
+        ("/nodes/{ident}/validate", get(provision::validate)),
+        (
             "/nodes/{ident}/maintenance",
             put(nodes::maintenance_on).delete(nodes::maintenance_off),
         ),

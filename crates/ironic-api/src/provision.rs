@@ -187,3 +187,94 @@ pub async fn set_provision_state(
     }
     Ok(resp)
 }
+
+/// Power targets and the microversion that introduced each.
+const POWER_TARGETS: &[(&str, u16)] = &[
+    ("power on", 1),
+    ("power off", 1),
+    ("rebooting", 1),
+    ("soft power off", 27),
+    ("soft rebooting", 27),
+];
+
+/// `PUT /v1/nodes/{node}/states/power`: `{"target": <power state>, "timeout": <int>}`
+/// (soft variants and `timeout` from 1.27). 202 with a `Location` header.
+pub async fn set_power_state(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    no_args(&q)?;
+    let v = req.version;
+    let Value::Object(obj) = body else {
+        return Err(ApiError::invalid("The request body must be a JSON object."));
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["target", "timeout"].contains(&k.as_str()))
+    {
+        return Err(ApiError::invalid(format!("Unexpected arguments: {k}")));
+    }
+    let Some(target) = obj.get("target").and_then(Value::as_str) else {
+        return Err(ApiError::invalid("Missing mandatory parameter: target"));
+    };
+    let timeout = match obj.get("timeout") {
+        None | Some(Value::Null) => None,
+        Some(_) if !v.at_least(27) => return Err(Error::not_acceptable().into()),
+        Some(t) => match t.as_u64().and_then(|t| u32::try_from(t).ok()) {
+            Some(t) if t >= 1 => Some(t),
+            _ => return Err(ApiError::invalid("timeout has to be positive integer")),
+        },
+    };
+    let node = load_node(&st, &ident, v).await?;
+    match POWER_TARGETS.iter().find(|(t, _)| *t == target) {
+        None => {
+            return Err(ApiError::invalid(format!(
+                "The requested action \"{target}\" can not be performed on node \"{ident}\" while it is in state \"{}\".",
+                node.power_state.as_deref().unwrap_or("None")
+            )));
+        }
+        Some((_, min)) if !v.at_least(*min) => return Err(Error::not_acceptable().into()),
+        Some(_) => {}
+    }
+    st.conductor
+        .change_node_power_state(&req.ctx, NodeRef::from(&node), target.to_string(), timeout)
+        .await?;
+    let mut resp = StatusCode::ACCEPTED.into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}/states", enc(&ident))) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}
+
+/// `GET /v1/nodes/{node}/validate`: each interface's validation, core interfaces
+/// first as upstream shows them.
+pub async fn validate(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    no_args(&q)?;
+    let node = load_node(&st, &ident, req.version).await?;
+    let mut list = st
+        .conductor
+        .validate_driver_interfaces(&req.ctx, NodeRef::from(&node))
+        .await?;
+    const CORE: &[&str] = &["boot", "deploy", "management", "network", "power"];
+    let rank = |name: &str| CORE.iter().position(|c| *c == name).unwrap_or(CORE.len());
+    list.sort_by(|a, b| (rank(&a.0), &a.0).cmp(&(rank(&b.0), &b.0)));
+    let mut doc = serde_json::Map::new();
+    for (name, result, reason) in list {
+        let mut entry = serde_json::Map::new();
+        entry.insert("result".into(), result.map_or(Value::Null, Value::Bool));
+        if let Some(r) = reason {
+            entry.insert("reason".into(), Value::String(r));
+        }
+        doc.insert(name, Value::Object(entry));
+    }
+    Ok(crate::json_response(StatusCode::OK, &Value::Object(doc)))
+}

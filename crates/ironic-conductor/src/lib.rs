@@ -496,4 +496,67 @@ impl ConductorApi for Conductor {
             me.tear_down(&node).await
         })
     }
+
+    fn change_node_power_state(
+        &self,
+        _ctx: &Context,
+        node: NodeRef,
+        new_state: String,
+        _timeout_secs: Option<u32>,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async move {
+            self.with_lock(&node, |mut n| async move {
+                // fake-hardware: the power state changes at once; a reboot ends on.
+                let after = match new_state.as_str() {
+                    "power on" | "rebooting" | "soft rebooting" => "power on",
+                    "power off" | "soft power off" => "power off",
+                    other => {
+                        return Err(Error::invalid(format!(
+                            "The requested action \"{other}\" can not be performed on node \"{}\" while it is in state \"{}\".",
+                            n.uuid,
+                            n.power_state.as_deref().unwrap_or("None")
+                        )));
+                    }
+                };
+                n.power_state = Some(after.to_string());
+                n.target_power_state = None;
+                n.last_error = None;
+                n.reservation = Some(self.settings.host.clone());
+                self.db.node_save(&n, &self.settings.host).await?;
+                tracing::info!(node = %n.uuid, action = %new_state, power_state = after, "power changed");
+                Ok(())
+            })
+            .await
+        })
+    }
+
+    fn validate_driver_interfaces(
+        &self,
+        _ctx: &Context,
+        node: NodeRef,
+    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+        Box::pin(async move {
+            let n = self
+                .db
+                .node_by_id(node.id)
+                .await?
+                .filter(|n| n.uuid.as_str() == node.uuid)
+                .ok_or_else(|| Error::node_not_found(&node.uuid))?;
+            let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
+            Ok(INTERFACE_TYPES
+                .iter()
+                .filter(|t| **t != "vendor")
+                .map(|t| {
+                    let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
+                    match imp {
+                        Some(i) if i.starts_with("no-") => {
+                            (t.to_string(), None, Some("not supported".to_string()))
+                        }
+                        Some(_) => (t.to_string(), Some(true), None),
+                        None => (t.to_string(), None, Some("not supported".to_string())),
+                    }
+                })
+                .collect())
+        })
+    }
 }

@@ -840,6 +840,50 @@ impl ConductorApi for RemoteConductors {
             Ok(())
         })
     }
+
+    fn change_node_power_state(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        new_state: String,
+        timeout_secs: Option<u32>,
+    ) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::ChangeNodePowerStateRequest {
+                node: Some(node_ref_to_pb(&node)),
+                new_state,
+                timeout_secs,
+            }
+            .encode_to_vec();
+            self.call_node(&node, "change_node_power_state", &ctx, body)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn validate_driver_interfaces(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::ValidateDriverInterfacesRequest {
+                node: Some(node_ref_to_pb(&node)),
+            }
+            .encode_to_vec();
+            let r: pb::ValidateReply = decode_reply(
+                &self
+                    .call_node(&node, "validate_driver_interfaces", &ctx, body)
+                    .await?,
+            )?;
+            Ok(r.interfaces
+                .into_iter()
+                .map(|(k, v)| (k, v.supported.then_some(v.result), v.reason))
+                .collect())
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------

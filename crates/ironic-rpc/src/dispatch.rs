@@ -23,6 +23,8 @@ pub const SERVED: &[&str] = &[
     "do_node_clean",
     "do_node_deploy",
     "do_node_tear_down",
+    "change_node_power_state",
+    "validate_driver_interfaces",
 ];
 
 fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Error> {
@@ -158,6 +160,38 @@ async fn run(
             api.do_node_tear_down(ctx, node_ref_from_pb(r.node)?)
                 .await?;
             ok(pb::Empty {})
+        }
+        "change_node_power_state" => {
+            let r: pb::ChangeNodePowerStateRequest = decode(body)?;
+            api.change_node_power_state(
+                ctx,
+                node_ref_from_pb(r.node)?,
+                r.new_state,
+                r.timeout_secs,
+            )
+            .await?;
+            ok(pb::Empty {})
+        }
+        "validate_driver_interfaces" => {
+            let r: pb::ValidateDriverInterfacesRequest = decode(body)?;
+            let list = api
+                .validate_driver_interfaces(ctx, node_ref_from_pb(r.node)?)
+                .await?;
+            ok(pb::ValidateReply {
+                interfaces: list
+                    .into_iter()
+                    .map(|(name, result, reason)| {
+                        (
+                            name,
+                            pb::InterfaceValidation {
+                                result: result.unwrap_or(false),
+                                supported: result.is_some(),
+                                reason,
+                            },
+                        )
+                    })
+                    .collect(),
+            })
         }
         other => pb::Reply {
             result: Some(pb::reply::Result::Error(pb::RpcError {

@@ -134,6 +134,21 @@ pub trait ConductorApi: Send + Sync {
     ) -> RpcFuture<'_, ()>;
     /// Tear the node down, then clean it; returns once accepted.
     fn do_node_tear_down(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()>;
+    /// Power on, off, reboot (soft variants too), under the node lock.
+    fn change_node_power_state(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        new_state: String,
+        timeout_secs: Option<u32>,
+    ) -> RpcFuture<'_, ()>;
+    /// Each interface of the node: (interface type, result, reason), `None` = not
+    /// supported by its implementation.
+    fn validate_driver_interfaces(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>>;
 }
 
 /// The in-process transport of the all-in-one binary. Each call runs on a task of its
@@ -237,5 +252,28 @@ impl ConductorApi for InProcess {
     fn do_node_tear_down(&self, ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
         detached(async move { c.do_node_tear_down(&ctx, node).await })
+    }
+
+    fn change_node_power_state(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        new_state: String,
+        timeout_secs: Option<u32>,
+    ) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move {
+            c.change_node_power_state(&ctx, node, new_state, timeout_secs)
+                .await
+        })
+    }
+
+    fn validate_driver_interfaces(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.validate_driver_interfaces(&ctx, node).await })
     }
 }

@@ -83,6 +83,22 @@ impl ConductorApi for Counting {
     fn do_node_tear_down(&self, _: &Context, _: NodeRef) -> RpcFuture<'_, ()> {
         Box::pin(async { Err(Error::Internal("not used".into())) })
     }
+    fn change_node_power_state(
+        &self,
+        _: &Context,
+        _: NodeRef,
+        _: String,
+        _: Option<u32>,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn validate_driver_interfaces(
+        &self,
+        _: &Context,
+        _: NodeRef,
+    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
 }
 
 fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {

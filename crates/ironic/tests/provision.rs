@@ -15,6 +15,7 @@ on_both_backends!(
     manual_cleaning,
     aborting_a_clean_step,
     deploy_rebuild_and_tear_down,
+    power_and_validate,
 );
 
 const MAX: &str = "1.51";
@@ -359,7 +360,10 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
     assert_eq!(n["target_provision_state"], Value::Null);
     assert_eq!(n["deploy_step"], json!({}));
     assert_eq!(n["power_state"], "power on");
-    assert_eq!(n["instance_info"]["configdrive"], "******", "stored, and masked as upstream does");
+    assert_eq!(
+        n["instance_info"]["configdrive"], "******",
+        "stored, and masked as upstream does"
+    );
     assert_eq!(
         journal(&n).last().unwrap(),
         &("deploy.deploy".to_string(), "done".to_string())
@@ -425,4 +429,98 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
     let r = provision(s, "d1", json!({"target": "active"})).await;
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
+}
+
+async fn power_and_validate(s: &Server) {
+    s.node(json!({"driver": "fake-hardware", "name": "p1"}))
+        .await;
+    let power = |body: Value, v: &'static str| {
+        let addr = s.addr;
+        async move {
+            Server::client(addr)
+                .put("/v1/nodes/p1/states/power", v, Some(&body))
+                .await
+        }
+    };
+    let r = power(json!({"target": "power off"}), MAX).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert!(
+        r.header("location")
+            .unwrap()
+            .ends_with("/v1/nodes/p1/states")
+    );
+    let st = s.get("/v1/nodes/p1/states", MAX).await.json();
+    assert_eq!(st["power_state"], "power off");
+    assert_eq!(st["target_power_state"], Value::Null);
+    for (target, after) in [
+        ("power on", "power on"),
+        ("rebooting", "power on"),
+        ("soft power off", "power off"),
+    ] {
+        let r = power(json!({"target": target, "timeout": 10}), MAX).await;
+        assert_eq!(r.status, 202, "{target}: {}", r.body);
+        assert_eq!(node(s, "p1").await["power_state"], after, "{target}");
+    }
+    // Upstream's errors, word for word.
+    let r = power(json!({"target": "explode"}), MAX).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.fault(),
+        "The requested action \"explode\" can not be performed on node \"p1\" while it is in state \"power off\"."
+    );
+    let r = power(json!({"target": "power off", "timeout": 0}), MAX).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.fault(), "timeout has to be positive integer");
+    let r = power(json!({}), MAX).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.fault(), "Missing mandatory parameter: target");
+    assert_eq!(
+        power(json!({"target": "soft power off"}), "1.26")
+            .await
+            .status,
+        406
+    );
+
+    // validate: every interface but vendor, core ones first.
+    let r = s.get("/v1/nodes/p1/validate", MAX).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "boot",
+            "deploy",
+            "management",
+            "network",
+            "power",
+            "bios",
+            "console",
+            "firmware",
+            "inspect",
+            "raid",
+            "rescue",
+            "storage"
+        ]
+    );
+    assert!(
+        v.as_object()
+            .unwrap()
+            .values()
+            .all(|e| e == &json!({"result": true}))
+    );
+    let r = s
+        .patch(
+            "/v1/nodes/p1",
+            MAX,
+            &json!([{"op": "replace", "path": "/bios_interface", "value": "no-bios"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = s.get("/v1/nodes/p1/validate", MAX).await.json();
+    assert_eq!(
+        v["bios"],
+        json!({"result": null, "reason": "not supported"})
+    );
+    assert_eq!(s.get("/v1/nodes/nope/validate", MAX).await.status, 404);
 }
