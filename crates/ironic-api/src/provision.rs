@@ -266,15 +266,17 @@ pub async fn validate(
         .await?;
     const CORE: &[&str] = &["boot", "deploy", "management", "network", "power"];
     let rank = |name: &str| CORE.iter().position(|c| *c == name).unwrap_or(CORE.len());
-    list.sort_by(|a, b| (rank(&a.0), &a.0).cmp(&(rank(&b.0), &b.0)));
+    list.sort_by(|a, b| {
+        (rank(&a.interface), &a.interface).cmp(&(rank(&b.interface), &b.interface))
+    });
     let mut doc = serde_json::Map::new();
-    for (name, result, reason) in list {
+    for c in list {
         let mut entry = serde_json::Map::new();
-        entry.insert("result".into(), result.map_or(Value::Null, Value::Bool));
-        if let Some(r) = reason {
+        entry.insert("result".into(), c.result.map_or(Value::Null, Value::Bool));
+        if let Some(r) = c.reason {
             entry.insert("reason".into(), Value::String(r));
         }
-        doc.insert(name, Value::Object(entry));
+        doc.insert(c.interface, Value::Object(entry));
     }
     Ok(crate::json_response(StatusCode::OK, &Value::Object(doc)))
 }

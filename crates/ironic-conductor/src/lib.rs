@@ -534,7 +534,7 @@ impl ConductorApi for Conductor {
         &self,
         _ctx: &Context,
         node: NodeRef,
-    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+    ) -> RpcFuture<'_, Vec<ironic_rpc::InterfaceCheck>> {
         Box::pin(async move {
             let n = self
                 .db
@@ -548,12 +548,11 @@ impl ConductorApi for Conductor {
                 .filter(|t| **t != "vendor")
                 .map(|t| {
                     let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
-                    match imp {
-                        Some(i) if i.starts_with("no-") => {
-                            (t.to_string(), None, Some("not supported".to_string()))
-                        }
-                        Some(_) => (t.to_string(), Some(true), None),
-                        None => (t.to_string(), None, Some("not supported".to_string())),
+                    let supported = imp.is_some_and(|i| !i.starts_with("no-"));
+                    ironic_rpc::InterfaceCheck {
+                        interface: t.to_string(),
+                        result: supported.then_some(true),
+                        reason: (!supported).then(|| "not supported".to_string()),
                     }
                 })
                 .collect())

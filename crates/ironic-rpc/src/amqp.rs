@@ -44,7 +44,9 @@ use crate::convert::{
     error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb, steps_to_pb,
 };
 use crate::dispatch::{dispatch, error_reply};
-use crate::{CleanStep, ConductorApi, Context, NodeRef, RpcFuture, UpdateNode, pb, trace};
+use crate::{
+    CleanStep, ConductorApi, Context, InterfaceCheck, NodeRef, RpcFuture, UpdateNode, pb, trace,
+};
 
 /// The topic: name of the shared queue and prefix of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
@@ -866,7 +868,7 @@ impl ConductorApi for RemoteConductors {
         &self,
         ctx: &Context,
         node: NodeRef,
-    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+    ) -> RpcFuture<'_, Vec<InterfaceCheck>> {
         let ctx = ctx.clone();
         Box::pin(async move {
             let body = pb::ValidateDriverInterfacesRequest {
@@ -880,7 +882,11 @@ impl ConductorApi for RemoteConductors {
             )?;
             Ok(r.interfaces
                 .into_iter()
-                .map(|(k, v)| (k, v.supported.then_some(v.result), v.reason))
+                .map(|(interface, v)| InterfaceCheck {
+                    interface,
+                    result: v.supported.then_some(v.result),
+                    reason: v.reason,
+                })
                 .collect())
         })
     }

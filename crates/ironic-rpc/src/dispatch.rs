@@ -180,13 +180,13 @@ async fn run(
             ok(pb::ValidateReply {
                 interfaces: list
                     .into_iter()
-                    .map(|(name, result, reason)| {
+                    .map(|c| {
                         (
-                            name,
+                            c.interface,
                             pb::InterfaceValidation {
-                                result: result.unwrap_or(false),
-                                supported: result.is_some(),
-                                reason,
+                                result: c.result.unwrap_or(false),
+                                supported: c.result.is_some(),
+                                reason: c.reason,
                             },
                         )
                     })

@@ -79,6 +79,15 @@ pub struct CleanStep {
     pub args: ironic_model::node::JsonObject,
 }
 
+/// One interface's validation (`GET /v1/nodes/{node}/validate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceCheck {
+    pub interface: String,
+    /// `None`: the implementation does not support the interface.
+    pub result: Option<bool>,
+    pub reason: Option<String>,
+}
+
 /// The calls the API makes to the conductor that owns a node.
 pub trait ConductorApi: Send + Sync {
     /// Stores a new node after filling in the hardware type's default interfaces.
@@ -142,13 +151,12 @@ pub trait ConductorApi: Send + Sync {
         new_state: String,
         timeout_secs: Option<u32>,
     ) -> RpcFuture<'_, ()>;
-    /// Each interface of the node: (interface type, result, reason), `None` = not
-    /// supported by its implementation.
+    /// Each interface of the node, validated.
     fn validate_driver_interfaces(
         &self,
         ctx: &Context,
         node: NodeRef,
-    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>>;
+    ) -> RpcFuture<'_, Vec<InterfaceCheck>>;
 }
 
 /// The in-process transport of the all-in-one binary. Each call runs on a task of its
@@ -272,7 +280,7 @@ impl ConductorApi for InProcess {
         &self,
         ctx: &Context,
         node: NodeRef,
-    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+    ) -> RpcFuture<'_, Vec<InterfaceCheck>> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
         detached(async move { c.validate_driver_interfaces(&ctx, node).await })
     }

@@ -96,7 +96,7 @@ impl ConductorApi for Counting {
         &self,
         _: &Context,
         _: NodeRef,
-    ) -> RpcFuture<'_, Vec<(String, Option<bool>, Option<String>)>> {
+    ) -> RpcFuture<'_, Vec<ironic_rpc::InterfaceCheck>> {
         Box::pin(async { Err(Error::Internal("not used".into())) })
     }
 }
