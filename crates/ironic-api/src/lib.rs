@@ -304,6 +304,10 @@ pub fn router(state: AppState) -> Router {
         ),
         ("/nodes/{ident}/validate", get(provision::validate)),
         (
+            "/nodes/{ident}/cleaning/steps",
+            get(provision::cleaning_steps),
+        ),
+        (
             "/nodes/{ident}/maintenance",
             put(nodes::maintenance_on).delete(nodes::maintenance_off),
         ),

@@ -280,3 +280,71 @@ pub async fn validate(
     }
     Ok(crate::json_response(StatusCode::OK, &Value::Object(doc)))
 }
+
+/// How long a client should wait before asking again for steps not known yet.
+const RETRY_AFTER_SECS: u32 = 2;
+
+/// `GET /v1/nodes/{node}/cleaning/steps?min_priority=N` (an extension upstream
+/// proposed but never served; from 1.15, the manual-cleaning microversion): every
+/// clean step the node's driver offers with a priority of at least N, highest first.
+/// When the driver cannot list them yet: 202, `Retry-Request-After` and a message.
+pub async fn cleaning_steps(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    let v = req.version;
+    if !v.at_least(15) {
+        return Err(Error::not_acceptable().into());
+    }
+    let q = crate::query::Query::parse(q.as_deref())?;
+    q.only(&["min_priority"])?;
+    let min_priority = match q.get("min_priority") {
+        None => 0,
+        Some(p) => p.parse::<u32>().map_err(|_| {
+            ApiError::invalid(format!(
+                "min_priority must be a non-negative integer, not {p:?}"
+            ))
+        })?,
+    };
+    let node = load_node(&st, &ident, v).await?;
+    match st
+        .conductor
+        .get_clean_steps(&req.ctx, NodeRef::from(&node), min_priority)
+        .await?
+    {
+        Some(steps) => {
+            let steps: Vec<Value> = steps
+                .into_iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "interface": s["interface"],
+                        "step": s["step"],
+                        "priority": s["priority"],
+                        "abortable": s["abortable"],
+                        "args": if s["argsinfo"].is_null() { serde_json::json!({}) } else { s["argsinfo"].clone() },
+                    })
+                })
+                .collect();
+            Ok(crate::json_response(
+                StatusCode::OK,
+                &serde_json::json!({ "steps": steps }),
+            ))
+        }
+        None => {
+            let mut resp = crate::json_response(
+                StatusCode::ACCEPTED,
+                &serde_json::json!({
+                    "message": format!(
+                        "The clean steps of node {} are not known yet: its driver is asking the node for them. Retry in {RETRY_AFTER_SECS} seconds.",
+                        node.uuid
+                    )
+                }),
+            );
+            resp.headers_mut()
+                .insert("Retry-Request-After", HeaderValue::from(RETRY_AFTER_SECS));
+            Ok(resp)
+        }
+    }
+}

@@ -141,6 +141,8 @@ pub struct Conductor {
     boot_id: String,
     /// Itself, for background work started from `&self` RPC handlers.
     me: std::sync::Weak<Conductor>,
+    /// Nodes whose (simulated) agent is starting to report clean steps.
+    agents_starting: std::sync::Mutex<std::collections::HashSet<i64>>,
 }
 
 impl Conductor {
@@ -151,6 +153,7 @@ impl Conductor {
             settings,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             me: me.clone(),
+            agents_starting: std::sync::Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -556,6 +559,18 @@ impl ConductorApi for Conductor {
                     }
                 })
                 .collect())
+        })
+    }
+
+    fn get_clean_steps(
+        &self,
+        _ctx: &Context,
+        node: NodeRef,
+        min_priority: u32,
+    ) -> RpcFuture<'_, Option<Vec<serde_json::Value>>> {
+        Box::pin(async move {
+            let me = self.arc()?;
+            me.clean_steps(&node, min_priority).await
         })
     }
 }

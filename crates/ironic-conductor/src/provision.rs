@@ -28,6 +28,10 @@ use crate::{Conductor, Held};
 const CLEAN_STEPS: &str = "clean_steps";
 const CLEAN_STEP_INDEX: &str = "clean_step_index";
 const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
+/// Clean steps a node's agent reported (`steps_from_agent` drivers).
+const AGENT_CACHED_STEPS: &str = "agent_cached_clean_steps";
+/// How long the simulated agent of a `fake-agent` node takes to report its steps.
+pub const AGENT_BOOT: std::time::Duration = std::time::Duration::from_secs(1);
 /// The steps `fake-hardware` ran, oldest first (the last 100).
 pub const FAKE_JOURNAL: &str = "fake_journal";
 const JOURNAL_MAX: usize = 100;
@@ -638,6 +642,74 @@ impl Conductor {
             me.clean(held, None).await;
         });
         Ok(())
+    }
+
+    /// `get_clean_steps`: the steps the node's driver offers with at least
+    /// `min_priority`, highest first; `None` while a `steps_from_agent` driver's agent
+    /// has not reported them yet (the first call starts it; it reports after
+    /// `AGENT_BOOT`).
+    pub(crate) async fn clean_steps(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        min_priority: u32,
+    ) -> Result<Option<Vec<Value>>, Error> {
+        let node = self
+            .db
+            .node_by_id(target.id)
+            .await?
+            .filter(|n| n.uuid.as_str() == target.uuid)
+            .ok_or_else(|| Error::node_not_found(&target.uuid))?;
+        let hw = self.hardware_type(&node.driver, &node.conductor_group)?;
+        if hw.steps_from_agent && !node.driver_internal_info.contains_key(AGENT_CACHED_STEPS) {
+            let first = self
+                .agents_starting
+                .lock()
+                .map(|mut s| s.insert(node.id))
+                .unwrap_or(false);
+            if first {
+                let (me, nref) = (self.clone(), target.clone());
+                tokio::spawn(async move { me.agent_reports_steps(nref).await });
+            }
+            return Ok(None);
+        }
+        Ok(Some(
+            steps::listing(hw.clean_steps, min_priority)
+                .iter()
+                .map(|d| d.to_json())
+                .collect(),
+        ))
+    }
+
+    /// The simulated agent of a `fake-agent` node boots and reports its steps.
+    async fn agent_reports_steps(self: Arc<Self>, nref: NodeRef) {
+        tokio::time::sleep(AGENT_BOOT).await;
+        for _ in 0..100 {
+            match self.lock(&nref).await {
+                Ok(mut held) => {
+                    let hw = self.drivers.get(&held.node.driver);
+                    let listed: Vec<Value> = hw
+                        .map(|h| h.clean_steps.iter().map(|d| d.to_json()).collect())
+                        .unwrap_or_default();
+                    held.node
+                        .driver_internal_info
+                        .insert(AGENT_CACHED_STEPS.into(), Value::Array(listed));
+                    if let Err(e) = held.save_and_release().await {
+                        tracing::error!(node = %nref.uuid, error = %e, "could not cache clean steps");
+                    }
+                    break;
+                }
+                Err(Error::Locked(_)) => {
+                    tokio::time::sleep(self.settings.lock_retry_interval).await
+                }
+                Err(e) => {
+                    tracing::warn!(node = %nref.uuid, error = %e, "could not cache clean steps");
+                    break;
+                }
+            }
+        }
+        if let Ok(mut s) = self.agents_starting.lock() {
+            s.remove(&nref.id);
+        }
     }
 
     /// Fails what a crash left behind on the nodes this conductor owns: a transient

@@ -22,6 +22,9 @@ pub struct HardwareType {
     pub clean_steps: &'static [StepDecl],
     /// Its deploy steps; `deploy.deploy` is the core one.
     pub deploy_steps: &'static [StepDecl],
+    /// Its clean steps are known only once a ramdisk agent on the node has reported
+    /// them (listing them first starts that agent); `false`: known at once.
+    pub steps_from_agent: bool,
 }
 
 impl HardwareType {
@@ -62,6 +65,15 @@ pub const FAKE_HARDWARE: HardwareType = HardwareType {
     ],
     clean_steps: FAKE_CLEAN_STEPS,
     deploy_steps: FAKE_DEPLOY_STEPS,
+    steps_from_agent: false,
+};
+
+/// `fake-agent`: `fake-hardware` whose clean steps come from a (simulated) ramdisk
+/// agent, so that listing them the first time answers "not yet, retry" (202).
+pub const FAKE_AGENT: HardwareType = HardwareType {
+    name: "fake-agent",
+    steps_from_agent: true,
+    ..FAKE_HARDWARE
 };
 
 const SETTINGS: &[ArgInfo] = &[ArgInfo {
@@ -129,7 +141,7 @@ pub const FAKE_CLEAN_STEPS: &[StepDecl] = &[
 pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[step("deploy", "deploy", 100, false, &[])];
 
 /// Every hardware type this build knows.
-pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE];
+pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT];
 
 /// The hardware types a process enables (`[default] enabled_hardware_types`).
 #[derive(Debug, Clone)]

@@ -864,6 +864,42 @@ impl ConductorApi for RemoteConductors {
         })
     }
 
+    fn get_clean_steps(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        min_priority: u32,
+    ) -> RpcFuture<'_, Option<Vec<serde_json::Value>>> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::GetCleanStepsRequest {
+                node: Some(node_ref_to_pb(&node)),
+                min_priority,
+            }
+            .encode_to_vec();
+            let r: pb::StepsReply =
+                decode_reply(&self.call_node(&node, "get_clean_steps", &ctx, body).await?)?;
+            if r.pending {
+                return Ok(None);
+            }
+            Ok(Some(
+                r.steps
+                    .into_iter()
+                    .map(|s| {
+                        serde_json::json!({
+                            "interface": s.interface,
+                            "step": s.step,
+                            "priority": s.priority,
+                            "abortable": s.abortable,
+                            "argsinfo": serde_json::from_str::<serde_json::Value>(&s.argsinfo_json)
+                                .unwrap_or(serde_json::Value::Null),
+                        })
+                    })
+                    .collect(),
+            ))
+        })
+    }
+
     fn validate_driver_interfaces(
         &self,
         ctx: &Context,

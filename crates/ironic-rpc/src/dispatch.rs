@@ -25,6 +25,7 @@ pub const SERVED: &[&str] = &[
     "do_node_tear_down",
     "change_node_power_state",
     "validate_driver_interfaces",
+    "get_clean_steps",
 ];
 
 fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Error> {
@@ -171,6 +172,29 @@ async fn run(
             )
             .await?;
             ok(pb::Empty {})
+        }
+        "get_clean_steps" => {
+            let r: pb::GetCleanStepsRequest = decode(body)?;
+            let steps = api
+                .get_clean_steps(ctx, node_ref_from_pb(r.node)?, r.min_priority)
+                .await?;
+            ok(pb::StepsReply {
+                pending: steps.is_none(),
+                steps: steps
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|s| pb::StepSpec {
+                        interface: s["interface"].as_str().unwrap_or("").into(),
+                        step: s["step"].as_str().unwrap_or("").into(),
+                        priority: s["priority"]
+                            .as_i64()
+                            .and_then(|p| i32::try_from(p).ok())
+                            .unwrap_or(0),
+                        abortable: s["abortable"].as_bool().unwrap_or(false),
+                        argsinfo_json: s["argsinfo"].to_string(),
+                    })
+                    .collect(),
+            })
         }
         "validate_driver_interfaces" => {
             let r: pb::ValidateDriverInterfacesRequest = decode(body)?;

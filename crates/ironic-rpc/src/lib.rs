@@ -151,6 +151,14 @@ pub trait ConductorApi: Send + Sync {
         new_state: String,
         timeout_secs: Option<u32>,
     ) -> RpcFuture<'_, ()>;
+    /// The clean steps the node's driver offers with at least `min_priority`, highest
+    /// first, as JSON documents; `None` when the driver cannot list them yet.
+    fn get_clean_steps(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        min_priority: u32,
+    ) -> RpcFuture<'_, Option<Vec<serde_json::Value>>>;
     /// Each interface of the node, validated.
     fn validate_driver_interfaces(
         &self,
@@ -274,6 +282,16 @@ impl ConductorApi for InProcess {
             c.change_node_power_state(&ctx, node, new_state, timeout_secs)
                 .await
         })
+    }
+
+    fn get_clean_steps(
+        &self,
+        ctx: &Context,
+        node: NodeRef,
+        min_priority: u32,
+    ) -> RpcFuture<'_, Option<Vec<serde_json::Value>>> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.get_clean_steps(&ctx, node, min_priority).await })
     }
 
     fn validate_driver_interfaces(

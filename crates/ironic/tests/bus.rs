@@ -92,6 +92,14 @@ impl ConductorApi for Counting {
     ) -> RpcFuture<'_, ()> {
         Box::pin(async { Err(Error::Internal("not used".into())) })
     }
+    fn get_clean_steps(
+        &self,
+        _: &Context,
+        _: NodeRef,
+        _: u32,
+    ) -> RpcFuture<'_, Option<Vec<serde_json::Value>>> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
     fn validate_driver_interfaces(
         &self,
         _: &Context,

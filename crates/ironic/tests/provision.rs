@@ -524,3 +524,97 @@ async fn power_and_validate(s: &Server) {
     );
     assert_eq!(s.get("/v1/nodes/nope/validate", MAX).await.status, 404);
 }
+
+async fn cleaning_steps_listing(backend: common::Backend) {
+    let s = common::start_with(backend, |c| {
+        c.default.enabled_hardware_types = vec!["fake-hardware".into(), "fake-agent".into()];
+    })
+    .await;
+    s.node(json!({"driver": "fake-hardware", "name": "l1"}))
+        .await;
+    let r = s.get("/v1/nodes/l1/cleaning/steps", MAX).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let steps = r.json()["steps"].as_array().unwrap().clone();
+    assert_eq!(steps.len(), 9);
+    assert_eq!(
+        steps[0],
+        json!({"interface": "vendor", "step": "log_passthrough", "priority": 1, "abortable": false, "args": {}})
+    );
+    let bios = steps
+        .iter()
+        .find(|s| s["step"] == "apply_configuration")
+        .unwrap();
+    assert_eq!(
+        bios["args"],
+        json!({"settings": {"description": "A list of settings to apply.", "required": true}})
+    );
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["step"] == "sleep" && s["abortable"] == true)
+    );
+    let r = s
+        .get("/v1/nodes/l1/cleaning/steps?min_priority=1", MAX)
+        .await;
+    assert_eq!(r.json()["steps"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        s.get("/v1/nodes/l1/cleaning/steps?min_priority=-1", MAX)
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        s.get("/v1/nodes/l1/cleaning/steps?bogus=1", MAX)
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        s.get("/v1/nodes/l1/cleaning/steps", "1.14").await.status,
+        406
+    );
+
+    // A driver that learns its steps from the node's agent: "not yet, retry", then 200.
+    s.node(json!({"driver": "fake-agent", "name": "l2"})).await;
+    let r = s.get("/v1/nodes/l2/cleaning/steps", MAX).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.header("retry-request-after"), Some("2"));
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("not known yet"),
+        "{}",
+        r.body
+    );
+    let start = Instant::now();
+    let listed = loop {
+        let r = s.get("/v1/nodes/l2/cleaning/steps", MAX).await;
+        if r.status == 200 {
+            break r.json();
+        }
+        assert_eq!(r.status, 202);
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the agent never reported"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(listed["steps"].as_array().unwrap().len(), 9);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaning_steps_sqlite() {
+    cleaning_steps_listing(common::Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaning_steps_postgres() {
+    cleaning_steps_listing(common::Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaning_steps_split() {
+    cleaning_steps_listing(common::Backend::Split).await;
+}
