@@ -115,6 +115,14 @@ os baremetal node show compat-2 -f value -c last_error | grep -q "aborted" || fa
 os baremetal node manage compat-2
 os baremetal node provide compat-2
 wait_state compat-2 available
+os baremetal node deploy compat-2
+wait_state compat-2 active
+os baremetal node power off compat-2
+[ "$(os baremetal node show compat-2 -f value -c power_state)" = "power off" ] || fail "power off"
+os baremetal node power on compat-2
+os baremetal node validate compat-2 -f value -c Interface -c Result | grep -q "power True" || fail "validate"
+os baremetal node undeploy compat-2
+wait_state compat-2 available
 
 echo "== errors reach the user"
 if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi

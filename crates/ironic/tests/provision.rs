@@ -167,6 +167,34 @@ async fn verbs_and_automated_cleaning(s: &Server) {
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
     assert_eq!(node(s, "v2").await["provision_state"], "manageable");
+
+    // inspect (fake: done at once) and adopt (manageable → active without deploying).
+    manageable(s, "v3").await;
+    assert_eq!(
+        provision(s, "v3", json!({"target": "inspect"}))
+            .await
+            .status,
+        202
+    );
+    let start = Instant::now();
+    while node(s, "v3").await["provision_state"] != "manageable" {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = s
+        .put(
+            "/v1/nodes/v3/states/provision",
+            "1.16",
+            Some(&json!({"target": "adopt"})),
+        )
+        .await;
+    assert_eq!(r.status, 406, "adopt needs 1.17");
+    assert_eq!(
+        provision(s, "v3", json!({"target": "adopt"})).await.status,
+        202
+    );
+    let n = wait_state(s, "v3", "active").await;
+    assert_eq!(n["target_provision_state"], Value::Null);
 }
 
 async fn manual_cleaning(s: &Server) {

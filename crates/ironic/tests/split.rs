@@ -639,3 +639,172 @@ async fn a_crash_during_a_clean_step_fails_the_cleaning() {
     );
     t.cleanup().await;
 }
+
+fn journal_of(n: &Value) -> Vec<(String, String)> {
+    n["driver_internal_info"]["fake_journal"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|e| {
+                    (
+                        e["step"].as_str().unwrap().to_string(),
+                        e["event"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Manual cleaning end to end over RabbitMQ with three conductor processes: each
+/// scenario runs on its own node, so the nodes (and the work) spread over the
+/// conductors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_cleaning_over_three_conductors() {
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(&t.url, &[("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "1")]);
+    let hosts = ["m-1", "m-2", "m-3"];
+    let (conductors, _api_proc, api) = start_cluster(&cluster, &hosts).await;
+    let names = ["ok", "missing", "badarg", "abortable", "stubborn", "more"];
+    let mut owners = BTreeSet::new();
+    for name in names {
+        let n = api
+            .node(json!({"driver": "fake-hardware", "name": name}))
+            .await;
+        owners.insert(n["conductor"].as_str().unwrap().to_string());
+        let r = api
+            .put(
+                &format!("/v1/nodes/{name}/states/provision"),
+                V,
+                Some(&json!({"target": "manage"})),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    assert!(
+        owners.len() >= 2,
+        "the nodes spread over the conductors: {owners:?}"
+    );
+    for name in names {
+        wait_state(&api, name, "manageable", Duration::from_secs(10)).await;
+    }
+    let clean = |name: &'static str, steps: Value| {
+        let api = Server::client(api.addr);
+        async move {
+            api.put(
+                &format!("/v1/nodes/{name}/states/provision"),
+                V,
+                Some(&json!({"target": "clean", "clean_steps": steps})),
+            )
+            .await
+        }
+    };
+    let done = |s: &str| (s.to_string(), "done".to_string());
+
+    // Valid steps run in the order given.
+    let r = clean(
+        "ok",
+        json!([
+            {"interface": "firmware", "step": "update", "args": {"settings": [{"name": "fw"}]}},
+            {"interface": "vendor", "step": "log_passthrough"},
+            {"interface": "bios", "step": "factory_reset"}
+        ]),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    // A missing required argument: nothing runs.
+    let r = clean(
+        "missing",
+        json!([
+            {"interface": "vendor", "step": "log_passthrough"},
+            {"interface": "deploy", "step": "sleep"}
+        ]),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    // A bad argument in step 2: step 1 done, then clean failed.
+    let r = clean(
+        "badarg",
+        json!([
+            {"interface": "vendor", "step": "log_passthrough"},
+            {"interface": "firmware", "step": "update", "args": {"settings": 7}}
+        ]),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    // Long steps, one abortable and one not.
+    let r = clean(
+        "abortable",
+        json!([{"interface": "deploy", "step": "sleep", "args": {"seconds": 120}}]),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    let r = clean(
+        "stubborn",
+        json!([{"interface": "deploy", "step": "burn_in", "args": {"seconds": 2}}]),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+
+    let n = wait_state(&api, "ok", "manageable", Duration::from_secs(10)).await;
+    // `manageable` was also its state before: wait for the journal.
+    let start = Instant::now();
+    let mut n = n;
+    while journal_of(&n).len() < 3 && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        n = api.get("/v1/nodes/ok", V).await.json();
+    }
+    assert_eq!(
+        journal_of(&n),
+        [
+            done("firmware.update"),
+            done("vendor.log_passthrough"),
+            done("bios.factory_reset")
+        ]
+    );
+    let n = wait_state(&api, "missing", "clean failed", Duration::from_secs(10)).await;
+    assert!(journal_of(&n).is_empty(), "nothing ran: {n}");
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("is missing these required arguments: seconds"),
+        "{n}"
+    );
+    let n = wait_state(&api, "badarg", "clean failed", Duration::from_secs(10)).await;
+    assert_eq!(
+        journal_of(&n),
+        [
+            done("vendor.log_passthrough"),
+            ("firmware.update".into(), "failed".into())
+        ]
+    );
+    wait_state(&api, "abortable", "clean wait", Duration::from_secs(10)).await;
+    let r = api
+        .put(
+            "/v1/nodes/abortable/states/provision",
+            V,
+            Some(&json!({"target": "abort"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_state(&api, "abortable", "clean failed", Duration::from_secs(10)).await;
+    wait_state(&api, "stubborn", "clean wait", Duration::from_secs(10)).await;
+    let r = api
+        .put(
+            "/v1/nodes/stubborn/states/provision",
+            V,
+            Some(&json!({"target": "abort"})),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    let n = wait_state(&api, "stubborn", "manageable", Duration::from_secs(10)).await;
+    assert_eq!(journal_of(&n).last(), Some(&done("deploy.burn_in")));
+    // Nothing is left locked.
+    for name in names {
+        let row = t.db.node_by_name(name).await.unwrap().unwrap();
+        assert_eq!(row.reservation, None, "{name}");
+    }
+    drop(conductors);
+    t.cleanup().await;
+}
