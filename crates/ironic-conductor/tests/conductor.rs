@@ -208,3 +208,75 @@ async fn postgres() {
     checks(&t).await;
     t.cleanup().await;
 }
+
+/// A crash in a transient state: once the dead holder's lock is released, the node's
+/// owner fails the state with a message; nothing stays transient.
+async fn stuck_states(t: &TestDb) {
+    use ironic_model::states::ProvisionState as P;
+    let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+    let c = Conductor::new(t.db.clone(), drivers, settings());
+    c.start().await.unwrap();
+    let ctx = Context::default();
+    t.db.conductor_register("ghost", "", &["fake-hardware".into()])
+        .await
+        .unwrap();
+    t.db.conductor_touch("ghost", chrono::Utc::now() - chrono::Duration::seconds(120))
+        .await
+        .unwrap();
+    let cases = [
+        (P::Deploying, Some(P::Active), P::DeployFailed),
+        (P::Verifying, Some(P::Manageable), P::Enroll),
+        (P::Deleting, Some(P::Available), P::Error),
+        (P::Cleaning, Some(P::Available), P::CleanFailed),
+    ];
+    let mut ids = Vec::new();
+    for (i, (state, target, _)) in cases.iter().enumerate() {
+        let body = json!({"driver": "fake-hardware", "name": format!("s{i}")});
+        let n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+        let mut n = c.create_node(&ctx, n).await.unwrap();
+        // The ghost was working on it when it died.
+        let mut locked = t.db.node_reserve(n.id, "ghost").await.unwrap();
+        locked.provision_state = *state;
+        locked.target_provision_state = *target;
+        n = t.db.node_save(&locked, "ghost").await.unwrap();
+        ids.push(n.id);
+    }
+    let topology = Topology::new(t.db.clone(), 60, 5);
+    topology.refresh().await;
+    // Locked by the dead conductor: nothing happens before its lock is released.
+    assert_eq!(c.fail_orphaned_work(&topology).await.unwrap(), 0);
+    assert_eq!(
+        c.release_orphan_locks(&topology).await.unwrap(),
+        cases.len()
+    );
+    assert_eq!(c.fail_orphaned_work(&topology).await.unwrap(), cases.len());
+    for (id, (before, _, after)) in ids.iter().zip(cases) {
+        let n = t.db.node_by_id(*id).await.unwrap().unwrap();
+        assert_eq!(n.provision_state, after, "{before}");
+        assert_eq!(n.reservation, None);
+        let err = n.last_error.unwrap_or_default();
+        assert!(
+            err.contains(&format!("The {before} state can't be resumed")),
+            "{before}: {err}"
+        );
+    }
+    assert_eq!(
+        c.fail_orphaned_work(&topology).await.unwrap(),
+        0,
+        "done once"
+    );
+}
+
+#[tokio::test]
+async fn stuck_states_sqlite() {
+    let t = TestDb::sqlite().await.unwrap();
+    stuck_states(&t).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn stuck_states_postgres() {
+    let t = TestDb::postgres().await.unwrap();
+    stuck_states(&t).await;
+    t.cleanup().await;
+}
