@@ -23,6 +23,15 @@ use crate::{AppState, Base, Req};
 
 type ApiResult = Result<axum::response::Response, ApiError>;
 
+/// 202, no body, `Location` to the node's states (where the client follows the work).
+fn accepted(base: &str, ident: &str) -> axum::response::Response {
+    let mut resp = StatusCode::ACCEPTED.into_response();
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}/states", enc(ident))) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    resp
+}
+
 /// Body members and the microversion that introduced each.
 const MEMBERS: &[(&str, u16)] = &[
     ("target", 1),
@@ -181,11 +190,7 @@ pub async fn set_provision_state(
             )));
         }
     }
-    let mut resp = StatusCode::ACCEPTED.into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}/states", enc(&ident))) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
-    Ok(resp)
+    Ok(accepted(&base, &ident))
 }
 
 /// Power targets and the microversion that introduced each.
@@ -243,11 +248,7 @@ pub async fn set_power_state(
     st.conductor
         .change_node_power_state(&req.ctx, NodeRef::from(&node), target.to_string(), timeout)
         .await?;
-    let mut resp = StatusCode::ACCEPTED.into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}/states", enc(&ident))) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
-    Ok(resp)
+    Ok(accepted(&base, &ident))
 }
 
 /// `GET /v1/nodes/{node}/validate`: each interface's validation, core interfaces

@@ -89,6 +89,25 @@ impl Conductor {
         format!("{}/{}", self.settings.host, self.boot_id)
     }
 
+    /// Takes the node lock for background work, waiting (bounded: 300 retries) while
+    /// another operation holds it; `None` if the node is gone or stays locked.
+    async fn lock_patiently(&self, nref: &NodeRef) -> Option<Held> {
+        for _ in 0..300 {
+            match self.lock(nref).await {
+                Ok(h) => return Some(h),
+                Err(Error::Locked(_)) => {
+                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                }
+                Err(e) => {
+                    tracing::warn!(node = %nref.uuid, error = %e, "cannot lock the node for background work");
+                    return None;
+                }
+            }
+        }
+        tracing::error!(node = %nref.uuid, "the node stayed locked; background work abandoned");
+        None
+    }
+
     /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
     /// not happen in the node's state.
     fn transition(
@@ -374,24 +393,7 @@ impl Conductor {
 
     async fn continue_cleaning_now(self: Arc<Self>, nref: NodeRef, index: usize) {
         // Patient: another operation (an abort, a read-modify-write) may hold the lock.
-        let mut held = None;
-        for _ in 0..300 {
-            match self.lock(&nref).await {
-                Ok(h) => {
-                    held = Some(h);
-                    break;
-                }
-                Err(Error::Locked(_)) => {
-                    tokio::time::sleep(self.settings.lock_retry_interval).await;
-                }
-                Err(e) => {
-                    tracing::warn!(node = %nref.uuid, error = %e, "cannot continue cleaning");
-                    return;
-                }
-            }
-        }
-        let Some(mut held) = held else {
-            tracing::error!(node = %nref.uuid, "cannot continue cleaning: the node stays locked");
+        let Some(mut held) = self.lock_patiently(&nref).await else {
             return;
         };
         let dii = &held.node.driver_internal_info;
@@ -683,28 +685,16 @@ impl Conductor {
     /// The simulated agent of a `fake-agent` node boots and reports its steps.
     async fn agent_reports_steps(self: Arc<Self>, nref: NodeRef) {
         tokio::time::sleep(AGENT_BOOT).await;
-        for _ in 0..100 {
-            match self.lock(&nref).await {
-                Ok(mut held) => {
-                    let hw = self.drivers.get(&held.node.driver);
-                    let listed: Vec<Value> = hw
-                        .map(|h| h.clean_steps.iter().map(|d| d.to_json()).collect())
-                        .unwrap_or_default();
-                    held.node
-                        .driver_internal_info
-                        .insert(AGENT_CACHED_STEPS.into(), Value::Array(listed));
-                    if let Err(e) = held.save_and_release().await {
-                        tracing::error!(node = %nref.uuid, error = %e, "could not cache clean steps");
-                    }
-                    break;
-                }
-                Err(Error::Locked(_)) => {
-                    tokio::time::sleep(self.settings.lock_retry_interval).await
-                }
-                Err(e) => {
-                    tracing::warn!(node = %nref.uuid, error = %e, "could not cache clean steps");
-                    break;
-                }
+        if let Some(mut held) = self.lock_patiently(&nref).await {
+            let hw = self.drivers.get(&held.node.driver);
+            let listed: Vec<Value> = hw
+                .map(|h| h.clean_steps.iter().map(|d| d.to_json()).collect())
+                .unwrap_or_default();
+            held.node
+                .driver_internal_info
+                .insert(AGENT_CACHED_STEPS.into(), Value::Array(listed));
+            if let Err(e) = held.save_and_release().await {
+                tracing::error!(node = %nref.uuid, error = %e, "could not cache clean steps");
             }
         }
         if let Ok(mut s) = self.agents_starting.lock() {

@@ -52,19 +52,7 @@ async fn provision(s: &Server, ident: &str, body: Value) -> common::Resp {
 }
 
 fn journal(n: &Value) -> Vec<(String, String)> {
-    n["driver_internal_info"]["fake_journal"]
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .map(|e| {
-                    (
-                        e["step"].as_str().unwrap().to_string(),
-                        e["event"].as_str().unwrap().to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    common::fake_journal(n)
 }
 
 fn steps(pairs: &[(&str, &str, &str, Value)]) -> Vec<(String, String)> {

@@ -276,3 +276,20 @@ macro_rules! on_both_backends {
         }
     };
 }
+
+/// The steps fake-hardware ran on a node, oldest first: (interface.step, event).
+pub fn fake_journal(n: &Value) -> Vec<(String, String)> {
+    n["driver_internal_info"]["fake_journal"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|e| {
+                    (
+                        e["step"].as_str().unwrap_or("").to_string(),
+                        e["event"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
