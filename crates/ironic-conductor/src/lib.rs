@@ -505,23 +505,38 @@ impl ConductorApi for Conductor {
         _ctx: &Context,
         node: NodeRef,
         new_state: String,
-        _timeout_secs: Option<u32>,
+        timeout_secs: Option<u32>,
     ) -> RpcFuture<'_, ()> {
         Box::pin(async move {
             self.with_lock(&node, |mut n| async move {
-                // fake-hardware: the power state changes at once; a reboot ends on.
-                let after = match new_state.as_str() {
-                    "power on" | "rebooting" | "soft rebooting" => "power on",
-                    "power off" | "soft power off" => "power off",
-                    other => {
-                        return Err(Error::invalid(format!(
-                            "The requested action \"{other}\" can not be performed on node \"{}\" while it is in state \"{}\".",
-                            n.uuid,
-                            n.power_state.as_deref().unwrap_or("None")
-                        )));
-                    }
+                if ironic_drivers::interfaces::power_result(&new_state).is_none() {
+                    return Err(Error::invalid(format!(
+                        "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",
+                        n.uuid,
+                        n.power_state.as_deref().unwrap_or("None")
+                    )));
+                }
+                let driver = self
+                    .drivers
+                    .driver(&n.driver)
+                    .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))?;
+                let info = ironic_drivers::interfaces::NodeInfo {
+                    uuid: n.uuid.as_str(),
+                    driver_info: &n.driver_info,
+                    instance_info: &n.instance_info,
+                    power_state: n.power_state.as_deref(),
                 };
-                n.power_state = Some(after.to_string());
+                let after = driver
+                    .power()
+                    .set_power_state(info, &new_state, timeout_secs)
+                    .await
+                    .map_err(|why| {
+                        Error::invalid(format!(
+                            "Failed to change the power state of node {} to {new_state}: {why}",
+                            n.uuid
+                        ))
+                    })?;
+                n.power_state = Some(after.clone());
                 n.target_power_state = None;
                 n.last_error = None;
                 n.reservation = Some(self.settings.host.clone());
@@ -546,16 +561,34 @@ impl ConductorApi for Conductor {
                 .filter(|n| n.uuid.as_str() == node.uuid)
                 .ok_or_else(|| Error::node_not_found(&node.uuid))?;
             let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
+            let driver = self
+                .drivers
+                .driver(&n.driver)
+                .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))?;
+            let info = ironic_drivers::interfaces::NodeInfo {
+                uuid: n.uuid.as_str(),
+                driver_info: &n.driver_info,
+                instance_info: &n.instance_info,
+                power_state: n.power_state.as_deref(),
+            };
             Ok(INTERFACE_TYPES
                 .iter()
                 .filter(|t| **t != "vendor")
                 .map(|t| {
                     let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
-                    let supported = imp.is_some_and(|i| !i.starts_with("no-"));
+                    let (result, reason) = match imp {
+                        Some(i) if !i.starts_with("no-") => {
+                            match driver.validate_interface(info, t) {
+                                Ok(()) => (Some(true), None),
+                                Err(why) => (Some(false), Some(why)),
+                            }
+                        }
+                        _ => (None, Some("not supported".to_string())),
+                    };
                     ironic_rpc::InterfaceCheck {
                         interface: t.to_string(),
-                        result: supported.then_some(true),
-                        reason: (!supported).then(|| "not supported".to_string()),
+                        result,
+                        reason,
                     }
                 })
                 .collect())

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 
 use ironic_db::topology::Topology;
-use ironic_drivers::fake::{self, Outcome};
+use ironic_drivers::fake::Outcome;
+use ironic_drivers::interfaces::{Driver, NodeInfo};
 use ironic_drivers::steps::{self, Requested, Step};
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::{JsonObject, now};
@@ -35,6 +36,15 @@ pub const AGENT_BOOT: std::time::Duration = std::time::Duration::from_secs(1);
 /// The steps `fake-hardware` ran, oldest first (the last 100).
 pub const FAKE_JOURNAL: &str = "fake_journal";
 const JOURNAL_MAX: usize = 100;
+
+fn info(node: &Node) -> NodeInfo<'_> {
+    NodeInfo {
+        uuid: node.uuid.as_str(),
+        driver_info: &node.driver_info,
+        instance_info: &node.instance_info,
+        power_state: node.power_state.as_deref(),
+    }
+}
 
 fn set_state(node: &mut Node, t: fsm::Transition) {
     node.provision_state = t.state;
@@ -106,6 +116,10 @@ impl Conductor {
         }
         tracing::error!(node = %nref.uuid, "the node stayed locked; background work abandoned");
         None
+    }
+
+    fn driver_of(&self, node: &Node) -> Option<&'static dyn Driver> {
+        self.drivers.driver(&node.driver)
     }
 
     /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
@@ -211,13 +225,31 @@ impl Conductor {
         Ok(())
     }
 
-    /// Verification, inspection and adoption of `fake-hardware`: the power state is read
-    /// (a fake node is off until told otherwise), then `done`.
+    /// Verification, inspection and adoption: the power state is read through the
+    /// driver, then `done` (or `fail` with the driver's reason).
     async fn finish_quick_work(self: Arc<Self>, mut held: Held) {
-        if held.node.power_state.is_none() {
-            held.node.power_state = Some("power off".into());
-        }
-        match fsm::process(held.node.provision_state, Event::Done, false, None) {
+        let read = match self.driver_of(&held.node) {
+            Some(d) => d.power().get_power_state(info(&held.node)).await,
+            None => Err(format!(
+                "hardware type {} is not enabled here",
+                held.node.driver
+            )),
+        };
+        let event = match read {
+            Ok(p) => {
+                held.node.power_state = Some(p);
+                Event::Done
+            }
+            Err(why) => {
+                held.node.last_error = Some(format!(
+                    "Failed to read the power state of node {}: {why}",
+                    held.node.uuid
+                ));
+                Event::Fail
+            }
+        };
+        let target = held.node.target_provision_state;
+        match fsm::process(held.node.provision_state, event, false, target) {
             Ok(t) => set_state(&mut held.node, t),
             Err(e) => tracing::error!(error = %e, "cannot finish"),
         }
@@ -318,7 +350,16 @@ impl Conductor {
                 .driver_internal_info
                 .insert(CLEAN_STEP_INDEX.into(), json!(i));
             tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
-            match fake::execute(step) {
+            let Some(driver) = self.driver_of(&held.node) else {
+                let msg = format!(
+                    "Node {uuid}: hardware type {} is not enabled here",
+                    held.node.driver
+                );
+                self.fail_cleaning(held, msg, false).await;
+                return;
+            };
+            let outcome = driver.execute_step(info(&held.node), step).await;
+            match outcome {
                 Ok(Outcome::Done) => {
                     journal(&mut held.node, step, "done");
                     if let Err(e) = held.save().await {
@@ -566,7 +607,14 @@ impl Conductor {
                 return;
             }
             tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
-            match fake::execute(&step) {
+            let outcome = match self.driver_of(&held.node) {
+                Some(d) => d.execute_step(info(&held.node), &step).await,
+                None => Err(format!(
+                    "hardware type {} is not enabled here",
+                    held.node.driver
+                )),
+            };
+            match outcome {
                 Ok(Outcome::Done) => journal(&mut held.node, &step, "done"),
                 Ok(Outcome::Wait(d)) => {
                     // Deploy steps run to completion here (no deploy ramdisk to wait for).

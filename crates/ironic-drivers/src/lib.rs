@@ -1,11 +1,11 @@
 //! Hardware types and their interfaces: what each hardware type enables and uses by
-//! default per interface type, and the clean and deploy steps it offers
-//! ([`steps`]). The interface implementations that run steps and change power arrive
-//! with the cleaning engine.
+//! default per interface type, the clean and deploy steps it offers ([`steps`]), and
+//! the implementation the conductor calls ([`interfaces::Driver`]).
 //!
 //! Architecture invariant: drivers never touch the database.
 
 pub mod fake;
+pub mod interfaces;
 pub mod steps;
 
 use steps::{ArgInfo, StepDecl};
@@ -174,6 +174,11 @@ impl Registry {
 
     pub fn get(&self, name: &str) -> Option<&HardwareType> {
         self.enabled.iter().find(|h| h.name == name)
+    }
+
+    /// The implementation of an enabled hardware type.
+    pub fn driver(&self, name: &str) -> Option<&'static dyn interfaces::Driver> {
+        self.get(name).and_then(|h| interfaces::driver(h.name))
     }
 
     pub fn names(&self) -> Vec<String> {
