@@ -377,9 +377,12 @@ impl Conductor {
                             return;
                         }
                     }
+                    // `<host>/<process run>/<this wait>`: the timer continues only this
+                    // very wait, never a later cleaning that reached the same index.
+                    let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
                     held.node
                         .driver_internal_info
-                        .insert(CLEAN_STEP_RUNNER.into(), json!(self.runner_id()));
+                        .insert(CLEAN_STEP_RUNNER.into(), json!(token));
                     let nref = NodeRef::from(&held.node);
                     if let Err(e) = held.save_and_release().await {
                         tracing::error!(node = %uuid, error = %e, "could not save the node");
@@ -388,7 +391,7 @@ impl Conductor {
                     let me = self.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(d).await;
-                        me.continue_cleaning(nref, i).await;
+                        me.continue_cleaning(nref, i, token).await;
                     });
                     return;
                 }
@@ -427,12 +430,13 @@ impl Conductor {
         self: Arc<Self>,
         nref: NodeRef,
         index: usize,
+        token: String,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         // Boxed: cleaning and its continuation call each other.
-        Box::pin(async move { self.continue_cleaning_now(nref, index).await })
+        Box::pin(async move { self.continue_cleaning_now(nref, index, token).await })
     }
 
-    async fn continue_cleaning_now(self: Arc<Self>, nref: NodeRef, index: usize) {
+    async fn continue_cleaning_now(self: Arc<Self>, nref: NodeRef, index: usize, token: String) {
         // Patient: another operation (an abort, a read-modify-write) may hold the lock.
         let Some(mut held) = self.lock_patiently(&nref).await else {
             return;
@@ -440,7 +444,7 @@ impl Conductor {
         let dii = &held.node.driver_internal_info;
         let ours = held.node.provision_state == P::CleanWait
             && dii.get(CLEAN_STEP_INDEX).and_then(Value::as_u64) == Some(index as u64)
-            && dii.get(CLEAN_STEP_RUNNER).and_then(Value::as_str) == Some(&self.runner_id());
+            && dii.get(CLEAN_STEP_RUNNER).and_then(Value::as_str) == Some(token.as_str());
         if !ours {
             tracing::info!(node = %nref.uuid, "cleaning was aborted or taken over meanwhile");
             held.release().await;
@@ -786,7 +790,8 @@ impl Conductor {
                     .unwrap_or("")
                     .to_string();
                 let host = runner.split('/').next().unwrap_or("").to_string();
-                let gone = runner != self.runner_id()
+                let mine = runner.starts_with(&format!("{}/", self.runner_id()));
+                let gone = !mine
                     && (host == me
                         || !snap
                             .conductors

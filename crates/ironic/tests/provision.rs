@@ -316,10 +316,11 @@ async fn aborting_a_clean_step(s: &Server) {
     let r = provision(
         s,
         "a1",
-        json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "sleep", "args": {"seconds": 60}}]}),
+        json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "sleep", "args": {"seconds": 1.5}}]}),
     )
     .await;
     assert_eq!(r.status, 202);
+    let first_wait = Instant::now();
     let n = wait_state(s, "a1", "clean wait").await;
     assert_eq!(n["clean_step"]["step"], "sleep");
     assert_eq!(n["target_provision_state"], "manageable");
@@ -333,6 +334,29 @@ async fn aborting_a_clean_step(s: &Server) {
     );
     assert_eq!(n["maintenance"], false);
     assert_eq!(n["clean_step"], json!({}));
+
+    // The aborted step's timer must not drive a later cleaning that waits at the same
+    // step index: start one, let the old timer fire, and the node is still waiting.
+    provision(s, "a1", json!({"target": "manage"})).await;
+    wait_state(s, "a1", "manageable").await;
+    let r = provision(
+        s,
+        "a1",
+        json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "sleep", "args": {"seconds": 60}}]}),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+    wait_state(s, "a1", "clean wait").await;
+    while first_wait.elapsed() < Duration::from_millis(2500) {
+        assert_eq!(node(s, "a1").await["provision_state"], "clean wait");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(node(s, "a1").await["provision_state"], "clean wait");
+    assert_eq!(
+        provision(s, "a1", json!({"target": "abort"})).await.status,
+        202
+    );
+    wait_state(s, "a1", "clean failed").await;
 
     // A step that cannot be aborted: refused; the cleaning goes on and finishes.
     provision(s, "a1", json!({"target": "manage"})).await;
