@@ -141,6 +141,19 @@ pub async fn set_provision_state(
         }
         (_, None) => None,
     };
+    if obj
+        .get("configdrive")
+        .is_some_and(|c| !(c.is_null() || c.is_string() || c.is_object()))
+    {
+        return Err(ApiError::invalid(
+            "configdrive must be a string or a JSON object",
+        ));
+    }
+    if obj.get("rescue_password").is_some() && verb.event != Event::Rescue {
+        return Err(ApiError::invalid(
+            "\"rescue_password\" is only valid when setting target provision state to rescue",
+        ));
+    }
     if obj.get("configdrive").is_some_and(|c| !c.is_null())
         && !matches!(verb.event, Event::Deploy | Event::Rebuild)
     {

@@ -92,6 +92,18 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    pub(crate) fn new(node: Node, db: &Db, host: &str, node_id: i64) -> Held {
+        Held {
+            node,
+            guard: LockGuard {
+                db: db.clone(),
+                node_id,
+                host: host.to_string(),
+                armed: true,
+            },
+        }
+    }
+
     /// Writes the node and keeps the lock.
     pub async fn save(&mut self) -> Result<(), Error> {
         self.node.reservation = Some(self.guard.host.clone());
@@ -117,16 +129,21 @@ impl Held {
         res
     }
 
-    /// Gives the lock back without writing.
+    /// Gives the lock back without writing. If that fails, the guard tries again from
+    /// a task of its own when it is dropped.
     pub async fn release(mut self) {
-        self.guard.armed = false;
-        if let Err(e) = self
+        match self
             .guard
             .db
             .node_release(self.guard.node_id, &self.guard.host)
             .await
         {
-            tracing::error!(node_id = self.guard.node_id, error = %e, "could not release a node lock");
+            Ok(()) => self.guard.armed = false,
+            Err(e) => tracing::error!(
+                node_id = self.guard.node_id,
+                error = %e,
+                "could not release a node lock; trying again"
+            ),
         }
     }
 }

@@ -29,6 +29,11 @@ use crate::{Conductor, Held};
 const CLEAN_STEPS: &str = "clean_steps";
 const CLEAN_STEP_INDEX: &str = "clean_step_index";
 const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
+/// When a waiting step should have finished (Unix ms, with a margin): past it, the
+/// wait is failed whoever ran it (upstream's clean callback timeout).
+const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
+/// The margin added to a waiting step's own duration.
+const CLEAN_WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// Clean steps a node's agent reported (`steps_from_agent` drivers).
 const AGENT_CACHED_STEPS: &str = "agent_cached_clean_steps";
 /// How long the simulated agent of a `fake-agent` node takes to report its steps.
@@ -54,7 +59,12 @@ fn set_state(node: &mut Node, t: fsm::Transition) {
 
 fn wipe_cleaning(node: &mut Node) {
     node.clean_step = JsonObject::new();
-    for k in [CLEAN_STEPS, CLEAN_STEP_INDEX, CLEAN_STEP_RUNNER] {
+    for k in [
+        CLEAN_STEPS,
+        CLEAN_STEP_INDEX,
+        CLEAN_STEP_RUNNER,
+        CLEAN_WAIT_DEADLINE,
+    ] {
         node.driver_internal_info.remove(k);
     }
 }
@@ -97,6 +107,18 @@ fn step_from_json(v: &Value) -> Option<Step> {
 impl Conductor {
     fn runner_id(&self) -> String {
         format!("{}/{}", self.settings.host, self.boot_id)
+    }
+
+    /// Takes the node lock in one attempt (no retry).
+    async fn lock_once(&self, nref: &NodeRef) -> Result<Held, Error> {
+        let mut node = self.db.node_reserve(nref.id, &self.settings.host).await?;
+        node.reservation = Some(self.settings.host.clone());
+        let held = Held::new(node, &self.db, &self.settings.host, nref.id);
+        if held.node.uuid.as_str() != nref.uuid {
+            held.release().await;
+            return Err(Error::node_not_found(&nref.uuid));
+        }
+        Ok(held)
     }
 
     /// Takes the node lock for background work, waiting (bounded: 300 retries) while
@@ -170,15 +192,12 @@ impl Conductor {
                 };
                 return Ok((Self::transition(node, action, e, true, None)?, true));
             }
-            other => Event::ALL
-                .iter()
-                .copied()
-                .find(|e| !e.is_internal() && e.as_str() == other)
-                .ok_or_else(|| {
-                    Error::invalid(format!(
-                        "The requested action \"{other}\" could not be understood."
-                    ))
-                })?,
+            "manage" => Event::Manage,
+            other => {
+                return Err(Error::invalid(format!(
+                    "The requested action \"{other}\" is not a provisioning action of this conductor."
+                )));
+            }
         };
         Ok((Self::transition(node, action, event, false, None)?, false))
     }
@@ -355,7 +374,7 @@ impl Conductor {
                     "Node {uuid}: hardware type {} is not enabled here",
                     held.node.driver
                 );
-                self.fail_cleaning(held, msg, false).await;
+                self.fail_cleaning(held, msg, true).await;
                 return;
             };
             let outcome = driver.execute_step(info(&held.node), step).await;
@@ -383,6 +402,12 @@ impl Conductor {
                     held.node
                         .driver_internal_info
                         .insert(CLEAN_STEP_RUNNER.into(), json!(token));
+                    let deadline = now()
+                        + chrono::Duration::from_std(d + CLEAN_WAIT_GRACE).unwrap_or_default();
+                    held.node.driver_internal_info.insert(
+                        CLEAN_WAIT_DEADLINE.into(),
+                        json!(deadline.timestamp_millis()),
+                    );
                     let nref = NodeRef::from(&held.node);
                     if let Err(e) = held.save_and_release().await {
                         tracing::error!(node = %uuid, error = %e, "could not save the node");
@@ -459,6 +484,7 @@ impl Conductor {
             journal(&mut held.node, step, "done");
         }
         held.node.driver_internal_info.remove(CLEAN_STEP_RUNNER);
+        held.node.driver_internal_info.remove(CLEAN_WAIT_DEADLINE);
         let target = held.node.target_provision_state;
         match fsm::process(P::CleanWait, Event::Resume, true, target) {
             Ok(t) => set_state(&mut held.node, t),
@@ -760,69 +786,93 @@ impl Conductor {
     pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
+        let now_ms = now().timestamp_millis();
         let mut states: Vec<&str> = ironic_model::states::ProvisionState::ALL
             .iter()
             .filter(|s| fsm::stuck_on_crash(**s))
             .map(|s| s.as_str())
             .collect();
         states.push(P::CleanWait.as_str());
+        let host_alive = |host: &str| {
+            // Alive = heartbeating, even if offline: a conductor that is stopping still
+            // runs its timers until it has finished.
+            snap.conductors.iter().any(|(c, _)| {
+                c.hostname == host && !c.is_dead(chrono::Utc::now(), topology.timeout_secs())
+            })
+        };
         let mut failed = 0;
         for (id, uuid, driver, group) in self.db.nodes_unlocked_in(&states).await? {
-            if snap.owner(&group, &driver, &uuid) != Some(me) {
-                continue;
-            }
-            let nref = NodeRef {
-                id,
-                uuid: uuid.clone(),
-                driver,
-                conductor_group: group,
-            };
-            let Ok(mut held) = self.lock(&nref).await else {
+            // Look before locking: a healthy wait is left alone without touching its lock.
+            let Some(node) = self.db.node_by_id(id).await? else {
                 continue;
             };
-            let state = held.node.provision_state;
-            let msg = if state == P::CleanWait {
-                let runner = held
-                    .node
-                    .driver_internal_info
+            let owner = snap.owner(&group, &driver, &uuid) == Some(me);
+            let msg = if node.provision_state == P::CleanWait {
+                let dii = &node.driver_internal_info;
+                let runner = dii
                     .get(CLEAN_STEP_RUNNER)
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
                 let host = runner.split('/').next().unwrap_or("").to_string();
                 let mine = runner.starts_with(&format!("{}/", self.runner_id()));
-                let gone = !mine
-                    && (host == me
-                        || !snap
-                            .conductors
-                            .iter()
-                            .any(|(c, alive)| *alive && c.hostname == host));
-                if !gone {
-                    held.release().await;
+                let overdue = dii
+                    .get(CLEAN_WAIT_DEADLINE)
+                    .and_then(Value::as_i64)
+                    .is_some_and(|d| d < now_ms);
+                let step = node
+                    .clean_step
+                    .get("step")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
+                if overdue && (mine || owner) {
+                    format!(
+                        "Timeout reached while cleaning the node: the clean step {step} did not finish in time. Moving to fail state."
+                    )
+                } else if !mine && host == me {
+                    // An earlier run of this very conductor: its timer is gone. Failed
+                    // here whoever owns the node now.
+                    format!(
+                        "The clean step {step} was running on conductor {host}, which stopped. Moving to fail state."
+                    )
+                } else if owner && !mine && !host_alive(&host) {
+                    format!(
+                        "The clean step {step} was running on conductor {host}, which stopped. Moving to fail state."
+                    )
+                } else {
                     continue;
                 }
+            } else if owner && fsm::stuck_on_crash(node.provision_state) {
                 format!(
-                    "The clean step {} was running on conductor {host}, which stopped. Moving to fail state.",
-                    held.node
-                        .clean_step
-                        .get("step")
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                )
-            } else if fsm::stuck_on_crash(state) {
-                format!(
-                    "The {state} state can't be resumed by conductor {me}. Moving to fail state."
+                    "The {} state can't be resumed by conductor {me}. Moving to fail state.",
+                    node.provision_state
                 )
             } else {
-                held.release().await;
                 continue;
             };
+            // One attempt: a busy node is someone's live work.
+            let nref = NodeRef {
+                id,
+                uuid: uuid.clone(),
+                driver,
+                conductor_group: group,
+            };
+            let Ok(mut held) = self.lock_once(&nref).await else {
+                continue;
+            };
+            let state = held.node.provision_state;
+            if state != node.provision_state {
+                held.release().await;
+                continue;
+            }
             if matches!(state, P::Cleaning | P::CleanWait) {
                 let step_running = !held.node.clean_step.is_empty();
                 self.fail_cleaning(held, msg, step_running).await;
             } else {
                 let target = held.node.target_provision_state;
-                if let Ok(t) = fsm::process(state, Event::Fail, true, target) {
+                // No work follows: a stable state reached keeps no target.
+                if let Ok(t) = fsm::process(state, Event::Fail, false, target) {
                     set_state(&mut held.node, t);
                 }
                 tracing::warn!(node = %uuid, "{msg}");

@@ -265,6 +265,45 @@ async fn stuck_states(t: &TestDb) {
         0,
         "done once"
     );
+
+    // A step waiting on a live conductor is left alone until its deadline passes.
+    t.db.conductor_register("busy", "", &[]).await.unwrap();
+    let mut waits = Vec::new();
+    for (i, deadline) in [(0, -1_000i64), (1, 3_600_000)] {
+        let body = json!({"driver": "fake-hardware", "name": format!("w{i}")});
+        let n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+        let n = c.create_node(&ctx, n).await.unwrap();
+        let mut locked = t.db.node_reserve(n.id, "busy").await.unwrap();
+        locked.provision_state = P::CleanWait;
+        locked.target_provision_state = Some(P::Manageable);
+        locked.clean_step = json!({"step": "sleep", "interface": "deploy"})
+            .as_object()
+            .cloned()
+            .unwrap();
+        locked
+            .driver_internal_info
+            .insert("clean_step_runner".into(), json!("busy/boot/token"));
+        locked.driver_internal_info.insert(
+            "clean_wait_deadline".into(),
+            json!(chrono::Utc::now().timestamp_millis() + deadline),
+        );
+        locked.reservation = None;
+        t.db.node_save(&locked, "busy").await.unwrap();
+        waits.push(n.id);
+    }
+    topology.refresh().await;
+    assert_eq!(c.fail_orphaned_work(&topology).await.unwrap(), 1);
+    let overdue = t.db.node_by_id(waits[0]).await.unwrap().unwrap();
+    assert_eq!(overdue.provision_state, P::CleanFailed);
+    assert!(
+        overdue
+            .last_error
+            .unwrap_or_default()
+            .starts_with("Timeout reached while cleaning")
+    );
+    assert!(overdue.maintenance, "a step was running");
+    let running = t.db.node_by_id(waits[1]).await.unwrap().unwrap();
+    assert_eq!(running.provision_state, P::CleanWait);
 }
 
 #[tokio::test]

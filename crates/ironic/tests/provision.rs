@@ -393,6 +393,10 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
     // A config drive only goes with a deploy.
     let r = provision(s, "d1", json!({"target": "manage", "configdrive": "abc"})).await;
     assert_eq!(r.status, 400);
+    let r = provision(s, "d1", json!({"target": "active", "configdrive": 7})).await;
+    assert_eq!(r.status, 400);
+    let r = provision(s, "d1", json!({"target": "active", "rescue_password": "x"})).await;
+    assert_eq!(r.status, 400);
 
     let r = provision(s, "d1", json!({"target": "active", "configdrive": "abc"})).await;
     assert_eq!(r.status, 202, "{}", r.body);
