@@ -16,6 +16,7 @@ on_both_backends!(
     aborting_a_clean_step,
     deploy_rebuild_and_tear_down,
     power_and_validate,
+    forbidden_verbs_are_refused_in_every_stable_state,
 );
 
 const MAX: &str = "1.51";
@@ -661,4 +662,60 @@ async fn cleaning_steps_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleaning_steps_split() {
     cleaning_steps_listing(common::Backend::Split).await;
+}
+
+/// Every verb the state machine forbids in a stable state is refused with 400 and
+/// upstream's message, before any work starts (the node does not move).
+async fn forbidden_verbs_are_refused_in_every_stable_state(s: &Server) {
+    use ironic_model::fsm;
+    use ironic_model::states::ProvisionState;
+    // One node in each stable state the fake driver reaches.
+    s.node(json!({"driver": "fake-hardware", "name": "f-enroll"}))
+        .await;
+    manageable(s, "f-manageable").await;
+    manageable(s, "f-available").await;
+    assert_eq!(
+        provision(s, "f-available", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    wait_state(s, "f-available", "available").await;
+    manageable(s, "f-active").await;
+    assert_eq!(
+        provision(s, "f-active", json!({"target": "adopt"}))
+            .await
+            .status,
+        202
+    );
+    wait_state(s, "f-active", "active").await;
+    let mut refused = 0;
+    for (name, state) in [
+        ("f-enroll", ProvisionState::Enroll),
+        ("f-manageable", ProvisionState::Manageable),
+        ("f-available", ProvisionState::Available),
+        ("f-active", ProvisionState::Active),
+    ] {
+        for verb in fsm::VERBS.iter().filter(|v| v.min_minor <= 51) {
+            if fsm::next(state, verb.event).is_some() {
+                continue;
+            }
+            let mut body = json!({"target": verb.name});
+            if verb.name == "clean" {
+                body["clean_steps"] = json!([]);
+            }
+            let r = provision(s, name, body).await;
+            assert_eq!(r.status, 400, "{} from {state}: {}", verb.name, r.body);
+            assert_eq!(
+                r.fault(),
+                format!(
+                    "The requested action \"{}\" can not be performed on node \"{name}\" while it is in state \"{state}\".",
+                    verb.name
+                )
+            );
+            assert_eq!(node(s, name).await["provision_state"], state.as_str());
+            refused += 1;
+        }
+    }
+    assert!(refused >= 30, "a broad sample: {refused}");
 }
