@@ -38,11 +38,16 @@ P=$(port)
   export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="amqp://guest:guest@127.0.0.1:5672/$ID" RUST_LOG=warn \
     IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0
   for h in c1 c2 c3; do "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
-  sleep 1
   "$T/ironic-api" --listen "127.0.0.1:$P" & echo $! >>"$DIR/pids"
 )
 mapfile -t PIDS <"$DIR/pids"
 wait_http "$P"
+# Until the API sees the three conductors alive.
+for _ in $(seq 1 100); do
+  n=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$P/v1/conductors" \
+    | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
+  [ "$n" = 3 ] && break; sleep 0.1
+done
 echo "== split deployment (1 API, 3 conductors, PostgreSQL, RabbitMQ)"
 python3 bench/provide.py "http://127.0.0.1:$P" -n "$N"
 stop_all

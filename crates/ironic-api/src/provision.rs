@@ -96,9 +96,27 @@ fn clean_steps(v: &Value) -> Result<Vec<CleanStep>, ApiError> {
         .collect()
 }
 
-fn check_members(obj: &serde_json::Map<String, Value>, v: Version) -> Result<(), ApiError> {
+/// The body as a JSON object whose members are all in `members` (name, first
+/// microversion): 400 for a non-object or an unknown member, 406 for a newer one.
+fn body_object(
+    body: Value,
+    members: &[(&str, u16)],
+    v: Version,
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let Value::Object(obj) = body else {
+        return Err(ApiError::invalid("The request body must be a JSON object."));
+    };
+    check_members(&obj, members, v)?;
+    Ok(obj)
+}
+
+fn check_members(
+    obj: &serde_json::Map<String, Value>,
+    members: &[(&str, u16)],
+    v: Version,
+) -> Result<(), ApiError> {
     for k in obj.keys() {
-        match MEMBERS.iter().find(|(m, _)| m == k) {
+        match members.iter().find(|(m, _)| m == k) {
             None => return Err(ApiError::invalid(format!("Unexpected arguments: {k}"))),
             Some((_, min)) if !v.at_least(*min) => return Err(Error::not_acceptable().into()),
             Some(_) => {}
@@ -117,10 +135,7 @@ pub async fn set_provision_state(
 ) -> ApiResult {
     no_args(&q)?;
     let v = req.version;
-    let Value::Object(obj) = body else {
-        return Err(ApiError::invalid("The request body must be a JSON object."));
-    };
-    check_members(&obj, v)?;
+    let obj = body_object(body, MEMBERS, v)?;
     let Some(target) = obj.get("target").and_then(Value::as_str) else {
         return Err(ApiError::invalid(
             "'target' is a required property and must be a string.",
@@ -227,15 +242,8 @@ pub async fn set_power_state(
 ) -> ApiResult {
     no_args(&q)?;
     let v = req.version;
-    let Value::Object(obj) = body else {
-        return Err(ApiError::invalid("The request body must be a JSON object."));
-    };
-    if let Some(k) = obj
-        .keys()
-        .find(|k| !["target", "timeout"].contains(&k.as_str()))
-    {
-        return Err(ApiError::invalid(format!("Unexpected arguments: {k}")));
-    }
+    // `timeout`'s microversion is checked below: a null one is accepted at any.
+    let obj = body_object(body, &[("target", 1), ("timeout", 1)], v)?;
     let Some(target) = obj.get("target").and_then(Value::as_str) else {
         return Err(ApiError::invalid("Missing mandatory parameter: target"));
     };

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ironic_config::Config;
 use ironic_db::Db;
+use ironic_drivers::interfaces::NodeInfo;
 use ironic_drivers::{HardwareType, Registry};
 use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
 use ironic_model::patch::{self, Op};
@@ -129,6 +130,12 @@ impl Held {
         res
     }
 
+    /// Gives the lock back and returns `e`: the way out of a refused request.
+    pub async fn bail<T>(self, e: Error) -> Result<T, Error> {
+        self.release().await;
+        Err(e)
+    }
+
     /// Gives the lock back without writing. If that fails, the guard tries again from
     /// a task of its own when it is dropped.
     pub async fn release(mut self) {
@@ -176,6 +183,26 @@ impl Conductor {
 
     pub fn host(&self) -> &str {
         &self.settings.host
+    }
+
+    /// The implementation of the node's hardware type (400 `NoValidHost` if this
+    /// conductor does not enable it).
+    fn driver_for(
+        &self,
+        n: &Node,
+    ) -> Result<&'static dyn ironic_drivers::interfaces::Driver, Error> {
+        self.drivers
+            .driver(&n.driver)
+            .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))
+    }
+
+    /// Reads the node a reference names, without locking it (shared reads).
+    async fn read(&self, r: &NodeRef) -> Result<Node, Error> {
+        self.db
+            .node_by_id(r.id)
+            .await?
+            .filter(|n| n.uuid.as_str() == r.uuid)
+            .ok_or_else(|| Error::node_not_found(&r.uuid))
     }
 
     fn arc(&self) -> Result<Arc<Conductor>, Error> {
@@ -533,19 +560,10 @@ impl ConductorApi for Conductor {
                         n.power_state.as_deref().unwrap_or("None")
                     )));
                 }
-                let driver = self
-                    .drivers
-                    .driver(&n.driver)
-                    .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))?;
-                let info = ironic_drivers::interfaces::NodeInfo {
-                    uuid: n.uuid.as_str(),
-                    driver_info: &n.driver_info,
-                    instance_info: &n.instance_info,
-                    power_state: n.power_state.as_deref(),
-                };
-                let after = driver
+                let after = self
+                    .driver_for(&n)?
                     .power()
-                    .set_power_state(info, &new_state, timeout_secs)
+                    .set_power_state(NodeInfo::from(&n), &new_state, timeout_secs)
                     .await
                     .map_err(|why| {
                         Error::invalid(format!(
@@ -571,23 +589,10 @@ impl ConductorApi for Conductor {
         node: NodeRef,
     ) -> RpcFuture<'_, Vec<ironic_rpc::InterfaceCheck>> {
         Box::pin(async move {
-            let n = self
-                .db
-                .node_by_id(node.id)
-                .await?
-                .filter(|n| n.uuid.as_str() == node.uuid)
-                .ok_or_else(|| Error::node_not_found(&node.uuid))?;
+            let n = self.read(&node).await?;
             let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
-            let driver = self
-                .drivers
-                .driver(&n.driver)
-                .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))?;
-            let info = ironic_drivers::interfaces::NodeInfo {
-                uuid: n.uuid.as_str(),
-                driver_info: &n.driver_info,
-                instance_info: &n.instance_info,
-                power_state: n.power_state.as_deref(),
-            };
+            let driver = self.driver_for(&n)?;
+            let info = NodeInfo::from(&n);
             Ok(INTERFACE_TYPES
                 .iter()
                 .filter(|t| **t != "vendor")

@@ -42,15 +42,6 @@ pub const AGENT_BOOT: std::time::Duration = std::time::Duration::from_secs(1);
 pub const FAKE_JOURNAL: &str = "fake_journal";
 const JOURNAL_MAX: usize = 100;
 
-fn info(node: &Node) -> NodeInfo<'_> {
-    NodeInfo {
-        uuid: node.uuid.as_str(),
-        driver_info: &node.driver_info,
-        instance_info: &node.instance_info,
-        power_state: node.power_state.as_deref(),
-    }
-}
-
 fn set_state(node: &mut Node, t: fsm::Transition) {
     node.provision_state = t.state;
     node.target_provision_state = t.target;
@@ -115,8 +106,7 @@ impl Conductor {
         node.reservation = Some(self.settings.host.clone());
         let held = Held::new(node, &self.db, &self.settings.host, nref.id);
         if held.node.uuid.as_str() != nref.uuid {
-            held.release().await;
-            return Err(Error::node_not_found(&nref.uuid));
+            return held.bail(Error::node_not_found(&nref.uuid)).await;
         }
         Ok(held)
     }
@@ -141,7 +131,7 @@ impl Conductor {
     }
 
     fn driver_of(&self, node: &Node) -> Option<&'static dyn Driver> {
-        self.drivers.driver(&node.driver)
+        self.driver_for(node).ok()
     }
 
     /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
@@ -215,10 +205,7 @@ impl Conductor {
         let uuid = held.node.uuid.to_string();
         let (t, background) = match Self::plan(&held.node, action) {
             Ok(p) => p,
-            Err(e) => {
-                held.release().await;
-                return Err(e);
-            }
+            Err(e) => return held.bail(e).await,
         };
         set_state(&mut held.node, t);
         if background {
@@ -248,7 +235,7 @@ impl Conductor {
     /// driver, then `done` (or `fail` with the driver's reason).
     async fn finish_quick_work(self: Arc<Self>, mut held: Held) {
         let read = match self.driver_of(&held.node) {
-            Some(d) => d.power().get_power_state(info(&held.node)).await,
+            Some(d) => d.power().get_power_state(NodeInfo::from(&held.node)).await,
             None => Err(format!(
                 "hardware type {} is not enabled here",
                 held.node.driver
@@ -288,10 +275,9 @@ impl Conductor {
         let mut held = self.lock(target).await?;
         let uuid = held.node.uuid.to_string();
         if held.node.maintenance {
-            held.release().await;
-            return Err(Error::invalid(format!(
+            return held.bail(Error::invalid(format!(
                 "The cleaning operation can't be performed on node {uuid} because it's in maintenance mode."
-            )));
+            ))).await;
         }
         let t = match Self::transition(
             &held.node,
@@ -301,10 +287,7 @@ impl Conductor {
             Some(P::Manageable),
         ) {
             Ok(t) => t,
-            Err(e) => {
-                held.release().await;
-                return Err(e);
-            }
+            Err(e) => return held.bail(e).await,
         };
         set_state(&mut held.node, t);
         held.node.last_error = None;
@@ -377,7 +360,7 @@ impl Conductor {
                 self.fail_cleaning(held, msg, true).await;
                 return;
             };
-            let outcome = driver.execute_step(info(&held.node), step).await;
+            let outcome = driver.execute_step(NodeInfo::from(&held.node), step).await;
             match outcome {
                 Ok(Outcome::Done) => {
                     journal(&mut held.node, step, "done");
@@ -528,24 +511,25 @@ impl Conductor {
         let uuid = held.node.uuid.to_string();
         let state = held.node.provision_state;
         if fsm::next(state, Event::Abort).is_none() {
-            held.release().await;
-            return Err(fsm::invalid_state_requested("abort", &uuid, state));
+            return held
+                .bail(fsm::invalid_state_requested("abort", &uuid, state))
+                .await;
         }
         if !matches!(state, P::CleanWait | P::CleanHold) {
-            held.release().await;
-            return Err(Error::invalid(format!(
-                "Aborting in state \"{state}\" is not supported by this conductor."
-            )));
+            return held
+                .bail(Error::invalid(format!(
+                    "Aborting in state \"{state}\" is not supported by this conductor."
+                )))
+                .await;
         }
         let step = step_from_json(&Value::Object(held.node.clean_step.clone()));
         if let Some(s) = &step
             && !s.abortable
         {
-            held.release().await;
-            return Err(Error::Conflict(format!(
+            return held.bail(Error::Conflict(format!(
                 "Node {uuid} is running the clean step {}, which cannot be aborted; retry once it has finished.",
                 s.name()
-            )));
+            ))).await;
         }
         let target = held.node.target_provision_state;
         let t = fsm::process(state, Event::Abort, true, target)?;
@@ -595,10 +579,7 @@ impl Conductor {
         })();
         let t = match check {
             Ok(t) => t,
-            Err(e) => {
-                held.release().await;
-                return Err(e);
-            }
+            Err(e) => return held.bail(e).await,
         };
         set_state(&mut held.node, t);
         held.node.last_error = None;
@@ -638,7 +619,7 @@ impl Conductor {
             }
             tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
             let outcome = match self.driver_of(&held.node) {
-                Some(d) => d.execute_step(info(&held.node), &step).await,
+                Some(d) => d.execute_step(NodeInfo::from(&held.node), &step).await,
                 None => Err(format!(
                     "hardware type {} is not enabled here",
                     held.node.driver
@@ -689,17 +670,15 @@ impl Conductor {
         let mut held = self.lock(target).await?;
         let uuid = held.node.uuid.to_string();
         if held.node.protected {
-            held.release().await;
-            return Err(Error::Forbidden(format!(
-                "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
-            )));
+            return held
+                .bail(Error::Forbidden(format!(
+                    "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
+                )))
+                .await;
         }
         let t = match Self::transition(&held.node, "deleted", Event::Delete, true, None) {
             Ok(t) => t,
-            Err(e) => {
-                held.release().await;
-                return Err(e);
-            }
+            Err(e) => return held.bail(e).await,
         };
         set_state(&mut held.node, t);
         held.node.last_error = None;
@@ -733,12 +712,7 @@ impl Conductor {
         target: &NodeRef,
         min_priority: u32,
     ) -> Result<Option<Vec<Value>>, Error> {
-        let node = self
-            .db
-            .node_by_id(target.id)
-            .await?
-            .filter(|n| n.uuid.as_str() == target.uuid)
-            .ok_or_else(|| Error::node_not_found(&target.uuid))?;
+        let node = self.read(target).await?;
         let hw = self.hardware_type(&node.driver, &node.conductor_group)?;
         if hw.steps_from_agent && !node.driver_internal_info.contains_key(AGENT_CACHED_STEPS) {
             let first = self

@@ -801,22 +801,30 @@ impl Db {
         Ok(n == 1)
     }
 
-    /// Unlocked nodes in one of `states`: (id, uuid, driver, conductor_group). Few by
-    /// nature (work that a crash interrupted), so one query per state is fine.
+    /// Unlocked nodes in one of `states`: (id, uuid, driver, conductor_group), in one
+    /// query (the `provision_state` index serves it; such nodes are few: work a crash
+    /// interrupted, or waiting steps).
     pub async fn nodes_unlocked_in(
         &self,
         states: &[&str],
     ) -> Result<Vec<(i64, String, String, String)>, Error> {
-        let sql = "SELECT id, uuid, driver, conductor_group FROM nodes \
-                   WHERE provision_state = $1 AND reservation IS NULL";
-        let mut out = Vec::new();
-        for s in states {
-            let rows: Vec<(i64, String, String, String)> =
-                with_pool!(self, |p| sqlx::query_as(sql).bind(*s).fetch_all(p).await)
-                    .map_err(|e| internal("reading nodes by state", e))?;
-            out.extend(rows);
+        if states.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let placeholders: Vec<String> = (1..=states.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT id, uuid, driver, conductor_group FROM nodes \
+             WHERE provision_state IN ({}) AND reservation IS NULL",
+            placeholders.join(", ")
+        );
+        with_pool!(self, |p| {
+            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
+            for st in states {
+                q = q.bind(*st);
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(|e| internal("reading nodes by state", e))
     }
 
     /// Releases every lock `host` holds (a conductor starting after a crash).

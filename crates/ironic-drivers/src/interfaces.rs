@@ -24,6 +24,17 @@ pub struct NodeInfo<'a> {
     pub power_state: Option<&'a str>,
 }
 
+impl<'a> From<&'a ironic_model::Node> for NodeInfo<'a> {
+    fn from(n: &'a ironic_model::Node) -> Self {
+        NodeInfo {
+            uuid: n.uuid.as_str(),
+            driver_info: &n.driver_info,
+            instance_info: &n.instance_info,
+            power_state: n.power_state.as_deref(),
+        }
+    }
+}
+
 /// Power states a client may ask for, and the state each ends in.
 pub fn power_result(target: &str) -> Option<&'static str> {
     match target {
