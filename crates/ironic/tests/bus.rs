@@ -271,3 +271,25 @@ async fn calls_for_any_conductor_are_shared_among_the_live_ones() {
     client.shutdown().await;
     assert!(sb.shutdown_within(Duration::from_secs(10)).await);
 }
+
+/// Every method `dispatch::SERVED` names is dispatched (never UNIMPLEMENTED), and an
+/// unknown one is UNIMPLEMENTED: the list in docs/rpc.md stays true.
+#[tokio::test]
+async fn every_served_method_is_dispatched() {
+    use ironic_rpc::dispatch::{SERVED, dispatch};
+    let api = Counting {
+        runs: AtomicUsize::new(0),
+        finished: AtomicUsize::new(0),
+        first_takes: Duration::ZERO,
+    };
+    let kind = |r: pb::Reply| match r.result {
+        Some(pb::reply::Result::Error(e)) => e.kind,
+        _ => pb::ErrorKind::Unspecified as i32,
+    };
+    for m in SERVED {
+        let r = dispatch(&api, &Context::default(), m, &[]).await;
+        assert_ne!(kind(r), pb::ErrorKind::Unimplemented as i32, "{m}");
+    }
+    let r = dispatch(&api, &Context::default(), "fly", &[]).await;
+    assert_eq!(kind(r), pb::ErrorKind::Unimplemented as i32);
+}
