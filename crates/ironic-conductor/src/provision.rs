@@ -13,8 +13,7 @@
 use std::sync::Arc;
 
 use ironic_db::topology::Topology;
-use ironic_drivers::fake::Outcome;
-use ironic_drivers::interfaces::{Driver, NodeInfo};
+use ironic_drivers::interfaces::{Driver, NodeChanges, NodeInfo, Outcome};
 use ironic_drivers::steps::{self, Requested, Step};
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::{JsonObject, now};
@@ -29,6 +28,9 @@ use crate::{Conductor, Held};
 const CLEAN_STEPS: &str = "clean_steps";
 const CLEAN_STEP_INDEX: &str = "clean_step_index";
 const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
+/// Set once the deploy interface prepared the node for cleaning: whoever ends the
+/// cleaning (done, failed, aborted, taken over) tears that down.
+const CLEANING_PREPARED: &str = "cleaning_prepared";
 /// When a waiting step should have finished (Unix ms, with a margin): past it, the
 /// wait is failed whoever ran it (upstream's clean callback timeout).
 const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
@@ -55,6 +57,7 @@ fn wipe_cleaning(node: &mut Node) {
         CLEAN_STEP_INDEX,
         CLEAN_STEP_RUNNER,
         CLEAN_WAIT_DEADLINE,
+        CLEANING_PREPARED,
     ] {
         node.driver_internal_info.remove(k);
     }
@@ -75,6 +78,26 @@ fn journal(node: &mut Node, step: &Step, what: &str) {
         }
     } else {
         *list = Value::Array(vec![entry]);
+    }
+}
+
+/// The deploy interface's calls that change the node.
+#[derive(Debug, Clone, Copy)]
+enum DeployCall {
+    Prepare,
+    TearDown,
+    PrepareCleaning,
+    TearDownCleaning,
+}
+
+impl DeployCall {
+    fn name(self) -> &'static str {
+        match self {
+            DeployCall::Prepare => "deploy.prepare",
+            DeployCall::TearDown => "deploy.tear_down",
+            DeployCall::PrepareCleaning => "deploy.prepare_cleaning",
+            DeployCall::TearDownCleaning => "deploy.tear_down_cleaning",
+        }
     }
 }
 
@@ -132,6 +155,63 @@ impl Conductor {
 
     fn driver_of(&self, node: &Node) -> Option<&'static dyn Driver> {
         self.driver_for(node).ok()
+    }
+
+    /// Validates the node's interfaces of these types before work starts on it (400
+    /// with the driver's reason).
+    fn validate_for(&self, node: &Node, types: &[&str], what: &str) -> Result<(), Error> {
+        let driver = self.driver_for(node)?;
+        for t in types {
+            if let Err(why) = driver.validate_interface(NodeInfo::from(node), t) {
+                return Err(Error::invalid(format!(
+                    "Failed to validate {what} of node {}: {why}",
+                    node.uuid
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls the node's deploy interface and applies the changes it reports to the
+    /// node in memory; `Err` is the driver's reason.
+    async fn deploy_call(&self, node: &mut Node, call: DeployCall) -> Result<(), String> {
+        let driver = self
+            .driver_of(node)
+            .ok_or_else(|| format!("hardware type {} is not enabled here", node.driver))?;
+        let info = NodeInfo::from(&*node);
+        let d = driver.deploy();
+        tracing::debug!(node = %node.uuid, call = call.name(), "deploy interface call");
+        let changes: NodeChanges = match call {
+            DeployCall::Prepare => d.prepare(info).await,
+            DeployCall::TearDown => d.tear_down(info).await,
+            DeployCall::PrepareCleaning => d.prepare_cleaning(info).await,
+            DeployCall::TearDownCleaning => d.tear_down_cleaning(info).await,
+        }?;
+        changes.apply(node);
+        Ok(())
+    }
+
+    /// Tears down what `prepare_cleaning` set up, if it did; a failure is logged and
+    /// added to `last_error` (the cleaning already ended).
+    async fn tear_down_cleaning_if_prepared(&self, node: &mut Node) {
+        if node
+            .driver_internal_info
+            .remove(CLEANING_PREPARED)
+            .is_none()
+        {
+            return;
+        }
+        if let Err(why) = self.deploy_call(node, DeployCall::TearDownCleaning).await {
+            tracing::warn!(node = %node.uuid, "tearing down cleaning failed: {why}");
+            let msg = format!(
+                "Failed to tear down from cleaning for node {}: {why}",
+                node.uuid
+            );
+            node.last_error = Some(match node.last_error.take() {
+                Some(e) => format!("{e}; {msg}"),
+                None => msg,
+            });
+        }
     }
 
     /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
@@ -289,6 +369,9 @@ impl Conductor {
             Ok(t) => t,
             Err(e) => return held.bail(e).await,
         };
+        if let Err(e) = self.validate_for(&held.node, &["power", "deploy"], "power info") {
+            return held.bail(e).await;
+        }
         set_state(&mut held.node, t);
         held.node.last_error = None;
         held.save().await?;
@@ -334,8 +417,23 @@ impl Conductor {
             {
                 steps::automated(offered)
             }
-            None => Vec::new(),
+            // Automated cleaning is off: nothing to prepare, nothing runs.
+            None => {
+                self.run_clean_steps(held, Vec::new(), 0).await;
+                return;
+            }
         };
+        if let Err(why) = self
+            .deploy_call(&mut held.node, DeployCall::PrepareCleaning)
+            .await
+        {
+            let msg = format!("Failed to prepare node {uuid} for cleaning: {why}");
+            self.fail_cleaning(held, msg, false).await;
+            return;
+        }
+        held.node
+            .driver_internal_info
+            .insert(CLEANING_PREPARED.into(), json!(true));
         held.node.driver_internal_info.insert(
             CLEAN_STEPS.into(),
             Value::Array(list.iter().map(Step::to_json).collect()),
@@ -412,6 +510,19 @@ impl Conductor {
             }
         }
         // All done: back to manageable (manual, or a retired node) or available.
+        if held
+            .node
+            .driver_internal_info
+            .remove(CLEANING_PREPARED)
+            .is_some()
+            && let Err(why) = self
+                .deploy_call(&mut held.node, DeployCall::TearDownCleaning)
+                .await
+        {
+            let msg = format!("Failed to tear down from cleaning for node {uuid}: {why}");
+            self.fail_cleaning(held, msg, false).await;
+            return;
+        }
         wipe_cleaning(&mut held.node);
         let manual = held.node.target_provision_state == Some(P::Manageable);
         let event = if manual || held.node.retired {
@@ -489,6 +600,8 @@ impl Conductor {
         let uuid = held.node.uuid.to_string();
         tracing::warn!(node = %uuid, "cleaning failed: {msg}");
         let target = held.node.target_provision_state;
+        held.node.last_error = Some(msg.clone());
+        self.tear_down_cleaning_if_prepared(&mut held.node).await;
         wipe_cleaning(&mut held.node);
         if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
             set_state(&mut held.node, t);
@@ -497,10 +610,9 @@ impl Conductor {
             held.node.maintenance = true;
             held.node.fault = Some("clean failure".into());
             if held.node.maintenance_reason.is_none() {
-                held.node.maintenance_reason = Some(msg.clone());
+                held.node.maintenance_reason = Some(msg);
             }
         }
-        held.node.last_error = Some(msg);
         if let Err(e) = held.save_and_release().await {
             tracing::error!(node = %uuid, error = %e, "could not save the node");
         }
@@ -542,8 +654,9 @@ impl Conductor {
             ));
             journal(&mut held.node, s, "aborted");
         }
-        wipe_cleaning(&mut held.node);
         held.node.last_error = Some(msg);
+        self.tear_down_cleaning_if_prepared(&mut held.node).await;
+        wipe_cleaning(&mut held.node);
         held.save_and_release().await?;
         tracing::info!(node = %uuid, "cleaning aborted");
         Ok(())
@@ -575,7 +688,9 @@ impl Conductor {
                     "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
                 )));
             }
-            Self::transition(&held.node, action, event, true, None)
+            let t = Self::transition(&held.node, action, event, true, None)?;
+            self.validate_for(&held.node, &["power", "deploy"], "deploy or power info")?;
+            Ok(t)
         })();
         let t = match check {
             Ok(t) => t,
@@ -609,8 +724,28 @@ impl Conductor {
         steps::automated(offered)
     }
 
+    /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
+    async fn fail_deploy(&self, mut held: Held, msg: String) {
+        let uuid = held.node.uuid.to_string();
+        tracing::warn!(node = %uuid, "deploy failed: {msg}");
+        let target = held.node.target_provision_state;
+        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
+            set_state(&mut held.node, t);
+        }
+        held.node.deploy_step = JsonObject::new();
+        held.node.last_error = Some(msg);
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %e, "could not save the node");
+        }
+    }
+
     async fn run_deploy(self: Arc<Self>, mut held: Held) {
         let uuid = held.node.uuid.to_string();
+        if let Err(why) = self.deploy_call(&mut held.node, DeployCall::Prepare).await {
+            let msg = format!("Failed to prepare to deploy node {uuid}: {why}");
+            self.fail_deploy(held, msg).await;
+            return;
+        }
         for step in self.deploy_steps(&held.node) {
             held.node.deploy_step = step_json(&step);
             if let Err(e) = held.save().await {
@@ -634,20 +769,8 @@ impl Conductor {
                 }
                 Err(why) => {
                     journal(&mut held.node, &step, "failed");
-                    let target = held.node.target_provision_state;
-                    if let Ok(t) =
-                        fsm::process(held.node.provision_state, Event::Fail, true, target)
-                    {
-                        set_state(&mut held.node, t);
-                    }
-                    held.node.deploy_step = JsonObject::new();
-                    held.node.last_error = Some(format!(
-                        "Deploy step {} failed on node {uuid}: {why}",
-                        step.name()
-                    ));
-                    if let Err(e) = held.save_and_release().await {
-                        tracing::error!(node = %uuid, error = %e, "could not save the node");
-                    }
+                    let msg = format!("Deploy step {} failed on node {uuid}: {why}", step.name());
+                    self.fail_deploy(held, msg).await;
                     return;
                 }
             }
@@ -686,7 +809,19 @@ impl Conductor {
         tracing::info!(node = %uuid, "tear-down accepted");
         let me = self.clone();
         tokio::spawn(async move {
-            held.node.power_state = Some("power off".into());
+            // The deploy interface takes the instance away (and powers the node off).
+            if let Err(why) = me.deploy_call(&mut held.node, DeployCall::TearDown).await {
+                let msg = format!("Failed to tear down node {uuid}: {why}");
+                tracing::warn!(node = %uuid, "{msg}");
+                if let Ok(t) = fsm::process(P::Deleting, Event::Fail, false, None) {
+                    set_state(&mut held.node, t);
+                }
+                held.node.last_error = Some(msg);
+                if let Err(e) = held.save_and_release().await {
+                    tracing::error!(node = %uuid, error = %e, "could not save the node");
+                }
+                return;
+            }
             held.node.instance_info = JsonObject::new();
             held.node.instance_uuid = None;
             held.node.deploy_step = JsonObject::new();

@@ -6,17 +6,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use crate::interfaces::Outcome;
 use crate::steps::Step;
-
-/// How a step went.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Finished.
-    Done,
-    /// Runs on for this long; the node waits (`clean wait`) and the conductor
-    /// continues with the next step afterwards.
-    Wait(Duration),
-}
 
 /// The longest a fake step may run.
 pub const MAX_SECONDS: f64 = 3600.0;

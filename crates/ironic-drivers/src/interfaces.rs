@@ -1,15 +1,22 @@
-//! What the conductor asks of a hardware type: its power and management interfaces,
-//! running its clean and deploy steps, and validation. Implementations see the node
-//! through [`NodeInfo`] and never touch the database; the conductor saves what they
-//! report. Calls may take time (an HTTP appliance), so they return futures.
+//! What the conductor asks of a hardware type, one trait per interface type: power,
+//! management, deploy, boot, RAID and BIOS (the others only validate and run steps,
+//! [`Interface`]). Implementations see the node through [`NodeInfo`] and never touch
+//! the database: what they change on the node they hand back as [`NodeChanges`], and the
+//! conductor saves it under the node lock. Calls may take time (an HTTP appliance), so
+//! they return futures.
+//!
+//! A clean or deploy step `<interface>.<step>` runs through the interface of that type
+//! ([`Interface::execute_step`], reached by [`Driver::execute_step`]).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use ironic_model::node::JsonObject;
+use serde_json::Value;
 
 use crate::HardwareType;
-use crate::fake::{self, Outcome};
+use crate::fake;
 use crate::steps::Step;
 
 /// The future of a driver call; `Err` is the reason, shown to users.
@@ -20,8 +27,11 @@ pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + 
 pub struct NodeInfo<'a> {
     pub uuid: &'a str,
     pub driver_info: &'a JsonObject,
+    pub driver_internal_info: &'a JsonObject,
     pub instance_info: &'a JsonObject,
     pub power_state: Option<&'a str>,
+    pub provision_state: &'a str,
+    pub target_provision_state: Option<&'a str>,
 }
 
 impl<'a> From<&'a ironic_model::Node> for NodeInfo<'a> {
@@ -29,10 +39,61 @@ impl<'a> From<&'a ironic_model::Node> for NodeInfo<'a> {
         NodeInfo {
             uuid: n.uuid.as_str(),
             driver_info: &n.driver_info,
+            driver_internal_info: &n.driver_internal_info,
             instance_info: &n.instance_info,
             power_state: n.power_state.as_deref(),
+            provision_state: n.provision_state.as_str(),
+            target_provision_state: n.target_provision_state.map(|s| s.as_str()),
         }
     }
+}
+
+/// Changes a driver asks the conductor to make to the node: keys to set in
+/// `driver_info` and `driver_internal_info` (`null` removes the key), and the power
+/// state the hardware is now in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeChanges {
+    pub driver_info: JsonObject,
+    pub driver_internal_info: JsonObject,
+    pub power_state: Option<String>,
+}
+
+impl NodeChanges {
+    pub fn none() -> NodeChanges {
+        NodeChanges::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == NodeChanges::default()
+    }
+
+    /// Applies the changes to the node (in memory; the caller saves it).
+    pub fn apply(self, node: &mut ironic_model::Node) {
+        fn merge(into: &mut JsonObject, from: JsonObject) {
+            for (k, v) in from {
+                if v.is_null() {
+                    into.remove(&k);
+                } else {
+                    into.insert(k, v);
+                }
+            }
+        }
+        merge(&mut node.driver_info, self.driver_info);
+        merge(&mut node.driver_internal_info, self.driver_internal_info);
+        if let Some(p) = self.power_state {
+            node.power_state = Some(p);
+        }
+    }
+}
+
+/// How a step went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Finished.
+    Done,
+    /// Runs on for this long; the node waits (`clean wait`) and the conductor
+    /// continues with the next step afterwards.
+    Wait(Duration),
 }
 
 /// Power states a client may ask for, and the state each ends in.
@@ -44,7 +105,25 @@ pub fn power_result(target: &str) -> Option<&'static str> {
     }
 }
 
-pub trait PowerInterface: Send + Sync {
+/// What every interface does: check it can work on a node, and run its steps.
+pub trait Interface: Send + Sync {
+    /// Checks the interface can work on the node: `Ok(())`, or the reason it cannot.
+    fn validate(&self, _node: NodeInfo<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Runs one of its clean or deploy steps.
+    fn execute_step<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        step: &'a Step,
+    ) -> DriverFuture<'a, Outcome> {
+        let name = step.name();
+        Box::pin(async move { Err(format!("this driver has no step {name}")) })
+    }
+}
+
+pub trait PowerInterface: Interface {
     /// The node's power state as the hardware reports it.
     fn get_power_state<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, String>;
     /// Applies `target` (a state of [`power_result`]); returns the state reached.
@@ -56,36 +135,186 @@ pub trait PowerInterface: Send + Sync {
     ) -> DriverFuture<'a, String>;
 }
 
+/// A boot device and whether it stays set across reboots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootDevice {
+    pub device: String,
+    pub persistent: bool,
+}
+
+pub trait ManagementInterface: Interface {
+    /// The boot devices `set_boot_device` accepts for this node.
+    fn supported_boot_devices(&self, node: NodeInfo<'_>) -> Vec<&'static str>;
+    /// The device the node boots from next; `None` when the hardware cannot tell.
+    fn get_boot_device<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<BootDevice>>;
+    fn set_boot_device<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device: BootDevice,
+    ) -> DriverFuture<'a, NodeChanges>;
+}
+
+/// Getting a node ready for an instance, or for cleaning, and back. The core deploy
+/// step `deploy.deploy` runs through [`Interface::execute_step`].
+pub trait DeployInterface: Interface {
+    /// Before the deploy steps (deploying or rebuilding).
+    fn prepare<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    /// Undeploying, before automated cleaning: the instance goes away.
+    fn tear_down<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    /// Before the clean steps (manual or automated cleaning).
+    fn prepare_cleaning<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    /// After cleaning, whether it succeeded or failed.
+    fn tear_down_cleaning<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+}
+
+/// Booting a node into a ramdisk (for cleaning, deploying) or into its instance.
+pub trait BootInterface: Interface {
+    fn prepare_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    fn clean_up_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    fn prepare_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    fn clean_up_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+}
+
+/// RAID configuration; its work is its steps (`raid.create_configuration`,
+/// `raid.delete_configuration`).
+pub trait RaidInterface: Interface {}
+
+/// BIOS settings; its work is its steps (`bios.apply_configuration`,
+/// `bios.factory_reset`).
+pub trait BiosInterface: Interface {}
+
+/// Interface types with a trait of their own; the others are plain [`Interface`]s.
+pub const TYPED_INTERFACES: &[&str] = &["power", "management", "deploy", "boot", "raid", "bios"];
+
 /// One hardware type's implementation, as the conductor uses it.
 pub trait Driver: Send + Sync {
     fn hardware_type(&self) -> &'static HardwareType;
     fn power(&self) -> &dyn PowerInterface;
-    /// Runs one clean or deploy step of any of its interfaces.
-    fn execute_step<'a>(&'a self, node: NodeInfo<'a>, step: &'a Step) -> DriverFuture<'a, Outcome>;
-    /// Checks an interface can work on the node: `Ok(())`, or the reason it cannot.
-    fn validate_interface(&self, node: NodeInfo<'_>, interface: &str) -> Result<(), String>;
+    fn management(&self) -> &dyn ManagementInterface;
+    fn deploy(&self) -> &dyn DeployInterface;
+    fn boot(&self) -> &dyn BootInterface;
+    fn raid(&self) -> &dyn RaidInterface;
+    fn bios(&self) -> &dyn BiosInterface;
+    /// Interface types without a trait of their own (console, firmware, inspect,
+    /// rescue, vendor …); `None` when the hardware type has none of that type.
+    fn other(&self, interface_type: &str) -> Option<&dyn Interface>;
+
+    /// The interface of a type, whatever its trait.
+    fn interface(&self, interface_type: &str) -> Option<&dyn Interface> {
+        match interface_type {
+            "power" => Some(self.power()),
+            "management" => Some(self.management()),
+            "deploy" => Some(self.deploy()),
+            "boot" => Some(self.boot()),
+            "raid" => Some(self.raid()),
+            "bios" => Some(self.bios()),
+            other => self.other(other),
+        }
+    }
+
+    /// Runs one clean or deploy step through the interface of its type.
+    fn execute_step<'a>(&'a self, node: NodeInfo<'a>, step: &'a Step) -> DriverFuture<'a, Outcome> {
+        match self.interface(&step.interface) {
+            Some(i) => i.execute_step(node, step),
+            None => {
+                let why = format!(
+                    "{} has no {} interface",
+                    self.hardware_type().name,
+                    step.interface
+                );
+                Box::pin(async move { Err(why) })
+            }
+        }
+    }
+
+    /// Checks the interface of a type can work on the node.
+    fn validate_interface(&self, node: NodeInfo<'_>, interface_type: &str) -> Result<(), String> {
+        match self.interface(interface_type) {
+            Some(i) => i.validate(node),
+            None => Err(format!(
+                "{} has no {interface_type} interface",
+                self.hardware_type().name
+            )),
+        }
+    }
 }
 
-/// `fake-hardware` (and `fake-agent`): no hardware; power follows what it is told
-/// (a node never powered reads as off), steps behave as `fake::execute` says.
+/// `fake-hardware` (and `fake-agent`): no hardware. Power follows what it is told (a
+/// node never powered reads as off), the boot device is remembered in
+/// `driver_internal_info`, steps behave as [`fake::execute`] says.
+///
+/// For tests, `driver_info.fake_fail` lists the calls that fail, by name:
+/// `"deploy.prepare"`, `"deploy.tear_down"`, `"deploy.prepare_cleaning"`,
+/// `"deploy.tear_down_cleaning"`, `"boot.prepare_instance"`, `"power.set_power_state"`,
+/// `"management.set_boot_device"`, `"<interface>.validate"`, or a step such as
+/// `"deploy.deploy"`.
 pub struct Fake {
     pub hw: &'static HardwareType,
 }
 
-struct FakePower;
+/// One fake interface of a type.
+struct FakeInterface {
+    kind: &'static str,
+}
 
-impl PowerInterface for FakePower {
+/// `driver_info` key listing the fake calls that fail.
+pub const FAKE_FAIL: &str = "fake_fail";
+/// `driver_internal_info` key where the fake management interface keeps the boot device.
+pub const FAKE_BOOT_DEVICE: &str = "fake_boot_device";
+
+impl FakeInterface {
+    /// `Err` if the node's `driver_info.fake_fail` names this call.
+    fn injected(&self, node: NodeInfo<'_>, call: &str) -> Result<(), String> {
+        let name = format!("{}.{call}", self.kind);
+        let listed = node
+            .driver_info
+            .get(FAKE_FAIL)
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|v| v.as_str() == Some(name.as_str())));
+        if listed {
+            Err(format!("fake failure of {name} (driver_info.{FAKE_FAIL})"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn call<'a>(&'a self, node: NodeInfo<'a>, call: &'a str) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, call)?;
+            Ok(NodeChanges::none())
+        })
+    }
+}
+
+impl Interface for FakeInterface {
+    fn validate(&self, node: NodeInfo<'_>) -> Result<(), String> {
+        self.injected(node, "validate")
+    }
+
+    fn execute_step<'a>(&'a self, node: NodeInfo<'a>, step: &'a Step) -> DriverFuture<'a, Outcome> {
+        Box::pin(async move {
+            self.injected(node, &step.step)?;
+            fake::execute(step)
+        })
+    }
+}
+
+impl PowerInterface for FakeInterface {
     fn get_power_state<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, String> {
-        Box::pin(async move { Ok(node.power_state.unwrap_or("power off").to_string()) })
+        Box::pin(async move {
+            self.injected(node, "get_power_state")?;
+            Ok(node.power_state.unwrap_or("power off").to_string())
+        })
     }
 
     fn set_power_state<'a>(
         &'a self,
-        _node: NodeInfo<'a>,
+        node: NodeInfo<'a>,
         target: &'a str,
         _timeout_secs: Option<u32>,
     ) -> DriverFuture<'a, String> {
         Box::pin(async move {
+            self.injected(node, "set_power_state")?;
             power_result(target)
                 .map(str::to_owned)
                 .ok_or_else(|| format!("unknown power state {target:?}"))
@@ -93,7 +322,109 @@ impl PowerInterface for FakePower {
     }
 }
 
-static FAKE_POWER: FakePower = FakePower;
+const FAKE_BOOT_DEVICES: &[&str] = &["pxe", "disk", "cdrom", "bios", "safe"];
+
+impl ManagementInterface for FakeInterface {
+    fn supported_boot_devices(&self, _node: NodeInfo<'_>) -> Vec<&'static str> {
+        FAKE_BOOT_DEVICES.to_vec()
+    }
+
+    fn get_boot_device<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<BootDevice>> {
+        Box::pin(async move {
+            let d = node.driver_internal_info.get(FAKE_BOOT_DEVICE);
+            Ok(d.and_then(|d| {
+                Some(BootDevice {
+                    device: d.get("boot_device")?.as_str()?.to_string(),
+                    persistent: d.get("persistent")?.as_bool()?,
+                })
+            }))
+        })
+    }
+
+    fn set_boot_device<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device: BootDevice,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, "set_boot_device")?;
+            if !FAKE_BOOT_DEVICES.contains(&device.device.as_str()) {
+                return Err(format!(
+                    "boot device {:?} is not one of {}",
+                    device.device,
+                    FAKE_BOOT_DEVICES.join(", ")
+                ));
+            }
+            let mut changes = NodeChanges::none();
+            changes.driver_internal_info.insert(
+                FAKE_BOOT_DEVICE.into(),
+                serde_json::json!({"boot_device": device.device, "persistent": device.persistent}),
+            );
+            Ok(changes)
+        })
+    }
+}
+
+impl DeployInterface for FakeInterface {
+    fn prepare<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "prepare")
+    }
+
+    fn tear_down<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, "tear_down")?;
+            Ok(NodeChanges {
+                power_state: Some("power off".into()),
+                ..NodeChanges::none()
+            })
+        })
+    }
+
+    fn prepare_cleaning<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "prepare_cleaning")
+    }
+
+    fn tear_down_cleaning<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "tear_down_cleaning")
+    }
+}
+
+impl BootInterface for FakeInterface {
+    fn prepare_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "prepare_ramdisk")
+    }
+
+    fn clean_up_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "clean_up_ramdisk")
+    }
+
+    fn prepare_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "prepare_instance")
+    }
+
+    fn clean_up_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(node, "clean_up_instance")
+    }
+}
+
+impl RaidInterface for FakeInterface {}
+impl BiosInterface for FakeInterface {}
+
+static FAKE_POWER: FakeInterface = FakeInterface { kind: "power" };
+static FAKE_MANAGEMENT: FakeInterface = FakeInterface { kind: "management" };
+static FAKE_DEPLOY: FakeInterface = FakeInterface { kind: "deploy" };
+static FAKE_BOOT: FakeInterface = FakeInterface { kind: "boot" };
+static FAKE_RAID: FakeInterface = FakeInterface { kind: "raid" };
+static FAKE_BIOS: FakeInterface = FakeInterface { kind: "bios" };
+static FAKE_OTHERS: &[FakeInterface] = &[
+    FakeInterface { kind: "console" },
+    FakeInterface { kind: "firmware" },
+    FakeInterface { kind: "inspect" },
+    FakeInterface { kind: "network" },
+    FakeInterface { kind: "rescue" },
+    FakeInterface { kind: "storage" },
+    FakeInterface { kind: "vendor" },
+];
 
 impl Driver for Fake {
     fn hardware_type(&self) -> &'static HardwareType {
@@ -104,19 +435,31 @@ impl Driver for Fake {
         &FAKE_POWER
     }
 
-    fn execute_step<'a>(
-        &'a self,
-        _node: NodeInfo<'a>,
-        step: &'a Step,
-    ) -> DriverFuture<'a, Outcome> {
-        Box::pin(async move { fake::execute(step) })
+    fn management(&self) -> &dyn ManagementInterface {
+        &FAKE_MANAGEMENT
     }
 
-    fn validate_interface(&self, _node: NodeInfo<'_>, interface: &str) -> Result<(), String> {
-        match self.hw.default_interface(interface) {
-            Some(_) => Ok(()),
-            None => Err(format!("{} has no {interface} interface", self.hw.name)),
-        }
+    fn deploy(&self) -> &dyn DeployInterface {
+        &FAKE_DEPLOY
+    }
+
+    fn boot(&self) -> &dyn BootInterface {
+        &FAKE_BOOT
+    }
+
+    fn raid(&self) -> &dyn RaidInterface {
+        &FAKE_RAID
+    }
+
+    fn bios(&self) -> &dyn BiosInterface {
+        &FAKE_BIOS
+    }
+
+    fn other(&self, interface_type: &str) -> Option<&dyn Interface> {
+        FAKE_OTHERS
+            .iter()
+            .find(|i| i.kind == interface_type && self.hw.default_interface(i.kind).is_some())
+            .map(|i| i as &dyn Interface)
     }
 }
 
@@ -139,12 +482,30 @@ pub fn driver(name: &str) -> Option<&'static dyn Driver> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn node<'a>(driver_info: &'a JsonObject, other: &'a JsonObject) -> NodeInfo<'a> {
+        NodeInfo {
+            uuid: "u",
+            driver_info,
+            driver_internal_info: other,
+            instance_info: other,
+            power_state: None,
+            provision_state: "manageable",
+            target_provision_state: None,
+        }
+    }
 
     #[test]
     fn every_known_hardware_type_has_a_driver() {
         for hw in crate::KNOWN {
             let d = driver(hw.name).unwrap_or_else(|| panic!("{}", hw.name));
             assert_eq!(d.hardware_type().name, hw.name);
+            // Every interface type of the hardware type has an implementation.
+            for (t, _, _) in hw.interfaces {
+                assert!(d.interface(t).is_some(), "{} {t}", hw.name);
+            }
+            assert!(d.interface("teleport").is_none());
         }
         assert!(driver("ipmi").is_none());
     }
@@ -152,18 +513,123 @@ mod tests {
     #[tokio::test]
     async fn fake_power_follows_orders() {
         let info = JsonObject::new();
-        let node = NodeInfo {
-            uuid: "u",
-            driver_info: &info,
-            instance_info: &info,
-            power_state: None,
-        };
+        let n = node(&info, &info);
         let p = FAKE_HARDWARE_DRIVER.power();
-        assert_eq!(p.get_power_state(node).await.unwrap(), "power off");
+        assert_eq!(p.get_power_state(n).await.unwrap(), "power off");
         assert_eq!(
-            p.set_power_state(node, "rebooting", None).await.unwrap(),
+            p.set_power_state(n, "rebooting", None).await.unwrap(),
             "power on"
         );
-        assert!(p.set_power_state(node, "explode", None).await.is_err());
+        assert!(p.set_power_state(n, "explode", None).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn steps_run_through_the_interface_of_their_type() {
+        let info = JsonObject::new();
+        let step = |interface: &str, name: &str| Step {
+            interface: interface.into(),
+            step: name.into(),
+            args: JsonObject::new(),
+            priority: 0,
+            abortable: false,
+        };
+        let d = &FAKE_HARDWARE_DRIVER;
+        let n = node(&info, &info);
+        assert_eq!(
+            d.execute_step(n, &step("raid", "delete_configuration"))
+                .await,
+            Ok(Outcome::Done)
+        );
+        let err = d
+            .execute_step(n, &step("teleport", "go"))
+            .await
+            .unwrap_err();
+        assert!(err.contains("no teleport interface"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn fake_failures_are_injected_by_name() {
+        let other = JsonObject::new();
+        let fail =
+            json!({FAKE_FAIL: ["deploy.prepare_cleaning", "deploy.deploy", "bios.validate"]});
+        let fail = fail.as_object().unwrap();
+        let d = &FAKE_HARDWARE_DRIVER;
+        let n = node(fail, &other);
+        let err = d.deploy().prepare_cleaning(n).await.unwrap_err();
+        assert!(err.contains("deploy.prepare_cleaning"), "{err}");
+        assert_eq!(d.deploy().prepare(n).await, Ok(NodeChanges::none()));
+        let deploy = Step {
+            interface: "deploy".into(),
+            step: "deploy".into(),
+            args: JsonObject::new(),
+            priority: 100,
+            abortable: false,
+        };
+        assert!(d.execute_step(n, &deploy).await.is_err());
+        assert!(d.validate_interface(n, "bios").is_err());
+        assert!(d.validate_interface(n, "raid").is_ok());
+        // Without the list, everything works.
+        let clean = node(&other, &other);
+        assert!(d.execute_step(clean, &deploy).await.is_ok());
+        assert!(d.deploy().prepare_cleaning(clean).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn fake_boot_device_is_remembered_through_node_changes() {
+        let mut n = ironic_model::Node::blank(
+            ironic_model::NodeUuid::new_v4(),
+            "fake-hardware".into(),
+            ironic_model::Version::MAX,
+        );
+        let d = &FAKE_HARDWARE_DRIVER;
+        assert_eq!(
+            d.management().get_boot_device(NodeInfo::from(&n)).await,
+            Ok(None)
+        );
+        let pxe = BootDevice {
+            device: "pxe".into(),
+            persistent: true,
+        };
+        let changes = d
+            .management()
+            .set_boot_device(NodeInfo::from(&n), pxe.clone())
+            .await
+            .unwrap();
+        changes.apply(&mut n);
+        assert_eq!(
+            d.management().get_boot_device(NodeInfo::from(&n)).await,
+            Ok(Some(pxe))
+        );
+        let floppy = BootDevice {
+            device: "floppy".into(),
+            persistent: false,
+        };
+        assert!(
+            d.management()
+                .set_boot_device(NodeInfo::from(&n), floppy)
+                .await
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn node_changes_set_and_remove_keys() {
+        let mut n = ironic_model::Node::blank(
+            ironic_model::NodeUuid::new_v4(),
+            "fake-hardware".into(),
+            ironic_model::Version::MAX,
+        );
+        n.driver_info.insert("keep".into(), json!(1));
+        n.driver_info.insert("gone".into(), json!(2));
+        let mut c = NodeChanges::none();
+        assert!(c.is_empty());
+        c.driver_info.insert("gone".into(), Value::Null);
+        c.driver_info.insert("new".into(), json!("x"));
+        c.power_state = Some("power on".into());
+        c.apply(&mut n);
+        assert_eq!(n.driver_info.get("keep"), Some(&json!(1)));
+        assert_eq!(n.driver_info.get("gone"), None);
+        assert_eq!(n.driver_info.get("new"), Some(&json!("x")));
+        assert_eq!(n.power_state.as_deref(), Some("power on"));
     }
 }

@@ -17,6 +17,7 @@ on_both_backends!(
     deploy_rebuild_and_tear_down,
     power_and_validate,
     forbidden_verbs_are_refused_in_every_stable_state,
+    driver_failures_end_in_the_failed_states,
 );
 
 const MAX: &str = "1.51";
@@ -718,4 +719,163 @@ async fn forbidden_verbs_are_refused_in_every_stable_state(s: &Server) {
         }
     }
     assert!(refused >= 30, "a broad sample: {refused}");
+}
+
+/// Sets `driver_info.fake_fail`: the fake driver's calls that fail.
+async fn fail_in(s: &Server, ident: &str, calls: Value) {
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{ident}"),
+            MAX,
+            &json!([{"op": "add", "path": "/driver_info/fake_fail", "value": calls}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// Each call of the deploy interface that fails takes the node to the failed state of
+/// its operation with the driver's reason, unlocked, and the node recovers once the
+/// driver works again.
+async fn driver_failures_end_in_the_failed_states(s: &Server) {
+    // prepare_cleaning fails: clean failed, no step ran, no maintenance (no step was
+    // running).
+    manageable(s, "f1").await;
+    fail_in(s, "f1", json!(["deploy.prepare_cleaning"])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    let n = wait_state(s, "f1", "clean failed").await;
+    assert_eq!(n["target_provision_state"], "available");
+    let err = n["last_error"].as_str().unwrap();
+    assert!(
+        err.starts_with("Failed to prepare node") && err.contains("deploy.prepare_cleaning"),
+        "{err}"
+    );
+    assert!(journal(&n).is_empty(), "no step ran: {n}");
+    assert_eq!(n["maintenance"], false);
+    assert_eq!(n["reservation"], Value::Null);
+
+    // tear_down_cleaning fails after the steps ran: clean failed, with the reason.
+    fail_in(s, "f1", json!(["deploy.tear_down_cleaning"])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "manage"})).await.status,
+        202
+    );
+    wait_state(s, "f1", "manageable").await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    let n = wait_state(s, "f1", "clean failed").await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Failed to tear down from cleaning"),
+        "{n}"
+    );
+    assert_eq!(
+        journal(&n),
+        [("vendor.log_passthrough".to_string(), "done".to_string())]
+    );
+
+    // Validation before manual cleaning or a deploy: 400 at once, the node unchanged.
+    fail_in(s, "f1", json!(["power.validate"])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "manage"})).await.status,
+        202
+    );
+    wait_state(s, "f1", "manageable").await;
+    let r = provision(
+        s,
+        "f1",
+        json!({"target": "clean", "clean_steps": [{"interface": "raid", "step": "delete_configuration"}]}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.fault().contains("power.validate"), "{}", r.fault());
+    assert_eq!(node(s, "f1").await["provision_state"], "manageable");
+
+    // Once the driver works, the node is provided.
+    fail_in(s, "f1", json!([])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    wait_state(s, "f1", "available").await;
+
+    // A failed core deploy step: deploy failed with the step's reason; a deploy that
+    // fails to prepare: the same; after the fix, deploying again works.
+    fail_in(s, "f1", json!(["deploy.deploy"])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "active"})).await.status,
+        202
+    );
+    let n = wait_state(s, "f1", "deploy failed").await;
+    assert_eq!(n["target_provision_state"], "active");
+    let err = n["last_error"].as_str().unwrap();
+    assert!(err.starts_with("Deploy step deploy.deploy failed"), "{err}");
+    assert_eq!(n["deploy_step"], json!({}));
+    assert_eq!(n["reservation"], Value::Null);
+    fail_in(s, "f1", json!(["deploy.prepare"])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "active"})).await.status,
+        202
+    );
+    let n = wait_state(s, "f1", "deploy failed").await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Failed to prepare to deploy"),
+        "{n}"
+    );
+    fail_in(s, "f1", json!(["power.validate"])).await;
+    let r = provision(s, "f1", json!({"target": "active"})).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.fault().contains("deploy or power info"), "{}", r.fault());
+    fail_in(s, "f1", json!([])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "active"})).await.status,
+        202
+    );
+    let n = wait_state(s, "f1", "active").await;
+    assert_eq!(n["last_error"], Value::Null);
+    assert_eq!(n["power_state"], "power on");
+
+    // tear_down fails: error, with the reason; undeploying again from error works and
+    // the driver powers the node off.
+    fail_in(s, "f1", json!(["deploy.tear_down"])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "deleted"}))
+            .await
+            .status,
+        202
+    );
+    let n = wait_state(s, "f1", "error").await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Failed to tear down node"),
+        "{n}"
+    );
+    assert_eq!(n["reservation"], Value::Null);
+    fail_in(s, "f1", json!([])).await;
+    assert_eq!(
+        provision(s, "f1", json!({"target": "deleted"}))
+            .await
+            .status,
+        202
+    );
+    let n = wait_state(s, "f1", "available").await;
+    assert_eq!(n["power_state"], "power off");
+    assert_eq!(n["instance_info"], json!({}));
 }
