@@ -742,9 +742,24 @@ impl Db {
         .map_err(|e| internal("locking a node", e))?;
         match row {
             Some(r) => {
-                let mut node = r.into_node()?;
-                node.traits = self.node_traits(node.id).await?;
-                Ok(node)
+                // The lock is taken: if the rest of the read fails, give it back, or it
+                // would stay taken until this conductor restarts.
+                let read = match r.into_node() {
+                    Ok(mut node) => match self.node_traits(node.id).await {
+                        Ok(t) => {
+                            node.traits = t;
+                            Ok(node)
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                };
+                if read.is_err()
+                    && let Err(e) = self.node_release(node_id, host).await
+                {
+                    tracing::error!(node_id, error = %e, "could not give back a lock after a failed read");
+                }
+                read
             }
             None => match self.node_by_id(node_id).await? {
                 None => Err(Error::node_not_found(&node_id.to_string())),
