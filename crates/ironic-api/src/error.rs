@@ -25,6 +25,8 @@ pub enum ApiError {
     Unauthorized(String),
     /// A body over the configured limit.
     TooLarge(usize),
+    /// A method the negotiated microversion does not allow (405, handler body).
+    MethodNotAllowed(String),
 }
 
 impl From<Error> for ApiError {
@@ -128,6 +130,10 @@ impl IntoResponse for ApiError {
                 );
                 r
             }
+            ApiError::MethodNotAllowed(msg) => error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                fault_text(StatusCode::METHOD_NOT_ALLOWED, &msg),
+            ),
             ApiError::TooLarge(limit) => error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 fault_text(

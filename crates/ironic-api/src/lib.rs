@@ -23,6 +23,7 @@ use serde::Serialize;
 use tracing::Instrument;
 
 pub mod auth;
+mod allocations;
 mod body;
 mod conductors;
 mod drivers;
@@ -272,7 +273,7 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.51";
+const MAX_VERSION: &str = "1.60";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -320,6 +321,20 @@ pub fn router(state: AppState) -> Router {
         (
             "/nodes/{ident}/traits/{name}",
             put(nodes::trait_put).delete(nodes::trait_delete),
+        ),
+        (
+            "/nodes/{ident}/allocation",
+            get(allocations::node_get).delete(allocations::node_delete),
+        ),
+        (
+            "/allocations",
+            get(allocations::list).post(allocations::create),
+        ),
+        (
+            "/allocations/{ident}",
+            get(allocations::get_one)
+                .patch(allocations::patch)
+                .delete(allocations::delete),
         ),
         ("/drivers", get(drivers::list)),
         ("/drivers/{name}", get(drivers::get_one)),

@@ -59,5 +59,8 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(49) {
         doc.insert("conductors".into(), pair(&base, "conductors"));
     }
+    if req.version.at_least(52) {
+        doc.insert("allocations".into(), pair(&base, "allocations"));
+    }
     json_response(StatusCode::OK, &Value::Object(doc))
 }

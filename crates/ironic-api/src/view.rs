@@ -226,7 +226,8 @@ impl Serialize for NodeView<'_> {
                     &c.topology
                         .owner(&n.conductor_group, &n.driver, n.uuid.as_str()),
                 )?,
-                F::AllocationUuid | F::Unserved => {}
+                F::AllocationUuid => m.serialize_entry(key, &n.allocation_uuid)?,
+                F::Unserved => {}
                 F::ChassisUuid => m.serialize_entry(key, &n.chassis_uuid)?,
             }
         }

@@ -18,6 +18,7 @@ use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node};
 use ironic_rpc::{CleanStep, ConductorApi, Context, NodeRef, RpcFuture, UpdateNode};
 
+mod allocations;
 mod provision;
 pub mod registry;
 pub mod service;
@@ -36,6 +37,9 @@ pub struct ConductorSettings {
     pub lock_retry_interval: Duration,
     pub heartbeat_interval: Duration,
     pub heartbeat_timeout_secs: u64,
+    /// 0: no take-over of dead conductors' allocations.
+    pub check_allocations_interval: Duration,
+    pub allocation_delay: Duration,
 }
 
 impl ConductorSettings {
@@ -49,6 +53,10 @@ impl ConductorSettings {
             lock_retry_interval: Duration::from_millis(cfg.conductor.node_locked_retry_interval_ms),
             heartbeat_interval: Duration::from_secs(cfg.conductor.heartbeat_interval),
             heartbeat_timeout_secs: cfg.conductor.heartbeat_timeout,
+            check_allocations_interval: Duration::from_secs(
+                cfg.conductor.check_allocations_interval,
+            ),
+            allocation_delay: Duration::from_millis(cfg.conductor.allocation_delay_ms),
         }
     }
 }
@@ -107,11 +115,17 @@ impl Held {
 
     /// Writes the node and keeps the lock.
     pub async fn save(&mut self) -> Result<(), Error> {
+        self.save_dropping(None).await
+    }
+
+    /// [`Held::save`], deleting the allocation `drop_allocation` in the same
+    /// transaction.
+    pub async fn save_dropping(&mut self, drop_allocation: Option<i64>) -> Result<(), Error> {
         self.node.reservation = Some(self.guard.host.clone());
         let saved = self
             .guard
             .db
-            .node_save(&self.node, &self.guard.host)
+            .node_save_dropping(&self.node, &self.guard.host, drop_allocation)
             .await?;
         self.node = Node {
             traits: std::mem::take(&mut self.node.traits),
@@ -167,6 +181,9 @@ pub struct Conductor {
     me: std::sync::Weak<Conductor>,
     /// Nodes whose (simulated) agent is starting to report clean steps.
     agents_starting: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
+    /// allocations it works on; known once the service has started.
+    conductor_id: std::sync::OnceLock<i64>,
 }
 
 impl Conductor {
@@ -178,6 +195,7 @@ impl Conductor {
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             me: me.clone(),
             agents_starting: std::sync::Mutex::new(std::collections::HashSet::new()),
+            conductor_id: std::sync::OnceLock::new(),
         })
     }
 
@@ -384,8 +402,16 @@ impl Conductor {
                 ..node
             });
         }
-        let saved = self.db.node_save(&new, &self.settings.host).await?;
-        tracing::info!(node = %saved.uuid, "node updated");
+        // Removing the instance of an allocated node deletes the allocation with it.
+        let dropped = node.allocation_id.filter(|_| new.allocation_id.is_none());
+        if dropped.is_some() {
+            new.allocation_uuid = None;
+        }
+        let saved = self
+            .db
+            .node_save_dropping(&new, &self.settings.host, dropped)
+            .await?;
+        tracing::info!(node = %saved.uuid, allocation_deleted = dropped.is_some(), "node updated");
         Ok(Node {
             reservation: None,
             ..saved
@@ -627,5 +653,25 @@ impl ConductorApi for Conductor {
             let me = self.arc()?;
             me.clean_steps(&node, min_priority).await
         })
+    }
+
+    fn create_allocation(
+        &self,
+        _ctx: &Context,
+        allocation: ironic_model::Allocation,
+        backfill: Option<NodeRef>,
+    ) -> RpcFuture<'_, ironic_model::Allocation> {
+        Box::pin(async move {
+            let me = self.arc()?;
+            me.create_allocation(allocation, backfill).await
+        })
+    }
+
+    fn destroy_allocation(
+        &self,
+        _ctx: &Context,
+        allocation: ironic_model::Allocation,
+    ) -> RpcFuture<'_, ()> {
+        Box::pin(async move { Conductor::destroy_allocation(self, allocation).await })
     }
 }

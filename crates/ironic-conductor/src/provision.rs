@@ -825,11 +825,14 @@ impl Conductor {
             held.node.instance_info = JsonObject::new();
             held.node.instance_uuid = None;
             held.node.deploy_step = JsonObject::new();
+            // The node's allocation ends with its instance (same transaction).
+            let allocation = held.node.allocation_id.take();
+            held.node.allocation_uuid = None;
             match fsm::process(P::Deleting, Event::Clean, true, None) {
                 Ok(t) => set_state(&mut held.node, t),
                 Err(e) => tracing::error!(node = %uuid, error = %e, "cannot start cleaning"),
             }
-            if let Err(e) = held.save().await {
+            if let Err(e) = held.save_dropping(allocation).await {
                 tracing::error!(node = %uuid, error = %e, "could not save the node");
                 return;
             }

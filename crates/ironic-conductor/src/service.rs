@@ -28,6 +28,7 @@ pub struct Service {
     pub topology: Arc<Topology>,
     stop: watch::Sender<bool>,
     heartbeat: JoinHandle<()>,
+    allocations: JoinHandle<()>,
     server: Option<Server>,
     settle: Duration,
     drain_timeout: Duration,
@@ -63,6 +64,12 @@ impl Service {
         {
             tracing::warn!(error = %e, "could not refresh the heartbeat");
         }
+        // The row id is the affinity of the allocations this conductor works on: known
+        // before the first request.
+        conductor
+            .init_conductor_id()
+            .await
+            .map_err(|e| e.to_string())?;
         let server = bus.map(|b| {
             let wait = b.call_timeout;
             let api: Arc<dyn ConductorApi> = conductor.clone();
@@ -86,12 +93,25 @@ impl Service {
         ));
         topology.refresh().await;
         let (stop, stop_rx) = watch::channel(false);
-        let heartbeat = tokio::spawn(conductor.clone().heartbeat_until(topology.clone(), stop_rx));
+        let heartbeat = tokio::spawn(
+            conductor
+                .clone()
+                .heartbeat_until(topology.clone(), stop_rx.clone()),
+        );
+        if let Err(e) = conductor.resume_allocations().await {
+            tracing::error!(error = %e, "could not resume allocations");
+        }
+        let allocations = tokio::spawn(
+            conductor
+                .clone()
+                .check_allocations_until(topology.clone(), stop_rx),
+        );
         Ok(Service {
             conductor,
             topology,
             stop,
             heartbeat,
+            allocations,
             server: server.map(|(s, _)| s),
             settle: Duration::from_secs(cfg.conductor.shutdown_settle_time),
             drain_timeout: Duration::from_secs(cfg.conductor.graceful_shutdown_timeout),
@@ -110,6 +130,7 @@ impl Service {
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.heartbeat.await;
+        let _ = self.allocations.await;
         let Some(server) = self.server else {
             return;
         };

@@ -23,6 +23,8 @@ fn settings() -> ConductorSettings {
         lock_retry_interval: Duration::from_millis(20),
         heartbeat_interval: Duration::from_secs(10),
         heartbeat_timeout_secs: 60,
+        check_allocations_interval: Duration::ZERO,
+        allocation_delay: Duration::ZERO,
     }
 }
 

@@ -116,6 +116,12 @@ pub struct ConductorSection {
     pub shutdown_settle_time: u64,
     /// Seconds a stopping conductor waits for requests in hand to finish.
     pub graceful_shutdown_timeout: u64,
+    /// Seconds between checks for `allocating` allocations of dead conductors, which
+    /// this conductor then takes over; 0 disables the check.
+    pub check_allocations_interval: u64,
+    /// For tests of take-over: milliseconds an allocation waits before reserving its
+    /// node. Leave at 0.
+    pub allocation_delay_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -191,6 +197,8 @@ impl Default for ConductorSection {
             node_locked_retry_interval_ms: 1000,
             shutdown_settle_time: 10,
             graceful_shutdown_timeout: 60,
+            check_allocations_interval: 60,
+            allocation_delay_ms: 0,
         }
     }
 }

@@ -64,6 +64,29 @@ impl Db {
         .map_err(|e| internal("registering the conductor", e))
     }
 
+    /// The row id of a conductor, creating its row (offline, so that nobody routes to
+    /// it yet) on its very first start.
+    pub async fn conductor_ensure(
+        &self,
+        hostname: &str,
+        group: &str,
+        drivers: &[String],
+    ) -> Result<i64, Error> {
+        let now = ironic_model::node::now();
+        let insert = "INSERT INTO conductors (hostname, conductor_group, drivers, online, created_at, updated_at) \
+                      VALUES ($1, $2, $3, FALSE, $4, $4) ON CONFLICT (hostname) DO NOTHING";
+        with_pool!(self, |p| sqlx::query(insert)
+            .bind(hostname)
+            .bind(group)
+            .bind(Json(drivers))
+            .bind(now)
+            .execute(p)
+            .await
+            .map(|_| ()))
+        .map_err(|e| internal("registering the conductor", e))?;
+        Ok(self.conductor_get(hostname).await?.id)
+    }
+
     /// Records a heartbeat; false if the conductor row is gone.
     pub async fn conductor_heartbeat(&self, hostname: &str) -> Result<bool, Error> {
         let sql = "UPDATE conductors SET updated_at = $1, online = TRUE WHERE hostname = $2";

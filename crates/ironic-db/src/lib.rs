@@ -15,6 +15,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+pub mod allocations;
 pub mod conductors;
 pub mod nodes;
 pub mod testing;

@@ -167,6 +167,7 @@ struct NodeRow {
     lessee: Option<String>,
     description: Option<String>,
     allocation_id: Option<i64>,
+    allocation_uuid: Option<String>,
     retired: bool,
     retired_reason: Option<String>,
     conductor_affinity: Option<i64>,
@@ -244,6 +245,7 @@ macro_rules! lenient_from_row {
                     lessee: get(row, "lessee")?,
                     description: get(row, "description")?,
                     allocation_id: get(row, "allocation_id")?,
+                    allocation_uuid: get(row, "allocation_uuid")?,
                     retired: get(row, "retired")?,
                     retired_reason: get(row, "retired_reason")?,
                     conductor_affinity: get(row, "conductor_affinity")?,
@@ -326,6 +328,7 @@ impl NodeRow {
             lessee: self.lessee,
             description: self.description,
             allocation_id: self.allocation_id,
+            allocation_uuid: self.allocation_uuid,
             retired: self.retired,
             retired_reason: self.retired_reason,
             conductor_affinity: self.conductor_affinity,
@@ -461,12 +464,18 @@ fn write_error(e: sqlx::Error, node: &Node) -> Error {
     internal("writing a node", e)
 }
 
+/// The uuid of the node's allocation, read with the node.
+const ALLOCATION_UUID: &str =
+    "(SELECT a.uuid FROM allocations a WHERE a.id = n.allocation_id) AS allocation_uuid";
+
 fn all_columns() -> String {
     let mut s = String::from("n.id");
     for c in WRITE_COLS {
         s.push_str(", n.");
         s.push_str(c);
     }
+    s.push_str(", ");
+    s.push_str(ALLOCATION_UUID);
     s
 }
 
@@ -486,6 +495,10 @@ fn list_columns(fields: Option<&[String]>) -> String {
     for c in WRITE_COLS.iter().filter(|c| wanted(c)) {
         s.push_str(", n.");
         s.push_str(c);
+    }
+    if fields.iter().any(|f| f == "allocation_uuid") {
+        s.push_str(", ");
+        s.push_str(ALLOCATION_UUID);
     }
     s
 }
@@ -727,7 +740,8 @@ impl Db {
     /// 404 if the node is gone, 409 `NodeLocked` naming the holder if it is taken.
     pub async fn node_reserve(&self, node_id: i64, host: &str) -> Result<Node, Error> {
         let sql = format!(
-            "UPDATE nodes SET reservation = $1 WHERE id = $2 AND reservation IS NULL RETURNING {}",
+            "UPDATE nodes SET reservation = $1 WHERE id = $2 AND reservation IS NULL RETURNING {}, \
+             (SELECT a.uuid FROM allocations a WHERE a.id = nodes.allocation_id) AS allocation_uuid",
             WRITE_COLS
                 .iter()
                 .fold(String::from("id"), |s, c| s + ", " + c)
@@ -857,6 +871,17 @@ impl Db {
     /// the written `reservation` is `node.reservation`, so passing `None` saves and
     /// unlocks in one statement.
     pub async fn node_save(&self, node: &Node, holder: &str) -> Result<Node, Error> {
+        self.node_save_dropping(node, holder, None).await
+    }
+
+    /// Saves the node and, in the same transaction, deletes the allocation
+    /// `drop_allocation` (an instance removed from an allocated node, a tear-down).
+    pub async fn node_save_dropping(
+        &self,
+        node: &Node,
+        holder: &str,
+        drop_allocation: Option<i64>,
+    ) -> Result<Node, Error> {
         let mut node = node.clone();
         node.updated_at = Some(ironic_model::node::now());
         let sets: Vec<String> = WRITE_COLS
@@ -874,13 +899,31 @@ impl Db {
         let mut args = write_args(&node);
         args.push(Arg::I64(Some(node.id)));
         args.push(Arg::Text(Some(holder.to_string())));
-        let rows = with_pool!(self, |p| bind_all!(
-            sqlx::query(sqlx::AssertSqlSafe(sql.as_str())),
-            args
-        )
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()))
+        let rows = with_pool!(self, |p| async {
+            if drop_allocation.is_none() {
+                // The common case: one statement, no transaction.
+                return bind_all!(sqlx::query(sqlx::AssertSqlSafe(sql.as_str())), args)
+                    .execute(p)
+                    .await
+                    .map(|r| r.rows_affected());
+            }
+            let mut tx = p.begin().await?;
+            let rows = bind_all!(sqlx::query(sqlx::AssertSqlSafe(sql.as_str())), args)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if rows == 1
+                && let Some(a) = drop_allocation
+            {
+                sqlx::query("DELETE FROM allocations WHERE id = $1")
+                    .bind(a)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok::<u64, sqlx::Error>(rows)
+        }
+        .await)
         .map_err(|e| write_error(e, &node))?;
         if rows != 1 {
             return Err(Error::Internal(format!(
@@ -891,16 +934,26 @@ impl Db {
         Ok(node)
     }
 
-    /// Deletes the node (and its traits) while `holder` holds its lock.
+    /// Deletes the node (its traits, and its allocations) while `holder` holds its
+    /// lock, in one transaction.
     pub async fn node_destroy(&self, node_id: i64, holder: &str) -> Result<(), Error> {
-        let sql = "DELETE FROM nodes WHERE id = $1 AND reservation = $2";
-        let rows = with_pool!(self, |p| sqlx::query(sql)
-            .bind(node_id)
-            .bind(holder)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))
-        .map_err(|e| internal("deleting a node", e))?;
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            let rows = sqlx::query("DELETE FROM nodes WHERE id = $1 AND reservation = $2")
+                .bind(node_id)
+                .bind(holder)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query("DELETE FROM allocations WHERE node_id = $1")
+                .bind(node_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(rows)
+        }
+        .await);
+        let rows = res.map_err(|e| internal("deleting a node", e))?;
         if rows != 1 {
             return Err(Error::Internal(format!(
                 "node {node_id} was not deleted: the lock of {holder} is gone"

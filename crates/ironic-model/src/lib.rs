@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate never touches the network, the database or the
 //! file system; everything is a plain function over plain types.
 
+pub mod allocation;
 pub mod error;
 pub mod fsm;
 pub mod ids;
@@ -14,6 +15,7 @@ pub mod ring;
 pub mod states;
 pub mod version;
 
+pub use allocation::{Allocation, AllocationState};
 pub use error::{Error, Result};
 pub use ids::NodeUuid;
 pub use node::Node;

@@ -85,6 +85,8 @@ pub struct Node {
     pub lessee: Option<String>,
     pub description: Option<String>,
     pub allocation_id: Option<i64>,
+    /// Read-only, from the allocations table: the uuid of `allocation_id`.
+    pub allocation_uuid: Option<String>,
     pub retired: bool,
     pub retired_reason: Option<String>,
     /// Id of the conductor that last built local state for this node.
@@ -147,6 +149,7 @@ impl Node {
             lessee: None,
             description: None,
             allocation_id: None,
+            allocation_uuid: None,
             retired: false,
             retired_reason: None,
             conductor_affinity: None,
@@ -888,6 +891,17 @@ pub fn check_update(old: &Node, new: &mut Node) -> Result<()> {
             "Node {uuid} can not have resource_class updated unless it is in one of allowed ({}) states or in maintenance mode.",
             "enroll, inspecting, inspect wait, manageable, available"
         )));
+    }
+    // Removing the instance of an allocated node gives the allocation up (the store
+    // deletes it with the save); only where the node is not in use, or in maintenance.
+    if old.instance_uuid.is_some() && new.instance_uuid.is_none() && old.allocation_id.is_some() {
+        if !changes_allowed {
+            return Err(Error::InvalidState(format!(
+                "Node {uuid} with an allocation can not have instance_uuid removed unless it is in one of allowed ({}) states or in maintenance mode. Current state is '{state}'.",
+                "enroll, inspecting, inspect wait, manageable, available"
+            )));
+        }
+        new.allocation_id = None;
     }
     if let (Some(a), Some(b)) = (&old.instance_uuid, &new.instance_uuid)
         && a != b

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_lite::StreamExt;
 use ironic_db::topology::Topology;
-use ironic_model::{Error, Node};
+use ironic_model::{Allocation, Error, Node};
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
@@ -41,7 +41,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use crate::convert::{
-    error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb, steps_to_pb,
+    allocation_from_pb, allocation_to_pb, error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb, steps_to_pb,
 };
 use crate::dispatch::{dispatch, error_reply};
 use crate::{
@@ -599,6 +599,21 @@ impl RemoteConductors {
             .map(str::to_owned)
     }
 
+    /// Calls any live conductor through the shared queue (RabbitMQ balances); 503 at
+    /// once when none is alive, instead of waiting for the call timeout.
+    async fn call_any(&self, method: &str, ctx: &Context, body: Vec<u8>) -> Result<Vec<u8>, Error> {
+        let alive = |s: &ironic_db::topology::Snapshot| s.conductors.iter().any(|(_, a)| *a);
+        if !alive(&self.topology.snapshot()) {
+            self.topology.refresh_soon().await;
+            if !alive(&self.topology.snapshot()) {
+                return Err(Error::Unavailable(
+                    "No conductor service is available to process the request; retry later.".into(),
+                ));
+            }
+        }
+        Ok(self.client.call(&Target::Any, method, ctx, body).await?)
+    }
+
     async fn route(&self, n: &NodeRef) -> Result<String, Error> {
         if let Some(h) = self.owner(n) {
             return Ok(h);
@@ -924,6 +939,40 @@ impl ConductorApi for RemoteConductors {
                     reason: v.reason,
                 })
                 .collect())
+        })
+    }
+
+    fn create_allocation(
+        &self,
+        ctx: &Context,
+        allocation: Allocation,
+        backfill: Option<NodeRef>,
+    ) -> RpcFuture<'_, Allocation> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::CreateAllocationRequest {
+                allocation: Some(allocation_to_pb(&allocation)),
+                backfill_node: backfill.as_ref().map(node_ref_to_pb),
+            }
+            .encode_to_vec();
+            let reply = match &backfill {
+                Some(n) => self.call_node(n, "create_allocation", &ctx, body).await?,
+                None => self.call_any("create_allocation", &ctx, body).await?,
+            };
+            let r: pb::AllocationReply = decode_reply(&reply)?;
+            allocation_from_pb(r.allocation)
+        })
+    }
+
+    fn destroy_allocation(&self, ctx: &Context, allocation: Allocation) -> RpcFuture<'_, ()> {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let body = pb::DestroyAllocationRequest {
+                allocation: Some(allocation_to_pb(&allocation)),
+            }
+            .encode_to_vec();
+            self.call_any("destroy_allocation", &ctx, body).await?;
+            Ok(())
         })
     }
 }

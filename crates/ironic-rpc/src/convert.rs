@@ -8,6 +8,7 @@ use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node, NodeUuid};
 
 use crate::{NodeRef, pb};
+use ironic_model::{Allocation, AllocationState};
 
 fn us(t: &DateTime<Utc>) -> i64 {
     t.timestamp_micros()
@@ -75,6 +76,7 @@ pub fn node_to_pb(n: &Node) -> pb::Node {
         lessee: n.lessee.clone(),
         description: n.description.clone(),
         allocation_id: n.allocation_id,
+        allocation_uuid: n.allocation_uuid.clone(),
         retired: n.retired,
         retired_reason: n.retired_reason.clone(),
         conductor_affinity: n.conductor_affinity,
@@ -141,11 +143,51 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         lessee: p.lessee,
         description: p.description,
         allocation_id: p.allocation_id,
+        allocation_uuid: p.allocation_uuid,
         retired: p.retired,
         retired_reason: p.retired_reason,
         conductor_affinity: p.conductor_affinity,
         interfaces,
         traits: p.traits,
+        created_at: from_us(p.created_at_us, "created_at")?,
+        updated_at: opt_from_us(p.updated_at_us, "updated_at")?,
+    })
+}
+
+pub fn allocation_to_pb(a: &Allocation) -> pb::Allocation {
+    pb::Allocation {
+        id: a.id,
+        uuid: a.uuid.clone(),
+        name: a.name.clone(),
+        node_id: a.node_id,
+        resource_class: a.resource_class.clone(),
+        candidate_nodes: a.candidate_nodes.clone(),
+        traits: a.traits.clone(),
+        state: a.state.as_str().to_string(),
+        last_error: a.last_error.clone(),
+        conductor_affinity: a.conductor_affinity,
+        owner: a.owner.clone(),
+        extra_json: json_text(&a.extra),
+        created_at_us: us(&a.created_at),
+        updated_at_us: a.updated_at.as_ref().map(us),
+    }
+}
+
+pub fn allocation_from_pb(p: Option<pb::Allocation>) -> Result<Allocation, Error> {
+    let p = p.ok_or_else(|| bad("allocation"))?;
+    Ok(Allocation {
+        id: p.id,
+        uuid: p.uuid,
+        name: p.name,
+        node_id: p.node_id,
+        resource_class: p.resource_class,
+        candidate_nodes: p.candidate_nodes,
+        traits: p.traits,
+        state: AllocationState::parse(&p.state).ok_or_else(|| bad("allocation state"))?,
+        last_error: p.last_error,
+        conductor_affinity: p.conductor_affinity,
+        owner: p.owner,
+        extra: json_obj(&p.extra_json, "allocation extra")?,
         created_at: from_us(p.created_at_us, "created_at")?,
         updated_at: opt_from_us(p.updated_at_us, "updated_at")?,
     })

@@ -5,6 +5,7 @@ use ironic_model::Error;
 use prost::Message;
 
 use crate::convert::{
+    allocation_from_pb, allocation_to_pb,
     error_to_pb, node_from_pb, node_ref_from_pb, node_to_pb, patch_from_pb, steps_from_pb,
 };
 use crate::{ConductorApi, Context, UpdateNode, pb};
@@ -26,6 +27,8 @@ pub const SERVED: &[&str] = &[
     "change_node_power_state",
     "validate_driver_interfaces",
     "get_clean_steps",
+    "create_allocation",
+    "destroy_allocation",
 ];
 
 fn decode<M: Message + Default>(body: &[u8]) -> Result<M, Error> {
@@ -171,6 +174,25 @@ async fn run(
                 r.timeout_secs,
             )
             .await?;
+            ok(pb::Empty {})
+        }
+        "create_allocation" => {
+            let r: pb::CreateAllocationRequest = decode(body)?;
+            let backfill = match r.backfill_node {
+                Some(n) => Some(node_ref_from_pb(Some(n))?),
+                None => None,
+            };
+            let a = api
+                .create_allocation(ctx, allocation_from_pb(r.allocation)?, backfill)
+                .await?;
+            ok(pb::AllocationReply {
+                allocation: Some(allocation_to_pb(&a)),
+            })
+        }
+        "destroy_allocation" => {
+            let r: pb::DestroyAllocationRequest = decode(body)?;
+            api.destroy_allocation(ctx, allocation_from_pb(r.allocation)?)
+                .await?;
             ok(pb::Empty {})
         }
         "get_clean_steps" => {

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use ironic_model::patch::PatchOp;
-use ironic_model::{Error, Node, Version};
+use ironic_model::{Allocation, Error, Node, Version};
 
 pub mod amqp;
 pub mod convert;
@@ -165,6 +165,18 @@ pub trait ConductorApi: Send + Sync {
         ctx: &Context,
         node: NodeRef,
     ) -> RpcFuture<'_, Vec<InterfaceCheck>>;
+    /// Stores a new allocation and reserves a node for it in the background (any live
+    /// conductor); with `backfill`, records it for that node at once (its owner).
+    /// Returns the allocation as stored.
+    fn create_allocation(
+        &self,
+        ctx: &Context,
+        allocation: Allocation,
+        backfill: Option<NodeRef>,
+    ) -> RpcFuture<'_, Allocation>;
+    /// Deletes an allocation and frees its node (node lock; 409 where the node's state
+    /// forbids it).
+    fn destroy_allocation(&self, ctx: &Context, allocation: Allocation) -> RpcFuture<'_, ()>;
 }
 
 /// The in-process transport of the all-in-one binary. Each call runs on a task of its
@@ -301,5 +313,20 @@ impl ConductorApi for InProcess {
     ) -> RpcFuture<'_, Vec<InterfaceCheck>> {
         let (c, ctx) = (self.0.clone(), ctx.clone());
         detached(async move { c.validate_driver_interfaces(&ctx, node).await })
+    }
+
+    fn create_allocation(
+        &self,
+        ctx: &Context,
+        allocation: Allocation,
+        backfill: Option<NodeRef>,
+    ) -> RpcFuture<'_, Allocation> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.create_allocation(&ctx, allocation, backfill).await })
+    }
+
+    fn destroy_allocation(&self, ctx: &Context, allocation: Allocation) -> RpcFuture<'_, ()> {
+        let (c, ctx) = (self.0.clone(), ctx.clone());
+        detached(async move { c.destroy_allocation(&ctx, allocation).await })
     }
 }

@@ -107,6 +107,17 @@ impl ConductorApi for Counting {
     ) -> RpcFuture<'_, Vec<ironic_rpc::InterfaceCheck>> {
         Box::pin(async { Err(Error::Internal("not used".into())) })
     }
+    fn create_allocation(
+        &self,
+        _: &Context,
+        _: ironic_model::Allocation,
+        _: Option<NodeRef>,
+    ) -> RpcFuture<'_, ironic_model::Allocation> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
+    fn destroy_allocation(&self, _: &Context, _: ironic_model::Allocation) -> RpcFuture<'_, ()> {
+        Box::pin(async { Err(Error::Internal("not used".into())) })
+    }
 }
 
 fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {

@@ -1,0 +1,517 @@
+//! `/v1/allocations` (1.52+) and `/v1/nodes/{node}/allocation`: validation, reads and
+//! PATCH here; creating and deleting go to a conductor (`create_allocation` over the
+//! shared queue, or the node's conductor when backfilling; `destroy_allocation`).
+
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use ironic_db::allocations::AllocationFilter;
+use ironic_model::allocation::{self as alloc, Allocation, RESOURCE_CLASS_MAX};
+use ironic_model::ids::{canonical_uuid, is_uuid_like};
+use ironic_model::names::{is_valid_logical_name, trait_error_message, validate_trait};
+use ironic_model::{Error, Version, patch};
+use ironic_rpc::NodeRef;
+use serde_json::{Map, Value, json};
+
+use crate::body::{JsonBody, P};
+use crate::error::ApiError;
+use crate::nodes::{enc, load_node};
+use crate::query::Query;
+use crate::view::{Ts, links_value};
+use crate::{AppState, Base, Req, json_response};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// Fields in upstream's order; `owner` from 1.60.
+const FIELDS: &[&str] = &[
+    "uuid",
+    "created_at",
+    "updated_at",
+    "candidate_nodes",
+    "extra",
+    "last_error",
+    "name",
+    "owner",
+    "resource_class",
+    "state",
+    "traits",
+    "node_uuid",
+];
+
+fn gate_read(v: Version) -> Result<(), ApiError> {
+    if v.at_least(52) {
+        Ok(())
+    } else {
+        Err(Error::NotFound("The API version does not allow allocations".into()).into())
+    }
+}
+
+fn gate_write(v: Version) -> Result<(), ApiError> {
+    if v.at_least(52) {
+        Ok(())
+    } else {
+        Err(ApiError::MethodNotAllowed(
+            "The API version does not allow allocations".into(),
+        ))
+    }
+}
+
+fn fields_of(q: &Query, v: Version) -> Result<Vec<&'static str>, ApiError> {
+    let all: Vec<&'static str> = FIELDS
+        .iter()
+        .copied()
+        .filter(|f| *f != "owner" || v.at_least(60))
+        .collect();
+    let Some(list) = q.get("fields") else {
+        return Ok(all);
+    };
+    let mut out = Vec::new();
+    for f in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if f == "owner" && !v.at_least(60) {
+            return Err(Error::not_acceptable().into());
+        }
+        match FIELDS.iter().find(|x| **x == f) {
+            Some(x) => out.push(*x),
+            None => {
+                return Err(ApiError::invalid(format!("Field {f} is not a valid field.")));
+            }
+        }
+    }
+    // Always shown in upstream's order.
+    out.sort_by_key(|f| FIELDS.iter().position(|x| x == f));
+    Ok(out)
+}
+
+/// The node uuids of allocations, in one read per distinct node.
+async fn node_uuids(st: &AppState, list: &[Allocation]) -> Result<Vec<Option<String>>, Error> {
+    let mut cache: std::collections::HashMap<i64, Option<String>> = Default::default();
+    let mut out = Vec::with_capacity(list.len());
+    for a in list {
+        let u = match a.node_id {
+            None => None,
+            Some(id) => {
+                if let Some(u) = cache.get(&id) {
+                    u.clone()
+                } else {
+                    let u = st.db.node_by_id(id).await?.map(|n| n.uuid.to_string());
+                    cache.insert(id, u.clone());
+                    u
+                }
+            }
+        };
+        out.push(u);
+    }
+    Ok(out)
+}
+
+fn doc(a: &Allocation, node_uuid: Option<&str>, base: &str, fields: &[&str]) -> Value {
+    let mut d = Map::new();
+    for f in fields {
+        let v = match *f {
+            "uuid" => json!(a.uuid),
+            "created_at" => serde_json::to_value(Ts(&a.created_at)).unwrap_or(Value::Null),
+            "updated_at" => serde_json::to_value(a.updated_at.as_ref().map(Ts)).unwrap_or(Value::Null),
+            "candidate_nodes" => json!(a.candidate_nodes),
+            "extra" => Value::Object(a.extra.clone()),
+            "last_error" => json!(a.last_error),
+            "name" => json!(a.name),
+            "owner" => json!(a.owner),
+            "resource_class" => json!(a.resource_class),
+            "state" => json!(a.state.as_str()),
+            "traits" => json!(a.traits),
+            "node_uuid" => continue,
+            _ => continue,
+        };
+        d.insert((*f).to_string(), v);
+    }
+    d.insert(
+        "links".into(),
+        links_value(base, &format!("allocations/{}", a.uuid)),
+    );
+    if fields.contains(&"node_uuid") {
+        d.insert("node_uuid".into(), json!(node_uuid));
+    }
+    Value::Object(d)
+}
+
+async fn one_response(st: &AppState, a: &Allocation, base: &str, fields: &[&str], status: StatusCode) -> ApiResult {
+    let nu = node_uuids(st, std::slice::from_ref(a)).await?;
+    Ok(json_response(status, &doc(a, nu[0].as_deref(), base, fields)))
+}
+
+/// By uuid, else by name.
+async fn load(st: &AppState, ident: &str) -> Result<Allocation, Error> {
+    let found = if is_uuid_like(ident) {
+        st.db
+            .allocation_by_uuid(&canonical_uuid(ident).unwrap_or_else(|| ident.to_string()))
+            .await?
+    } else if is_valid_logical_name(ident) {
+        st.db.allocation_by_name(ident).await?
+    } else {
+        return Err(Error::invalid(format!(
+            "Expected a logical name or UUID but received {ident}."
+        )));
+    };
+    found.ok_or_else(|| alloc::not_found(ident))
+}
+
+fn schema_type_error(v: &Value, ty: &str) -> ApiError {
+    ApiError::invalid(format!(
+        "Schema error: {} is not of type {ty}",
+        patch::py_repr(v)
+    ))
+}
+
+fn opt_string(body: &Map<String, Value>, key: &str, max: usize) -> Result<Option<String>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.clone())),
+        Some(v @ Value::String(_)) => Err(ApiError::invalid(format!(
+            "Schema error: {} is too long",
+            patch::py_repr(v)
+        ))),
+        Some(v) => Err(schema_type_error(v, "'string', 'null'")),
+    }
+}
+
+fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(l)) => l
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                v => Err(schema_type_error(v, "'string'")),
+            })
+            .collect(),
+        Some(v) => Err(schema_type_error(v, "'array', 'null'")),
+    }
+}
+
+pub async fn create(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let v = req.version;
+    gate_write(v)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let Value::Object(body) = body else {
+        return Err(schema_type_error(&body, "'object'"));
+    };
+    let mut allowed = vec![
+        "resource_class",
+        "traits",
+        "candidate_nodes",
+        "name",
+        "uuid",
+        "extra",
+    ];
+    if v.at_least(58) {
+        allowed.push("node");
+    }
+    allowed.push("owner");
+    if let Some(k) = body.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!(
+            "Schema error: Additional properties are not allowed ('{k}' was unexpected)"
+        )));
+    }
+    if body.contains_key("owner") && !v.at_least(60) {
+        return Err(Error::not_acceptable().into());
+    }
+    let resource_class = opt_string(&body, "resource_class", RESOURCE_CLASS_MAX)?;
+    let name = opt_string(&body, "name", 255)?;
+    let uuid = opt_string(&body, "uuid", 36)?;
+    let owner = opt_string(&body, "owner", 255)?;
+    let node_ident = opt_string(&body, "node", 255)?;
+    let traits = string_list(&body, "traits")?;
+    for t in &traits {
+        if let Err(e) = validate_trait(t) {
+            let msg = trait_error_message("", t, &e).replacen("Schema error for : ", "Schema error: ", 1);
+            return Err(ApiError::invalid(msg));
+        }
+    }
+    let candidates = string_list(&body, "candidate_nodes")?;
+    let extra = match body.get("extra") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(v) => return Err(schema_type_error(v, "'object', 'null'")),
+    };
+    if let Some(n) = &name
+        && !is_valid_logical_name(n)
+    {
+        return Err(ApiError::invalid(format!(
+            "Cannot create allocation with invalid name '{n}'"
+        )));
+    }
+    if let Some(u) = &uuid
+        && canonical_uuid(u).is_none()
+    {
+        return Err(ApiError::invalid(format!(
+            "Schema error: '{u}' is not a 'uuid'"
+        )));
+    }
+    // Candidates by uuid or name, kept in order; every unknown one is named.
+    let mut candidate_nodes = Vec::with_capacity(candidates.len());
+    let mut missing = Vec::new();
+    for c in &candidates {
+        match load_node(&st, c, v).await {
+            Ok(n) => candidate_nodes.push(n.uuid.to_string()),
+            Err(Error::NotFound(_) | Error::Invalid(_)) => missing.push(c.clone()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ApiError::invalid(format!(
+            "Nodes cannot be found: {}",
+            missing.join(", ")
+        )));
+    }
+    let backfill = match &node_ident {
+        Some(n) => Some(load_node(&st, n, v).await.map_err(|e| match e {
+            Error::NotFound(m) => Error::Invalid(m),
+            e => e,
+        })?),
+        None => None,
+    };
+    if resource_class.is_none() && backfill.is_none() {
+        return Err(ApiError::invalid(
+            "The resource_class field is mandatory when not backfilling",
+        ));
+    }
+    let uuid = match (&uuid, &backfill) {
+        (Some(u), _) => canonical_uuid(u).unwrap_or_else(|| u.clone()),
+        (None, Some(n)) => n
+            .instance_uuid
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        (None, None) => uuid::Uuid::new_v4().to_string(),
+    };
+    let rc = resource_class.or_else(|| backfill.as_ref().and_then(|n| n.resource_class.clone()));
+    let mut a = Allocation::new(uuid, rc);
+    a.name = name;
+    a.traits = traits;
+    a.candidate_nodes = candidate_nodes;
+    a.owner = owner;
+    a.extra = extra;
+    let created = st
+        .conductor
+        .create_allocation(&req.ctx, a, backfill.as_ref().map(NodeRef::from))
+        .await?;
+    let fields = fields_of(&Query(Vec::new()), v)?;
+    let mut resp = one_response(&st, &created, &base, &fields, StatusCode::CREATED).await?;
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/allocations/{}", created.uuid)) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+    Ok(resp)
+}
+
+pub async fn list(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    let v = req.version;
+    gate_read(v)?;
+    let q = Query::parse(q.as_deref())?;
+    q.only(&[
+        "node",
+        "resource_class",
+        "state",
+        "owner",
+        "fields",
+        "limit",
+        "marker",
+        "sort_key",
+        "sort_dir",
+    ])?;
+    if q.has("owner") && !v.at_least(60) {
+        return Err(Error::not_acceptable().into());
+    }
+    let fields = fields_of(&q, v)?;
+    let mut f = AllocationFilter {
+        state: q.get("state").map(str::to_owned),
+        resource_class: q.get("resource_class").map(str::to_owned),
+        owner: q.get("owner").map(str::to_owned),
+        node_id: None,
+    };
+    if let Some(n) = q.get("node") {
+        let node = load_node(&st, n, v).await.map_err(|e| match e {
+            Error::NotFound(m) => Error::Invalid(m),
+            e => e,
+        })?;
+        f.node_id = Some(node.id);
+    }
+    let limit = q.limit(st.settings.max_limit)? as usize;
+    let desc = q.sort_desc()?;
+    let sort_key = q.get("sort_key").unwrap_or("id");
+    if matches!(sort_key, "extra" | "candidate_nodes" | "traits") {
+        return Err(ApiError::invalid(format!(
+            "The sort_key value \"{sort_key}\" is an invalid field for sorting"
+        )));
+    }
+    let marker = match q.get("marker") {
+        Some(m) => Some(
+            st.db
+                .allocation_by_uuid(m)
+                .await?
+                .ok_or_else(|| alloc::not_found(m))?,
+        ),
+        None => None,
+    };
+    let page = st
+        .db
+        .allocation_list(&f, sort_key, desc, marker.as_ref(), limit)
+        .await?;
+    let nus = node_uuids(&st, &page).await?;
+    let docs: Vec<Value> = page
+        .iter()
+        .zip(&nus)
+        .map(|(a, nu)| doc(a, nu.as_deref(), &base, &fields))
+        .collect();
+    let mut body = Map::new();
+    body.insert("allocations".into(), Value::Array(docs));
+    if page.len() == limit
+        && let Some(last) = page.last()
+    {
+        body.insert(
+            "next".into(),
+            json!(format!(
+                "{base}/v1/allocations?{}limit={limit}&marker={}",
+                q.0.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
+                    .map(|(k, v)| format!("{k}={}&", enc(v)))
+                    .collect::<String>(),
+                last.uuid
+            )),
+        );
+    }
+    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+}
+
+pub async fn get_one(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    gate_read(req.version)?;
+    let q = Query::parse(q.as_deref())?;
+    q.only(&["fields"])?;
+    let fields = fields_of(&q, req.version)?;
+    let a = load(&st, &ident).await?;
+    one_response(&st, &a, &base, &fields, StatusCode::OK).await
+}
+
+pub async fn patch(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    let v = req.version;
+    if !v.at_least(57) {
+        return Err(ApiError::MethodNotAllowed(
+            "The API version does not allow updating allocations".into(),
+        ));
+    }
+    Query::parse(q.as_deref())?.only(&[])?;
+    let ops = patch::parse(&body)?;
+    for op in &ops {
+        if !matches!(op.root(), "name" | "extra") {
+            return Err(ApiError::invalid(format!(
+                "Cannot patch {}. Only the following can be updated: name, extra",
+                op.path
+            )));
+        }
+    }
+    let mut a = load(&st, &ident).await?;
+    let mut d = Map::new();
+    d.insert("name".into(), json!(a.name));
+    d.insert("extra".into(), Value::Object(a.extra.clone()));
+    for op in &ops {
+        patch::apply(&mut d, op)?;
+    }
+    a.name = match d.get("name") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if is_valid_logical_name(s) => Some(s.clone()),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Cannot update allocation with invalid name '{}'",
+                other.as_str().unwrap_or(&other.to_string())
+            )));
+        }
+    };
+    a.extra = match d.get("extra") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(v) => return Err(schema_type_error(v, "'object'")),
+    };
+    let saved = st.db.allocation_update_meta(&a).await?;
+    let fields = fields_of(&Query(Vec::new()), v)?;
+    one_response(&st, &saved, &base, &fields, StatusCode::OK).await
+}
+
+pub async fn delete(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    gate_write(req.version)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let a = load(&st, &ident).await?;
+    st.conductor.destroy_allocation(&req.ctx, a).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The routing-style 404 of an endpoint the microversion does not have.
+fn node_gate(v: Version) -> Result<(), ApiError> {
+    if v.at_least(52) {
+        Ok(())
+    } else {
+        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
+    }
+}
+
+async fn node_allocation(st: &AppState, ident: &str, v: Version) -> Result<Allocation, Error> {
+    let node = load_node(st, ident, v).await?;
+    st.db
+        .allocation_by_node(node.id)
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("Allocation for node {ident} was not found")))
+}
+
+pub async fn node_get(
+    State(st): State<AppState>,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    node_gate(req.version)?;
+    let q = Query::parse(q.as_deref())?;
+    q.only(&["fields"])?;
+    let fields = fields_of(&q, req.version)?;
+    let a = node_allocation(&st, &ident, req.version).await?;
+    one_response(&st, &a, &base, &fields, StatusCode::OK).await
+}
+
+pub async fn node_delete(
+    State(st): State<AppState>,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    node_gate(req.version)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let a = node_allocation(&st, &ident, req.version).await?;
+    st.conductor.destroy_allocation(&req.ctx, a).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,332 @@
+//! The allocation process (`create_allocation`, `destroy_allocation`) and the take-over
+//! of allocations whose conductor died.
+//!
+//! `create_allocation` stores the allocation as `allocating` with this conductor's id as
+//! `conductor_affinity` and answers; a task of its own then reserves a node
+//! ([`ironic_db::Db::allocation_claim`]: one transaction that picks a free matching
+//! node, associates it and activates the allocation, conditional on the affinity). A
+//! conductor resumes its own `allocating` allocations when it starts, and every
+//! `check_allocations_interval` takes over those of dead conductors with a
+//! compare-and-set on the affinity: exactly one taker wins, and a slow former owner's
+//! writes find the affinity changed and roll back.
+
+use std::sync::Arc;
+
+use ironic_db::allocations::{Claim, Shortage};
+use ironic_db::topology::Topology;
+use ironic_model::allocation::{self as alloc, Allocation, AllocationState};
+use ironic_model::states::ProvisionState as P;
+use ironic_model::Error;
+use ironic_rpc::NodeRef;
+use tokio::sync::watch;
+
+use crate::Conductor;
+
+impl Conductor {
+    /// This conductor's `conductors.id`, creating its row on a first start. Called by
+    /// the service before it serves.
+    pub async fn init_conductor_id(&self) -> Result<i64, Error> {
+        if let Some(id) = self.conductor_id.get() {
+            return Ok(*id);
+        }
+        let id = self
+            .db
+            .conductor_ensure(
+                &self.settings.host,
+                &self.settings.conductor_group,
+                &self.drivers.names(),
+            )
+            .await?;
+        Ok(*self.conductor_id.get_or_init(|| id))
+    }
+
+    fn my_id(&self) -> Result<i64, Error> {
+        self.conductor_id
+            .get()
+            .copied()
+            .ok_or_else(|| Error::Unavailable("The conductor is starting; retry.".into()))
+    }
+
+    /// `create_allocation`.
+    pub(crate) async fn create_allocation(
+        self: &Arc<Self>,
+        mut a: Allocation,
+        backfill: Option<NodeRef>,
+    ) -> Result<Allocation, Error> {
+        let me = self.init_conductor_id().await?;
+        a.id = 0;
+        a.state = AllocationState::Allocating;
+        a.node_id = None;
+        a.last_error = None;
+        a.conductor_affinity = Some(me);
+        a.created_at = ironic_model::node::now();
+        a.updated_at = None;
+        if backfill.is_none() && a.resource_class.is_none() {
+            return Err(Error::invalid(
+                "The resource_class field is mandatory when not backfilling",
+            ));
+        }
+        let stored = self.db.allocation_create(&a).await?;
+        tracing::info!(allocation = %stored.uuid, resource_class = ?stored.resource_class, backfill = backfill.is_some(), "allocation accepted");
+        match backfill {
+            Some(n) => self.backfill(stored, n).await,
+            None => {
+                let me = self.clone();
+                let id = stored.id;
+                tokio::spawn(async move { me.allocate(id).await });
+                Ok(stored)
+            }
+        }
+    }
+
+    /// Reserves a node for the allocation `id`, if it is still ours and `allocating`.
+    async fn allocate(self: Arc<Self>, id: i64) {
+        if let Err(e) = self.try_allocate(id).await {
+            tracing::error!(allocation_id = id, error = %e, "allocation failed unexpectedly");
+            if let (Ok(me), Ok(Some(a))) = (self.my_id(), self.db.allocation_by_id(id).await) {
+                let msg = format!("Unexpected exception during allocation: {e}");
+                let _ = self.db.allocation_fail(a.id, me, &msg).await;
+            }
+        }
+    }
+
+    async fn try_allocate(&self, id: i64) -> Result<(), Error> {
+        let me = self.my_id()?;
+        if !self.settings.allocation_delay.is_zero() {
+            tokio::time::sleep(self.settings.allocation_delay).await;
+        }
+        let Some(a) = self.db.allocation_by_id(id).await? else {
+            return Ok(());
+        };
+        if a.state != AllocationState::Allocating || a.conductor_affinity != Some(me) {
+            return Ok(());
+        }
+        let uuid = a.uuid.clone();
+        let attempts = self.settings.lock_attempts.max(1);
+        for attempt in 1..=attempts {
+            // A node named like the allocation is preferred (upstream 1.79).
+            let mut claim = Claim::NoneFree;
+            if let Some(name) = a.name.as_deref() {
+                claim = self.db.allocation_claim(&a, me, Some(name)).await?;
+            }
+            if claim == Claim::NoneFree {
+                claim = self.db.allocation_claim(&a, me, None).await?;
+            }
+            match claim {
+                Claim::Reserved(_, node) => {
+                    tracing::info!(allocation = %uuid, node, "allocation active");
+                    return Ok(());
+                }
+                Claim::Lost => {
+                    tracing::info!(allocation = %uuid, "allocation deleted or taken over meanwhile");
+                    return Ok(());
+                }
+                Claim::NoneFree => {}
+            }
+            let rc = a.resource_class.as_deref().unwrap_or("");
+            let why = match self.db.allocation_shortage(&a).await? {
+                Shortage::NoNodes => alloc::no_nodes_reason(rc, !a.candidate_nodes.is_empty()),
+                Shortage::NoTraits => alloc::no_traits_reason(&a.traits),
+                Shortage::Busy(n) if attempt == attempts => alloc::all_busy_reason(n),
+                Shortage::Busy(n) => {
+                    tracing::debug!(allocation = %uuid, busy = n, attempt, "matching nodes are busy; retrying");
+                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                    continue;
+                }
+            };
+            let msg = a.failure_message(&why);
+            if self.db.allocation_fail(a.id, me, &msg).await? {
+                tracing::warn!(allocation = %uuid, "{msg}");
+            }
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// Backfill: records an allocation for an `active` node, under its lock.
+    async fn backfill(&self, a: Allocation, nref: NodeRef) -> Result<Allocation, Error> {
+        let held = match self.lock(&nref).await {
+            Ok(h) => h,
+            Err(e) => {
+                self.db.allocation_set_error(a.id, e.message()).await?;
+                return Err(e);
+            }
+        };
+        let n = &held.node;
+        let mut errors = Vec::new();
+        if n.provision_state != P::Active {
+            errors.push(format!(
+                "Node must be in the \"active\" state, but the current state is \"{}\"",
+                n.provision_state
+            ));
+        }
+        if let Some(rc) = &a.resource_class
+            && n.resource_class.as_deref() != Some(rc.as_str())
+        {
+            errors.push(format!(
+                "Resource class {} does not match the requested resource class {rc}",
+                n.resource_class.as_deref().unwrap_or("None")
+            ));
+        }
+        if !a.traits.iter().all(|t| n.traits.contains(t)) {
+            errors.push(format!(
+                "List of traits {} does not match the requested traits {}",
+                n.traits.join(", "),
+                a.traits.join(", ")
+            ));
+        }
+        if !a.candidate_nodes.is_empty() && !a.candidate_nodes.iter().any(|c| c == n.uuid.as_str())
+        {
+            errors.push(format!(
+                "Candidate nodes must be empty or contain the target node, but got {}",
+                a.candidate_nodes.join(", ")
+            ));
+        }
+        let result = if errors.is_empty() {
+            self.db
+                .allocation_backfill(&a, n.id, &self.settings.host)
+                .await
+                .map_err(|e| match e {
+                    Error::Conflict(_) => Error::Conflict(format!(
+                        "Node {} is associated with instance {}.",
+                        n.uuid,
+                        n.instance_uuid.as_deref().unwrap_or("")
+                    )),
+                    e => e,
+                })
+        } else {
+            Err(Error::invalid(format!(
+                "Cannot backfill an allocation for node {}: {}",
+                n.uuid,
+                errors.join("; ")
+            )))
+        };
+        held.release().await;
+        if let Err(e) = result {
+            self.db.allocation_set_error(a.id, e.message()).await?;
+            return Err(e);
+        }
+        tracing::info!(allocation = %a.uuid, node = %nref.uuid, "allocation backfilled");
+        self.db
+            .allocation_by_id(a.id)
+            .await?
+            .ok_or_else(|| alloc::not_found(&a.uuid))
+    }
+
+    /// `destroy_allocation`: under the node's lock when it has one.
+    pub(crate) async fn destroy_allocation(&self, a: Allocation) -> Result<(), Error> {
+        let a = self
+            .db
+            .allocation_by_id(a.id)
+            .await?
+            .filter(|x| x.uuid == a.uuid)
+            .ok_or_else(|| alloc::not_found(&a.uuid))?;
+        let node = match a.node_id {
+            Some(id) => self.db.node_by_id(id).await?,
+            None => None,
+        };
+        let Some(node) = node else {
+            return self.db.allocation_destroy(&a).await;
+        };
+        let held = self.lock(&NodeRef::from(&node)).await?;
+        let n = &held.node;
+        if !n.maintenance {
+            let why = if n.target_provision_state.is_some() && !n.provision_state.update_allowed() {
+                Some(format!(
+                    "the node is in state {} where updates are not allowed",
+                    n.provision_state
+                ))
+            } else if n.provision_state == P::Active {
+                Some("the node is active".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                let msg = format!(
+                    "Cannot remove allocation {} for node {}, because {why} (and maintenance mode is off)",
+                    a.uuid, n.uuid
+                );
+                return held.bail(Error::InvalidState(msg)).await;
+            }
+        }
+        let res = self.db.allocation_destroy(&a).await;
+        held.release().await;
+        if res.is_ok() {
+            tracing::info!(allocation = %a.uuid, node = %node.uuid, "allocation deleted");
+        }
+        res
+    }
+
+    /// At start-up: continues this conductor's own `allocating` allocations (a crash
+    /// or a stop interrupted them).
+    pub async fn resume_allocations(self: &Arc<Self>) -> Result<usize, Error> {
+        let me = self.init_conductor_id().await?;
+        let mine = self.db.allocations_allocating(Some(me), None).await?;
+        for (id, _) in &mine {
+            let c = self.clone();
+            let id = *id;
+            tokio::spawn(async move { c.allocate(id).await });
+        }
+        if !mine.is_empty() {
+            tracing::info!(count = mine.len(), "resuming allocations of an earlier run");
+        }
+        Ok(mine.len())
+    }
+
+    /// Takes over the `allocating` allocations of dead (or unknown) conductors; returns
+    /// how many this conductor won.
+    pub async fn take_over_allocations(self: &Arc<Self>, topology: &Topology) -> Result<usize, Error> {
+        let me = self.init_conductor_id().await?;
+        let orphans = self.db.allocations_allocating(None, Some(me)).await?;
+        if orphans.is_empty() {
+            return Ok(0);
+        }
+        let snap = topology.snapshot();
+        let now = chrono::Utc::now();
+        let mut won = 0;
+        for (id, affinity) in orphans {
+            let owner_alive = affinity.is_some_and(|c| {
+                snap.conductors
+                    .iter()
+                    .any(|(x, _)| x.id == c && !x.is_dead(now, topology.timeout_secs()))
+            });
+            if owner_alive {
+                continue;
+            }
+            if self.db.allocation_take_over(id, affinity, me).await? {
+                tracing::warn!(allocation_id = id, from = ?affinity, "took over an allocation of a dead conductor");
+                won += 1;
+                // Inline, one at a time, as upstream: the periodic task finishes them.
+                self.clone().allocate(id).await;
+            }
+        }
+        Ok(won)
+    }
+
+    /// Every `check_allocations_interval` until `stop`: take over orphaned
+    /// allocations.
+    pub async fn check_allocations_until(
+        self: Arc<Self>,
+        topology: Arc<Topology>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let every = self.settings.check_allocations_interval;
+        if every.is_zero() {
+            return;
+        }
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    match self.take_over_allocations(&topology).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::warn!(allocations = n, "took over allocations of dead conductors"),
+                        Err(e) => tracing::error!(error = %e, "could not check for orphaned allocations"),
+                    }
+                }
+                _ = stop.changed() => break,
+            }
+        }
+    }
+}

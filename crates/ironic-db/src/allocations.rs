@@ -1,0 +1,659 @@
+//! Allocations: their rows, and the reservation of a node for one, in one transaction.
+//!
+//! Every write of the allocation process is conditional on `conductor_affinity`: the row
+//! count tells a conductor whether it still owns the allocation (a conductor that took
+//! it over wins, and the loser's whole transaction rolls back).
+
+use chrono::{DateTime, Utc};
+use ironic_model::allocation::{self, Allocation, AllocationState};
+use ironic_model::node::JsonObject;
+use ironic_model::Error;
+use serde_json::Value;
+use sqlx::types::Json;
+
+use crate::{Backend, Db, internal, with_pool};
+
+const COLS: &str = "id, uuid, name, node_id, state, owner, last_error, resource_class, \
+                    traits, candidate_nodes, extra, conductor_affinity, created_at, updated_at";
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    uuid: String,
+    name: Option<String>,
+    node_id: Option<i64>,
+    state: String,
+    owner: Option<String>,
+    last_error: Option<String>,
+    resource_class: Option<String>,
+    traits: Json<Vec<String>>,
+    candidate_nodes: Json<Vec<String>>,
+    extra: Json<JsonObject>,
+    conductor_affinity: Option<i64>,
+    created_at: DateTime<Utc>,
+    updated_at: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    fn into_allocation(self) -> Result<Allocation, Error> {
+        let state = AllocationState::parse(&self.state).ok_or_else(|| {
+            Error::Internal(format!(
+                "allocation {} has an unknown state {:?}",
+                self.uuid, self.state
+            ))
+        })?;
+        Ok(Allocation {
+            id: self.id,
+            uuid: self.uuid,
+            name: self.name,
+            node_id: self.node_id,
+            resource_class: self.resource_class,
+            candidate_nodes: self.candidate_nodes.0,
+            traits: self.traits.0,
+            state,
+            last_error: self.last_error,
+            conductor_affinity: self.conductor_affinity,
+            owner: self.owner,
+            extra: self.extra.0,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// Maps a unique violation to upstream's 409s.
+fn write_error(e: sqlx::Error, a: &Allocation) -> Error {
+    if let sqlx::Error::Database(db) = &e
+        && db.is_unique_violation()
+    {
+        let what = db
+            .constraint()
+            .map(str::to_owned)
+            .unwrap_or_else(|| db.message().to_owned());
+        if what.contains("name") {
+            return Error::Conflict(format!(
+                "An allocation with name {} already exists.",
+                a.name.as_deref().unwrap_or("")
+            ));
+        }
+        return Error::Conflict(format!(
+            "An allocation with UUID {} already exists.",
+            a.uuid
+        ));
+    }
+    internal("writing an allocation", e)
+}
+
+/// Filters of `GET /v1/allocations`.
+#[derive(Debug, Clone, Default)]
+pub struct AllocationFilter {
+    pub state: Option<String>,
+    pub resource_class: Option<String>,
+    pub node_id: Option<i64>,
+    pub owner: Option<String>,
+}
+
+/// Sort keys of `GET /v1/allocations` (the JSON columns are refused).
+pub const SORT_KEYS: &[&str] = &[
+    "id",
+    "uuid",
+    "name",
+    "node_id",
+    "state",
+    "owner",
+    "last_error",
+    "resource_class",
+    "conductor_affinity",
+    "created_at",
+    "updated_at",
+];
+
+/// What became of an attempt to reserve a node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The node (id, uuid) is reserved and the allocation `active`.
+    Reserved(i64, String),
+    /// No matching node is free right now.
+    NoneFree,
+    /// The allocation is no longer ours (taken over, deleted, or no longer
+    /// `allocating`): nothing was written.
+    Lost,
+}
+
+/// Why no node matched, for `last_error`; `None`: some match but are busy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shortage {
+    NoNodes,
+    NoTraits,
+    /// This many match but are locked by other operations.
+    Busy(usize),
+}
+
+/// SQL conditions and their arguments for the nodes an allocation could take
+/// (`$n` numbered from `first`).
+struct Candidates {
+    sql: String,
+    args: Vec<String>,
+    trait_count: Option<i64>,
+}
+
+fn candidates(a: &Allocation, first: usize, traits: bool, name: Option<&str>) -> Candidates {
+    let mut args: Vec<String> = Vec::new();
+    let next = |v: &str, args: &mut Vec<String>| {
+        args.push(v.to_string());
+        format!("${}", first + args.len() - 1)
+    };
+    let rc = next(a.resource_class.as_deref().unwrap_or(""), &mut args);
+    let mut sql = format!(
+        "resource_class = {rc} AND provision_state = 'available' AND instance_uuid IS NULL \
+         AND maintenance = FALSE AND power_state IS NOT NULL"
+    );
+    if !a.candidate_nodes.is_empty() {
+        let list: Vec<String> = a
+            .candidate_nodes
+            .iter()
+            .map(|u| next(u, &mut args))
+            .collect();
+        sql.push_str(&format!(" AND uuid IN ({})", list.join(", ")));
+    }
+    if let Some(o) = &a.owner {
+        let p = next(o, &mut args);
+        sql.push_str(&format!(" AND (owner = {p} OR lessee = {p})"));
+    }
+    if let Some(n) = name {
+        let p = next(n, &mut args);
+        sql.push_str(&format!(" AND name = {p}"));
+    }
+    let mut trait_count = None;
+    if traits && !a.traits.is_empty() {
+        let mut wanted: Vec<&String> = a.traits.iter().collect();
+        wanted.sort();
+        wanted.dedup();
+        let list: Vec<String> = wanted.iter().map(|t| next(t, &mut args)).collect();
+        sql.push_str(&format!(
+            " AND (SELECT COUNT(*) FROM node_traits t WHERE t.node_id = nodes.id AND t.trait IN ({})) = ${}",
+            list.join(", "),
+            first + args.len()
+        ));
+        trait_count = Some(wanted.len() as i64);
+    }
+    Candidates {
+        sql,
+        args,
+        trait_count,
+    }
+}
+
+impl Db {
+    /// Stores a new allocation; 409 on a duplicate name or uuid.
+    pub async fn allocation_create(&self, a: &Allocation) -> Result<Allocation, Error> {
+        let sql = format!(
+            "INSERT INTO allocations (uuid, name, node_id, state, owner, last_error, resource_class, \
+             traits, candidate_nodes, extra, conductor_affinity, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULL) RETURNING {COLS}"
+        );
+        let row = with_pool!(self, |p| sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(
+            sql.as_str()
+        ))
+        .bind(&a.uuid)
+        .bind(&a.name)
+        .bind(a.node_id)
+        .bind(a.state.as_str())
+        .bind(&a.owner)
+        .bind(&a.last_error)
+        .bind(&a.resource_class)
+        .bind(Json(&a.traits))
+        .bind(Json(&a.candidate_nodes))
+        .bind(Json(&a.extra))
+        .bind(a.conductor_affinity)
+        .bind(a.created_at)
+        .fetch_one(p)
+        .await)
+        .map_err(|e| write_error(e, a))?;
+        row.into_allocation()
+    }
+
+    async fn allocation_where(&self, cond: &str, arg: Arg<'_>) -> Result<Option<Allocation>, Error> {
+        let sql = format!("SELECT {COLS} FROM allocations WHERE {cond}");
+        let row = with_pool!(self, |p| {
+            let q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()));
+            let q = match arg {
+                Arg::Text(t) => q.bind(t),
+                Arg::Int(i) => q.bind(i),
+            };
+            q.fetch_optional(p).await
+        })
+        .map_err(|e| internal("reading an allocation", e))?;
+        row.map(Row::into_allocation).transpose()
+    }
+
+    pub async fn allocation_by_uuid(&self, uuid: &str) -> Result<Option<Allocation>, Error> {
+        self.allocation_where("uuid = $1", Arg::Text(uuid)).await
+    }
+
+    pub async fn allocation_by_name(&self, name: &str) -> Result<Option<Allocation>, Error> {
+        self.allocation_where("name = $1", Arg::Text(name)).await
+    }
+
+    pub async fn allocation_by_id(&self, id: i64) -> Result<Option<Allocation>, Error> {
+        self.allocation_where("id = $1", Arg::Int(id)).await
+    }
+
+    /// The allocation of a node (the one whose `node_id` it is).
+    pub async fn allocation_by_node(&self, node_id: i64) -> Result<Option<Allocation>, Error> {
+        self.allocation_where("node_id = $1 ORDER BY id LIMIT 1", Arg::Int(node_id))
+            .await
+    }
+
+    /// A page of allocations: filters, sort, and the rows after `marker` (an id).
+    pub async fn allocation_list(
+        &self,
+        f: &AllocationFilter,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&Allocation>,
+        limit: usize,
+    ) -> Result<Vec<Allocation>, Error> {
+        if !SORT_KEYS.contains(&sort_key) {
+            return Err(Error::invalid(format!(
+                "The sort_key value {sort_key} is an invalid field for sorting"
+            )));
+        }
+        let mut conds: Vec<String> = Vec::new();
+        let mut args: Vec<ListArg> = Vec::new();
+        let push = |c: &str, a: ListArg, conds: &mut Vec<String>, args: &mut Vec<ListArg>| {
+            args.push(a);
+            conds.push(c.replace('?', &format!("${}", args.len())));
+        };
+        if let Some(s) = &f.state {
+            push("state = ?", ListArg::Text(s.clone()), &mut conds, &mut args);
+        }
+        if let Some(s) = &f.resource_class {
+            push("resource_class = ?", ListArg::Text(s.clone()), &mut conds, &mut args);
+        }
+        if let Some(n) = f.node_id {
+            push("node_id = ?", ListArg::Int(n), &mut conds, &mut args);
+        }
+        if let Some(o) = &f.owner {
+            push("owner = ?", ListArg::Text(o.clone()), &mut conds, &mut args);
+        }
+        let (cmp, dir) = if desc { ("<", "DESC") } else { (">", "ASC") };
+        if let Some(m) = marker {
+            // Rows after the marker in (sort key, id) order; NULLs sort first ascending.
+            let (value, null) = match sort_key {
+                "id" => (ListArg::Int(m.id), false),
+                "uuid" => (ListArg::Text(m.uuid.clone()), false),
+                "name" => (ListArg::OptText(m.name.clone()), m.name.is_none()),
+                "node_id" => (ListArg::OptInt(m.node_id), m.node_id.is_none()),
+                "state" => (ListArg::Text(m.state.as_str().into()), false),
+                "owner" => (ListArg::OptText(m.owner.clone()), m.owner.is_none()),
+                "last_error" => (ListArg::OptText(m.last_error.clone()), m.last_error.is_none()),
+                "resource_class" => (
+                    ListArg::OptText(m.resource_class.clone()),
+                    m.resource_class.is_none(),
+                ),
+                "conductor_affinity" => (
+                    ListArg::OptInt(m.conductor_affinity),
+                    m.conductor_affinity.is_none(),
+                ),
+                "created_at" => (ListArg::Time(Some(m.created_at)), false),
+                _ => (ListArg::Time(m.updated_at), m.updated_at.is_none()),
+            };
+            args.push(ListArg::Int(m.id));
+            let id_p = args.len();
+            if sort_key == "id" {
+                conds.push(format!("id {cmp} ${id_p}"));
+            } else {
+                let k = sort_key;
+                if null {
+                    // NULLs sort first ascending, last descending.
+                    conds.push(if desc {
+                        format!("({k} IS NULL AND id < ${id_p})")
+                    } else {
+                        format!("(({k} IS NULL AND id > ${id_p}) OR {k} IS NOT NULL)")
+                    });
+                } else {
+                    args.push(value);
+                    let v = args.len();
+                    conds.push(if desc {
+                        format!("({k} < ${v} OR ({k} = ${v} AND id < ${id_p}) OR {k} IS NULL)")
+                    } else {
+                        format!("({k} > ${v} OR ({k} = ${v} AND id > ${id_p}))")
+                    });
+                }
+            }
+        }
+        let nulls = match (self.backend(), desc) {
+            (Backend::Postgres, false) => " NULLS FIRST",
+            (Backend::Postgres, true) => " NULLS LAST",
+            _ => "",
+        };
+        let where_ = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        };
+        let sql = format!(
+            "SELECT {COLS} FROM allocations {where_} ORDER BY {sort_key} {dir}{nulls}, id {dir} LIMIT {limit}"
+        );
+        let rows = with_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()));
+            for a in args {
+                q = match a {
+                    ListArg::Text(t) => q.bind(t),
+                    ListArg::OptText(t) => q.bind(t),
+                    ListArg::Int(i) => q.bind(i),
+                    ListArg::OptInt(i) => q.bind(i),
+                    ListArg::Time(t) => q.bind(t),
+                };
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(|e| internal("listing allocations", e))?;
+        rows.into_iter().map(Row::into_allocation).collect()
+    }
+
+    /// Saves `name` and `extra` (PATCH); 409 on a duplicate name.
+    pub async fn allocation_update_meta(&self, a: &Allocation) -> Result<Allocation, Error> {
+        let sql = format!(
+            "UPDATE allocations SET name = $1, extra = $2, updated_at = $3 WHERE id = $4 RETURNING {COLS}"
+        );
+        let row = with_pool!(self, |p| sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(
+            sql.as_str()
+        ))
+        .bind(&a.name)
+        .bind(Json(&a.extra))
+        .bind(ironic_model::node::now())
+        .bind(a.id)
+        .fetch_optional(p)
+        .await)
+        .map_err(|e| write_error(e, a))?;
+        row.ok_or_else(|| allocation::not_found(&a.uuid))?
+            .into_allocation()
+    }
+
+    /// Marks an allocation we own as failed; false if it is no longer ours (nothing
+    /// written).
+    pub async fn allocation_fail(
+        &self,
+        id: i64,
+        affinity: i64,
+        last_error: &str,
+    ) -> Result<bool, Error> {
+        let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 \
+                   WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'";
+        let rows = with_pool!(self, |p| sqlx::query(sql)
+            .bind(last_error)
+            .bind(ironic_model::node::now())
+            .bind(id)
+            .bind(affinity)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("failing an allocation", e))?;
+        Ok(rows == 1)
+    }
+
+    /// Reserves a free matching node for an allocation we own, in one transaction:
+    /// the node gets `instance_uuid` = the allocation's uuid, `allocation_id` and
+    /// `instance_info.traits`; the allocation gets `node_id` and `active`. With
+    /// `name`, only the node of that name is tried.
+    ///
+    /// The node is picked by one conditional UPDATE (PostgreSQL: `FOR UPDATE SKIP
+    /// LOCKED`, so concurrent reservations take different nodes without waiting; SQLite
+    /// serialises writers). Nodes locked by another operation are skipped.
+    pub async fn allocation_claim(
+        &self,
+        a: &Allocation,
+        affinity: i64,
+        name: Option<&str>,
+    ) -> Result<Claim, Error> {
+        let c = candidates(a, 4, true, name);
+        let skip = match self.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let claim = format!(
+            "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3 \
+             WHERE id = (SELECT id FROM nodes WHERE {} AND reservation IS NULL LIMIT 1{skip}) \
+             AND instance_uuid IS NULL AND reservation IS NULL \
+             RETURNING id, uuid, instance_info",
+            c.sql
+        );
+        let now = ironic_model::node::now();
+        let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
+        let res: Result<Claim, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            let mut q = sqlx::query_as::<_, (i64, String, Json<JsonObject>)>(
+                sqlx::AssertSqlSafe(claim.as_str()),
+            )
+            .bind(&a.uuid)
+            .bind(a.id)
+            .bind(now);
+            for v in &c.args {
+                q = q.bind(v);
+            }
+            if let Some(n) = c.trait_count {
+                q = q.bind(n);
+            }
+            let Some((node_id, node_uuid, Json(mut info))) = q.fetch_optional(&mut *tx).await?
+            else {
+                tx.rollback().await?;
+                return Ok(Claim::NoneFree);
+            };
+            info.insert("traits".into(), traits.clone());
+            sqlx::query("UPDATE nodes SET instance_info = $1 WHERE id = $2")
+                .bind(Json(&info))
+                .bind(node_id)
+                .execute(&mut *tx)
+                .await?;
+            let ours = sqlx::query(
+                "UPDATE allocations SET node_id = $1, state = 'active', last_error = NULL, updated_at = $2 \
+                 WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'",
+            )
+            .bind(node_id)
+            .bind(now)
+            .bind(a.id)
+            .bind(affinity)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if ours != 1 {
+                tx.rollback().await?;
+                return Ok(Claim::Lost);
+            }
+            tx.commit().await?;
+            Ok(Claim::Reserved(node_id, node_uuid))
+        }
+        .await);
+        res.map_err(|e| internal("reserving a node for an allocation", e))
+    }
+
+    /// Why [`Db::allocation_claim`] found nothing.
+    pub async fn allocation_shortage(&self, a: &Allocation) -> Result<Shortage, Error> {
+        let count = |traits: bool| {
+            let c = candidates(a, 1, traits, None);
+            let sql = format!("SELECT COUNT(*) FROM nodes WHERE {}", c.sql);
+            async move {
+                with_pool!(self, |p| {
+                    let mut q = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str()));
+                    for v in &c.args {
+                        q = q.bind(v);
+                    }
+                    if let Some(n) = c.trait_count {
+                        q = q.bind(n);
+                    }
+                    q.fetch_one(p).await
+                })
+                .map_err(|e| internal("counting allocation candidates", e))
+            }
+        };
+        if count(false).await? == 0 {
+            return Ok(Shortage::NoNodes);
+        }
+        match count(true).await? {
+            0 => Ok(Shortage::NoTraits),
+            n => Ok(Shortage::Busy(usize::try_from(n).unwrap_or(usize::MAX))),
+        }
+    }
+
+    /// Backfills an allocation for a node we hold the lock of (`holder`), in one
+    /// transaction as [`Db::allocation_claim`]; 409 if the node has another instance.
+    pub async fn allocation_backfill(
+        &self,
+        a: &Allocation,
+        node_id: i64,
+        holder: &str,
+    ) -> Result<(), Error> {
+        let now = ironic_model::node::now();
+        let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            let row = sqlx::query_as::<_, (Json<JsonObject>,)>(
+                "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3 \
+                 WHERE id = $4 AND reservation = $5 AND (instance_uuid IS NULL OR instance_uuid = $1) \
+                 RETURNING instance_info",
+            )
+            .bind(&a.uuid)
+            .bind(a.id)
+            .bind(now)
+            .bind(node_id)
+            .bind(holder)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((Json(mut info),)) = row else {
+                tx.rollback().await?;
+                return Ok(0);
+            };
+            info.insert("traits".into(), traits.clone());
+            sqlx::query("UPDATE nodes SET instance_info = $1 WHERE id = $2")
+                .bind(Json(&info))
+                .bind(node_id)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query(
+                "UPDATE allocations SET node_id = $1, state = 'active', last_error = NULL, updated_at = $2 WHERE id = $3",
+            )
+            .bind(node_id)
+            .bind(now)
+            .bind(a.id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok(n)
+        }
+        .await);
+        match res {
+            Ok(1) => Ok(()),
+            Ok(_) => Err(Error::Conflict(format!(
+                "Node {node_id} is associated with another instance."
+            ))),
+            Err(e) => Err(write_error(e, a)),
+        }
+    }
+
+    /// Records a failed backfill (`error`, with the reason).
+    pub async fn allocation_set_error(&self, id: i64, last_error: &str) -> Result<(), Error> {
+        let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 WHERE id = $3";
+        with_pool!(self, |p| sqlx::query(sql)
+            .bind(last_error)
+            .bind(ironic_model::node::now())
+            .bind(id)
+            .execute(p)
+            .await
+            .map(|_| ()))
+        .map_err(|e| internal("failing an allocation", e))
+    }
+
+    /// Deletes an allocation and frees its node (`allocation_id`, `instance_uuid`), in
+    /// one transaction; 404 if it is already gone.
+    pub async fn allocation_destroy(&self, a: &Allocation) -> Result<(), Error> {
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            sqlx::query(
+                "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 WHERE allocation_id = $2",
+            )
+            .bind(ironic_model::node::now())
+            .bind(a.id)
+            .execute(&mut *tx)
+            .await?;
+            let n = sqlx::query("DELETE FROM allocations WHERE id = $1")
+                .bind(a.id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok(n)
+        }
+        .await);
+        match res.map_err(|e| internal("deleting an allocation", e))? {
+            1 => Ok(()),
+            _ => Err(allocation::not_found(&a.uuid)),
+        }
+    }
+
+    /// `allocating` allocations of a conductor (`Some`), or of every conductor but
+    /// `not` (`None` affinity included), oldest first: `(id, affinity)`.
+    pub async fn allocations_allocating(
+        &self,
+        of: Option<i64>,
+        not: Option<i64>,
+    ) -> Result<Vec<(i64, Option<i64>)>, Error> {
+        let (sql, arg) = match (of, not) {
+            (Some(c), _) => (
+                "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND conductor_affinity = $1 ORDER BY id",
+                c,
+            ),
+            (None, Some(c)) => (
+                "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND (conductor_affinity IS NULL OR conductor_affinity <> $1) ORDER BY id",
+                c,
+            ),
+            (None, None) => (
+                "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND $1 = $1 ORDER BY id",
+                0,
+            ),
+        };
+        with_pool!(self, |p| sqlx::query_as::<_, (i64, Option<i64>)>(sql)
+            .bind(arg)
+            .fetch_all(p)
+            .await)
+        .map_err(|e| internal("listing allocations in progress", e))
+    }
+
+    /// Moves an `allocating` allocation from conductor `old` to `new`; true for the one
+    /// caller that wins.
+    pub async fn allocation_take_over(
+        &self,
+        id: i64,
+        old: Option<i64>,
+        new: i64,
+    ) -> Result<bool, Error> {
+        let sql = "UPDATE allocations SET conductor_affinity = $1, updated_at = $2 \
+                   WHERE id = $3 AND state = 'allocating' \
+                   AND (conductor_affinity = $4 OR (conductor_affinity IS NULL AND $4 IS NULL))";
+        let rows = with_pool!(self, |p| sqlx::query(sql)
+            .bind(new)
+            .bind(ironic_model::node::now())
+            .bind(id)
+            .bind(old)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))
+        .map_err(|e| internal("taking over an allocation", e))?;
+        Ok(rows == 1)
+    }
+}
+
+enum Arg<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+enum ListArg {
+    Text(String),
+    OptText(Option<String>),
+    Int(i64),
+    OptInt(Option<i64>),
+    Time(Option<DateTime<Utc>>),
+}
