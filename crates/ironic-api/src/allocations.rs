@@ -73,7 +73,9 @@ fn fields_of(q: &Query, v: Version) -> Result<Vec<&'static str>, ApiError> {
         match FIELDS.iter().find(|x| **x == f) {
             Some(x) => out.push(*x),
             None => {
-                return Err(ApiError::invalid(format!("Field {f} is not a valid field.")));
+                return Err(ApiError::invalid(format!(
+                    "Field {f} is not a valid field."
+                )));
             }
         }
     }
@@ -110,7 +112,9 @@ fn doc(a: &Allocation, node_uuid: Option<&str>, base: &str, fields: &[&str]) -> 
         let v = match *f {
             "uuid" => json!(a.uuid),
             "created_at" => serde_json::to_value(Ts(&a.created_at)).unwrap_or(Value::Null),
-            "updated_at" => serde_json::to_value(a.updated_at.as_ref().map(Ts)).unwrap_or(Value::Null),
+            "updated_at" => {
+                serde_json::to_value(a.updated_at.as_ref().map(Ts)).unwrap_or(Value::Null)
+            }
             "candidate_nodes" => json!(a.candidate_nodes),
             "extra" => Value::Object(a.extra.clone()),
             "last_error" => json!(a.last_error),
@@ -134,9 +138,18 @@ fn doc(a: &Allocation, node_uuid: Option<&str>, base: &str, fields: &[&str]) -> 
     Value::Object(d)
 }
 
-async fn one_response(st: &AppState, a: &Allocation, base: &str, fields: &[&str], status: StatusCode) -> ApiResult {
+async fn one_response(
+    st: &AppState,
+    a: &Allocation,
+    base: &str,
+    fields: &[&str],
+    status: StatusCode,
+) -> ApiResult {
     let nu = node_uuids(st, std::slice::from_ref(a)).await?;
-    Ok(json_response(status, &doc(a, nu[0].as_deref(), base, fields)))
+    Ok(json_response(
+        status,
+        &doc(a, nu[0].as_deref(), base, fields),
+    ))
 }
 
 /// By uuid, else by name.
@@ -162,7 +175,11 @@ fn schema_type_error(v: &Value, ty: &str) -> ApiError {
     ))
 }
 
-fn opt_string(body: &Map<String, Value>, key: &str, max: usize) -> Result<Option<String>, ApiError> {
+fn opt_string(
+    body: &Map<String, Value>,
+    key: &str,
+    max: usize,
+) -> Result<Option<String>, ApiError> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.clone())),
@@ -229,7 +246,8 @@ pub async fn create(
     let traits = string_list(&body, "traits")?;
     for t in &traits {
         if let Err(e) = validate_trait(t) {
-            let msg = trait_error_message("", t, &e).replacen("Schema error for : ", "Schema error: ", 1);
+            let msg =
+                trait_error_message("", t, &e).replacen("Schema error for : ", "Schema error: ", 1);
             return Err(ApiError::invalid(msg));
         }
     }

@@ -22,8 +22,8 @@ use ironic_rpc::{ConductorApi, Context};
 use serde::Serialize;
 use tracing::Instrument;
 
-pub mod auth;
 mod allocations;
+pub mod auth;
 mod body;
 mod conductors;
 mod drivers;

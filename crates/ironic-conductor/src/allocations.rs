@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use ironic_db::allocations::{Claim, Shortage};
 use ironic_db::topology::Topology;
+use ironic_model::Error;
 use ironic_model::allocation::{self as alloc, Allocation, AllocationState};
 use ironic_model::states::ProvisionState as P;
-use ironic_model::Error;
 use ironic_rpc::NodeRef;
 use tokio::sync::watch;
 
@@ -275,7 +275,10 @@ impl Conductor {
 
     /// Takes over the `allocating` allocations of dead (or unknown) conductors; returns
     /// how many this conductor won.
-    pub async fn take_over_allocations(self: &Arc<Self>, topology: &Topology) -> Result<usize, Error> {
+    pub async fn take_over_allocations(
+        self: &Arc<Self>,
+        topology: &Topology,
+    ) -> Result<usize, Error> {
         let me = self.init_conductor_id().await?;
         let orphans = self.db.allocations_allocating(None, Some(me)).await?;
         if orphans.is_empty() {

@@ -5,9 +5,9 @@
 //! it over wins, and the loser's whole transaction rolls back).
 
 use chrono::{DateTime, Utc};
+use ironic_model::Error;
 use ironic_model::allocation::{self, Allocation, AllocationState};
 use ironic_model::node::JsonObject;
-use ironic_model::Error;
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -213,7 +213,11 @@ impl Db {
         row.into_allocation()
     }
 
-    async fn allocation_where(&self, cond: &str, arg: Arg<'_>) -> Result<Option<Allocation>, Error> {
+    async fn allocation_where(
+        &self,
+        cond: &str,
+        arg: Arg<'_>,
+    ) -> Result<Option<Allocation>, Error> {
         let sql = format!("SELECT {COLS} FROM allocations WHERE {cond}");
         let row = with_pool!(self, |p| {
             let q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()));
@@ -269,7 +273,12 @@ impl Db {
             push("state = ?", ListArg::Text(s.clone()), &mut conds, &mut args);
         }
         if let Some(s) = &f.resource_class {
-            push("resource_class = ?", ListArg::Text(s.clone()), &mut conds, &mut args);
+            push(
+                "resource_class = ?",
+                ListArg::Text(s.clone()),
+                &mut conds,
+                &mut args,
+            );
         }
         if let Some(n) = f.node_id {
             push("node_id = ?", ListArg::Int(n), &mut conds, &mut args);
@@ -287,7 +296,10 @@ impl Db {
                 "node_id" => (ListArg::OptInt(m.node_id), m.node_id.is_none()),
                 "state" => (ListArg::Text(m.state.as_str().into()), false),
                 "owner" => (ListArg::OptText(m.owner.clone()), m.owner.is_none()),
-                "last_error" => (ListArg::OptText(m.last_error.clone()), m.last_error.is_none()),
+                "last_error" => (
+                    ListArg::OptText(m.last_error.clone()),
+                    m.last_error.is_none(),
+                ),
                 "resource_class" => (
                     ListArg::OptText(m.resource_class.clone()),
                     m.resource_class.is_none(),
@@ -422,7 +434,8 @@ impl Db {
         );
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
-        let res: Result<Claim, sqlx::Error> = with_pool!(self, |p| async {
+        let res: Result<Claim, sqlx::Error> = with_pool!(self, |p| {
+            async {
             let mut tx = p.begin().await?;
             let mut q = sqlx::query_as::<_, (i64, String, Json<JsonObject>)>(
                 sqlx::AssertSqlSafe(claim.as_str()),
@@ -465,7 +478,8 @@ impl Db {
             tx.commit().await?;
             Ok(Claim::Reserved(node_id, node_uuid))
         }
-        .await);
+        .await
+        });
         res.map_err(|e| internal("reserving a node for an allocation", e))
     }
 
@@ -507,7 +521,8 @@ impl Db {
     ) -> Result<(), Error> {
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
-        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
+            async {
             let mut tx = p.begin().await?;
             let row = sqlx::query_as::<_, (Json<JsonObject>,)>(
                 "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3 \
@@ -543,7 +558,8 @@ impl Db {
             tx.commit().await?;
             Ok(n)
         }
-        .await);
+        .await
+        });
         match res {
             Ok(1) => Ok(()),
             Ok(_) => Err(Error::Conflict(format!(
@@ -569,7 +585,8 @@ impl Db {
     /// Deletes an allocation and frees its node (`allocation_id`, `instance_uuid`), in
     /// one transaction; 404 if it is already gone.
     pub async fn allocation_destroy(&self, a: &Allocation) -> Result<(), Error> {
-        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
+            async {
             let mut tx = p.begin().await?;
             sqlx::query(
                 "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 WHERE allocation_id = $2",
@@ -586,7 +603,8 @@ impl Db {
             tx.commit().await?;
             Ok(n)
         }
-        .await);
+        .await
+        });
         match res.map_err(|e| internal("deleting an allocation", e))? {
             1 => Ok(()),
             _ => Err(allocation::not_found(&a.uuid)),

@@ -31,7 +31,10 @@ impl AllocationState {
     }
 
     pub fn parse(s: &str) -> Option<AllocationState> {
-        AllocationState::ALL.iter().copied().find(|a| a.as_str() == s)
+        AllocationState::ALL
+            .iter()
+            .copied()
+            .find(|a| a.as_str() == s)
     }
 }
 

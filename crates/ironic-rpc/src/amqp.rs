@@ -41,7 +41,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use crate::convert::{
-    allocation_from_pb, allocation_to_pb, error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb, patch_to_pb, steps_to_pb,
+    allocation_from_pb, allocation_to_pb, error_from_pb, node_from_pb, node_ref_to_pb, node_to_pb,
+    patch_to_pb, steps_to_pb,
 };
 use crate::dispatch::{dispatch, error_reply};
 use crate::{

@@ -5,8 +5,8 @@ use ironic_model::Error;
 use prost::Message;
 
 use crate::convert::{
-    allocation_from_pb, allocation_to_pb,
-    error_to_pb, node_from_pb, node_ref_from_pb, node_to_pb, patch_from_pb, steps_from_pb,
+    allocation_from_pb, allocation_to_pb, error_to_pb, node_from_pb, node_ref_from_pb, node_to_pb,
+    patch_from_pb, steps_from_pb,
 };
 use crate::{ConductorApi, Context, UpdateNode, pb};
 

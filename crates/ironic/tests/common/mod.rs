@@ -293,3 +293,50 @@ pub fn fake_journal(n: &Value) -> Vec<(String, String)> {
         })
         .unwrap_or_default()
 }
+
+/// After concurrent allocation requests (`uuids`) against `nodes` available nodes:
+/// waits (bounded) until none is `allocating`, then checks that exactly `nodes` are
+/// `active` on distinct nodes, the rest `error`, and that every allocated node names its
+/// allocation.
+pub async fn check_allocations(s: &Server, uuids: &[String], nodes: usize) {
+    let v = "1.60";
+    let start = std::time::Instant::now();
+    let list = loop {
+        let l = s.get("/v1/allocations?limit=100000", v).await;
+        assert_eq!(l.status, 200, "{}", l.body);
+        let l = l.json()["allocations"].as_array().unwrap().clone();
+        if l.iter().all(|a| a["state"] != "allocating") {
+            break l;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "allocations still in progress"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mine: Vec<&Value> = list
+        .iter()
+        .filter(|a| uuids.iter().any(|u| a["uuid"] == u.as_str()))
+        .collect();
+    assert_eq!(mine.len(), uuids.len());
+    let active: Vec<&&Value> = mine.iter().filter(|a| a["state"] == "active").collect();
+    let errors = mine.iter().filter(|a| a["state"] == "error").count();
+    assert_eq!(active.len(), nodes, "one allocation per node");
+    assert_eq!(errors, uuids.len() - nodes);
+    let distinct: std::collections::BTreeSet<&str> = active
+        .iter()
+        .map(|a| a["node_uuid"].as_str().unwrap())
+        .collect();
+    assert_eq!(distinct.len(), nodes, "no node allocated twice");
+    for a in &active {
+        let n = s
+            .get(
+                &format!("/v1/nodes/{}", a["node_uuid"].as_str().unwrap()),
+                v,
+            )
+            .await
+            .json();
+        assert_eq!(n["allocation_uuid"], a["uuid"], "{n}");
+        assert_eq!(n["instance_uuid"], a["uuid"], "{n}");
+    }
+}
