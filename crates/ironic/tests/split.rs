@@ -798,3 +798,107 @@ async fn manual_cleaning_over_three_conductors() {
     drop(conductors);
     t.cleanup().await;
 }
+
+/// Allocations held in `allocating` (a test delay) when their conductor is killed are
+/// finished by a survivor once its heartbeat times out; a conductor killed and
+/// restarted at once resumes its own; nothing is allocated twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocations_of_a_dead_conductor_are_taken_over() {
+    const VA: &str = "1.60";
+    let t = TestDb::postgres().await.unwrap();
+    let hi = HEARTBEAT_INTERVAL.to_string();
+    let ht = HEARTBEAT_TIMEOUT.to_string();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", &hi),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", &ht),
+            ("IRONIC_CONDUCTOR__CHECK_ALLOCATIONS_INTERVAL", "1"),
+            ("IRONIC_CONDUCTOR__ALLOCATION_DELAY_MS", "2500"),
+            ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "1"),
+        ],
+    );
+    let hosts = ["alloc-a", "alloc-b", "alloc-c"];
+    let (mut conductors, _api_proc, api) = start_cluster(&cluster, &hosts).await;
+    const NODES: usize = 12;
+    for i in 0..NODES {
+        let name = format!("tn{i}");
+        api.node(json!({"driver": "fake-hardware", "name": name, "resource_class": "rc-x", "automated_clean": false}))
+            .await;
+        for (verb, state) in [("manage", "manageable"), ("provide", "available")] {
+            let r = api
+                .put(
+                    &format!("/v1/nodes/{name}/states/provision"),
+                    VA,
+                    Some(&json!({"target": verb})),
+                )
+                .await;
+            assert_eq!(r.status, 202, "{}", r.body);
+            wait_state(&api, &name, state, Duration::from_secs(20)).await;
+        }
+    }
+    let ids: BTreeMap<i64, String> =
+        t.db.conductor_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id, c.hostname))
+            .collect();
+    let affinity_of = |uuid: String| {
+        let db = t.db.clone();
+        async move {
+            let a = db.allocation_by_uuid(&uuid).await.unwrap().unwrap();
+            (a.state, a.conductor_affinity)
+        }
+    };
+    let mut uuids = Vec::new();
+    for i in 0..9 {
+        let r = api
+            .post(
+                "/v1/allocations",
+                VA,
+                &json!({"resource_class": "rc-x", "name": format!("ta{i}")}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.json()["state"], "allocating");
+        uuids.push(r.json()["uuid"].as_str().unwrap().to_string());
+    }
+    // Who holds what (the shared queue spreads them).
+    let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for u in &uuids {
+        let (_, aff) = affinity_of(u.clone()).await;
+        held.entry(ids[&aff.unwrap()].clone())
+            .or_default()
+            .push(u.clone());
+    }
+    let (victim, theirs) = held.iter().max_by_key(|(_, l)| l.len()).unwrap();
+    let victim_idx = hosts.iter().position(|h| h == victim).unwrap();
+    let victim_id = *ids.iter().find(|(_, h)| *h == victim).unwrap().0;
+    conductors[victim_idx].kill9();
+    // A second conductor is killed and restarted at once: it resumes its own.
+    let other_idx = (0..3).find(|i| *i != victim_idx && held.contains_key(hosts[*i]));
+    if let Some(o) = other_idx {
+        conductors[o].kill9();
+        conductors[o] = cluster.conductor(hosts[o]);
+        assert!(conductors[o].wait_log("ironic-conductor serving", Duration::from_secs(30)));
+    }
+    common::check_allocations(&api, &uuids, 9).await;
+    for u in theirs {
+        let (state, aff) = affinity_of(u.clone()).await;
+        assert_eq!(state, ironic_model::AllocationState::Active);
+        assert_ne!(aff, Some(victim_id), "taken over by a survivor");
+    }
+    if let Some(o) = other_idx {
+        let log = conductors[o].log_text();
+        assert!(
+            log.contains("resuming allocations of an earlier run"),
+            "{log}"
+        );
+        for u in &held[hosts[o]] {
+            let (_, aff) = affinity_of(u.clone()).await;
+            assert_eq!(ids[&aff.unwrap()], hosts[o], "resumed by its own conductor");
+        }
+    }
+    t.cleanup().await;
+}
