@@ -36,6 +36,7 @@ on_both_backends!(
     destroy_removes_node_and_traits,
     traits_add_replace_remove,
     conductors_register_and_heartbeat,
+    allocation_take_over_has_one_winner,
 );
 
 const HOST: &str = "test-host";
@@ -443,4 +444,34 @@ async fn conductors_register_and_heartbeat(db: &Db) {
         db.conductor_get("zz").await,
         Err(Error::NotFound(_))
     ));
+}
+
+/// Several conductors racing to take over the same orphaned allocation: exactly one
+/// compare-and-set wins, and the former owner can no longer write it.
+async fn allocation_take_over_has_one_winner(db: &Db) {
+    let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some("rc".into()));
+    a.conductor_affinity = Some(1);
+    let a = db.allocation_create(&a).await.unwrap();
+    let racers: Vec<_> = (2..10)
+        .map(|new| {
+            let db = db.clone();
+            tokio::spawn(async move { db.allocation_take_over(a.id, Some(1), new).await.unwrap() })
+        })
+        .collect();
+    let mut wins = 0;
+    for r in racers {
+        if r.await.unwrap() {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1, "exactly one taker");
+    let now = db.allocation_by_id(a.id).await.unwrap().unwrap();
+    let winner = now.conductor_affinity.unwrap();
+    assert!((2..10).contains(&winner));
+    // The dead owner's late write is refused; the winner's goes through.
+    assert!(!db.allocation_fail(a.id, 1, "late").await.unwrap());
+    assert!(db.allocation_fail(a.id, winner, "no nodes").await.unwrap());
+    let done = db.allocation_by_id(a.id).await.unwrap().unwrap();
+    assert_eq!(done.state, ironic_model::AllocationState::Error);
+    assert_eq!(done.last_error.as_deref(), Some("no nodes"));
 }
