@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::{enc, load_node};
+use crate::nodes::load_node;
 use crate::query::Query;
 use crate::view::{Ts, links_value};
 use crate::{AppState, Base, Req, json_response};
@@ -84,29 +84,7 @@ fn fields_of(q: &Query, v: Version) -> Result<Vec<&'static str>, ApiError> {
     Ok(out)
 }
 
-/// The node uuids of allocations, in one read per distinct node.
-async fn node_uuids(st: &AppState, list: &[Allocation]) -> Result<Vec<Option<String>>, Error> {
-    let mut cache: std::collections::HashMap<i64, Option<String>> = Default::default();
-    let mut out = Vec::with_capacity(list.len());
-    for a in list {
-        let u = match a.node_id {
-            None => None,
-            Some(id) => {
-                if let Some(u) = cache.get(&id) {
-                    u.clone()
-                } else {
-                    let u = st.db.node_by_id(id).await?.map(|n| n.uuid.to_string());
-                    cache.insert(id, u.clone());
-                    u
-                }
-            }
-        };
-        out.push(u);
-    }
-    Ok(out)
-}
-
-fn doc(a: &Allocation, node_uuid: Option<&str>, base: &str, fields: &[&str]) -> Value {
+fn doc(a: &Allocation, base: &str, fields: &[&str]) -> Value {
     let mut d = Map::new();
     for f in fields {
         let v = match *f {
@@ -123,7 +101,7 @@ fn doc(a: &Allocation, node_uuid: Option<&str>, base: &str, fields: &[&str]) -> 
             "resource_class" => json!(a.resource_class),
             "state" => json!(a.state.as_str()),
             "traits" => json!(a.traits),
-            "node_uuid" => continue,
+            // After the links, as upstream.
             _ => continue,
         };
         d.insert((*f).to_string(), v);
@@ -133,23 +111,13 @@ fn doc(a: &Allocation, node_uuid: Option<&str>, base: &str, fields: &[&str]) -> 
         links_value(base, &format!("allocations/{}", a.uuid)),
     );
     if fields.contains(&"node_uuid") {
-        d.insert("node_uuid".into(), json!(node_uuid));
+        d.insert("node_uuid".into(), json!(a.node_uuid));
     }
     Value::Object(d)
 }
 
-async fn one_response(
-    st: &AppState,
-    a: &Allocation,
-    base: &str,
-    fields: &[&str],
-    status: StatusCode,
-) -> ApiResult {
-    let nu = node_uuids(st, std::slice::from_ref(a)).await?;
-    Ok(json_response(
-        status,
-        &doc(a, nu[0].as_deref(), base, fields),
-    ))
+fn one_response(a: &Allocation, base: &str, fields: &[&str], status: StatusCode) -> ApiResult {
+    Ok(json_response(status, &doc(a, base, fields)))
 }
 
 /// By uuid, else by name.
@@ -319,7 +287,7 @@ pub async fn create(
         .create_allocation(&req.ctx, a, backfill.as_ref().map(NodeRef::from))
         .await?;
     let fields = fields_of(&Query(Vec::new()), v)?;
-    let mut resp = one_response(&st, &created, &base, &fields, StatusCode::CREATED).await?;
+    let mut resp = one_response(&created, &base, &fields, StatusCode::CREATED)?;
     if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/allocations/{}", created.uuid)) {
         resp.headers_mut().insert(header::LOCATION, loc);
     }
@@ -366,11 +334,6 @@ pub async fn list(
     let limit = q.limit(st.settings.max_limit)? as usize;
     let desc = q.sort_desc()?;
     let sort_key = q.get("sort_key").unwrap_or("id");
-    if matches!(sort_key, "extra" | "candidate_nodes" | "traits") {
-        return Err(ApiError::invalid(format!(
-            "The sort_key value \"{sort_key}\" is an invalid field for sorting"
-        )));
-    }
     let marker = match q.get("marker") {
         Some(m) => Some(
             st.db
@@ -384,12 +347,7 @@ pub async fn list(
         .db
         .allocation_list(&f, sort_key, desc, marker.as_ref(), limit)
         .await?;
-    let nus = node_uuids(&st, &page).await?;
-    let docs: Vec<Value> = page
-        .iter()
-        .zip(&nus)
-        .map(|(a, nu)| doc(a, nu.as_deref(), &base, &fields))
-        .collect();
+    let docs: Vec<Value> = page.iter().map(|a| doc(a, &base, &fields)).collect();
     let mut body = Map::new();
     body.insert("allocations".into(), Value::Array(docs));
     if page.len() == limit
@@ -397,14 +355,7 @@ pub async fn list(
     {
         body.insert(
             "next".into(),
-            json!(format!(
-                "{base}/v1/allocations?{}limit={limit}&marker={}",
-                q.0.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
-                    .map(|(k, v)| format!("{k}={}&", enc(v)))
-                    .collect::<String>(),
-                last.uuid
-            )),
+            json!(q.next_link(&base, "allocations", limit as u32, &last.uuid)),
         );
     }
     Ok(json_response(StatusCode::OK, &Value::Object(body)))
@@ -422,7 +373,7 @@ pub async fn get_one(
     q.only(&["fields"])?;
     let fields = fields_of(&q, req.version)?;
     let a = load(&st, &ident).await?;
-    one_response(&st, &a, &base, &fields, StatusCode::OK).await
+    one_response(&a, &base, &fields, StatusCode::OK)
 }
 
 pub async fn patch(
@@ -473,7 +424,7 @@ pub async fn patch(
     };
     let saved = st.db.allocation_update_meta(&a).await?;
     let fields = fields_of(&Query(Vec::new()), v)?;
-    one_response(&st, &saved, &base, &fields, StatusCode::OK).await
+    one_response(&saved, &base, &fields, StatusCode::OK)
 }
 
 pub async fn delete(
@@ -518,7 +469,7 @@ pub async fn node_get(
     q.only(&["fields"])?;
     let fields = fields_of(&q, req.version)?;
     let a = node_allocation(&st, &ident, req.version).await?;
-    one_response(&st, &a, &base, &fields, StatusCode::OK).await
+    one_response(&a, &base, &fields, StatusCode::OK)
 }
 
 pub async fn node_delete(

@@ -127,14 +127,7 @@ pub async fn list(
     if full && let Some((c, _)) = all.get(limit - 1) {
         body.insert(
             "next".into(),
-            json!(format!(
-                "{base}/v1/conductors?{}limit={limit}&marker={}",
-                q.0.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
-                    .map(|(k, v)| format!("{k}={}&", crate::nodes::enc(v)))
-                    .collect::<String>(),
-                crate::nodes::enc(&c.hostname)
-            )),
+            json!(q.next_link(&base, "conductors", limit as u32, &c.hostname)),
         );
     }
     Ok(json_response(StatusCode::OK, &Value::Object(body)))

@@ -68,6 +68,20 @@ impl Query {
     }
 
     /// `limit`: positive, capped at `max`, default `max`.
+    /// The `next` link of a page: `<base>/v1/<path>?<the other arguments>limit=…&marker=…`.
+    pub fn next_link(&self, base: &str, path: &str, limit: u32, marker: &str) -> String {
+        let kept: String = self
+            .0
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
+            .map(|(k, v)| format!("{k}={}&", crate::nodes::enc(v)))
+            .collect();
+        format!(
+            "{base}/v1/{path}?{kept}limit={limit}&marker={}",
+            crate::nodes::enc(marker)
+        )
+    }
+
     pub fn limit(&self, max: u32) -> Result<u32, ApiError> {
         match self.get("limit") {
             None => Ok(max),

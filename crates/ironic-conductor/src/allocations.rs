@@ -83,9 +83,9 @@ impl Conductor {
     async fn allocate(self: Arc<Self>, id: i64) {
         if let Err(e) = self.try_allocate(id).await {
             tracing::error!(allocation_id = id, error = %e, "allocation failed unexpectedly");
-            if let (Ok(me), Ok(Some(a))) = (self.my_id(), self.db.allocation_by_id(id).await) {
+            if let Ok(me) = self.my_id() {
                 let msg = format!("Unexpected exception during allocation: {e}");
-                let _ = self.db.allocation_fail(a.id, me, &msg).await;
+                let _ = self.db.allocation_fail(id, me, &msg).await;
             }
         }
     }
@@ -261,7 +261,7 @@ impl Conductor {
     /// or a stop interrupted them).
     pub async fn resume_allocations(self: &Arc<Self>) -> Result<usize, Error> {
         let me = self.init_conductor_id().await?;
-        let mine = self.db.allocations_allocating(Some(me), None).await?;
+        let mine = self.db.allocations_allocating(me, true).await?;
         for (id, _) in &mine {
             let c = self.clone();
             let id = *id;
@@ -280,7 +280,7 @@ impl Conductor {
         topology: &Topology,
     ) -> Result<usize, Error> {
         let me = self.init_conductor_id().await?;
-        let orphans = self.db.allocations_allocating(None, Some(me)).await?;
+        let orphans = self.db.allocations_allocating(me, false).await?;
         if orphans.is_empty() {
             return Ok(0);
         }

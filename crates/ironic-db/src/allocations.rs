@@ -13,8 +13,10 @@ use sqlx::types::Json;
 
 use crate::{Backend, Db, internal, with_pool};
 
+/// The columns of an allocation, with its node's uuid read in the same statement.
 const COLS: &str = "id, uuid, name, node_id, state, owner, last_error, resource_class, \
-                    traits, candidate_nodes, extra, conductor_affinity, created_at, updated_at";
+                    traits, candidate_nodes, extra, conductor_affinity, created_at, updated_at, \
+                    (SELECT n.uuid FROM nodes n WHERE n.id = allocations.node_id) AS node_uuid";
 
 #[derive(sqlx::FromRow)]
 struct Row {
@@ -22,6 +24,7 @@ struct Row {
     uuid: String,
     name: Option<String>,
     node_id: Option<i64>,
+    node_uuid: Option<String>,
     state: String,
     owner: Option<String>,
     last_error: Option<String>,
@@ -47,6 +50,7 @@ impl Row {
             uuid: self.uuid,
             name: self.name,
             node_id: self.node_id,
+            node_uuid: self.node_uuid,
             resource_class: self.resource_class,
             candidate_nodes: self.candidate_nodes.0,
             traits: self.traits.0,
@@ -260,7 +264,7 @@ impl Db {
     ) -> Result<Vec<Allocation>, Error> {
         if !SORT_KEYS.contains(&sort_key) {
             return Err(Error::invalid(format!(
-                "The sort_key value {sort_key} is an invalid field for sorting"
+                "The sort_key value \"{sort_key}\" is an invalid field for sorting"
             )));
         }
         let mut conds: Vec<String> = Vec::new();
@@ -611,29 +615,20 @@ impl Db {
         }
     }
 
-    /// `allocating` allocations of a conductor (`Some`), or of every conductor but
-    /// `not` (`None` affinity included), oldest first: `(id, affinity)`.
+    /// The `allocating` allocations of conductor `id` (`mine`), or of every other
+    /// conductor or none (`!mine`), oldest first: `(id, affinity)`.
     pub async fn allocations_allocating(
         &self,
-        of: Option<i64>,
-        not: Option<i64>,
+        id: i64,
+        mine: bool,
     ) -> Result<Vec<(i64, Option<i64>)>, Error> {
-        let (sql, arg) = match (of, not) {
-            (Some(c), _) => (
-                "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND conductor_affinity = $1 ORDER BY id",
-                c,
-            ),
-            (None, Some(c)) => (
-                "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND (conductor_affinity IS NULL OR conductor_affinity <> $1) ORDER BY id",
-                c,
-            ),
-            (None, None) => (
-                "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND $1 = $1 ORDER BY id",
-                0,
-            ),
+        let sql = if mine {
+            "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND conductor_affinity = $1 ORDER BY id"
+        } else {
+            "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND (conductor_affinity IS NULL OR conductor_affinity <> $1) ORDER BY id"
         };
         with_pool!(self, |p| sqlx::query_as::<_, (i64, Option<i64>)>(sql)
-            .bind(arg)
+            .bind(id)
             .fetch_all(p)
             .await)
         .map_err(|e| internal("listing allocations in progress", e))

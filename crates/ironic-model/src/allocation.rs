@@ -54,6 +54,8 @@ pub struct Allocation {
     pub name: Option<String>,
     /// The node reserved (`active`), or the node being backfilled.
     pub node_id: Option<i64>,
+    /// Read-only, from the nodes table: the uuid of `node_id`.
+    pub node_uuid: Option<String>,
     pub resource_class: Option<String>,
     /// Node UUIDs, in the order given.
     pub candidate_nodes: Vec<String>,
@@ -76,6 +78,7 @@ impl Allocation {
             uuid,
             name: None,
             node_id: None,
+            node_uuid: None,
             resource_class,
             candidate_nodes: Vec::new(),
             traits: Vec::new(),
