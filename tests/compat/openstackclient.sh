@@ -124,6 +124,33 @@ os baremetal node validate compat-2 -f value -c Interface -c Result | grep -q "p
 os baremetal node undeploy compat-2
 wait_state compat-2 available
 
+echo "== allocations"
+os baremetal node set compat-2 --resource-class rc-alloc
+os baremetal node add trait compat-2 CUSTOM_ALLOC
+a=$(os baremetal allocation create --resource-class rc-alloc --trait CUSTOM_ALLOC --name compat-alloc \
+  --extra purpose=compat --wait 30 -f value -c uuid)
+[ -n "$a" ] || fail "allocation create"
+[ "$(os baremetal allocation show compat-alloc -f value -c state)" = active ] || fail "allocation state"
+node2=$(os baremetal node show compat-2 -f value -c uuid)
+[ "$(os baremetal allocation show "$a" -f value -c node_uuid)" = "$node2" ] || fail "allocation node"
+[ "$(os baremetal node show compat-2 -f value -c allocation_uuid)" = "$a" ] || fail "node allocation_uuid"
+[ "$(os baremetal allocation list -f value -c UUID)" = "$a" ] || fail "allocation list"
+[ "$(os baremetal allocation list --state active --resource-class rc-alloc -f value -c UUID)" = "$a" ] \
+  || fail "allocation list filters"
+[ "$(os baremetal allocation list --node compat-2 -f value -c UUID)" = "$a" ] || fail "allocation list --node"
+os baremetal allocation set compat-alloc --name compat-alloc-2 --extra more=yes
+[ "$(os baremetal allocation show "$a" -f value -c name)" = compat-alloc-2 ] || fail "allocation set"
+os baremetal allocation unset compat-alloc-2 --extra more
+os baremetal allocation show "$a" -f json -c extra | grep -q '"more"' && fail "allocation unset"
+if os baremetal allocation create --resource-class rc-nothing --wait 30 2>"$dir/err" >/dev/null; then
+  fail "an allocation with no node succeeded"
+fi
+grep -q "no available nodes match the resource class rc-nothing" "$dir/err" || fail "allocation error: $(cat "$dir/err")"
+os baremetal allocation delete "$a"
+[ -z "$(os baremetal node show compat-2 -f value -c instance_uuid | grep -v None)" ] || fail "allocation delete"
+for x in $(os baremetal allocation list -f value -c UUID); do os baremetal allocation delete "$x"; done
+[ -z "$(os baremetal allocation list -f value -c UUID)" ] || fail "allocation cleanup"
+
 echo "== errors reach the user"
 if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi
 grep -q "could not be found" "$dir/err" || fail "error message: $(cat "$dir/err")"

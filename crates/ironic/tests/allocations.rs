@@ -370,7 +370,11 @@ async fn node_side_of_allocations(s: &Server) {
     let node = available(s, "ns-1", "rc-n", &[]).await;
     let r = allocate(s, json!({"resource_class": "rc-n", "name": "a1"})).await;
     assert_eq!(r.status, 201, "{}", r.body);
-    wait_for(s, "/v1/allocations/a1", "state", "active").await;
+    let a1 = wait_for(s, "/v1/allocations/a1", "state", "active").await;
+    // The list shows it too, with only the fields asked for (upstream answers 500).
+    let l = s.get("/v1/nodes?fields=uuid,allocation_uuid", V).await;
+    assert_eq!(l.status, 200, "{}", l.body);
+    assert_eq!(l.json()["nodes"][0]["allocation_uuid"], a1["uuid"]);
     // allocation_uuid is read-only; the node cannot be deleted while associated.
     let r = s
         .patch(

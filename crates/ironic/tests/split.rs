@@ -820,23 +820,7 @@ async fn allocations_of_a_dead_conductor_are_taken_over() {
     );
     let hosts = ["alloc-a", "alloc-b", "alloc-c"];
     let (mut conductors, _api_proc, api) = start_cluster(&cluster, &hosts).await;
-    const NODES: usize = 12;
-    for i in 0..NODES {
-        let name = format!("tn{i}");
-        api.node(json!({"driver": "fake-hardware", "name": name, "resource_class": "rc-x", "automated_clean": false}))
-            .await;
-        for (verb, state) in [("manage", "manageable"), ("provide", "available")] {
-            let r = api
-                .put(
-                    &format!("/v1/nodes/{name}/states/provision"),
-                    VA,
-                    Some(&json!({"target": verb})),
-                )
-                .await;
-            assert_eq!(r.status, 202, "{}", r.body);
-            wait_state(&api, &name, state, Duration::from_secs(20)).await;
-        }
-    }
+    common::available_nodes(&api, "rc-x", 12, 4).await;
     let ids: BTreeMap<i64, String> =
         t.db.conductor_list()
             .await
@@ -900,5 +884,52 @@ async fn allocations_of_a_dead_conductor_are_taken_over() {
             assert_eq!(ids[&aff.unwrap()], hosts[o], "resumed by its own conductor");
         }
     }
+    t.cleanup().await;
+}
+
+/// No double allocation at scale: 500 available nodes, 600 allocation requests from 16
+/// clients through one API process over 3 conductor processes: exactly 500 `active` on
+/// 500 distinct nodes, 100 `error`, every node naming its allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_hundred_allocations_for_five_hundred_nodes() {
+    const VA: &str = "1.60";
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(&t.url, &[("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0")]);
+    let (_conductors, _api_proc, api) =
+        start_cluster(&cluster, &["scale-a", "scale-b", "scale-c"]).await;
+    common::available_nodes(&api, "rc-s", 500, 16).await;
+    let mut set = tokio::task::JoinSet::new();
+    for c in 0..16 {
+        let api = Server::client(api.addr);
+        set.spawn(async move {
+            let mut uuids = Vec::new();
+            for _ in (c..600).step_by(16) {
+                let r = api
+                    .post("/v1/allocations", VA, &json!({"resource_class": "rc-s"}))
+                    .await;
+                assert_eq!(r.status, 201, "{}", r.body);
+                uuids.push(r.json()["uuid"].as_str().unwrap().to_string());
+            }
+            uuids
+        });
+    }
+    let mut uuids = Vec::new();
+    while let Some(r) = set.join_next().await {
+        uuids.extend(r.unwrap());
+    }
+    assert_eq!(uuids.len(), 600);
+    common::check_allocations(&api, &uuids, 500).await;
+    // The database agrees: 500 nodes carry an allocation, each a different one.
+    let q = ironic_db::NodeListQuery {
+        limit: 10_000,
+        ..Default::default()
+    };
+    let nodes = t.db.node_list(&q).await.unwrap();
+    let allocated: BTreeSet<i64> = nodes.iter().filter_map(|n| n.allocation_id).collect();
+    assert_eq!(allocated.len(), 500);
+    assert_eq!(
+        nodes.iter().filter(|n| n.allocation_id.is_some()).count(),
+        500
+    );
     t.cleanup().await;
 }

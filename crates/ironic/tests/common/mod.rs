@@ -340,3 +340,74 @@ pub async fn check_allocations(s: &Server, uuids: &[String], nodes: usize) {
         assert_eq!(n["instance_uuid"], a["uuid"], "{n}");
     }
 }
+
+/// Brings `n` new fake-hardware nodes of resource class `rc` (named `<rc>-<i>`) to
+/// `available` (automated cleaning off) with `clients` concurrent clients; waits
+/// (bounded) on the node list, not per node.
+pub async fn available_nodes(s: &Server, rc: &str, n: usize, clients: usize) {
+    let v = "1.60";
+    let run = |verb: Option<&'static str>| {
+        let mut set = tokio::task::JoinSet::new();
+        for c in 0..clients {
+            let api = Server::client(s.addr);
+            let rc = rc.to_string();
+            set.spawn(async move {
+                for i in (c..n).step_by(clients) {
+                    let name = format!("{rc}-{i}");
+                    let r = match verb {
+                        None => {
+                            api.post(
+                                "/v1/nodes",
+                                v,
+                                &serde_json::json!({"driver": "fake-hardware", "name": name,
+                                    "resource_class": rc, "automated_clean": false}),
+                            )
+                            .await
+                        }
+                        Some(verb) => {
+                            api.put(
+                                &format!("/v1/nodes/{name}/states/provision"),
+                                v,
+                                Some(&serde_json::json!({"target": verb})),
+                            )
+                            .await
+                        }
+                    };
+                    assert!(matches!(r.status, 201 | 202), "{name}: {}", r.body);
+                }
+            });
+        }
+        set
+    };
+    let wait = |state: &'static str| async move {
+        let start = std::time::Instant::now();
+        loop {
+            let l = s
+                .get(
+                    &format!("/v1/nodes?resource_class={rc}&provision_state={state}&fields=uuid&limit=100000"),
+                    v,
+                )
+                .await;
+            assert_eq!(l.status, 200, "{}", l.body);
+            if l.json()["nodes"].as_array().map_or(0, Vec::len) == n {
+                return;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(120),
+                "{n} nodes never reached {state}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    for (verb, state) in [
+        (None, "enroll"),
+        (Some("manage"), "manageable"),
+        (Some("provide"), "available"),
+    ] {
+        let mut set = run(verb);
+        while let Some(r) = set.join_next().await {
+            r.unwrap();
+        }
+        wait(state).await;
+    }
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs one benchmark client (a stdlib Python script taking the API URL first, then its
+# own arguments) against the split deployment (1 ironic-api + 3 ironic-conductor,
+# release build, PostgreSQL and a RabbitMQ vhost of their own) and then against the
+# all-in-one default (SQLite), one after the other in one run:
+#   bash bench/both.sh bench/provide.py -n 200
+# Needs PostgreSQL on 127.0.0.1:5432 (trust, user postgres), RabbitMQ on 127.0.0.1:5672
+# and rabbitmqctl (root). Cleans up after itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLIENT=("$@")
+cargo build -q --release --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
+T="${CARGO_TARGET_DIR:-target}/release"
+ID="prov$$"
+DB="postgres://postgres@127.0.0.1:5432/ironic_$ID"
+DIR=$(mktemp -d)
+PIDS=()
+stop_all() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
+}
+cleanup() {
+  stop_all
+  rabbitmqctl -q delete_vhost "$ID" >/dev/null 2>&1 || true
+  psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "DROP DATABASE IF EXISTS ironic_$ID WITH (FORCE)" || true
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
+
+psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "CREATE DATABASE ironic_$ID"
+rabbitmqctl -q add_vhost "$ID" >/dev/null
+rabbitmqctl -q set_permissions -p "$ID" guest '.*' '.*' '.*' >/dev/null
+"$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
+P=$(port)
+(
+  export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="amqp://guest:guest@127.0.0.1:5672/$ID" RUST_LOG=warn \
+    IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0
+  for h in c1 c2 c3; do "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
+  "$T/ironic-api" --listen "127.0.0.1:$P" & echo $! >>"$DIR/pids"
+)
+mapfile -t PIDS <"$DIR/pids"
+wait_http "$P"
+# Until the API sees the three conductors alive.
+for _ in $(seq 1 100); do
+  n=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$P/v1/conductors" \
+    | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
+  [ "$n" = 3 ] && break; sleep 0.1
+done
+echo "== split deployment (1 API, 3 conductors, PostgreSQL, RabbitMQ)"
+python3 "${CLIENT[0]}" "http://127.0.0.1:$P" "${CLIENT[@]:1}"
+stop_all
+
+P=$(port)
+RUST_LOG=warn "$T/ironic" --listen "127.0.0.1:$P" --database "sqlite://$DIR/ironic.sqlite" --host aio &
+PIDS=($!)
+wait_http "$P"
+echo "== all-in-one (SQLite)"
+python3 "${CLIENT[0]}" "http://127.0.0.1:$P" "${CLIENT[@]:1}"
