@@ -26,6 +26,7 @@ mod allocations;
 pub mod auth;
 mod body;
 mod conductors;
+mod deploy_templates;
 mod drivers;
 pub mod error;
 mod nodes;
@@ -273,7 +274,7 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.60";
+const MAX_VERSION: &str = "1.61";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -335,6 +336,31 @@ pub fn router(state: AppState) -> Router {
             get(allocations::get_one)
                 .patch(allocations::patch)
                 .delete(allocations::delete),
+        ),
+        (
+            "/nodes/{ident}/deployment/steps",
+            get(deploy_templates::node_deploy_steps),
+        ),
+        (
+            "/deploy_templates",
+            get(deploy_templates::list).post(deploy_templates::create),
+        ),
+        (
+            "/deploy_templates/{ident}",
+            get(deploy_templates::get_one)
+                .patch(deploy_templates::patch)
+                .delete(deploy_templates::delete),
+        ),
+        // The design's spelling, an alias.
+        (
+            "/deploy-templates",
+            get(deploy_templates::list).post(deploy_templates::create),
+        ),
+        (
+            "/deploy-templates/{ident}",
+            get(deploy_templates::get_one)
+                .patch(deploy_templates::patch)
+                .delete(deploy_templates::delete),
         ),
         ("/drivers", get(drivers::list)),
         ("/drivers/{name}", get(drivers::get_one)),

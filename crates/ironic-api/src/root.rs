@@ -62,5 +62,8 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(52) {
         doc.insert("allocations".into(), pair(&base, "allocations"));
     }
+    if req.version.at_least(55) {
+        doc.insert("deploy_templates".into(), pair(&base, "deploy_templates"));
+    }
     json_response(StatusCode::OK, &Value::Object(doc))
 }

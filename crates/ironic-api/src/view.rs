@@ -92,6 +92,11 @@ impl Serialize for Masked<'_> {
     }
 }
 
+/// `obj` with secret-looking keys masked, recursively, as a JSON value.
+pub fn masked(obj: &JsonObject) -> Value {
+    serde_json::to_value(Masked { obj, extra: &[] }).unwrap_or(Value::Null)
+}
+
 /// `[{"href": <base>/v1/<path>, "rel": "self"}, {"href": <base>/<path>, "rel": "bookmark"}]`.
 pub struct Links<'a> {
     pub base: &'a str,

@@ -619,6 +619,8 @@ impl ConductorApi for Conductor {
             let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
             let driver = self.driver_for(&n)?;
             let info = NodeInfo::from(&n);
+            // The deploy interface is valid only if the deploy steps are.
+            let plan = self.deploy_plan(&n).await;
             Ok(INTERFACE_TYPES
                 .iter()
                 .filter(|t| **t != "vendor")
@@ -626,7 +628,14 @@ impl ConductorApi for Conductor {
                     let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
                     let (result, reason) = match imp {
                         Some(i) if !i.starts_with("no-") => {
-                            match driver.validate_interface(info, t) {
+                            let checked =
+                                driver.validate_interface(info, t).and_then(|()| {
+                                    match (&plan, *t) {
+                                        (Err(why), "deploy") => Err(why.clone()),
+                                        _ => Ok(()),
+                                    }
+                                });
+                            match checked {
                                 Ok(()) => (Some(true), None),
                                 Err(why) => (Some(false), Some(why)),
                             }

@@ -36,6 +36,8 @@ const CLEANING_PREPARED: &str = "cleaning_prepared";
 const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
 /// The margin added to a waiting step's own duration.
 const CLEAN_WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+/// The deploy steps of the current (or last) deploy, in the order they run.
+const DEPLOY_STEPS: &str = "deploy_steps";
 /// Clean steps a node's agent reported (`steps_from_agent` drivers).
 const AGENT_CACHED_STEPS: &str = "agent_cached_clean_steps";
 /// How long the simulated agent of a `fake-agent` node takes to report its steps.
@@ -157,17 +159,12 @@ impl Conductor {
         self.driver_for(node).ok()
     }
 
-    /// Validates the node's interfaces of these types before work starts on it (400
-    /// with the driver's reason).
-    fn validate_for(&self, node: &Node, types: &[&str], what: &str) -> Result<(), Error> {
-        let driver = self.driver_for(node)?;
-        for t in types {
-            if let Err(why) = driver.validate_interface(NodeInfo::from(node), t) {
-                return Err(Error::invalid(format!(
-                    "Failed to validate {what} of node {}: {why}",
-                    node.uuid
-                )));
-            }
+    /// Validates the node's power and deploy interfaces before work starts on it; `Err`
+    /// is the driver's reason (callers word the 400).
+    fn validate_power_and_deploy(&self, node: &Node) -> Result<(), String> {
+        let driver = self.driver_for(node).map_err(|e| e.to_string())?;
+        for t in ["power", "deploy"] {
+            driver.validate_interface(NodeInfo::from(node), t)?;
         }
         Ok(())
     }
@@ -369,8 +366,12 @@ impl Conductor {
             Ok(t) => t,
             Err(e) => return held.bail(e).await,
         };
-        if let Err(e) = self.validate_for(&held.node, &["power", "deploy"], "power info") {
-            return held.bail(e).await;
+        if let Err(why) = self.validate_power_and_deploy(&held.node) {
+            return held
+                .bail(Error::invalid(format!(
+                    "Validation of node {uuid} for cleaning failed: {why}"
+                )))
+                .await;
         }
         set_state(&mut held.node, t);
         held.node.last_error = None;
@@ -689,13 +690,31 @@ impl Conductor {
                 )));
             }
             let t = Self::transition(&held.node, action, event, true, None)?;
-            self.validate_for(&held.node, &["power", "deploy"], "deploy or power info")?;
+            self.validate_power_and_deploy(&held.node).map_err(|why| {
+                Error::invalid(format!(
+                    "Failed to validate deploy or power info for node {uuid}: {why}"
+                ))
+            })?;
             Ok(t)
         })();
         let t = match check {
             Ok(t) => t,
             Err(e) => return held.bail(e).await,
         };
+        let plan = match self.deploy_plan(&held.node).await {
+            Ok(p) => p,
+            Err(why) => {
+                return held
+                    .bail(Error::invalid(format!(
+                        "Failed to validate deploy or power info for node {uuid}: {why}"
+                    )))
+                    .await;
+            }
+        };
+        held.node.driver_internal_info.insert(
+            DEPLOY_STEPS.into(),
+            Value::Array(plan.iter().map(Step::to_json).collect()),
+        );
         set_state(&mut held.node, t);
         held.node.last_error = None;
         match configdrive {
@@ -709,19 +728,27 @@ impl Conductor {
         held.save().await?;
         tracing::info!(node = %uuid, rebuild, "deploy accepted");
         let me = self.clone();
-        tokio::spawn(async move { me.run_deploy(held).await });
+        tokio::spawn(async move { me.run_deploy(held, plan).await });
         Ok(())
     }
 
-    /// The deploy steps of the node's driver with a priority above zero, highest first.
-    /// Deploy templates will merge the steps a flavor asks for here.
-    fn deploy_steps(&self, node: &Node) -> Vec<Step> {
+    /// The deploy steps the node runs: the driver's, merged with the deploy templates
+    /// its instance traits select (`steps::deploy_plan`). `Err` is the reason the steps
+    /// are invalid.
+    pub(crate) async fn deploy_plan(&self, node: &Node) -> Result<Vec<Step>, String> {
         let offered = self
             .drivers
             .get(&node.driver)
             .map(|h| h.deploy_steps)
             .unwrap_or(&[]);
-        steps::automated(offered)
+        let traits = ironic_model::deploy_template::instance_traits(node)?;
+        let templates = self
+            .db
+            .deploy_templates_by_names(&traits)
+            .await
+            .map_err(|e| e.to_string())?;
+        let templates: Vec<_> = templates.into_iter().map(|t| (t.name, t.steps)).collect();
+        steps::deploy_plan(offered, &templates)
     }
 
     /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
@@ -739,14 +766,14 @@ impl Conductor {
         }
     }
 
-    async fn run_deploy(self: Arc<Self>, mut held: Held) {
+    async fn run_deploy(self: Arc<Self>, mut held: Held, plan: Vec<Step>) {
         let uuid = held.node.uuid.to_string();
         if let Err(why) = self.deploy_call(&mut held.node, DeployCall::Prepare).await {
             let msg = format!("Failed to prepare to deploy node {uuid}: {why}");
             self.fail_deploy(held, msg).await;
             return;
         }
-        for step in self.deploy_steps(&held.node) {
+        for step in plan {
             held.node.deploy_step = step_json(&step);
             if let Err(e) = held.save().await {
                 tracing::error!(node = %uuid, error = %e, "could not save the node");

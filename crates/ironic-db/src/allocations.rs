@@ -150,7 +150,7 @@ fn candidates(a: &Allocation, first: usize, traits: bool, name: Option<&str>) ->
     let rc = next(a.resource_class.as_deref().unwrap_or(""), &mut args);
     let mut sql = format!(
         "resource_class = {rc} AND provision_state = 'available' AND instance_uuid IS NULL \
-         AND maintenance = FALSE AND power_state IS NOT NULL"
+         AND maintenance = FALSE AND power_state IS NOT NULL AND retired = FALSE"
     );
     if !a.candidate_nodes.is_empty() {
         let list: Vec<String> = a

@@ -17,6 +17,7 @@ use sqlx::sqlite::{
 
 pub mod allocations;
 pub mod conductors;
+pub mod deploy_templates;
 pub mod nodes;
 pub mod testing;
 pub mod topology;

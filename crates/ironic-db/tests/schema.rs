@@ -85,7 +85,7 @@ fn dbsync_upgrade_is_idempotent() {
     };
     assert_eq!(run(&["upgrade"]), "schema is up to date");
     assert_eq!(run(&["upgrade"]), "schema is up to date");
-    assert_eq!(run(&["version"]), "2");
+    assert_eq!(run(&["version"]), "3");
     let bad = Command::new(env!("CARGO_BIN_EXE_ironic-dbsync"))
         .args(["--database", "mysql://nope", "upgrade"])
         .output()

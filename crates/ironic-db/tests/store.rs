@@ -37,6 +37,7 @@ on_both_backends!(
     traits_add_replace_remove,
     conductors_register_and_heartbeat,
     allocation_take_over_has_one_winner,
+    allocation_never_picks_a_retired_node,
 );
 
 const HOST: &str = "test-host";
@@ -474,4 +475,43 @@ async fn allocation_take_over_has_one_winner(db: &Db) {
     let done = db.allocation_by_id(a.id).await.unwrap().unwrap();
     assert_eq!(done.state, ironic_model::AllocationState::Error);
     assert_eq!(done.last_error.as_deref(), Some("no nodes"));
+}
+
+/// A retired node is never a candidate, even `available` (it cannot get there through
+/// the API; the store does not rely on that).
+async fn allocation_never_picks_a_retired_node(db: &Db) {
+    let mut n = new_node(json!({"driver": "fake-hardware", "resource_class": "rc-r"}));
+    n.provision_state = ProvisionState::Available;
+    n.power_state = Some("power off".into());
+    n.retired = true;
+    let n = db.node_create(&n).await.unwrap();
+    let mut a =
+        ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some("rc-r".into()));
+    a.conductor_affinity = Some(1);
+    let a = db.allocation_create(&a).await.unwrap();
+    assert_eq!(
+        db.allocation_claim(&a, 1, None).await.unwrap(),
+        ironic_db::allocations::Claim::NoneFree
+    );
+    assert_eq!(
+        db.allocation_shortage(&a).await.unwrap(),
+        ironic_db::allocations::Shortage::NoNodes
+    );
+    // The same node, not retired, is taken.
+    let mut m = new_node(json!({"driver": "fake-hardware", "resource_class": "rc-r"}));
+    m.provision_state = ProvisionState::Available;
+    m.power_state = Some("power off".into());
+    let m = db.node_create(&m).await.unwrap();
+    assert_eq!(
+        db.allocation_claim(&a, 1, None).await.unwrap(),
+        ironic_db::allocations::Claim::Reserved(m.id, m.uuid.to_string())
+    );
+    assert!(
+        db.node_by_id(n.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .instance_uuid
+            .is_none()
+    );
 }

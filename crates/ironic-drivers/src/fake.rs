@@ -30,6 +30,19 @@ pub fn execute(step: &Step) -> Result<Outcome, String> {
                 Err("settings must be a list of objects with a \"name\"".into())
             }
         }
+        ("raid", "apply_configuration") => {
+            let ok = step
+                .args
+                .get("raid_config")
+                .and_then(|c| c.get("logical_disks"))
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty());
+            if ok {
+                Ok(Outcome::Done)
+            } else {
+                Err("raid_config must have a non-empty list of logical_disks".into())
+            }
+        }
         ("deploy", "sleep") | ("deploy", "burn_in") => {
             match step.args.get("seconds").and_then(Value::as_f64) {
                 Some(s) if (0.0..=MAX_SECONDS).contains(&s) => {

@@ -137,8 +137,31 @@ pub const FAKE_CLEAN_STEPS: &[StepDecl] = &[
     step("raid", "delete_configuration", 0, false, &[]),
 ];
 
-/// `fake-hardware`'s deploy steps.
-pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[step("deploy", "deploy", 100, false, &[])];
+/// `fake-hardware`'s deploy steps: the core `deploy.deploy`, and RAID and BIOS steps
+/// that run only when a deploy template asks for them (priority 0).
+pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[
+    step("deploy", "deploy", 100, false, &[]),
+    step(
+        "raid",
+        "apply_configuration",
+        0,
+        false,
+        &[
+            ArgInfo {
+                name: "raid_config",
+                description: "The RAID configuration to apply.",
+                required: true,
+            },
+            ArgInfo {
+                name: "delete_existing",
+                description: "Whether to delete the existing RAID configuration first.",
+                required: false,
+            },
+        ],
+    ),
+    step("bios", "apply_configuration", 0, false, SETTINGS),
+    step("bios", "factory_reset", 0, false, &[]),
+];
 
 /// Every hardware type this build knows.
 pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT];

@@ -216,6 +216,106 @@ pub fn listing(offered: &[StepDecl], min_priority: u32) -> Vec<StepDecl> {
     steps
 }
 
+/// The core deploy step: a template may only disable it (priority 0).
+pub const CORE_DEPLOY_STEP: (&str, &str) = ("deploy", "deploy");
+
+/// The deploy steps a node runs (reference §10, with two deliberate differences noted
+/// in `docs/api.md`): the driver's steps with a priority above zero, where a step that a
+/// matching template names takes the template's arguments and priority (priority 0
+/// disables it), plus the template steps with a priority above zero; the same step may
+/// come from several templates with different arguments, and then runs once per
+/// template. Highest priority first, ties by interface, then in template order.
+/// `templates` are `(name, steps)` in the order they apply. Every problem is reported at
+/// once.
+pub fn deploy_plan(
+    offered: &[StepDecl],
+    templates: &[(String, Vec<ironic_model::deploy_template::TemplateStep>)],
+) -> Result<Vec<Step>, String> {
+    let mut errors = Vec::new();
+    let mut chosen: Vec<Step> = Vec::new();
+    for (_, steps) in templates {
+        for t in steps {
+            let repr = py_repr(&json!({
+                "interface": t.interface, "step": t.step, "args": t.args, "priority": t.priority,
+            }));
+            let Some(d) = offered
+                .iter()
+                .find(|d| d.interface == t.interface && d.step == t.step)
+            else {
+                errors.push(format!("node does not support this deploy step: {repr}"));
+                continue;
+            };
+            if (d.interface, d.step) == CORE_DEPLOY_STEP && t.priority > 0 {
+                errors.push(format!(
+                    "deploy step {} on interface {} is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0",
+                    d.step, d.interface
+                ));
+                continue;
+            }
+            let mut unexpected: Vec<&str> = t
+                .args
+                .keys()
+                .map(String::as_str)
+                .filter(|k| !d.args.iter().any(|a| a.name == *k))
+                .collect();
+            unexpected.sort_unstable();
+            if !unexpected.is_empty() {
+                errors.push(format!(
+                    "deploy step {repr} has these unexpected arguments: {}",
+                    unexpected.join(", ")
+                ));
+            }
+            let missing: Vec<String> = d
+                .args
+                .iter()
+                .filter(|a| a.required && t.priority > 0 && !t.args.contains_key(a.name))
+                .map(|a| format!("{} ({})", a.name, a.description))
+                .collect();
+            if !missing.is_empty() {
+                errors.push(format!(
+                    "deploy step {repr} is missing these required arguments: {}",
+                    missing.join(", ")
+                ));
+            }
+            chosen.push(Step {
+                interface: t.interface.clone(),
+                step: t.step.clone(),
+                args: t.args.clone(),
+                priority: t.priority,
+                abortable: d.abortable,
+            });
+        }
+    }
+    if !errors.is_empty() {
+        let names: Vec<&str> = templates.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(format!(
+            "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: {}. Errors: {}",
+            names.join(", "),
+            errors.join("; ")
+        ));
+    }
+    let named = |d: &StepDecl| {
+        chosen
+            .iter()
+            .any(|c| c.interface == d.interface && c.step == d.step)
+    };
+    let mut plan: Vec<Step> = automated(offered)
+        .into_iter()
+        .filter(|s| {
+            !offered
+                .iter()
+                .any(|d| d.interface == s.interface && d.step == s.step && named(d))
+        })
+        .collect();
+    plan.extend(chosen.into_iter().filter(|s| s.priority > 0));
+    // Stable: equal keys keep driver steps first, then template order.
+    plan.sort_by(|a, b| {
+        (b.priority, interface_priority(&b.interface))
+            .cmp(&(a.priority, interface_priority(&a.interface)))
+    });
+    Ok(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,5 +436,85 @@ mod tests {
             OFFERED[0].argsinfo()["settings"],
             json!({"description": "a list of settings", "required": true})
         );
+    }
+
+    fn tstep(
+        interface: &str,
+        step: &str,
+        args: Value,
+        priority: u32,
+    ) -> ironic_model::deploy_template::TemplateStep {
+        ironic_model::deploy_template::TemplateStep {
+            interface: interface.into(),
+            step: step.into(),
+            args: args.as_object().cloned().unwrap_or_default(),
+            priority,
+        }
+    }
+
+    #[test]
+    fn deploy_plan_merges_templates_with_the_driver_steps() {
+        let offered = crate::FAKE_DEPLOY_STEPS;
+        let names = |p: &[Step]| p.iter().map(|s| (s.name(), s.priority)).collect::<Vec<_>>();
+        // No template: the driver's enabled steps.
+        let p = deploy_plan(offered, &[]).unwrap();
+        assert_eq!(names(&p), [("deploy.deploy".to_string(), 100)]);
+        // A template enables a step, another runs the same step with other arguments,
+        // a third disables the core step; order by priority, then template order.
+        let raid = |level: &str| json!({"raid_config": {"logical_disks": [{"raid_level": level}]}});
+        let t = vec![
+            (
+                "CUSTOM_A".to_string(),
+                vec![tstep("raid", "apply_configuration", raid("1"), 150)],
+            ),
+            (
+                "CUSTOM_B".to_string(),
+                vec![
+                    tstep("raid", "apply_configuration", raid("0"), 150),
+                    tstep("bios", "factory_reset", json!({}), 50),
+                ],
+            ),
+        ];
+        let p = deploy_plan(offered, &t).unwrap();
+        assert_eq!(
+            names(&p),
+            [
+                ("raid.apply_configuration".to_string(), 150),
+                ("raid.apply_configuration".to_string(), 150),
+                ("deploy.deploy".to_string(), 100),
+                ("bios.factory_reset".to_string(), 50),
+            ]
+        );
+        assert_eq!(p[0].args, raid("1").as_object().cloned().unwrap());
+        assert_eq!(p[1].args, raid("0").as_object().cloned().unwrap());
+        let off = vec![(
+            "CUSTOM_OFF".to_string(),
+            vec![tstep("deploy", "deploy", json!({}), 0)],
+        )];
+        assert!(deploy_plan(offered, &off).unwrap().is_empty());
+        // Errors, all at once, with the templates named.
+        let bad = vec![(
+            "CUSTOM_BAD".to_string(),
+            vec![
+                tstep("raid", "teleport", json!({}), 10),
+                tstep("deploy", "deploy", json!({}), 120),
+                tstep("raid", "apply_configuration", json!({"colour": "red"}), 10),
+            ],
+        )];
+        let e = deploy_plan(offered, &bad).unwrap_err();
+        assert!(e.starts_with("Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: CUSTOM_BAD. Errors: "), "{e}");
+        assert!(e.contains("node does not support this deploy step"), "{e}");
+        assert!(e.contains("is a core step and cannot be overridden"), "{e}");
+        assert!(e.contains("has these unexpected arguments: colour"), "{e}");
+        assert!(
+            e.contains("is missing these required arguments: raid_config"),
+            "{e}"
+        );
+        // A required argument may be left out of a step that only disables it.
+        let off = vec![(
+            "CUSTOM_OFF".to_string(),
+            vec![tstep("raid", "apply_configuration", json!({}), 0)],
+        )];
+        assert!(deploy_plan(offered, &off).is_ok());
     }
 }

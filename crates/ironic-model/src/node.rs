@@ -1076,9 +1076,10 @@ mod tests {
             Err(Error::not_acceptable())
         );
         assert_eq!(
-            parse_fields("retired", Version::MAX),
+            parse_fields("retired", Version::new(60)),
             Err(Error::not_acceptable())
         );
+        assert!(parse_fields("retired,retired_reason", Version::new(61)).is_ok());
         assert!(matches!(
             parse_fields("nope", Version::MAX),
             Err(Error::Invalid(_))

@@ -25,7 +25,7 @@ on_both_backends!(
     drivers_and_conductors,
 );
 
-const MAX: &str = "1.60";
+const MAX: &str = "1.61";
 
 fn keys(v: &Value) -> Vec<String> {
     v.as_object()
@@ -301,7 +301,7 @@ async fn discovery_documents(s: &Server) {
 }
 
 async fn version_negotiation(s: &Server) {
-    let r = s.get("/v1/nodes", "1.61").await;
+    let r = s.get("/v1/nodes", "1.62").await;
     assert_eq!(r.status, 406);
     assert_eq!(
         r.header("x-openstack-ironic-api-maximum-version"),
@@ -310,7 +310,7 @@ async fn version_negotiation(s: &Server) {
     assert_eq!(r.header("x-openstack-ironic-api-version"), None);
     assert_eq!(
         r.fault(),
-        "Version 1.61 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.60]."
+        "Version 1.62 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.61]."
     );
     let r = s.get("/", "9.99").await;
     assert_eq!(r.status, 406);
@@ -436,7 +436,7 @@ async fn node_create_by_version(s: &Server) {
     assert_eq!(n["description"], "sample node");
     assert!(
         n.get("retired").is_none(),
-        "retired is 1.61, above our maximum"
+        "retired is 1.61, above the version of this request"
     );
     assert!(
         n["created_at"]
@@ -654,7 +654,7 @@ async fn node_get_and_fields(s: &Server) {
         406
     );
     assert_eq!(
-        s.get("/v1/nodes/node-x?fields=retired", MAX).await.status,
+        s.get("/v1/nodes/node-x?fields=retired", "1.60").await.status,
         406
     );
     assert_eq!(
@@ -1077,7 +1077,7 @@ async fn node_patch_errors(s: &Server) {
         (json!([{"path": "/extra/foo", "value": "bar"}]), MAX, 400, "Schema error for patch: 'op' is a required property".into()),
         (json!([{"op": "add", "path": "extra/foo", "value": "bar"}]), MAX, 400, "Schema error for patch: 'extra/foo' does not match '^(/[\\\\w-]+)+$'".into()),
         (json!([{"op": "add", "path": "/owner", "value": "x"}]), "1.49", 406, "Request not acceptable.".into()),
-        (json!([{"op": "add", "path": "/retired", "value": true}]), MAX, 406, "Request not acceptable.".into()),
+        (json!([{"op": "add", "path": "/retired", "value": true}]), "1.60", 406, "Request not acceptable.".into()),
         (json!([{"op": "add", "path": "/traits", "value": ["CUSTOM_A"]}]), MAX, 400, "Cannot update node traits via node patch. Node traits should be updated via the node traits API.".into()),
         (json!([{"op": "remove", "path": "/driver"}]), MAX, 400, "Schema error for patch: 'driver' is a required property".into()),
     ];

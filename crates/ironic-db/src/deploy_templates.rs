@@ -1,0 +1,343 @@
+//! Deploy templates and their steps. A template and its steps are always written in one
+//! transaction; reads load the steps of a whole page in one more query.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use ironic_model::Error;
+use ironic_model::deploy_template::{self as dt, DeployTemplate, TemplateStep};
+use ironic_model::node::JsonObject;
+use sqlx::types::Json;
+
+use crate::{Db, internal, with_pool};
+
+const COLS: &str = "id, uuid, name, extra, created_at, updated_at";
+
+/// Sort keys of `GET /v1/deploy_templates` (not `extra`, `steps`).
+pub const SORT_KEYS: &[&str] = &["id", "uuid", "name", "created_at", "updated_at"];
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: i64,
+    uuid: String,
+    name: String,
+    extra: Json<JsonObject>,
+    created_at: DateTime<Utc>,
+    updated_at: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    fn into_template(self, steps: Vec<TemplateStep>) -> DeployTemplate {
+        DeployTemplate {
+            id: self.id,
+            uuid: self.uuid,
+            name: self.name,
+            steps,
+            extra: self.extra.0,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct StepRow {
+    deploy_template_id: i64,
+    interface: String,
+    step: String,
+    args: Json<JsonObject>,
+    priority: i64,
+}
+
+fn write_error(e: sqlx::Error, t: &DeployTemplate) -> Error {
+    if let sqlx::Error::Database(db) = &e
+        && db.is_unique_violation()
+    {
+        let what = db
+            .constraint()
+            .map(str::to_owned)
+            .unwrap_or_else(|| db.message().to_owned());
+        if what.contains("name") {
+            return Error::Conflict(format!(
+                "A deploy template with name {} already exists.",
+                t.name
+            ));
+        }
+        return Error::Conflict(format!(
+            "A deploy template with UUID {} already exists.",
+            t.uuid
+        ));
+    }
+    internal("writing a deploy template", e)
+}
+
+impl Db {
+    /// Stores a template and its steps; 409 on a duplicate name or uuid.
+    pub async fn deploy_template_create(
+        &self,
+        t: &DeployTemplate,
+    ) -> Result<DeployTemplate, Error> {
+        let res: Result<i64, sqlx::Error> = with_pool!(self, |p| {
+            async {
+            let mut tx = p.begin().await?;
+            let (id,): (i64,) = sqlx::query_as(
+                "INSERT INTO deploy_templates (uuid, name, extra, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, NULL) RETURNING id",
+            )
+            .bind(&t.uuid)
+            .bind(&t.name)
+            .bind(Json(&t.extra))
+            .bind(t.created_at)
+            .fetch_one(&mut *tx)
+            .await?;
+            for s in &t.steps {
+                sqlx::query(
+                    "INSERT INTO deploy_template_steps (deploy_template_id, interface, step, args, priority) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(id)
+                .bind(&s.interface)
+                .bind(&s.step)
+                .bind(Json(&s.args))
+                .bind(i64::from(s.priority))
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(id)
+        }
+        .await
+        });
+        let id = res.map_err(|e| write_error(e, t))?;
+        self.deploy_template_by_id(id)
+            .await?
+            .ok_or_else(|| dt::not_found(&t.uuid))
+    }
+
+    /// Replaces a template's name, extra and steps (PATCH), in one transaction.
+    pub async fn deploy_template_update(
+        &self,
+        t: &DeployTemplate,
+    ) -> Result<DeployTemplate, Error> {
+        let now = ironic_model::node::now();
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
+            async {
+            let mut tx = p.begin().await?;
+            let n = sqlx::query(
+                "UPDATE deploy_templates SET name = $1, extra = $2, updated_at = $3 WHERE id = $4",
+            )
+            .bind(&t.name)
+            .bind(Json(&t.extra))
+            .bind(now)
+            .bind(t.id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            sqlx::query("DELETE FROM deploy_template_steps WHERE deploy_template_id = $1")
+                .bind(t.id)
+                .execute(&mut *tx)
+                .await?;
+            for s in &t.steps {
+                sqlx::query(
+                    "INSERT INTO deploy_template_steps (deploy_template_id, interface, step, args, priority) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(t.id)
+                .bind(&s.interface)
+                .bind(&s.step)
+                .bind(Json(&s.args))
+                .bind(i64::from(s.priority))
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(n)
+        }
+        .await
+        });
+        if res.map_err(|e| write_error(e, t))? != 1 {
+            return Err(dt::not_found(&t.uuid));
+        }
+        self.deploy_template_by_id(t.id)
+            .await?
+            .ok_or_else(|| dt::not_found(&t.uuid))
+    }
+
+    /// Deletes a template (its steps go with it); 404 if it is gone.
+    pub async fn deploy_template_destroy(&self, t: &DeployTemplate) -> Result<(), Error> {
+        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
+            let mut tx = p.begin().await?;
+            sqlx::query("DELETE FROM deploy_template_steps WHERE deploy_template_id = $1")
+                .bind(t.id)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query("DELETE FROM deploy_templates WHERE id = $1")
+                .bind(t.id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok(n)
+        }
+        .await);
+        match res.map_err(|e| internal("deleting a deploy template", e))? {
+            1 => Ok(()),
+            _ => Err(dt::not_found(&t.uuid)),
+        }
+    }
+
+    /// Rows matching `cond` (with text arguments), with their steps.
+    async fn deploy_templates_where(
+        &self,
+        cond: &str,
+        args: &[String],
+    ) -> Result<Vec<DeployTemplate>, Error> {
+        let sql = format!("SELECT {COLS} FROM deploy_templates {cond}");
+        let rows = with_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()));
+            for a in args {
+                q = q.bind(a);
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(|e| internal("reading deploy templates", e))?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = rows.iter().map(|r| r.id.to_string()).collect();
+        let sql = format!(
+            "SELECT deploy_template_id, interface, step, args, priority FROM deploy_template_steps \
+             WHERE deploy_template_id IN ({}) ORDER BY deploy_template_id, id",
+            ids.join(", ")
+        );
+        let steps = with_pool!(self, |p| sqlx::query_as::<_, StepRow>(sqlx::AssertSqlSafe(
+            sql.as_str()
+        ))
+        .fetch_all(p)
+        .await)
+        .map_err(|e| internal("reading deploy template steps", e))?;
+        let mut by_template: HashMap<i64, Vec<TemplateStep>> = HashMap::new();
+        for s in steps {
+            by_template
+                .entry(s.deploy_template_id)
+                .or_default()
+                .push(TemplateStep {
+                    interface: s.interface,
+                    step: s.step,
+                    args: s.args.0,
+                    priority: u32::try_from(s.priority).unwrap_or(0),
+                });
+        }
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let steps = by_template.remove(&r.id).unwrap_or_default();
+                r.into_template(steps)
+            })
+            .collect())
+    }
+
+    async fn deploy_template_one(
+        &self,
+        cond: &str,
+        arg: String,
+    ) -> Result<Option<DeployTemplate>, Error> {
+        Ok(self
+            .deploy_templates_where(cond, &[arg])
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    pub async fn deploy_template_by_uuid(
+        &self,
+        uuid: &str,
+    ) -> Result<Option<DeployTemplate>, Error> {
+        self.deploy_template_one("WHERE uuid = $1", uuid.to_string())
+            .await
+    }
+
+    pub async fn deploy_template_by_name(
+        &self,
+        name: &str,
+    ) -> Result<Option<DeployTemplate>, Error> {
+        self.deploy_template_one("WHERE name = $1", name.to_string())
+            .await
+    }
+
+    async fn deploy_template_by_id(&self, id: i64) -> Result<Option<DeployTemplate>, Error> {
+        self.deploy_template_one("WHERE id = CAST($1 AS BIGINT)", id.to_string())
+            .await
+    }
+
+    /// The templates named (a node's instance traits), in name order.
+    pub async fn deploy_templates_by_names(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<DeployTemplate>, Error> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ps: Vec<String> = (1..=names.len()).map(|i| format!("${i}")).collect();
+        let cond = format!("WHERE name IN ({}) ORDER BY name", ps.join(", "));
+        self.deploy_templates_where(&cond, names).await
+    }
+
+    /// A page of templates sorted by `sort_key` (then id), after `marker`.
+    pub async fn deploy_template_list(
+        &self,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&DeployTemplate>,
+        limit: usize,
+    ) -> Result<Vec<DeployTemplate>, Error> {
+        if !SORT_KEYS.contains(&sort_key) {
+            return Err(Error::invalid(format!(
+                "The sort_key value \"{sort_key}\" is an invalid field for sorting"
+            )));
+        }
+        let (cmp, dir) = if desc { ("<", "DESC") } else { (">", "ASC") };
+        let mut args = Vec::new();
+        let cond = match marker {
+            None => String::new(),
+            Some(m) => {
+                // (key, id) after the marker's; `updated_at` may be NULL: compare as text
+                // with NULL first, on both backends.
+                let key = match sort_key {
+                    "updated_at" => "COALESCE(CAST(updated_at AS TEXT), '')".to_string(),
+                    "id" => "CAST(id AS TEXT)".to_string(),
+                    k => format!("CAST({k} AS TEXT)"),
+                };
+                let mval = match sort_key {
+                    "uuid" => m.uuid.clone(),
+                    "name" => m.name.clone(),
+                    "id" => String::new(),
+                    _ => String::new(),
+                };
+                if sort_key == "id" {
+                    args.push(m.id.to_string());
+                    format!("WHERE id {cmp} CAST($1 AS BIGINT)")
+                } else if matches!(sort_key, "uuid" | "name") {
+                    args.push(mval);
+                    args.push(m.id.to_string());
+                    format!(
+                        "WHERE ({key} {cmp} $1 OR ({key} = $1 AND id {cmp} CAST($2 AS BIGINT)))"
+                    )
+                } else {
+                    // Timestamps: the marker's own value, read in SQL.
+                    args.push(m.id.to_string());
+                    format!(
+                        "WHERE ({key} {cmp} (SELECT {key} FROM deploy_templates WHERE id = CAST($1 AS BIGINT)) \
+                         OR ({key} = (SELECT {key} FROM deploy_templates WHERE id = CAST($1 AS BIGINT)) AND id {cmp} CAST($1 AS BIGINT)))"
+                    )
+                }
+            }
+        };
+        let order = match sort_key {
+            "updated_at" => "COALESCE(CAST(updated_at AS TEXT), '')".to_string(),
+            k => k.to_string(),
+        };
+        let cond = format!("{cond} ORDER BY {order} {dir}, id {dir} LIMIT {limit}");
+        self.deploy_templates_where(&cond, &args).await
+    }
+}
