@@ -151,6 +151,50 @@ os baremetal allocation delete "$a"
 for x in $(os baremetal allocation list -f value -c UUID); do os baremetal allocation delete "$x"; done
 [ -z "$(os baremetal allocation list -f value -c UUID)" ] || fail "allocation cleanup"
 
+echo "== deploy templates"
+os baremetal deploy template create CUSTOM_COMPAT_RAID1 \
+  --steps '[{"interface": "raid", "step": "apply_configuration", "args": {"raid_config": {"logical_disks": [{"size_gb": "MAX", "raid_level": "1"}]}}, "priority": 150}]' \
+  --extra team=storage -f value -c uuid >/dev/null
+[ "$(os baremetal deploy template list -f value -c Name)" = CUSTOM_COMPAT_RAID1 ] || fail "deploy template list"
+os baremetal deploy template show CUSTOM_COMPAT_RAID1 -f json -c steps | grep -q apply_configuration \
+  || fail "deploy template show"
+os baremetal deploy template list --long -f json | grep -q '"team": "storage"' || fail "deploy template list --long"
+os baremetal deploy template set CUSTOM_COMPAT_RAID1 --name CUSTOM_COMPAT_RAID1_V2 --extra more=yes
+[ "$(os baremetal deploy template show CUSTOM_COMPAT_RAID1_V2 -f value -c name)" = CUSTOM_COMPAT_RAID1_V2 ] \
+  || fail "deploy template set"
+os baremetal deploy template unset CUSTOM_COMPAT_RAID1_V2 --extra more
+os baremetal deploy template show CUSTOM_COMPAT_RAID1_V2 -f json -c extra | grep -q '"more"' && fail "deploy template unset"
+if os baremetal deploy template create not-a-trait --steps '[]' 2>"$dir/err" >/dev/null; then
+  fail "an invalid deploy template was created"
+fi
+grep -q "Schema error" "$dir/err" || fail "deploy template error: $(cat "$dir/err")"
+# A deploy through the template runs its step (the fake journal shows it).
+os baremetal node add trait compat-2 CUSTOM_COMPAT_RAID1_V2
+os baremetal node set compat-2 --instance-info 'traits=["CUSTOM_COMPAT_RAID1_V2"]'
+os baremetal node deploy compat-2
+wait_state compat-2 active
+os baremetal node show compat-2 -f json -c driver_internal_info | grep -q '"raid.apply_configuration"' \
+  || fail "the template's step did not run"
+os baremetal node undeploy compat-2
+wait_state compat-2 available
+os baremetal deploy template delete CUSTOM_COMPAT_RAID1_V2
+[ -z "$(os baremetal deploy template list -f value -c Name)" ] || fail "deploy template delete"
+
+echo "== retirement"
+os baremetal node manage compat-2
+wait_state compat-2 manageable
+os baremetal node set compat-2 --retired --retired-reason "end of life"
+[ "$(os baremetal node show compat-2 -f value -c retired)" = True ] || fail "node set --retired"
+[ "$(os baremetal node show compat-2 -f value -c retired_reason)" = "end of life" ] || fail "retired_reason"
+[ "$(os baremetal node list --retired -f value -c Name)" = compat-2 ] || fail "node list --retired"
+if os baremetal node provide compat-2 2>"$dir/err"; then fail "a retired node was provided"; fi
+grep -q "retired" "$dir/err" || fail "provide error: $(cat "$dir/err")"
+os baremetal node unset compat-2 --retired
+[ "$(os baremetal node show compat-2 -f value -c retired)" = False ] || fail "node unset --retired"
+[ -z "$(os baremetal node list --retired -f value -c Name)" ] || fail "node list --retired after unset"
+os baremetal node provide compat-2
+wait_state compat-2 available
+
 echo "== errors reach the user"
 if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi
 grep -q "could not be found" "$dir/err" || fail "error message: $(cat "$dir/err")"

@@ -663,7 +663,15 @@ impl Node {
             {
                 continue;
             }
-            let v = doc.get(spec.name).unwrap_or(&Value::Null);
+            // A removed flag goes back to false (`openstack baremetal node unset
+            // --retired` removes it); an explicit null stays an error.
+            let v = match doc.get(spec.name) {
+                Some(v) => v,
+                None if matches!(spec.field, F::Maintenance | F::Protected | F::Retired) => {
+                    &Value::Bool(false)
+                }
+                None => &Value::Null,
+            };
             self.set_field(spec, v, version, src)?;
         }
         Ok(())

@@ -654,7 +654,9 @@ async fn node_get_and_fields(s: &Server) {
         406
     );
     assert_eq!(
-        s.get("/v1/nodes/node-x?fields=retired", "1.60").await.status,
+        s.get("/v1/nodes/node-x?fields=retired", "1.60")
+            .await
+            .status,
         406
     );
     assert_eq!(

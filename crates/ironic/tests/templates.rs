@@ -646,13 +646,23 @@ async fn retirement_rules(s: &Server) {
     let r = provision(s, "rn", "provide").await;
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("because it is retired"), "{}", r.fault());
-    // Unretiring clears the reason; then provide works.
+    // Unretiring (here by removing the flag, as `node unset --retired` does) clears the
+    // reason; then provide works. An explicit null is refused.
     let r = patch(
         s,
         "/v1/nodes/rn",
-        json!([{"op": "replace", "path": "/retired", "value": false}]),
+        json!([{"op": "replace", "path": "/retired", "value": null}]),
     )
     .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = patch(
+        s,
+        "/v1/nodes/rn",
+        json!([{"op": "remove", "path": "/retired"}]),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["retired"], false);
     assert_eq!(r.json()["retired_reason"], Value::Null);
     assert_eq!(provision(s, "rn", "provide").await.status, 202);
     wait_state(s, "rn", "available").await;
