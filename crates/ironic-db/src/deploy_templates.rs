@@ -297,47 +297,25 @@ impl Db {
             )));
         }
         let (cmp, dir) = if desc { ("<", "DESC") } else { (">", "ASC") };
+        // `updated_at` may be NULL: sort it as text with NULL first, on both backends.
+        let key = match sort_key {
+            "updated_at" => "COALESCE(CAST(updated_at AS TEXT), '')".to_string(),
+            k => k.to_string(),
+        };
         let mut args = Vec::new();
         let cond = match marker {
             None => String::new(),
             Some(m) => {
-                // (key, id) after the marker's; `updated_at` may be NULL: compare as text
-                // with NULL first, on both backends.
-                let key = match sort_key {
-                    "updated_at" => "COALESCE(CAST(updated_at AS TEXT), '')".to_string(),
-                    "id" => "CAST(id AS TEXT)".to_string(),
-                    k => format!("CAST({k} AS TEXT)"),
-                };
-                let mval = match sort_key {
-                    "uuid" => m.uuid.clone(),
-                    "name" => m.name.clone(),
-                    "id" => String::new(),
-                    _ => String::new(),
-                };
-                if sort_key == "id" {
-                    args.push(m.id.to_string());
-                    format!("WHERE id {cmp} CAST($1 AS BIGINT)")
-                } else if matches!(sort_key, "uuid" | "name") {
-                    args.push(mval);
-                    args.push(m.id.to_string());
-                    format!(
-                        "WHERE ({key} {cmp} $1 OR ({key} = $1 AND id {cmp} CAST($2 AS BIGINT)))"
-                    )
-                } else {
-                    // Timestamps: the marker's own value, read in SQL.
-                    args.push(m.id.to_string());
-                    format!(
-                        "WHERE ({key} {cmp} (SELECT {key} FROM deploy_templates WHERE id = CAST($1 AS BIGINT)) \
-                         OR ({key} = (SELECT {key} FROM deploy_templates WHERE id = CAST($1 AS BIGINT)) AND id {cmp} CAST($1 AS BIGINT)))"
-                    )
-                }
+                // (key, id) after the marker's, its key read in SQL.
+                args.push(m.id.to_string());
+                let mk =
+                    format!("(SELECT {key} FROM deploy_templates WHERE id = CAST($1 AS BIGINT))");
+                format!(
+                    "WHERE ({key} {cmp} {mk} OR ({key} = {mk} AND id {cmp} CAST($1 AS BIGINT)))"
+                )
             }
         };
-        let order = match sort_key {
-            "updated_at" => "COALESCE(CAST(updated_at AS TEXT), '')".to_string(),
-            k => k.to_string(),
-        };
-        let cond = format!("{cond} ORDER BY {order} {dir}, id {dir} LIMIT {limit}");
+        let cond = format!("{cond} ORDER BY {key} {dir}, id {dir} LIMIT {limit}");
         self.deploy_templates_where(&cond, &args).await
     }
 }

@@ -254,6 +254,20 @@ async fn templates_crud_and_validation(s: &Server) {
         .await
         .json();
     assert_eq!(by_name["deploy_templates"][0]["name"], "CUSTOM_RAID1");
+    let q1 = s
+        .get(
+            "/v1/deploy_templates?limit=1&sort_key=name&sort_dir=desc",
+            V,
+        )
+        .await
+        .json();
+    assert_eq!(q1["deploy_templates"][0]["name"], "CUSTOM_RAID1");
+    let next = q1["next"].as_str().unwrap();
+    let q2 = s.get(&next[next.find("/v1/").unwrap()..], V).await.json();
+    assert_eq!(
+        q2["deploy_templates"][0]["name"],
+        "CUSTOM_HYPERTHREADING_ON"
+    );
     assert_eq!(
         s.get("/v1/deploy_templates?sort_key=steps", V).await.status,
         400
