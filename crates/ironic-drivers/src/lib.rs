@@ -6,6 +6,7 @@
 
 pub mod fake;
 pub mod interfaces;
+pub mod oneview;
 pub mod steps;
 
 use steps::{ArgInfo, StepDecl};

@@ -1,0 +1,331 @@
+//! A OneView REST client: one session reused across calls (logged in on first use,
+//! again once on 401), JSON in and out, and bounded waits for asynchronous tasks.
+//! Every failure is a [`OvError`] whose message says what went wrong in words an
+//! operator can act on (appliance down, bad credentials, task error, garbage).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+/// The API version we speak (Gen B's).
+pub const API_VERSION: &str = "300";
+
+/// Where and how to reach the appliance.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `https://host[:port]` (the default scheme) or `http://host[:port]`.
+    pub manager_url: String,
+    pub username: String,
+    pub password: String,
+    /// The longest a task may run before we give up waiting (the task goes on).
+    pub task_timeout: Duration,
+    /// The first pause between task polls; it doubles up to 1 s.
+    pub poll_interval: Duration,
+    /// One HTTP request's limit.
+    pub request_timeout: Duration,
+}
+
+/// What went wrong talking to OneView.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OvError {
+    /// The appliance cannot be reached (connection refused, timeout, TLS).
+    Unreachable(String),
+    /// An error answer: HTTP status, OneView's errorCode and message.
+    Http {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// A task ended in error.
+    Task { code: String, message: String },
+    /// The appliance answered something we cannot read.
+    Garbage(String),
+    /// A setting is wrong (e.g. the manager URL).
+    Config(String),
+}
+
+impl std::fmt::Display for OvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OvError::Unreachable(m) => write!(f, "OneView appliance unreachable: {m}"),
+            OvError::Http {
+                status,
+                code,
+                message,
+            } => {
+                write!(f, "OneView answered {status} {code}: {message}")
+            }
+            OvError::Task { code, message } => write!(f, "OneView task failed ({code}): {message}"),
+            OvError::Garbage(m) => write!(f, "OneView answered something unreadable: {m}"),
+            OvError::Config(m) => write!(f, "OneView configuration error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for OvError {}
+
+impl OvError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, OvError::Http { status: 404, .. })
+    }
+}
+
+/// A reply: status, `Location`, JSON body.
+struct Reply {
+    status: u16,
+    location: Option<String>,
+    body: Value,
+}
+
+pub struct Client {
+    base: String,
+    settings: Settings,
+    http: HttpClient<HttpConnector, Full<Bytes>>,
+    session: Mutex<Option<String>>,
+}
+
+/// `host[:port]` with an optional scheme (and path, ignored) → `scheme://authority`.
+fn base_url(manager_url: &str) -> Result<String, OvError> {
+    let (scheme, rest) = match manager_url.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => ("https".to_string(), manager_url),
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.is_empty() {
+        return Err(OvError::Config(format!(
+            "manager_url {manager_url:?} has no host"
+        )));
+    }
+    match scheme.as_str() {
+        "http" => Ok(format!("http://{authority}")),
+        "https" => Err(OvError::Config(format!(
+            "manager_url {manager_url:?}: HTTPS is not supported by this build yet; use an explicit http:// URL"
+        ))),
+        s => Err(OvError::Config(format!(
+            "manager_url {manager_url:?}: unknown scheme {s:?}"
+        ))),
+    }
+}
+
+fn error_from(status: u16, body: &Value) -> OvError {
+    OvError::Http {
+        status,
+        code: body
+            .get("errorCode")
+            .and_then(Value::as_str)
+            .unwrap_or("UNKNOWN")
+            .to_string(),
+        message: body
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message")
+            .to_string(),
+    }
+}
+
+impl Client {
+    pub fn new(settings: Settings) -> Result<Client, OvError> {
+        let base = base_url(&settings.manager_url)?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(settings.request_timeout));
+        Ok(Client {
+            base,
+            http: HttpClient::builder(TokioExecutor::new()).build(connector),
+            settings,
+            session: Mutex::new(None),
+        })
+    }
+
+    async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        session: Option<&str>,
+    ) -> Result<Reply, OvError> {
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("accept", "application/json")
+            .header("content-type", "application/json")
+            .header("x-api-version", API_VERSION);
+        if let Some(s) = session {
+            req = req.header("auth", s);
+        }
+        let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        let req = req
+            .body(Full::new(bytes))
+            .map_err(|e| OvError::Config(format!("bad request to {path}: {e}")))?;
+        let fut = async {
+            let r = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| OvError::Unreachable(format!("{} ({e})", self.base)))?;
+            let status = r.status().as_u16();
+            let location = r
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let bytes = r
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| OvError::Unreachable(format!("{} ({e})", self.base)))?
+                .to_bytes();
+            let body = if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).map_err(|_| {
+                    OvError::Garbage(format!(
+                        "{method} {path}: status {status}, not JSON: {:?}",
+                        String::from_utf8_lossy(&bytes[..bytes.len().min(120)])
+                    ))
+                })?
+            };
+            Ok(Reply {
+                status,
+                location,
+                body,
+            })
+        };
+        tokio::time::timeout(self.settings.request_timeout, fut)
+            .await
+            .map_err(|_| {
+                OvError::Unreachable(format!(
+                    "{} did not answer {method} {path} within {:?}",
+                    self.base, self.settings.request_timeout
+                ))
+            })?
+    }
+
+    async fn login(&self) -> Result<String, OvError> {
+        let body = json!({"userName": self.settings.username, "password": self.settings.password});
+        let r = self
+            .raw("POST", "/rest/login-sessions", Some(&body), None)
+            .await?;
+        if r.status != 200 {
+            return Err(error_from(r.status, &r.body));
+        }
+        r.body
+            .get("sessionID")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| OvError::Garbage("login answer without sessionID".into()))
+    }
+
+    /// One call with the session, logging in when there is none and once more on 401.
+    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, OvError> {
+        for attempt in 0..2 {
+            let token = {
+                let mut s = self.session.lock().await;
+                match &*s {
+                    Some(t) => t.clone(),
+                    None => {
+                        let t = self.login().await?;
+                        *s = Some(t.clone());
+                        t
+                    }
+                }
+            };
+            let r = self.raw(method, path, body, Some(&token)).await?;
+            if r.status == 401 && attempt == 0 {
+                let mut s = self.session.lock().await;
+                if s.as_deref() == Some(token.as_str()) {
+                    *s = None;
+                }
+                continue;
+            }
+            if r.status >= 300 {
+                return Err(error_from(r.status, &r.body));
+            }
+            return Ok(r);
+        }
+        Err(OvError::Http {
+            status: 401,
+            code: "AUTHORIZATION".into(),
+            message: "the session was refused right after logging in".into(),
+        })
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value, OvError> {
+        Ok(self.call("GET", path, None).await?.body)
+    }
+
+    /// A call answered by a task (202): waits for the task and returns it.
+    pub async fn run(&self, method: &str, path: &str, body: &Value) -> Result<Value, OvError> {
+        let r = self.call(method, path, Some(body)).await?;
+        if r.status != 202 {
+            return Ok(r.body);
+        }
+        let uri = r
+            .location
+            .or_else(|| r.body.get("uri").and_then(Value::as_str).map(str::to_owned))
+            .ok_or_else(|| OvError::Garbage(format!("{method} {path}: a task without a URI")))?;
+        self.wait_task(&uri).await
+    }
+
+    /// Polls a task until it ends (bounded by `task_timeout`); `Err` if it failed.
+    pub async fn wait_task(&self, uri: &str) -> Result<Value, OvError> {
+        let deadline = tokio::time::Instant::now() + self.settings.task_timeout;
+        let mut pause = self.settings.poll_interval;
+        loop {
+            let t = self.get(uri).await?;
+            let state = t
+                .get("taskState")
+                .and_then(Value::as_str)
+                .ok_or_else(|| OvError::Garbage(format!("task {uri} without taskState")))?;
+            match state {
+                "Completed" | "Warning" => return Ok(t),
+                "Error" | "Terminated" | "Killed" => {
+                    let e = t.get("taskErrors").and_then(|e| e.get(0));
+                    let code = e
+                        .and_then(|e| e.get("errorCode"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(state);
+                    let message = e
+                        .and_then(|e| e.get("message"))
+                        .and_then(Value::as_str)
+                        .or_else(|| t.get("taskStatus").and_then(Value::as_str))
+                        .unwrap_or("no message");
+                    return Err(OvError::Task {
+                        code: code.to_string(),
+                        message: message.to_string(),
+                    });
+                }
+                _ => {}
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return Err(OvError::Unreachable(format!(
+                    "task {uri} did not end within {:?}",
+                    self.settings.task_timeout
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manager_urls() {
+        assert_eq!(
+            base_url("http://10.0.0.1:8443/x"),
+            Ok("http://10.0.0.1:8443".into())
+        );
+        assert!(matches!(base_url("10.0.0.1"), Err(OvError::Config(m)) if m.contains("HTTPS")));
+        assert!(matches!(base_url("ftp://x"), Err(OvError::Config(_))));
+        assert!(matches!(base_url("http://"), Err(OvError::Config(_))));
+    }
+}

@@ -1,0 +1,162 @@
+#![allow(clippy::unwrap_used)]
+//! The OneView client against the simulator over real HTTP on 127.0.0.1.
+
+use std::time::Duration;
+
+use ironic_drivers::oneview::client::{Client, OvError, Settings};
+use oneview_simulator::{Inventory, Simulator};
+use serde_json::{Value, json};
+
+async fn simulator(task_ms: u64) -> (String, Simulator) {
+    let inv = Inventory::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/examples/oneview-inventory.toml"
+    )))
+    .unwrap();
+    let sim = Simulator::new(
+        &inv,
+        oneview_simulator::Settings {
+            task_duration: Duration::from_millis(task_ms),
+            ..Default::default()
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sim.clone().serve(listener));
+    (url, sim)
+}
+
+fn settings(url: &str, password: &str) -> Settings {
+    Settings {
+        manager_url: url.into(),
+        username: "administrator".into(),
+        password: password.into(),
+        task_timeout: Duration::from_secs(5),
+        poll_interval: Duration::from_millis(10),
+        request_timeout: Duration::from_secs(5),
+    }
+}
+
+async fn control(url: &str, path: &str, body: Value) {
+    // The control API through a client of its own (no session needed).
+    let c = hyper_util_client();
+    let req = hyper::Request::post(format!("{url}/control/{path}"))
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    let r = c.request(req).await.unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+fn hyper_util_client() -> hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Full<bytes::Bytes>,
+> {
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+}
+
+#[tokio::test]
+async fn session_reuse_relogin_and_tasks() {
+    let (url, sim) = simulator(50).await;
+    let c = Client::new(settings(&url, "password")).unwrap();
+    let sh = c.get("/rest/server-hardware/sh-encl1-1").await.unwrap();
+    assert_eq!(sh["powerState"], "Off");
+    c.get("/rest/server-hardware/sh-encl1-2").await.unwrap();
+    // One login served both calls (the simulator counts authenticated calls).
+    assert_eq!(sim.calls(), 2);
+    // A power change is a task the client waits for.
+    let t = c
+        .run(
+            "PUT",
+            "/rest/server-hardware/sh-encl1-1/powerState",
+            &json!({"powerState": "On"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t["taskState"], "Completed");
+    assert_eq!(
+        c.get("/rest/server-hardware/sh-encl1-1").await.unwrap()["powerState"],
+        "On"
+    );
+    // The session expires: the client logs in again and the call succeeds.
+    control(&url, "expire-sessions", json!({})).await;
+    assert!(c.get("/rest/server-hardware/sh-encl1-1").await.is_ok());
+    // A failed task is an error with OneView's code and message.
+    control(
+        &url,
+        "fail-next-tasks",
+        json!({"errorCode": "PowerFailed", "message": "iLO is busy"}),
+    )
+    .await;
+    let e = c
+        .run(
+            "PUT",
+            "/rest/server-hardware/sh-encl1-1/powerState",
+            &json!({"powerState": "Off"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        OvError::Task {
+            code: "PowerFailed".into(),
+            message: "iLO is busy".into()
+        }
+    );
+    assert!(e.to_string().contains("iLO is busy"));
+    // A 404 is recognisable; a 5xx keeps its status.
+    assert!(
+        c.get("/rest/server-profiles/nope")
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    control(&url, "fail-next-calls", json!({"status": 503})).await;
+    assert!(matches!(
+        c.get("/rest/server-hardware/sh-encl1-1").await,
+        Err(OvError::Http { status: 503, .. })
+    ));
+}
+
+#[tokio::test]
+async fn failures_are_clear() {
+    let (url, _sim) = simulator(5000).await;
+    // Wrong password.
+    let c = Client::new(settings(&url, "nope")).unwrap();
+    let e = c.get("/rest/server-hardware/sh-encl1-1").await.unwrap_err();
+    assert!(
+        matches!(&e, OvError::Http { status: 401, code, .. } if code == "AUTHN_AUTH_FAIL"),
+        "{e}"
+    );
+    // A task that outlasts the wait: a bounded error, not a hang.
+    let mut s = settings(&url, "password");
+    s.task_timeout = Duration::from_millis(300);
+    let c = Client::new(s).unwrap();
+    let e = c
+        .run(
+            "PUT",
+            "/rest/server-hardware/sh-encl1-4/powerState",
+            &json!({"powerState": "On"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("did not end within"), "{e}");
+    // Nobody listening.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let c = Client::new(settings(&format!("http://{closed}"), "password")).unwrap();
+    let e = c.get("/rest/server-hardware/x").await.unwrap_err();
+    assert!(matches!(e, OvError::Unreachable(_)), "{e}");
+    assert!(
+        e.to_string().starts_with("OneView appliance unreachable"),
+        "{e}"
+    );
+    // A scheme we do not speak.
+    assert!(matches!(
+        Client::new(settings("https://10.0.0.1", "p")),
+        Err(OvError::Config(_))
+    ));
+}
