@@ -205,10 +205,7 @@ impl Conductor {
 
     /// The implementation of the node's hardware type (400 `NoValidHost` if this
     /// conductor does not enable it).
-    fn driver_for(
-        &self,
-        n: &Node,
-    ) -> Result<&'static dyn ironic_drivers::interfaces::Driver, Error> {
+    fn driver_for(&self, n: &Node) -> Result<&dyn ironic_drivers::interfaces::Driver, Error> {
         self.drivers
             .driver(&n.driver)
             .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))
@@ -621,34 +618,30 @@ impl ConductorApi for Conductor {
             let info = NodeInfo::from(&n);
             // The deploy interface is valid only if the deploy steps are.
             let plan = self.deploy_plan(&n).await;
-            Ok(INTERFACE_TYPES
-                .iter()
-                .filter(|t| **t != "vendor")
-                .map(|t| {
-                    let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
-                    let (result, reason) = match imp {
-                        Some(i) if !i.starts_with("no-") => {
-                            let checked =
-                                driver.validate_interface(info, t).and_then(|()| {
-                                    match (&plan, *t) {
-                                        (Err(why), "deploy") => Err(why.clone()),
-                                        _ => Ok(()),
-                                    }
-                                });
-                            match checked {
-                                Ok(()) => (Some(true), None),
-                                Err(why) => (Some(false), Some(why)),
-                            }
+            let mut checks = Vec::new();
+            for t in INTERFACE_TYPES.iter().filter(|t| **t != "vendor") {
+                let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
+                let (result, reason) = match imp {
+                    Some(i) if !i.starts_with("no-") => {
+                        let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
+                            (Err(why), _, _) => Err(why),
+                            (Ok(()), Err(why), "deploy") => Err(why.clone()),
+                            _ => Ok(()),
+                        };
+                        match checked {
+                            Ok(()) => (Some(true), None),
+                            Err(why) => (Some(false), Some(why)),
                         }
-                        _ => (None, Some("not supported".to_string())),
-                    };
-                    ironic_rpc::InterfaceCheck {
-                        interface: t.to_string(),
-                        result,
-                        reason,
                     }
-                })
-                .collect())
+                    _ => (None, Some("not supported".to_string())),
+                };
+                checks.push(ironic_rpc::InterfaceCheck {
+                    interface: t.to_string(),
+                    result,
+                    reason,
+                });
+            }
+            Ok(checks)
         })
     }
 

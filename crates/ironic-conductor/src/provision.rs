@@ -155,16 +155,16 @@ impl Conductor {
         None
     }
 
-    fn driver_of(&self, node: &Node) -> Option<&'static dyn Driver> {
+    fn driver_of(&self, node: &Node) -> Option<&dyn Driver> {
         self.driver_for(node).ok()
     }
 
     /// Validates the node's power and deploy interfaces before work starts on it; `Err`
     /// is the driver's reason (callers word the 400).
-    fn validate_power_and_deploy(&self, node: &Node) -> Result<(), String> {
+    async fn validate_power_and_deploy(&self, node: &Node) -> Result<(), String> {
         let driver = self.driver_for(node).map_err(|e| e.to_string())?;
         for t in ["power", "deploy"] {
-            driver.validate_interface(NodeInfo::from(node), t)?;
+            driver.validate_interface(NodeInfo::from(node), t).await?;
         }
         Ok(())
     }
@@ -175,7 +175,10 @@ impl Conductor {
         let driver = self
             .driver_of(node)
             .ok_or_else(|| format!("hardware type {} is not enabled here", node.driver))?;
-        let info = NodeInfo::from(&*node);
+        let mut info = NodeInfo::from(&*node);
+        info.skip_automated_cleaning = !node
+            .automated_clean
+            .unwrap_or(self.settings.automated_clean);
         let d = driver.deploy();
         tracing::debug!(node = %node.uuid, call = call.name(), "deploy interface call");
         let changes: NodeChanges = match call {
@@ -366,7 +369,7 @@ impl Conductor {
             Ok(t) => t,
             Err(e) => return held.bail(e).await,
         };
-        if let Err(why) = self.validate_power_and_deploy(&held.node) {
+        if let Err(why) = self.validate_power_and_deploy(&held.node).await {
             return held
                 .bail(Error::invalid(format!(
                     "Validation of node {uuid} for cleaning failed: {why}"
@@ -689,19 +692,18 @@ impl Conductor {
                     "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
                 )));
             }
-            let t = Self::transition(&held.node, action, event, true, None)?;
-            self.validate_power_and_deploy(&held.node).map_err(|why| {
-                Error::invalid(format!(
-                    "Failed to validate deploy or power info for node {uuid}: {why}"
-                ))
-            })?;
-            Ok(t)
+            Self::transition(&held.node, action, event, true, None)
         })();
         let t = match check {
             Ok(t) => t,
             Err(e) => return held.bail(e).await,
         };
-        let plan = match self.deploy_plan(&held.node).await {
+        // The interfaces, then the steps: both before anything moves.
+        let checked = match self.validate_power_and_deploy(&held.node).await {
+            Ok(()) => self.deploy_plan(&held.node).await,
+            Err(why) => Err(why),
+        };
+        let plan = match checked {
             Ok(p) => p,
             Err(why) => {
                 return held

@@ -34,6 +34,19 @@ pub struct Service {
     drain_timeout: Duration,
 }
 
+/// The `oneview` hardware type's appliance, from `[oneview]`.
+pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settings {
+    let o = &cfg.oneview;
+    ironic_drivers::oneview::client::Settings {
+        manager_url: o.manager_url.clone().unwrap_or_default(),
+        username: o.username.clone().unwrap_or_default(),
+        password: o.password.clone().unwrap_or_default(),
+        task_timeout: Duration::from_secs(o.task_timeout.max(1)),
+        poll_interval: Duration::from_millis(200),
+        request_timeout: Duration::from_secs(30),
+    }
+}
+
 /// Bus settings from the configuration; `who` names the connection in RabbitMQ.
 pub fn bus_settings(cfg: &Config, who: &str) -> BusSettings {
     BusSettings {
@@ -50,7 +63,8 @@ impl Service {
     /// Starts the conductor; with `bus`, it serves RPC over AMQP (split deployment),
     /// otherwise the caller reaches `conductor` in-process.
     pub async fn start(cfg: &Config, db: Db, bus: Option<BusSettings>) -> Result<Service, String> {
-        let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?;
+        let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?
+            .with_oneview(oneview_settings(cfg));
         let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(cfg));
         conductor
             .release_own_locks()

@@ -30,6 +30,45 @@ pub struct Config {
     pub amqp: AmqpSection,
     pub log: LogSection,
     pub telemetry: TelemetrySection,
+    pub oneview: OneViewSection,
+}
+
+/// The HPE OneView appliance of the `oneview` hardware type (`docs/oneview.md`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OneViewSection {
+    /// `https://host[:port]` (HTTPS is the default scheme) or an explicit
+    /// `http://host[:port]` (e.g. the simulator).
+    pub manager_url: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// Skip TLS certificate verification.
+    pub allow_insecure_connections: bool,
+    /// CA bundle to verify the appliance's certificate with.
+    pub tls_cacert_file: Option<String>,
+    /// Retries of a request the appliance answers 408 or 409.
+    pub max_polling_attempts: u32,
+    /// Seconds a OneView task may run before the driver gives up waiting.
+    pub task_timeout: u64,
+    /// Seconds between the periodic ownership checks; 0 disables them.
+    pub periodic_check_interval: u64,
+    pub enable_periodic_tasks: bool,
+}
+
+impl Default for OneViewSection {
+    fn default() -> Self {
+        OneViewSection {
+            manager_url: None,
+            username: None,
+            password: None,
+            allow_insecure_connections: false,
+            tls_cacert_file: None,
+            max_polling_attempts: 12,
+            task_timeout: 600,
+            periodic_check_interval: 300,
+            enable_periodic_tasks: true,
+        }
+    }
 }
 
 /// The message bus of the split deployment (`ironic-api`, `ironic-conductor`).

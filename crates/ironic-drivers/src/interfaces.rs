@@ -28,10 +28,15 @@ pub struct NodeInfo<'a> {
     pub uuid: &'a str,
     pub driver_info: &'a JsonObject,
     pub driver_internal_info: &'a JsonObject,
+    pub properties: &'a JsonObject,
     pub instance_info: &'a JsonObject,
     pub power_state: Option<&'a str>,
     pub provision_state: &'a str,
     pub target_provision_state: Option<&'a str>,
+    pub instance_uuid: Option<&'a str>,
+    /// Set by the conductor when it tears a node down: no automated cleaning follows,
+    /// so whatever cleaning would undo must be undone now.
+    pub skip_automated_cleaning: bool,
 }
 
 impl<'a> From<&'a ironic_model::Node> for NodeInfo<'a> {
@@ -40,10 +45,13 @@ impl<'a> From<&'a ironic_model::Node> for NodeInfo<'a> {
             uuid: n.uuid.as_str(),
             driver_info: &n.driver_info,
             driver_internal_info: &n.driver_internal_info,
+            properties: &n.properties,
             instance_info: &n.instance_info,
             power_state: n.power_state.as_deref(),
             provision_state: n.provision_state.as_str(),
             target_provision_state: n.target_provision_state.map(|s| s.as_str()),
+            instance_uuid: n.instance_uuid.as_deref(),
+            skip_automated_cleaning: false,
         }
     }
 }
@@ -107,9 +115,10 @@ pub fn power_result(target: &str) -> Option<&'static str> {
 
 /// What every interface does: check it can work on a node, and run its steps.
 pub trait Interface: Send + Sync {
-    /// Checks the interface can work on the node: `Ok(())`, or the reason it cannot.
-    fn validate(&self, _node: NodeInfo<'_>) -> Result<(), String> {
-        Ok(())
+    /// Checks the interface can work on the node: `Ok(())`, or the reason it cannot
+    /// (it may ask the hardware, so it is a future).
+    fn validate<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
     }
 
     /// Runs one of its clean or deploy steps.
@@ -228,13 +237,20 @@ pub trait Driver: Send + Sync {
     }
 
     /// Checks the interface of a type can work on the node.
-    fn validate_interface(&self, node: NodeInfo<'_>, interface_type: &str) -> Result<(), String> {
+    fn validate_interface<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        interface_type: &'a str,
+    ) -> DriverFuture<'a, ()> {
         match self.interface(interface_type) {
             Some(i) => i.validate(node),
-            None => Err(format!(
-                "{} has no {interface_type} interface",
-                self.hardware_type().name
-            )),
+            None => {
+                let why = format!(
+                    "{} has no {interface_type} interface",
+                    self.hardware_type().name
+                );
+                Box::pin(async move { Err(why) })
+            }
         }
     }
 }
@@ -287,8 +303,8 @@ impl FakeInterface {
 }
 
 impl Interface for FakeInterface {
-    fn validate(&self, node: NodeInfo<'_>) -> Result<(), String> {
-        self.injected(node, "validate")
+    fn validate<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, ()> {
+        Box::pin(async move { self.injected(node, "validate") })
     }
 
     fn execute_step<'a>(&'a self, node: NodeInfo<'a>, step: &'a Step) -> DriverFuture<'a, Outcome> {
@@ -489,21 +505,31 @@ mod tests {
             uuid: "u",
             driver_info,
             driver_internal_info: other,
+            properties: other,
             instance_info: other,
             power_state: None,
             provision_state: "manageable",
             target_provision_state: None,
+            instance_uuid: None,
+            skip_automated_cleaning: false,
         }
     }
 
     #[test]
     fn every_known_hardware_type_has_a_driver() {
+        let names: Vec<String> = crate::KNOWN.iter().map(|h| h.name.to_string()).collect();
+        let registry = crate::Registry::new(&names).unwrap();
         for hw in crate::KNOWN {
-            let d = driver(hw.name).unwrap_or_else(|| panic!("{}", hw.name));
+            let d = registry
+                .driver(hw.name)
+                .unwrap_or_else(|| panic!("{}", hw.name));
             assert_eq!(d.hardware_type().name, hw.name);
-            // Every interface type of the hardware type has an implementation.
-            for (t, _, _) in hw.interfaces {
-                assert!(d.interface(t).is_some(), "{} {t}", hw.name);
+            // Every interface type the hardware type implements (its default is not a
+            // `no-*` one) has an implementation.
+            for (t, default, _) in hw.interfaces {
+                if !default.starts_with("no-") {
+                    assert!(d.interface(t).is_some(), "{} {t}", hw.name);
+                }
             }
             assert!(d.interface("teleport").is_none());
         }
@@ -566,8 +592,8 @@ mod tests {
             abortable: false,
         };
         assert!(d.execute_step(n, &deploy).await.is_err());
-        assert!(d.validate_interface(n, "bios").is_err());
-        assert!(d.validate_interface(n, "raid").is_ok());
+        assert!(d.validate_interface(n, "bios").await.is_err());
+        assert!(d.validate_interface(n, "raid").await.is_ok());
         // Without the list, everything works.
         let clean = node(&other, &other);
         assert!(d.execute_step(clean, &deploy).await.is_ok());

@@ -165,16 +165,27 @@ pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[
 ];
 
 /// Every hardware type this build knows.
-pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT];
+pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT, oneview::ONEVIEW];
 
-/// The hardware types a process enables (`[default] enabled_hardware_types`).
-#[derive(Debug, Clone)]
+/// The hardware types a process enables (`[default] enabled_hardware_types`), with
+/// the implementations of those that need settings (`oneview`).
+#[derive(Clone)]
 pub struct Registry {
     enabled: Vec<HardwareType>,
+    oneview: Option<std::sync::Arc<oneview::OneView>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("enabled", &self.names())
+            .finish()
+    }
 }
 
 impl Registry {
     /// Fails with the unknown names if any is not a hardware type of this build.
+    /// `oneview` needs [`Registry::with_oneview`] to reach an appliance.
     pub fn new(names: &[String]) -> Result<Registry, String> {
         let mut enabled = Vec::new();
         let mut unknown = Vec::new();
@@ -185,15 +196,36 @@ impl Registry {
                 None => unknown.push(n.clone()),
             }
         }
-        if unknown.is_empty() {
-            Ok(Registry { enabled })
-        } else {
-            Err(format!(
+        if !unknown.is_empty() {
+            return Err(format!(
                 "unknown hardware types {}; this build knows {}",
                 unknown.join(", "),
                 KNOWN.iter().map(|h| h.name).collect::<Vec<_>>().join(", ")
-            ))
+            ));
         }
+        let oneview = enabled
+            .iter()
+            .any(|h| h.name == oneview::ONEVIEW.name)
+            .then(|| {
+                // Until configured: every call on a `oneview` node says what is missing.
+                std::sync::Arc::new(oneview::OneView::new(oneview::client::Settings {
+                    manager_url: String::new(),
+                    username: String::new(),
+                    password: String::new(),
+                    task_timeout: std::time::Duration::from_secs(600),
+                    poll_interval: std::time::Duration::from_millis(200),
+                    request_timeout: std::time::Duration::from_secs(30),
+                }))
+            });
+        Ok(Registry { enabled, oneview })
+    }
+
+    /// Binds the `oneview` hardware type (if enabled) to an appliance.
+    pub fn with_oneview(mut self, settings: oneview::client::Settings) -> Registry {
+        if self.oneview.is_some() {
+            self.oneview = Some(std::sync::Arc::new(oneview::OneView::new(settings)));
+        }
+        self
     }
 
     pub fn get(&self, name: &str) -> Option<&HardwareType> {
@@ -201,8 +233,16 @@ impl Registry {
     }
 
     /// The implementation of an enabled hardware type.
-    pub fn driver(&self, name: &str) -> Option<&'static dyn interfaces::Driver> {
-        self.get(name).and_then(|h| interfaces::driver(h.name))
+    pub fn driver(&self, name: &str) -> Option<&dyn interfaces::Driver> {
+        if name == oneview::ONEVIEW.name {
+            return self
+                .oneview
+                .as_deref()
+                .map(|d| d as &dyn interfaces::Driver);
+        }
+        self.get(name)
+            .and_then(|h| interfaces::driver(h.name))
+            .map(|d| d as &dyn interfaces::Driver)
     }
 
     pub fn names(&self) -> Vec<String> {

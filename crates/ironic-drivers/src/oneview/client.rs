@@ -92,6 +92,9 @@ pub struct Client {
 
 /// `host[:port]` with an optional scheme (and path, ignored) → `scheme://authority`.
 fn base_url(manager_url: &str) -> Result<String, OvError> {
+    if manager_url.trim().is_empty() {
+        return Err(OvError::Config("[oneview] manager_url is not set".into()));
+    }
     let (scheme, rest) = match manager_url.split_once("://") {
         Some((s, r)) => (s.to_ascii_lowercase(), r),
         None => ("https".to_string(), manager_url),

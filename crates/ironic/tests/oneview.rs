@@ -1,0 +1,241 @@
+#![allow(clippy::unwrap_used)]
+//! The `oneview` hardware type against the OneView simulator over real HTTP, on the
+//! all-in-one server (SQLite, PostgreSQL) and the split deployment: the profile is
+//! applied only while Ironic uses the hardware and removed after cleaning.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Backend, Server};
+use oneview_simulator::{Inventory, Simulator};
+use serde_json::{Value, json};
+
+const V: &str = "1.61";
+const SH: &str = "/rest/server-hardware/sh-encl1-1";
+
+async fn simulator() -> (String, Simulator) {
+    let inv = Inventory::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/examples/oneview-inventory.toml"
+    )))
+    .unwrap();
+    let sim = Simulator::new(
+        &inv,
+        oneview_simulator::Settings {
+            task_duration: Duration::from_millis(30),
+            ..Default::default()
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(sim.clone().serve(listener));
+    (url, sim)
+}
+
+async fn server(backend: Backend, url: Option<String>) -> Server {
+    common::start_with(backend, |cfg| {
+        cfg.default.enabled_hardware_types = vec!["fake-hardware".into(), "oneview".into()];
+        cfg.oneview.manager_url = url;
+        cfg.oneview.username = Some("administrator".into());
+        cfg.oneview.password = Some("password".into());
+    })
+    .await
+}
+
+async fn wait_state(s: &Server, state: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let n = s.get("/v1/nodes/ov-1", V).await.json();
+        if n["provision_state"] == state {
+            return n;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never reached {state}: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn provision(s: &Server, target: &str) {
+    let r = s
+        .put(
+            "/v1/nodes/ov-1/states/provision",
+            V,
+            Some(&json!({"target": target})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{target}: {}", r.body);
+}
+
+async fn create(s: &Server) {
+    let r = s
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "oneview", "name": "ov-1", "resource_class": "rc-ov",
+                "driver_info": {"server_hardware_uri": SH, "dynamic_allocation": true},
+                "properties": {"capabilities": "server_hardware_type_uri:/rest/server-hardware-types/sht-bl460c-gen9,server_profile_template_uri:/rest/server-profile-templates/spt-ironic"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+async fn hardware(sim_url: &str) -> Value {
+    // The simulator's own view, through its control API.
+    let state = raw_get(sim_url, "/control/state").await;
+    state["serverHardware"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["uri"] == SH)
+        .cloned()
+        .unwrap()
+}
+
+async fn raw_get(url: &str, path: &str) -> Value {
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let c = Server::client(addr);
+    let r = c.call("GET", path, None, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+async fn validate(s: &Server) -> Value {
+    s.get("/v1/nodes/ov-1/validate", V).await.json()
+}
+
+async fn lifecycle(backend: Backend) {
+    let (url, _sim) = simulator().await;
+    let s = server(backend, Some(url.clone())).await;
+    create(&s).await;
+    // Free hardware: power and deploy validate; management needs Ironic's profile.
+    let v = validate(&s).await;
+    assert_eq!(v["power"]["result"], true, "{v}");
+    assert_eq!(v["deploy"]["result"], true, "{v}");
+    assert_eq!(v["management"]["result"], false, "{v}");
+    provision(&s, "manage").await;
+    let n = wait_state(&s, "manageable").await;
+    assert_eq!(n["power_state"], "power off");
+    // Cleaning applies a profile of ours and removes it at the end.
+    provision(&s, "provide").await;
+    let n = wait_state(&s, "available").await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert!(
+        n["driver_info"].get("applied_server_profile_uri").is_none(),
+        "{n}"
+    );
+    assert_eq!(hardware(&url).await["serverProfileUri"], Value::Null);
+    let tasks = raw_get(&url, "/control/state").await["tasks"].clone();
+    let names: Vec<&str> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"Create") && names.contains(&"Delete"),
+        "{names:?}"
+    );
+    // Deploying applies a profile that stays while the node is active.
+    provision(&s, "active").await;
+    let n = wait_state(&s, "active").await;
+    let mine = n["driver_info"]["applied_server_profile_uri"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(hardware(&url).await["serverProfileUri"], mine.as_str());
+    let v = validate(&s).await;
+    assert_eq!(v["management"]["result"], true, "{v}");
+    // Power goes through the appliance.
+    let r = s
+        .put(
+            "/v1/nodes/ov-1/states/power",
+            V,
+            Some(&json!({"target": "power on"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(hardware(&url).await["powerState"], "On");
+    assert_eq!(
+        s.get("/v1/nodes/ov-1", V).await.json()["power_state"],
+        "power on"
+    );
+    // Undeploy: cleaning reuses the profile, then removes it.
+    provision(&s, "deleted").await;
+    let n = wait_state(&s, "available").await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert!(
+        n["driver_info"].get("applied_server_profile_uri").is_none(),
+        "{n}"
+    );
+    let h = hardware(&url).await;
+    assert_eq!(h["serverProfileUri"], Value::Null);
+    assert_eq!(h["powerState"], "Off");
+    // Taken by a OneView user: power validation fails and a deploy is refused.
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let r = Server::client(addr)
+        .call(
+            "POST",
+            "/control/server-hardware/sh-encl1-1/take",
+            None,
+            Some("{}"),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let v = validate(&s).await;
+    assert_eq!(v["power"]["result"], false, "{v}");
+    assert!(
+        v["power"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("in use by OneView"),
+        "{v}"
+    );
+    let r = s
+        .put(
+            "/v1/nodes/ov-1/states/provision",
+            V,
+            Some(&json!({"target": "active"})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        s.get("/v1/nodes/ov-1", V).await.json()["provision_state"],
+        "available"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_sqlite() {
+    lifecycle(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_postgres() {
+    lifecycle(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_split() {
+    lifecycle(Backend::Split).await;
+}
+
+/// Without an appliance configured, a `oneview` node fails validation and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfigured_appliance_is_a_clear_validation_error() {
+    let s = server(Backend::Sqlite, None).await;
+    create(&s).await;
+    let v = validate(&s).await;
+    assert_eq!(v["power"]["result"], false, "{v}");
+    assert!(
+        v["power"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[oneview] manager_url is not set"),
+        "{v}"
+    );
+    s.stop().await;
+}
