@@ -19,6 +19,7 @@ use ironic_model::{Error, Node};
 use ironic_rpc::{CleanStep, ConductorApi, Context, NodeRef, RpcFuture, UpdateNode};
 
 mod allocations;
+pub mod oneview;
 mod provision;
 pub mod registry;
 pub mod service;
@@ -40,6 +41,8 @@ pub struct ConductorSettings {
     /// 0: no take-over of dead conductors' allocations.
     pub check_allocations_interval: Duration,
     pub allocation_delay: Duration,
+    /// The OneView periodic checks; zero disables them.
+    pub oneview_check_interval: Duration,
 }
 
 impl ConductorSettings {
@@ -57,6 +60,17 @@ impl ConductorSettings {
                 cfg.conductor.check_allocations_interval,
             ),
             allocation_delay: Duration::from_millis(cfg.conductor.allocation_delay_ms),
+            oneview_check_interval: if cfg.oneview.enable_periodic_tasks
+                && cfg
+                    .default
+                    .enabled_hardware_types
+                    .iter()
+                    .any(|h| h == "oneview")
+            {
+                Duration::from_secs(cfg.oneview.periodic_check_interval)
+            } else {
+                Duration::ZERO
+            },
         }
     }
 }

@@ -29,6 +29,7 @@ pub struct Service {
     stop: watch::Sender<bool>,
     heartbeat: JoinHandle<()>,
     allocations: JoinHandle<()>,
+    oneview: JoinHandle<()>,
     server: Option<Server>,
     settle: Duration,
     drain_timeout: Duration,
@@ -118,14 +119,20 @@ impl Service {
         let allocations = tokio::spawn(
             conductor
                 .clone()
-                .check_allocations_until(topology.clone(), stop_rx),
+                .check_allocations_until(topology.clone(), stop_rx.clone()),
         );
+        let oneview = tokio::spawn(conductor.clone().oneview_checks_until(
+            topology.clone(),
+            conductor.settings().oneview_check_interval,
+            stop_rx,
+        ));
         Ok(Service {
             conductor,
             topology,
             stop,
             heartbeat,
             allocations,
+            oneview,
             server: server.map(|(s, _)| s),
             settle: Duration::from_secs(cfg.conductor.shutdown_settle_time),
             drain_timeout: Duration::from_secs(cfg.conductor.graceful_shutdown_timeout),
@@ -145,6 +152,7 @@ impl Service {
         let _ = self.stop.send(true);
         let _ = self.heartbeat.await;
         let _ = self.allocations.await;
+        let _ = self.oneview.await;
         let Some(server) = self.server else {
             return;
         };

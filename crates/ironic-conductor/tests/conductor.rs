@@ -25,6 +25,7 @@ fn settings() -> ConductorSettings {
         heartbeat_timeout_secs: 60,
         check_allocations_interval: Duration::ZERO,
         allocation_delay: Duration::ZERO,
+        oneview_check_interval: Duration::ZERO,
     }
 }
 

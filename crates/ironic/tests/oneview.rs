@@ -34,7 +34,12 @@ async fn simulator() -> (String, Simulator) {
 }
 
 async fn server(backend: Backend, url: Option<String>) -> Server {
+    server_with(backend, url, 300).await
+}
+
+async fn server_with(backend: Backend, url: Option<String>, check_secs: u64) -> Server {
     common::start_with(backend, |cfg| {
+        cfg.oneview.periodic_check_interval = check_secs;
         cfg.default.enabled_hardware_types = vec!["fake-hardware".into(), "oneview".into()];
         cfg.oneview.manager_url = url;
         cfg.oneview.username = Some("administrator".into());
@@ -238,4 +243,93 @@ async fn an_unconfigured_appliance_is_a_clear_validation_error() {
         "{v}"
     );
     s.stop().await;
+}
+
+async fn control(url: &str, path: &str) {
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let r = Server::client(addr)
+        .call("POST", &format!("/control/{path}"), None, Some("{}"))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// Polls (bounded) until the node satisfies `ok`.
+async fn wait_until(s: &Server, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let n = s.get("/v1/nodes/ov-1", V).await.json();
+        if ok(&n) {
+            return n;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never {what}: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The three periodic checks on their races: taken while available, freed, and taken
+/// between scheduling and cleaning (clean failed).
+async fn periodic_checks(backend: Backend) {
+    let (url, _sim) = simulator().await;
+    let s = server_with(backend, Some(url.clone()), 1).await;
+    create(&s).await;
+    provision(&s, "manage").await;
+    wait_state(&s, "manageable").await;
+    provision(&s, "provide").await;
+    wait_state(&s, "available").await;
+
+    // 1. A OneView user takes the available node.
+    control(&url, "server-hardware/sh-encl1-1/take").await;
+    let n = wait_until(&s, "taken out of service", |n| {
+        n["provision_state"] == "manageable"
+    })
+    .await;
+    assert_eq!(n["maintenance"], true);
+    assert_eq!(n["maintenance_reason"], "node in use by OneView");
+    // 2. ...and frees it: maintenance off, cleaned, available, no profile left.
+    control(&url, "server-hardware/sh-encl1-1/free").await;
+    let n = wait_until(&s, "back in service", |n| {
+        n["provision_state"] == "available" && n["maintenance"] == false
+    })
+    .await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert_eq!(hardware(&url).await["serverProfileUri"], Value::Null);
+
+    // 3. Taken while Ironic moves it into service: cleaning cannot allocate the
+    // hardware (clean failed), the check takes it out of service, and it comes back
+    // once freed.
+    provision(&s, "manage").await;
+    wait_state(&s, "manageable").await;
+    control(&url, "server-hardware/sh-encl1-1/take").await;
+    provision(&s, "provide").await;
+    let n = wait_until(&s, "out of service after a failed cleaning", |n| {
+        n["provision_state"] == "manageable" && n["maintenance"] == true
+    })
+    .await;
+    assert_eq!(n["maintenance_reason"], "node in use by OneView");
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("server hardware allocation error"),
+        "{n}"
+    );
+    control(&url, "server-hardware/sh-encl1-1/free").await;
+    wait_until(&s, "back in service", |n| {
+        n["provision_state"] == "available" && n["maintenance"] == false
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_checks_sqlite() {
+    periodic_checks(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_checks_split() {
+    periodic_checks(Backend::Split).await;
 }

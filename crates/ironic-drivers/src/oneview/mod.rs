@@ -697,6 +697,9 @@ impl Driver for OneView {
             _ => None,
         }
     }
+    fn as_oneview(&self) -> Option<&OneView> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]
