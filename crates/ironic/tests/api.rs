@@ -1453,6 +1453,14 @@ async fn node_states_and_maintenance(s: &Server) {
 
 async fn drivers_and_conductors(s: &Server) {
     let old = s.get("/v1/drivers", "1.1").await.json();
+    // Both hardware types of the default configuration.
+    let names: Vec<&str> = old["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fake-hardware", "oneview"]);
     assert_eq!(old["drivers"][0]["name"], "fake-hardware");
     assert_eq!(old["drivers"][0]["hosts"], json!(["test-conductor"]));
     assert!(old["drivers"][0].get("type").is_none());
@@ -1478,7 +1486,10 @@ async fn drivers_and_conductors(s: &Server) {
     assert_eq!(c["conductors"][0]["alive"], true);
     assert!(c["conductors"][0].get("drivers").is_none());
     let d = s.get("/v1/conductors?detail=true", MAX).await.json();
-    assert_eq!(d["conductors"][0]["drivers"], json!(["fake-hardware"]));
+    assert_eq!(
+        d["conductors"][0]["drivers"],
+        json!(["fake-hardware", "oneview"])
+    );
     let one = s.get("/v1/conductors/test-conductor", MAX).await.json();
     assert_eq!(one["conductor_group"], "");
     let r = s.get("/v1/conductors", "1.48").await;
