@@ -333,3 +333,104 @@ async fn periodic_checks_sqlite() {
 async fn periodic_checks_split() {
     periodic_checks(Backend::Split).await;
 }
+
+/// Appliance failures end in failed states with a clear `last_error`, the node
+/// unlocked and nothing left transient.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appliance_failures_are_clear() {
+    let (url, _sim) = simulator().await;
+    let s = server(Backend::Sqlite, Some(url.clone())).await;
+    create(&s).await;
+    provision(&s, "manage").await;
+    wait_state(&s, "manageable").await;
+    // The profile task fails: cleaning cannot start (clean failed), the reason shown.
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let r = Server::client(addr)
+        .call(
+            "POST",
+            "/control/fail-next-tasks",
+            None,
+            Some(
+                r#"{"errorCode": "EnclosureBayUnavailableForProfile", "message": "bay 1 is busy"}"#,
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    provision(&s, "provide").await;
+    let n = wait_state(&s, "clean failed").await;
+    let e = n["last_error"].as_str().unwrap();
+    assert!(
+        e.contains("server hardware allocation error") && e.contains("bay 1 is busy"),
+        "{e}"
+    );
+    assert_eq!(n["reservation"], Value::Null);
+    assert_eq!(
+        hardware(&url).await["serverProfileUri"],
+        Value::Null,
+        "the failed profile is gone"
+    );
+    // An expired session is renewed without anyone noticing.
+    control(&url, "expire-sessions").await;
+    provision(&s, "manage").await;
+    wait_state(&s, "manageable").await;
+    provision(&s, "provide").await;
+    wait_state(&s, "available").await;
+    // The appliance answers errors: the deploy fails with its answer.
+    let r = Server::client(addr)
+        .call(
+            "POST",
+            "/control/fail-next-calls",
+            None,
+            Some(r#"{"count": 3, "status": 503}"#),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let r = s
+        .put(
+            "/v1/nodes/ov-1/states/provision",
+            V,
+            Some(&json!({"target": "active"})),
+        )
+        .await;
+    assert_eq!(
+        r.status, 400,
+        "validation sees the appliance fail: {}",
+        r.body
+    );
+    assert!(r.fault().contains("OneView answered 503"), "{}", r.fault());
+    assert_eq!(
+        s.get("/v1/nodes/ov-1", V).await.json()["reservation"],
+        Value::Null
+    );
+    s.stop().await;
+
+    // Nobody at the configured address: verification fails, the node stays in enroll.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let s = server(Backend::Sqlite, Some(format!("http://{closed}"))).await;
+    create(&s).await;
+    provision(&s, "manage").await;
+    let n = wait_until(&s, "verification failed", |n| {
+        n["provision_state"] == "enroll" && !n["last_error"].is_null()
+    })
+    .await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("OneView appliance unreachable"),
+        "{n}"
+    );
+    assert_eq!(n["reservation"], Value::Null);
+    let v = validate(&s).await;
+    assert!(
+        v["power"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable"),
+        "{v}"
+    );
+    s.stop().await;
+}
