@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub mod cli;
+pub mod oneview_migrate;
 pub mod telemetry;
 
 /// Which service a process runs.

@@ -434,3 +434,158 @@ async fn appliance_failures_are_clear() {
     );
     s.stop().await;
 }
+
+async fn create_pre_allocated(s: &Server, name: &str, sh: &str) {
+    let r = s
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "oneview", "name": name, "resource_class": "rc-ov",
+                "driver_info": {"server_hardware_uri": format!("/rest/server-hardware/{sh}"), "dynamic_allocation": "False"},
+                "properties": {"capabilities": "server_hardware_type_uri:/rest/server-hardware-types/sht-bl460c-gen9,server_profile_template_uri:/rest/server-profile-templates/spt-ironic"}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+}
+
+async fn to_state(s: &Server, name: &str, target: &str, state: &str) {
+    let r = s
+        .put(
+            &format!("/v1/nodes/{name}/states/provision"),
+            V,
+            Some(&json!({"target": target})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{target}: {}", r.body);
+    let start = Instant::now();
+    while s.get(&format!("/v1/nodes/{name}"), V).await.json()["provision_state"] != state {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{name} never reached {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn migrate(db: &str, url: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ironic-oneview"))
+        .arg("migrate-to-dynamic")
+        .args(args)
+        .env("IRONIC_DATABASE__URL", db)
+        .env("IRONIC_ONEVIEW__MANAGER_URL", url)
+        .env("IRONIC_ONEVIEW__USERNAME", "administrator")
+        .env("IRONIC_ONEVIEW__PASSWORD", "password")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Pre-allocation nodes (the deprecated model) work without Ironic touching profiles,
+/// and `ironic-oneview migrate-to-dynamic` moves a mixed set of nodes, first as a dry
+/// run that changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_allocation_and_migration() {
+    let (url, _sim) = simulator().await;
+    let s = server(Backend::Postgres, Some(url.clone())).await;
+    let db = s.testdb.as_ref().unwrap().url.clone();
+    // The operator applied profiles in OneView at enrolment (the control API plays it).
+    control(&url, "server-hardware/sh-encl1-5/take").await;
+    control(&url, "server-hardware/sh-encl1-6/take").await;
+    let profile_of = |sh: &'static str| {
+        let url = url.clone();
+        async move {
+            let state = raw_get(&url, "/control/state").await;
+            state["serverHardware"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["uuid"] == sh)
+                .unwrap()["serverProfileUri"]
+                .clone()
+        }
+    };
+    let p5 = profile_of("sh-encl1-5").await;
+    let p6 = profile_of("sh-encl1-6").await;
+    create_pre_allocated(&s, "pa-active", "sh-encl1-5").await;
+    create_pre_allocated(&s, "pa-idle", "sh-encl1-6").await;
+    create_pre_allocated(&s, "pa-enroll", "sh-encl1-7").await;
+    create(&s).await; // ov-1: already dynamic
+    // Pre-allocation: power works on hardware with the operator's profile, and
+    // deploying and cleaning leave the profiles alone.
+    for name in ["pa-active", "pa-idle"] {
+        to_state(&s, name, "manage", "manageable").await;
+        to_state(&s, name, "provide", "available").await;
+    }
+    let r = s
+        .patch(
+            "/v1/nodes/pa-active",
+            V,
+            &json!([{"op": "add", "path": "/instance_uuid", "value": "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    to_state(&s, "pa-active", "active", "active").await;
+    assert_eq!(profile_of("sh-encl1-5").await, p5);
+    assert_eq!(profile_of("sh-encl1-6").await, p6);
+
+    // Dry run: the plan, nothing changed.
+    let (ok, text) = migrate(&db, &url, &["--all", "--dry-run"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("[dry run]") && text.contains("nothing changed"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "profile {} becomes Ironic's",
+            p5.as_str().unwrap()
+        )),
+        "{text}"
+    );
+    assert_eq!(profile_of("sh-encl1-6").await, p6);
+    let n = s.get("/v1/nodes/pa-idle", V).await.json();
+    assert_eq!(n["driver_info"]["dynamic_allocation"], "False");
+
+    // The real run.
+    let (ok, text) = migrate(&db, &url, &["--all"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("4 node(s) considered, 3 migrated, 1 skipped, 0 failed"),
+        "{text}"
+    );
+    let a = s.get("/v1/nodes/pa-active", V).await.json();
+    assert_eq!(a["driver_info"]["dynamic_allocation"], true);
+    assert_eq!(a["driver_info"]["applied_server_profile_uri"], p5);
+    assert_eq!(
+        profile_of("sh-encl1-5").await,
+        p5,
+        "the instance keeps its profile"
+    );
+    let i = s.get("/v1/nodes/pa-idle", V).await.json();
+    assert_eq!(i["driver_info"]["dynamic_allocation"], true);
+    assert_eq!(i["maintenance"], false);
+    assert_eq!(i["provision_state"], "available");
+    assert_eq!(
+        profile_of("sh-encl1-6").await,
+        Value::Null,
+        "the idle node's profile is gone"
+    );
+    let e = s.get("/v1/nodes/pa-enroll", V).await.json();
+    assert_eq!(e["driver_info"]["dynamic_allocation"], true);
+    assert_eq!(e["reservation"], Value::Null);
+    // Migrated nodes are plain dynamic nodes now: the active one is Ironic's.
+    let v = s.get("/v1/nodes/pa-active/validate", V).await.json();
+    assert_eq!(v["management"]["result"], true, "{v}");
+    // Again: nothing left to do.
+    let (ok, text) = migrate(&db, &url, &["--nodes", "pa-idle"]);
+    assert!(
+        ok && text.contains("already uses dynamic allocation"),
+        "{text}"
+    );
+    s.stop().await;
+}
