@@ -30,6 +30,13 @@ ensure_postgres() {
 
 ensure_postgres
 
+# The OneView client's HTTPS test runs `openssl s_server` with a throwaway certificate.
+if ! command -v openssl >/dev/null; then
+  echo "== installing openssl"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl >/dev/null
+fi
+
 amqp_up() { (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
 
 ensure_rabbitmq() {

@@ -34,6 +34,8 @@ fn settings(url: &str, password: &str) -> Settings {
         task_timeout: Duration::from_secs(5),
         poll_interval: Duration::from_millis(10),
         request_timeout: Duration::from_secs(5),
+        allow_insecure: false,
+        ca_file: None,
     }
 }
 
@@ -154,9 +156,108 @@ async fn failures_are_clear() {
         e.to_string().starts_with("OneView appliance unreachable"),
         "{e}"
     );
-    // A scheme we do not speak.
+    // A scheme we do not speak; HTTPS is the default.
     assert!(matches!(
-        Client::new(settings("https://10.0.0.1", "p")),
+        Client::new(settings("ftp://10.0.0.1", "p")),
         Err(OvError::Config(_))
     ));
+    assert!(Client::new(settings("10.0.0.1", "p")).is_ok());
+}
+
+/// HTTPS against a TLS server with a self-signed certificate (`openssl s_server`, which
+/// is no OneView: only the handshake matters here): refused with the built-in roots,
+/// accepted with its certificate as the CA file, or with verification off.
+#[tokio::test]
+async fn https_certificates_are_checked() {
+    let dir = std::env::temp_dir().join(format!("ov-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ok = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        // A server certificate, not a CA (webpki refuses a CA as the end entity).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-keyout", "key.pem", "-out", "cert.pem"])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl is installed");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = std::process::Command::new("openssl")
+        .args([
+            "s_server", "-quiet", "-WWW", "-cert", "cert.pem", "-key", "key.pem",
+        ])
+        .args(["-accept", &format!("127.0.0.1:{port}")])
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "s_server did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let url = format!("https://127.0.0.1:{port}");
+    // s_server does not answer a POST: past the handshake, give up quickly.
+    let settings = |url: &str, p: &str| Settings {
+        request_timeout: Duration::from_millis(500),
+        ..settings(url, p)
+    };
+    let cert_error = |e: &OvError| e.to_string().to_lowercase().contains("certificate");
+    // The built-in web roots do not know a self-signed certificate.
+    let e = Client::new(settings(&url, "p"))
+        .unwrap()
+        .get("/rest/version")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, OvError::Unreachable(_)) && cert_error(&e),
+        "{e}"
+    );
+    // Its own certificate as the CA bundle: the handshake passes (what follows is not
+    // OneView, so some other error).
+    let mut s = settings(&url, "p");
+    s.ca_file = Some(dir.join("cert.pem").display().to_string());
+    let e = Client::new(s)
+        .unwrap()
+        .get("/rest/version")
+        .await
+        .unwrap_err();
+    assert!(!cert_error(&e), "{e}");
+    // No verification.
+    let mut s = settings(&url, "p");
+    s.allow_insecure = true;
+    let e = Client::new(s)
+        .unwrap()
+        .get("/rest/version")
+        .await
+        .unwrap_err();
+    assert!(!cert_error(&e), "{e}");
+    // A CA file that is not one.
+    let mut s = settings(&url, "p");
+    s.ca_file = Some(dir.join("key.pem").display().to_string());
+    assert!(matches!(Client::new(s), Err(OvError::Config(_))));
+    server.kill().unwrap();
+    let _ = server.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

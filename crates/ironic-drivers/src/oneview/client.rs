@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -29,6 +30,11 @@ pub struct Settings {
     pub poll_interval: Duration,
     /// One HTTP request's limit.
     pub request_timeout: Duration,
+    /// HTTPS: accept any certificate (`[oneview] allow_insecure_connections`).
+    pub allow_insecure: bool,
+    /// HTTPS: trust this PEM bundle instead of the built-in web roots
+    /// (`[oneview] tls_cacert_file`; ignored, with the insecure option).
+    pub ca_file: Option<String>,
 }
 
 /// What went wrong talking to OneView.
@@ -86,7 +92,7 @@ struct Reply {
 pub struct Client {
     base: String,
     settings: Settings,
-    http: HttpClient<HttpConnector, Full<Bytes>>,
+    http: HttpClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
     session: Mutex<Option<String>>,
 }
 
@@ -106,13 +112,114 @@ fn base_url(manager_url: &str) -> Result<String, OvError> {
         )));
     }
     match scheme.as_str() {
-        "http" => Ok(format!("http://{authority}")),
-        "https" => Err(OvError::Config(format!(
-            "manager_url {manager_url:?}: HTTPS is not supported by this build yet; use an explicit http:// URL"
-        ))),
+        "http" | "https" => Ok(format!("{scheme}://{authority}")),
         s => Err(OvError::Config(format!(
             "manager_url {manager_url:?}: unknown scheme {s:?}"
         ))),
+    }
+}
+
+/// An error with its causes (`client error (Connect): … : invalid peer certificate …`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    // Bounded: causes do not loop, but never trust that.
+    for _ in 0..8 {
+        let Some(c) = cur else { break };
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// TLS for an `https://` appliance: the web roots, a CA bundle, or no verification.
+fn tls_config(s: &Settings) -> Result<rustls::ClientConfig, OvError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OvError::Config(format!("TLS: {e}")))?;
+    if s.allow_insecure {
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(NoVerification(provider)))
+            .with_no_client_auth());
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    match &s.ca_file {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| OvError::Config(format!("tls_cacert_file {path}: {e}")))?;
+            for c in certs {
+                let c = c.map_err(|e| OvError::Config(format!("tls_cacert_file {path}: {e}")))?;
+                roots
+                    .add(c)
+                    .map_err(|e| OvError::Config(format!("tls_cacert_file {path}: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(OvError::Config(format!(
+                    "tls_cacert_file {path} holds no certificate"
+                )));
+            }
+        }
+        None => roots.extend(webpki_roots_certs()),
+    }
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+fn webpki_roots_certs() -> impl Iterator<Item = rustls::pki_types::TrustAnchor<'static>> {
+    webpki_roots::TLS_SERVER_ROOTS.iter().cloned()
+}
+
+/// `allow_insecure_connections`: any certificate is accepted (signatures are still
+/// checked, so the connection is encrypted, just not authenticated).
+#[derive(Debug)]
+struct NoVerification(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -135,8 +242,14 @@ fn error_from(status: u16, body: &Value) -> OvError {
 impl Client {
     pub fn new(settings: Settings) -> Result<Client, OvError> {
         let base = base_url(&settings.manager_url)?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(settings.request_timeout));
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(settings.request_timeout));
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(&settings)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         Ok(Client {
             base,
             http: HttpClient::builder(TokioExecutor::new()).build(connector),
@@ -170,7 +283,7 @@ impl Client {
                 .http
                 .request(req)
                 .await
-                .map_err(|e| OvError::Unreachable(format!("{} ({e})", self.base)))?;
+                .map_err(|e| OvError::Unreachable(format!("{} ({})", self.base, chain(&e))))?;
             let status = r.status().as_u16();
             let location = r
                 .headers()
@@ -327,7 +440,11 @@ mod tests {
             base_url("http://10.0.0.1:8443/x"),
             Ok("http://10.0.0.1:8443".into())
         );
-        assert!(matches!(base_url("10.0.0.1"), Err(OvError::Config(m)) if m.contains("HTTPS")));
+        assert_eq!(
+            base_url("10.0.0.1"),
+            Ok("https://10.0.0.1".into()),
+            "HTTPS by default"
+        );
         assert!(matches!(base_url("ftp://x"), Err(OvError::Config(_))));
         assert!(matches!(base_url("http://"), Err(OvError::Config(_))));
     }
