@@ -45,6 +45,8 @@ pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settin
         task_timeout: Duration::from_secs(o.task_timeout.max(1)),
         poll_interval: Duration::from_millis(200),
         request_timeout: Duration::from_secs(30),
+        max_retries: o.max_polling_attempts,
+        retry_pause: Duration::from_secs(10),
         allow_insecure: o.allow_insecure_connections,
         ca_file: o.tls_cacert_file.clone(),
     }

@@ -215,6 +215,8 @@ impl Registry {
                     task_timeout: std::time::Duration::from_secs(600),
                     poll_interval: std::time::Duration::from_millis(200),
                     request_timeout: std::time::Duration::from_secs(30),
+                    max_retries: 12,
+                    retry_pause: std::time::Duration::from_secs(10),
                     allow_insecure: false,
                     ca_file: None,
                 }))

@@ -34,6 +34,8 @@ fn settings(url: &str, password: &str) -> Settings {
         task_timeout: Duration::from_secs(5),
         poll_interval: Duration::from_millis(10),
         request_timeout: Duration::from_secs(5),
+        max_retries: 2,
+        retry_pause: Duration::from_millis(10),
         allow_insecure: false,
         ca_file: None,
     }
@@ -114,6 +116,14 @@ async fn session_reuse_relogin_and_tasks() {
             .unwrap_err()
             .is_not_found()
     );
+    // Busy (409) is retried up to max_retries (2) times; a third 409 is the answer.
+    control(&url, "fail-next-calls", json!({"count": 2, "status": 409})).await;
+    assert!(c.get("/rest/server-hardware/sh-encl1-1").await.is_ok());
+    control(&url, "fail-next-calls", json!({"count": 3, "status": 409})).await;
+    assert!(matches!(
+        c.get("/rest/server-hardware/sh-encl1-1").await,
+        Err(OvError::Http { status: 409, .. })
+    ));
     control(&url, "fail-next-calls", json!({"status": 503})).await;
     assert!(matches!(
         c.get("/rest/server-hardware/sh-encl1-1").await,

@@ -30,6 +30,10 @@ pub struct Settings {
     pub poll_interval: Duration,
     /// One HTTP request's limit.
     pub request_timeout: Duration,
+    /// Retries of a call answered 408 or 409 (`[oneview] max_polling_attempts`).
+    pub max_retries: u32,
+    /// The pause before such a retry.
+    pub retry_pause: Duration,
     /// HTTPS: accept any certificate (`[oneview] allow_insecure_connections`).
     pub allow_insecure: bool,
     /// HTTPS: trust this PEM bundle instead of the built-in web roots
@@ -337,9 +341,14 @@ impl Client {
             .ok_or_else(|| OvError::Garbage("login answer without sessionID".into()))
     }
 
-    /// One call with the session, logging in when there is none and once more on 401.
+    /// One call with the session, logging in when there is none and once more on 401;
+    /// a call the appliance answers 408 or 409 (busy) is retried, `max_retries` times
+    /// at most, after `retry_pause`.
     async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, OvError> {
-        for attempt in 0..2 {
+        let mut busy = 0;
+        let mut relogged = false;
+        // Bounded: one re-login plus the retries.
+        for _ in 0..(self.settings.max_retries + 2) {
             let token = {
                 let mut s = self.session.lock().await;
                 match &*s {
@@ -352,11 +361,17 @@ impl Client {
                 }
             };
             let r = self.raw(method, path, body, Some(&token)).await?;
-            if r.status == 401 && attempt == 0 {
+            if r.status == 401 && !relogged {
+                relogged = true;
                 let mut s = self.session.lock().await;
                 if s.as_deref() == Some(token.as_str()) {
                     *s = None;
                 }
+                continue;
+            }
+            if matches!(r.status, 408 | 409) && busy < self.settings.max_retries {
+                busy += 1;
+                tokio::time::sleep(self.settings.retry_pause).await;
                 continue;
             }
             if r.status >= 300 {
