@@ -5,7 +5,8 @@
 //! - a node with an instance keeps its profile, which becomes Ironic's
 //!   (`applied_server_profile_uri`), and gets `dynamic_allocation = true`;
 //! - an idle node goes into maintenance (`Migrating to dynamic allocation`), its
-//!   profile is removed in OneView, it gets `dynamic_allocation = true`, and
+//!   server is powered off and its profile removed in OneView, it gets
+//!   `dynamic_allocation = true`, and
 //!   maintenance ends. A run that stopped half-way is resumed: nodes still in
 //!   maintenance with that reason are candidates again.
 //!
@@ -212,6 +213,17 @@ async fn apply(
         return Outcome::Failed(e);
     }
     if let Some(p) = &profile {
+        // The appliance refuses to remove a profile from a powered-on server (upstream's
+        // tool did not power off first); the node is idle, so off it goes.
+        let data = oneview::node_data(NodeInfo::from(&*n));
+        if let Ok(d) = data {
+            let off = json!({"powerState": "Off", "powerControl": "PressAndHold"});
+            let path = format!("{}/powerState", d.server_hardware_uri);
+            if let Err(e) = client.run("PUT", &path, &off).await {
+                return Outcome::Failed(format!("powering off before removing profile {p}: {e}"));
+            }
+            n.power_state = Some("power off".into());
+        }
         match client.run("DELETE", p, &json!({})).await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}

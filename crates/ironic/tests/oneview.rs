@@ -551,7 +551,18 @@ async fn pre_allocation_and_migration() {
     let n = s.get("/v1/nodes/pa-idle", V).await.json();
     assert_eq!(n["driver_info"]["dynamic_allocation"], "False");
 
-    // The real run.
+    // The real run; the idle node's server is on (an operator booted it), which the
+    // appliance would not let a profile be removed from.
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let r = Server::client(addr)
+        .call(
+            "POST",
+            "/control/server-hardware/sh-encl1-6/power",
+            None,
+            Some(r#"{"powerState": "On"}"#),
+        )
+        .await;
+    assert_eq!(r.status, 200);
     let (ok, text) = migrate(&db, &url, &["--all"]);
     assert!(ok, "{text}");
     assert!(
