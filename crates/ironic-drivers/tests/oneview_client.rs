@@ -271,3 +271,116 @@ async fn https_certificates_are_checked() {
     let _ = server.wait();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The driver's interfaces directly against the simulator: cleaning allocates a
+/// profile (reused on a second preparation), the boot device moves to the front of the
+/// profile's boot order, tearing cleaning down removes the profile.
+#[tokio::test]
+async fn driver_allocation_and_boot_order() {
+    use ironic_drivers::interfaces::{BootDevice, Driver, NodeInfo};
+    use ironic_drivers::oneview::{APPLIED_PROFILE, OneView, Owner};
+    let (url, _sim) = simulator(20).await;
+    let ov = OneView::new(settings(&url, "password"));
+    let mut node = ironic_model::Node::blank(
+        ironic_model::NodeUuid::new_v4(),
+        "oneview".into(),
+        ironic_model::Version::MAX,
+    );
+    node.driver_info = json!({"server_hardware_uri": "/rest/server-hardware/sh-encl1-8", "dynamic_allocation": true})
+        .as_object()
+        .cloned()
+        .unwrap();
+    node.properties = json!({"capabilities": "server_hardware_type_uri:/rest/server-hardware-types/sht-bl460c-gen9,server_profile_template_uri:/rest/server-profile-templates/spt-ironic"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        ov.core.owner(NodeInfo::from(&node)).await.unwrap(),
+        Owner::Free
+    );
+    // No profile yet: the boot device cannot be set.
+    let disk = BootDevice {
+        device: "disk".into(),
+        persistent: true,
+    };
+    assert!(
+        ov.management()
+            .set_boot_device(NodeInfo::from(&node), disk.clone())
+            .await
+            .is_err()
+    );
+    let changes = ov
+        .deploy()
+        .prepare_cleaning(NodeInfo::from(&node))
+        .await
+        .unwrap();
+    changes.apply(&mut node);
+    let mine = node.driver_info[APPLIED_PROFILE]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        ov.core.owner(NodeInfo::from(&node)).await.unwrap(),
+        Owner::Ironic
+    );
+    // Preparing again reuses the profile.
+    let again = ov
+        .deploy()
+        .prepare_cleaning(NodeInfo::from(&node))
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "{again:?}");
+    // The template's order is PXE first; disk moves to the front.
+    let pxe = ov
+        .management()
+        .get_boot_device(NodeInfo::from(&node))
+        .await
+        .unwrap();
+    assert_eq!(pxe.unwrap().device, "pxe");
+    ov.management()
+        .set_boot_device(NodeInfo::from(&node), disk.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        ov.management()
+            .get_boot_device(NodeInfo::from(&node))
+            .await
+            .unwrap(),
+        Some(disk)
+    );
+    let c = Client::new(settings(&url, "password")).unwrap();
+    assert_eq!(
+        c.get(&mine).await.unwrap()["boot"]["order"],
+        json!(["HardDisk", "PXE"])
+    );
+    let floppy = BootDevice {
+        device: "floppy".into(),
+        persistent: true,
+    };
+    assert!(
+        ov.management()
+            .set_boot_device(NodeInfo::from(&node), floppy)
+            .await
+            .is_err()
+    );
+    // Power through the driver, then tearing cleaning down removes the profile.
+    let on = ov
+        .power()
+        .set_power_state(NodeInfo::from(&node), "rebooting", None)
+        .await
+        .unwrap();
+    assert_eq!(on, "power on");
+    let changes = ov
+        .deploy()
+        .tear_down_cleaning(NodeInfo::from(&node))
+        .await
+        .unwrap();
+    assert_eq!(changes.power_state.as_deref(), Some("power off"));
+    changes.apply(&mut node);
+    assert!(node.driver_info.get(APPLIED_PROFILE).is_none());
+    assert!(c.get(&mine).await.unwrap_err().is_not_found());
+    assert_eq!(
+        ov.core.owner(NodeInfo::from(&node)).await.unwrap(),
+        Owner::Free
+    );
+}
