@@ -6,11 +6,12 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use ironic_db::allocations::AllocationFilter;
-use ironic_model::allocation::{self as alloc, Allocation, RESOURCE_CLASS_MAX};
+use ironic_model::allocation::{self as alloc, Allocation, NewAllocation, RESOURCE_CLASS_MAX};
 use ironic_model::ids::{canonical_uuid, is_uuid_like};
 use ironic_model::names::{is_valid_logical_name, trait_error_message, validate_trait};
 use ironic_model::{Error, Version, patch};
 use ironic_rpc::NodeRef;
+use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
 use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
@@ -275,17 +276,21 @@ pub async fn create(
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         (None, None) => uuid::Uuid::new_v4().to_string(),
     };
-    let rc = resource_class.or_else(|| backfill.as_ref().and_then(|n| n.resource_class.clone()));
-    let mut a = Allocation::new(uuid, rc);
-    a.name = name;
-    a.traits = traits;
-    a.candidate_nodes = candidate_nodes;
-    a.owner = owner;
-    a.extra = extra;
-    let created = st
-        .conductor
-        .create_allocation(&req.ctx, a, backfill.as_ref().map(NodeRef::from))
-        .await?;
+    let resource_class =
+        resource_class.or_else(|| backfill.as_ref().and_then(|n| n.resource_class.clone()));
+    let create = CreateAllocation {
+        allocation: NewAllocation {
+            uuid,
+            name,
+            resource_class,
+            candidate_nodes,
+            traits,
+            owner,
+            extra,
+        },
+        backfill: backfill.as_ref().map(NodeRef::from),
+    };
+    let created = st.conductor.call(&req.ctx, create).await?;
     let fields = fields_of(&Query(Vec::new()), v)?;
     let mut resp = one_response(&created, &base, &fields, StatusCode::CREATED)?;
     if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/allocations/{}", created.uuid)) {
@@ -436,7 +441,10 @@ pub async fn delete(
     gate_write(req.version)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let a = load(&st, &ident).await?;
-    st.conductor.destroy_allocation(&req.ctx, a).await?;
+    let destroy = DestroyAllocation {
+        allocation: a.reference(),
+    };
+    st.conductor.call(&req.ctx, destroy).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -481,6 +489,9 @@ pub async fn node_delete(
     node_gate(req.version)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let a = node_allocation(&st, &ident, req.version).await?;
-    st.conductor.destroy_allocation(&req.ctx, a).await?;
+    let destroy = DestroyAllocation {
+        allocation: a.reference(),
+    };
+    st.conductor.call(&req.ctx, destroy).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

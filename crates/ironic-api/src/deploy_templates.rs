@@ -267,14 +267,13 @@ pub async fn node_deploy_steps(
     gate(req.version)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let node = load_node(&st, &ident, req.version).await?;
-    let hw = ironic_drivers::known(&node.driver)
-        .ok_or_else(|| Error::no_valid_host(&node.driver, &node.conductor_group))?;
+    if ironic_catalog::known(&node.driver).is_none() {
+        return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
+    }
     let traits = dt::instance_traits(&node).map_err(Error::Invalid)?;
     let templates = st.db.deploy_templates_by_names(&traits).await?;
     let names: Vec<String> = templates.iter().map(|t| t.name.clone()).collect();
-    let templates: Vec<_> = templates.into_iter().map(|t| (t.name, t.steps)).collect();
-    let plan =
-        ironic_drivers::steps::deploy_plan(hw.deploy_steps, &templates).map_err(Error::Invalid)?;
+    let plan = ironic_catalog::deploy_plan_for(&node, templates).map_err(Error::Invalid)?;
     let steps: Vec<Value> = plan
         .iter()
         .map(|s| {

@@ -41,7 +41,7 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
         );
         d.insert("type".into(), json!("dynamic"));
         if detail {
-            let hw = ironic_drivers::known(name);
+            let hw = ironic_catalog::known(name);
             for (t, min) in DRIVER_INTERFACES {
                 if !v.at_least(*min) {
                     continue;

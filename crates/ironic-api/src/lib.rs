@@ -1,6 +1,6 @@
 //! The REST API: Ironic's JSON shapes, microversion negotiation, JSON Patch, pagination,
 //! error bodies and authentication. Reads go straight to the database; every write goes
-//! to the conductor through `ironic_rpc::ConductorApi`.
+//! to the conductor through `ironic_rpc::Conductors`.
 //!
 //! Architecture invariant: handlers validate, read and route; they never run long work
 //! inline and never write SQL.
@@ -18,7 +18,7 @@ use axum::routing::{MethodRouter, get, put};
 use ironic_db::Db;
 use ironic_model::node::NodeDefaults;
 use ironic_model::version::{self, Version, VersionError};
-use ironic_rpc::{ConductorApi, Context};
+use ironic_rpc::{Conductors, Context};
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -53,7 +53,7 @@ pub struct ApiSettings {
 
 pub struct Inner {
     pub db: Db,
-    pub conductor: Arc<dyn ConductorApi>,
+    pub conductor: Conductors,
     pub topology: Arc<Topology>,
     pub auth: Auth,
     pub settings: ApiSettings,

@@ -14,7 +14,10 @@ use ironic_model::node::{
 use ironic_model::patch;
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node, Version};
-use ironic_rpc::{NodeRef, UpdateNode};
+use ironic_rpc::NodeRef;
+use ironic_rpc::calls::{
+    AddNodeTraits, CreateNode, DestroyNode, RemoveNodeTraits, SetMaintenance, UpdateNode,
+};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
@@ -369,7 +372,7 @@ pub async fn create(
     {
         return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
     }
-    let created = st.conductor.create_node(&req.ctx, node).await?;
+    let created = st.conductor.call(&req.ctx, CreateNode { node }).await?;
     let mut resp = node_response(&st, StatusCode::CREATED, &created, req.version, &base, None);
     if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}", created.uuid)) {
         resp.headers_mut().insert(header::LOCATION, loc);
@@ -446,7 +449,7 @@ pub async fn patch(
     }
     let updated = st
         .conductor
-        .update_node(
+        .call(
             &req.ctx,
             UpdateNode {
                 node: NodeRef {
@@ -479,7 +482,12 @@ pub async fn delete(
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .destroy_node(&req.ctx, NodeRef::from(&node))
+        .call(
+            &req.ctx,
+            DestroyNode {
+                node: NodeRef::from(&node),
+            },
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -551,7 +559,14 @@ pub async fn maintenance_on(
     };
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .set_maintenance(&req.ctx, NodeRef::from(&node), true, reason)
+        .call(
+            &req.ctx,
+            SetMaintenance {
+                node: NodeRef::from(&node),
+                on: true,
+                reason,
+            },
+        )
         .await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -565,7 +580,14 @@ pub async fn maintenance_off(
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .set_maintenance(&req.ctx, NodeRef::from(&node), false, None)
+        .call(
+            &req.ctx,
+            SetMaintenance {
+                node: NodeRef::from(&node),
+                on: false,
+                reason: None,
+            },
+        )
         .await?;
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -652,7 +674,14 @@ pub async fn traits_put(
     let traits = trait_list(&parse_json(&raw.0)?)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .add_node_traits(&req.ctx, NodeRef::from(&node), traits, true)
+        .call(
+            &req.ctx,
+            AddNodeTraits {
+                node: NodeRef::from(&node),
+                traits,
+                replace: true,
+            },
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -674,7 +703,14 @@ pub async fn trait_put(
         .map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .add_node_traits(&req.ctx, NodeRef::from(&node), vec![name.clone()], false)
+        .call(
+            &req.ctx,
+            AddNodeTraits {
+                node: NodeRef::from(&node),
+                traits: vec![name.clone()],
+                replace: false,
+            },
+        )
         .await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
     if let Ok(loc) = HeaderValue::from_str(&format!(
@@ -697,7 +733,13 @@ pub async fn traits_delete_all(
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
     st.conductor
-        .remove_node_traits(&req.ctx, NodeRef::from(&node), None)
+        .call(
+            &req.ctx,
+            RemoveNodeTraits {
+                node: NodeRef::from(&node),
+                one: None,
+            },
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -718,7 +760,13 @@ pub async fn trait_delete(
         );
     }
     st.conductor
-        .remove_node_traits(&req.ctx, NodeRef::from(&node), Some(name))
+        .call(
+            &req.ctx,
+            RemoveNodeTraits {
+                node: NodeRef::from(&node),
+                one: Some(name),
+            },
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -10,10 +10,15 @@
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
+use ironic_catalog::steps::Requested;
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::INTERFACE_TYPES;
 use ironic_model::{Error, Version};
-use ironic_rpc::{CleanStep, NodeRef};
+use ironic_rpc::NodeRef;
+use ironic_rpc::calls::{
+    ChangeNodePowerState, DoNodeClean, DoNodeDeploy, DoNodeTearDown, DoProvisioningAction,
+    GetCleanSteps, ValidateDriverInterfaces,
+};
 use serde_json::Value;
 
 use crate::body::{JsonBody, P};
@@ -53,7 +58,7 @@ const STEP_INTERFACES: &[&str] = &[
     "vendor",
 ];
 
-fn clean_steps(v: &Value) -> Result<Vec<CleanStep>, ApiError> {
+fn clean_steps(v: &Value) -> Result<Vec<Requested>, ApiError> {
     let bad = |m: String| ApiError::invalid(format!("Invalid clean_steps: {m}"));
     let Value::Array(list) = v else {
         return Err(bad("a list of steps is expected".into()));
@@ -87,7 +92,7 @@ fn clean_steps(v: &Value) -> Result<Vec<CleanStep>, ApiError> {
                 Some(Value::Object(a)) => a.clone(),
                 Some(_) => return Err(bad(format!("step {i}: args must be an object"))),
             };
-            Ok(CleanStep {
+            Ok(Requested {
                 interface: interface.into(),
                 step: step.into(),
                 args,
@@ -189,27 +194,31 @@ pub async fn set_provision_state(
     if verb.event == Event::Abort && !v.at_least(fsm::abort_min_minor(state)) {
         return Err(Error::not_acceptable().into());
     }
-    let nref = NodeRef::from(&node);
+    let node = NodeRef::from(&node);
+    let ctx = &req.ctx;
     match verb.event {
         Event::Clean => {
-            st.conductor
-                .do_node_clean(&req.ctx, nref, steps.unwrap_or_default(), disable_ramdisk)
-                .await?
+            let steps = steps.unwrap_or_default();
+            let clean = DoNodeClean {
+                node,
+                steps,
+                disable_ramdisk,
+            };
+            st.conductor.call(ctx, clean).await?
         }
         Event::Deploy | Event::Rebuild => {
-            st.conductor
-                .do_node_deploy(
-                    &req.ctx,
-                    nref,
-                    verb.event == Event::Rebuild,
-                    obj.get("configdrive").filter(|c| !c.is_null()).cloned(),
-                )
-                .await?
+            let deploy = DoNodeDeploy {
+                node,
+                rebuild: verb.event == Event::Rebuild,
+                configdrive: obj.get("configdrive").filter(|c| !c.is_null()).cloned(),
+            };
+            st.conductor.call(ctx, deploy).await?
         }
-        Event::Delete => st.conductor.do_node_tear_down(&req.ctx, nref).await?,
+        Event::Delete => st.conductor.call(ctx, DoNodeTearDown { node }).await?,
         Event::Manage | Event::Provide | Event::Abort | Event::Inspect | Event::Adopt => {
+            let action = verb.event.as_str().to_string();
             st.conductor
-                .do_provisioning_action(&req.ctx, nref, verb.event.as_str().to_string())
+                .call(ctx, DoProvisioningAction { node, action })
                 .await?
         }
         _ => {
@@ -266,9 +275,12 @@ pub async fn set_power_state(
         Some((_, min)) if !v.at_least(*min) => return Err(Error::not_acceptable().into()),
         Some(_) => {}
     }
-    st.conductor
-        .change_node_power_state(&req.ctx, NodeRef::from(&node), target.to_string(), timeout)
-        .await?;
+    let change = ChangeNodePowerState {
+        node: NodeRef::from(&node),
+        new_state: target.to_string(),
+        timeout_secs: timeout,
+    };
+    st.conductor.call(&req.ctx, change).await?;
     Ok(accepted(&base, &ident))
 }
 
@@ -284,7 +296,12 @@ pub async fn validate(
     let node = load_node(&st, &ident, req.version).await?;
     let mut list = st
         .conductor
-        .validate_driver_interfaces(&req.ctx, NodeRef::from(&node))
+        .call(
+            &req.ctx,
+            ValidateDriverInterfaces {
+                node: NodeRef::from(&node),
+            },
+        )
         .await?;
     const CORE: &[&str] = &["boot", "deploy", "management", "network", "power"];
     let rank = |name: &str| CORE.iter().position(|c| *c == name).unwrap_or(CORE.len());
@@ -333,7 +350,13 @@ pub async fn cleaning_steps(
     let node = load_node(&st, &ident, v).await?;
     match st
         .conductor
-        .get_clean_steps(&req.ctx, NodeRef::from(&node), min_priority)
+        .call(
+            &req.ctx,
+            GetCleanSteps {
+                node: NodeRef::from(&node),
+                min_priority,
+            },
+        )
         .await?
     {
         Some(steps) => {
@@ -341,11 +364,11 @@ pub async fn cleaning_steps(
                 .into_iter()
                 .map(|s| {
                     serde_json::json!({
-                        "interface": s["interface"],
-                        "step": s["step"],
-                        "priority": s["priority"],
-                        "abortable": s["abortable"],
-                        "args": if s["argsinfo"].is_null() { serde_json::json!({}) } else { s["argsinfo"].clone() },
+                        "interface": s.interface,
+                        "step": s.step,
+                        "priority": s.priority,
+                        "abortable": s.abortable,
+                        "args": if s.argsinfo.is_null() { serde_json::json!({}) } else { s.argsinfo },
                     })
                 })
                 .collect();

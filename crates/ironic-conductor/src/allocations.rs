@@ -15,10 +15,11 @@ use std::sync::Arc;
 use ironic_db::allocations::{Claim, Shortage};
 use ironic_db::topology::Topology;
 use ironic_model::Error;
-use ironic_model::allocation::{self as alloc, Allocation, AllocationState};
+use ironic_model::allocation::{
+    self as alloc, Allocation, AllocationRef, AllocationState, NewAllocation,
+};
 use ironic_model::states::ProvisionState as P;
 use ironic_rpc::NodeRef;
-use tokio::sync::watch;
 
 use crate::Conductor;
 
@@ -48,19 +49,13 @@ impl Conductor {
     }
 
     /// `create_allocation`.
-    pub(crate) async fn create_allocation(
+    pub(crate) async fn new_allocation(
         self: &Arc<Self>,
-        mut a: Allocation,
+        new: NewAllocation,
         backfill: Option<NodeRef>,
     ) -> Result<Allocation, Error> {
         let me = self.init_conductor_id().await?;
-        a.id = 0;
-        a.state = AllocationState::Allocating;
-        a.node_id = None;
-        a.last_error = None;
-        a.conductor_affinity = Some(me);
-        a.created_at = ironic_model::node::now();
-        a.updated_at = None;
+        let a = new.into_allocation(me);
         if backfill.is_none() && a.resource_class.is_none() {
             return Err(Error::invalid(
                 "The resource_class field is mandatory when not backfilling",
@@ -73,7 +68,8 @@ impl Conductor {
             None => {
                 let me = self.clone();
                 let id = stored.id;
-                tokio::spawn(async move { me.allocate(id).await });
+                self.work
+                    .spawn("allocation", async move { me.allocate(id).await });
                 Ok(stored)
             }
         }
@@ -214,7 +210,7 @@ impl Conductor {
     }
 
     /// `destroy_allocation`: under the node's lock when it has one.
-    pub(crate) async fn destroy_allocation(&self, a: Allocation) -> Result<(), Error> {
+    pub(crate) async fn delete_allocation(&self, a: &AllocationRef) -> Result<(), Error> {
         let a = self
             .db
             .allocation_by_id(a.id)
@@ -265,7 +261,8 @@ impl Conductor {
         for (id, _) in &mine {
             let c = self.clone();
             let id = *id;
-            tokio::spawn(async move { c.allocate(id).await });
+            self.work
+                .spawn("resumed allocation", async move { c.allocate(id).await });
         }
         if !mine.is_empty() {
             tracing::info!(count = mine.len(), "resuming allocations of an earlier run");
@@ -304,32 +301,5 @@ impl Conductor {
             }
         }
         Ok(won)
-    }
-
-    /// Every `check_allocations_interval` until `stop`: take over orphaned
-    /// allocations.
-    pub async fn check_allocations_until(
-        self: Arc<Self>,
-        topology: Arc<Topology>,
-        mut stop: watch::Receiver<bool>,
-    ) {
-        let every = self.settings.check_allocations_interval;
-        if every.is_zero() {
-            return;
-        }
-        let mut tick = tokio::time::interval(every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    match self.take_over_allocations(&topology).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::warn!(allocations = n, "took over allocations of dead conductors"),
-                        Err(e) => tracing::error!(error = %e, "could not check for orphaned allocations"),
-                    }
-                }
-                _ = stop.changed() => break,
-            }
-        }
     }
 }

@@ -3,7 +3,7 @@
 //! `ironic_model::node`. The registry keeps this conductor visible to the API processes.
 //!
 //! Architecture invariant: the conductor serves no HTTP; it is reached through
-//! `ironic_rpc::ConductorApi`.
+//! `ironic_rpc::Handlers` (the conductor calls of `ironic_rpc::calls`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,13 +16,24 @@ use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
 use ironic_model::patch::{self, Op};
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node};
-use ironic_rpc::{CleanStep, ConductorApi, Context, NodeRef, RpcFuture, UpdateNode};
+
+use crate::lock::Held;
+use ironic_catalog::steps::OfferedStep;
+use ironic_model::Allocation;
+use ironic_rpc::calls::{
+    AddNodeTraits, ChangeNodePowerState, CreateAllocation, CreateNode, DestroyAllocation,
+    DestroyNode, DoNodeClean, DoNodeDeploy, DoNodeTearDown, DoProvisioningAction, GetCleanSteps,
+    Ping, RemoveNodeTraits, SetMaintenance, UpdateNode, ValidateDriverInterfaces,
+};
+use ironic_rpc::{Context, Handlers, InterfaceCheck, NodeRef};
 
 mod allocations;
+mod lock;
 pub mod oneview;
 mod provision;
 pub mod registry;
 pub mod service;
+pub mod work;
 
 /// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
 pub const MAX_TRAITS_PER_NODE: usize = 50;
@@ -75,114 +86,6 @@ impl ConductorSettings {
     }
 }
 
-/// Gives a node lock back if the work holding it panicked or was cancelled.
-struct LockGuard {
-    db: Db,
-    node_id: i64,
-    host: String,
-    armed: bool,
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let (db, node_id, host) = (
-            self.db.clone(),
-            self.node_id,
-            std::mem::take(&mut self.host),
-        );
-        tracing::warn!(
-            node_id,
-            "node lock holder stopped early; releasing the lock"
-        );
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if let Err(e) = db.node_release(node_id, &host).await {
-                    tracing::error!(node_id, error = %e, "could not release a node lock");
-                }
-            });
-        }
-    }
-}
-
-/// A node whose lock this conductor holds. Dropping it releases the lock (from a task
-/// of its own); `save` keeps it, `release` and `save_and_release` give it back.
-pub(crate) struct Held {
-    pub node: Node,
-    guard: LockGuard,
-}
-
-impl Held {
-    pub(crate) fn new(node: Node, db: &Db, host: &str, node_id: i64) -> Held {
-        Held {
-            node,
-            guard: LockGuard {
-                db: db.clone(),
-                node_id,
-                host: host.to_string(),
-                armed: true,
-            },
-        }
-    }
-
-    /// Writes the node and keeps the lock.
-    pub async fn save(&mut self) -> Result<(), Error> {
-        self.save_dropping(None).await
-    }
-
-    /// [`Held::save`], deleting the allocation `drop_allocation` in the same
-    /// transaction.
-    pub async fn save_dropping(&mut self, drop_allocation: Option<i64>) -> Result<(), Error> {
-        self.node.reservation = Some(self.guard.host.clone());
-        let saved = self
-            .guard
-            .db
-            .node_save_dropping(&self.node, &self.guard.host, drop_allocation)
-            .await?;
-        self.node = Node {
-            traits: std::mem::take(&mut self.node.traits),
-            ..saved
-        };
-        Ok(())
-    }
-
-    /// Writes the node and gives the lock back in the same statement.
-    pub async fn save_and_release(mut self) -> Result<Node, Error> {
-        self.node.reservation = None;
-        let res = self.guard.db.node_save(&self.node, &self.guard.host).await;
-        if res.is_ok() {
-            self.guard.armed = false;
-        }
-        res
-    }
-
-    /// Gives the lock back and returns `e`: the way out of a refused request.
-    pub async fn bail<T>(self, e: Error) -> Result<T, Error> {
-        self.release().await;
-        Err(e)
-    }
-
-    /// Gives the lock back without writing. If that fails, the guard tries again from
-    /// a task of its own when it is dropped.
-    pub async fn release(mut self) {
-        match self
-            .guard
-            .db
-            .node_release(self.guard.node_id, &self.guard.host)
-            .await
-        {
-            Ok(()) => self.guard.armed = false,
-            Err(e) => tracing::error!(
-                node_id = self.guard.node_id,
-                error = %e,
-                "could not release a node lock; trying again"
-            ),
-        }
-    }
-}
-
 /// One conductor's service.
 pub struct Conductor {
     db: Db,
@@ -195,6 +98,8 @@ pub struct Conductor {
     me: std::sync::Weak<Conductor>,
     /// Nodes whose (simulated) agent is starting to report clean steps.
     agents_starting: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// The owner of every piece of background work.
+    work: work::Runner,
     /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
     /// allocations it works on; known once the service has started.
     conductor_id: std::sync::OnceLock<i64>,
@@ -208,6 +113,7 @@ impl Conductor {
             settings,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             me: me.clone(),
+            work: work::Runner::new(),
             agents_starting: std::sync::Mutex::new(std::collections::HashSet::new()),
             conductor_id: std::sync::OnceLock::new(),
         })
@@ -244,78 +150,13 @@ impl Conductor {
         &self.db
     }
 
+    /// The owner of this conductor's background work.
+    pub fn work(&self) -> &work::Runner {
+        &self.work
+    }
+
     pub fn settings(&self) -> &ConductorSettings {
         &self.settings
-    }
-
-    /// Takes the node lock, retrying while another operation holds it.
-    async fn acquire(&self, node_id: i64) -> Result<Node, Error> {
-        let mut attempt = 1;
-        loop {
-            match self.db.node_reserve(node_id, &self.settings.host).await {
-                Err(Error::Locked(m)) if attempt < self.settings.lock_attempts => {
-                    tracing::debug!(node_id, attempt, "node locked, retrying: {m}");
-                    attempt += 1;
-                    tokio::time::sleep(self.settings.lock_retry_interval).await;
-                }
-                // The API found the node a moment ago: it was deleted in between. Do
-                // not show our internal id.
-                Err(Error::NotFound(_)) => {
-                    return Err(Error::NotFound(
-                        "Node could not be found: it was deleted while this request was in progress.".into(),
-                    ));
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Takes the lock of the node `target` names, for work that may outlive this call
-    /// (the returned [`Held`] is handed to a background task).
-    async fn lock(&self, target: &NodeRef) -> Result<Held, Error> {
-        let mut node = self.acquire(target.id).await?;
-        let guard = LockGuard {
-            db: self.db.clone(),
-            node_id: target.id,
-            host: self.settings.host.clone(),
-            armed: true,
-        };
-        if node.uuid.as_str() != target.uuid {
-            drop(guard);
-            return Err(Error::node_not_found(&target.uuid));
-        }
-        node.reservation = Some(self.settings.host.clone());
-        Ok(Held { node, guard })
-    }
-
-    /// Runs `f` on the locked node and always gives the lock back.
-    async fn with_lock<T, F, Fut>(&self, target: &NodeRef, f: F) -> Result<T, Error>
-    where
-        F: FnOnce(Node) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        let node_id = target.id;
-        let node = self.acquire(node_id).await?;
-        if node.uuid.as_str() != target.uuid {
-            // The caller's id and uuid disagree (a stale or forged reference): touch
-            // nothing.
-            if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
-                tracing::error!(node_id, error = %e, "could not release a node lock");
-            }
-            return Err(Error::node_not_found(&target.uuid));
-        }
-        let mut guard = LockGuard {
-            db: self.db.clone(),
-            node_id,
-            host: self.settings.host.clone(),
-            armed: true,
-        };
-        let res = f(node).await;
-        guard.armed = false;
-        if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
-            tracing::error!(node_id, error = %e, "could not release a node lock");
-        }
-        res
     }
 
     /// Whether a live conductor serves `driver` in `group`.
@@ -430,264 +271,223 @@ impl Conductor {
     }
 }
 
-impl ConductorApi for Conductor {
-    fn create_node(&self, ctx: &Context, node: Node) -> RpcFuture<'_, Node> {
-        let request_id = ctx.request_id.clone();
-        Box::pin(async move {
-            let mut node = node;
-            self.complete_interfaces(&mut node)?;
-            let created = self.db.node_create(&node).await?;
-            tracing::info!(node = %created.uuid, request_id, "node created");
-            Ok(created)
-        })
+impl Handlers for Conductor {
+    async fn ping(&self, _ctx: &Context, _req: Ping) -> Result<(), Error> {
+        Ok(())
     }
 
-    fn update_node(&self, _ctx: &Context, req: UpdateNode) -> RpcFuture<'_, Node> {
-        Box::pin(async move {
-            self.with_lock(&req.node.clone(), |node| self.do_update(node, req))
-                .await
-        })
+    async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
+        let mut node = req.node;
+        self.complete_interfaces(&mut node)?;
+        let created = self.db.node_create(&node).await?;
+        tracing::info!(node = %created.uuid, request_id = %ctx.request_id, "node created");
+        Ok(created)
     }
 
-    fn set_maintenance(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        on: bool,
-        reason: Option<String>,
-    ) -> RpcFuture<'_, Node> {
-        Box::pin(async move {
-            self.with_lock(&node, |mut node| async move {
-                node.maintenance = on;
-                node.maintenance_reason = if on { reason } else { None };
-                if !on {
-                    node.fault = None;
-                }
-                let saved = self.db.node_save(&node, &self.settings.host).await?;
-                tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
-                Ok(Node {
-                    reservation: None,
-                    ..saved
-                })
-            })
+    async fn update_node(&self, _ctx: &Context, req: UpdateNode) -> Result<Node, Error> {
+        self.with_lock(&req.node.clone(), |node| self.do_update(node, req))
             .await
-        })
     }
 
-    fn destroy_node(&self, _ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            self.with_lock(&node, |node| async move {
-                check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
-                self.db.node_destroy(node.id, &self.settings.host).await?;
-                tracing::info!(node = %node.uuid, "node deleted");
-                Ok(())
-            })
-            .await
-        })
-    }
-
-    fn add_node_traits(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        traits: Vec<String>,
-        replace: bool,
-    ) -> RpcFuture<'_, Vec<String>> {
-        Box::pin(async move {
-            self.with_lock(&node, |node| async move {
-                let mut after: Vec<&String> = traits.iter().collect();
-                if !replace {
-                    after.extend(node.traits.iter());
-                }
-                after.sort();
-                after.dedup();
-                if after.len() > MAX_TRAITS_PER_NODE {
-                    return Err(Error::invalid(format!(
-                        "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
-                        node.uuid,
-                        after.len()
-                    )));
-                }
-                self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await
-            })
-            .await
-        })
-    }
-
-    fn remove_node_traits(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        one: Option<String>,
-    ) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            self.with_lock(&node, |node| async move {
-                let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
-                if !found {
-                    return Err(Error::NotFound(format!(
-                        "Node {} doesn't have a trait '{}'",
-                        node.uuid,
-                        one.unwrap_or_default()
-                    )));
-                }
-                Ok(())
-            })
-            .await
-        })
-    }
-
-    fn do_provisioning_action(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        action: String,
-    ) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            let me = self.arc()?;
-            me.provisioning_action(&node, &action).await
-        })
-    }
-
-    fn do_node_clean(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        steps: Vec<CleanStep>,
-        _disable_ramdisk: Option<bool>,
-    ) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            let me = self.arc()?;
-            me.manual_clean(&node, steps).await
-        })
-    }
-
-    fn do_node_deploy(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        rebuild: bool,
-        configdrive: Option<serde_json::Value>,
-    ) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            let me = self.arc()?;
-            me.deploy(&node, rebuild, configdrive).await
-        })
-    }
-
-    fn do_node_tear_down(&self, _ctx: &Context, node: NodeRef) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            let me = self.arc()?;
-            me.tear_down(&node).await
-        })
-    }
-
-    fn change_node_power_state(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        new_state: String,
-        timeout_secs: Option<u32>,
-    ) -> RpcFuture<'_, ()> {
-        Box::pin(async move {
-            self.with_lock(&node, |mut n| async move {
-                if ironic_drivers::interfaces::power_result(&new_state).is_none() {
-                    return Err(Error::invalid(format!(
-                        "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",
-                        n.uuid,
-                        n.power_state.as_deref().unwrap_or("None")
-                    )));
-                }
-                let after = self
-                    .driver_for(&n)?
-                    .power()
-                    .set_power_state(NodeInfo::from(&n), &new_state, timeout_secs)
-                    .await
-                    .map_err(|why| {
-                        Error::invalid(format!(
-                            "Failed to change the power state of node {} to {new_state}: {why}",
-                            n.uuid
-                        ))
-                    })?;
-                n.power_state = Some(after.clone());
-                n.target_power_state = None;
-                n.last_error = None;
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-                tracing::info!(node = %n.uuid, action = %new_state, power_state = after, "power changed");
-                Ok(())
-            })
-            .await
-        })
-    }
-
-    fn validate_driver_interfaces(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-    ) -> RpcFuture<'_, Vec<ironic_rpc::InterfaceCheck>> {
-        Box::pin(async move {
-            let n = self.read(&node).await?;
-            let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
-            let driver = self.driver_for(&n)?;
-            let info = NodeInfo::from(&n);
-            // The deploy interface is valid only if the deploy steps are.
-            let plan = self.deploy_plan(&n).await;
-            let mut checks = Vec::new();
-            for t in INTERFACE_TYPES.iter().filter(|t| **t != "vendor") {
-                let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
-                let (result, reason) = match imp {
-                    Some(i) if !i.starts_with("no-") => {
-                        let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
-                            (Err(why), _, _) => Err(why),
-                            (Ok(()), Err(why), "deploy") => Err(why.clone()),
-                            _ => Ok(()),
-                        };
-                        match checked {
-                            Ok(()) => (Some(true), None),
-                            Err(why) => (Some(false), Some(why)),
-                        }
-                    }
-                    _ => (None, Some("not supported".to_string())),
-                };
-                checks.push(ironic_rpc::InterfaceCheck {
-                    interface: t.to_string(),
-                    result,
-                    reason,
-                });
+    async fn set_maintenance(&self, _ctx: &Context, req: SetMaintenance) -> Result<Node, Error> {
+        let SetMaintenance { node, on, reason } = req;
+        self.with_lock(&node, |mut node| async move {
+            node.maintenance = on;
+            node.maintenance_reason = if on { reason } else { None };
+            if !on {
+                node.fault = None;
             }
-            Ok(checks)
+            let saved = self.db.node_save(&node, &self.settings.host).await?;
+            tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
+            Ok(Node {
+                reservation: None,
+                ..saved
+            })
         })
+        .await
     }
 
-    fn get_clean_steps(
-        &self,
-        _ctx: &Context,
-        node: NodeRef,
-        min_priority: u32,
-    ) -> RpcFuture<'_, Option<Vec<serde_json::Value>>> {
-        Box::pin(async move {
-            let me = self.arc()?;
-            me.clean_steps(&node, min_priority).await
+    async fn destroy_node(&self, _ctx: &Context, req: DestroyNode) -> Result<(), Error> {
+        self.with_lock(&req.node, |node| async move {
+            check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
+            self.db.node_destroy(node.id, &self.settings.host).await?;
+            tracing::info!(node = %node.uuid, "node deleted");
+            Ok(())
         })
+        .await
     }
 
-    fn create_allocation(
+    async fn add_node_traits(
         &self,
         _ctx: &Context,
-        allocation: ironic_model::Allocation,
-        backfill: Option<NodeRef>,
-    ) -> RpcFuture<'_, ironic_model::Allocation> {
-        Box::pin(async move {
-            let me = self.arc()?;
-            me.create_allocation(allocation, backfill).await
+        req: AddNodeTraits,
+    ) -> Result<Vec<String>, Error> {
+        let AddNodeTraits {
+            node,
+            traits,
+            replace,
+        } = req;
+        self.with_lock(&node, |node| async move {
+            let mut after: Vec<&String> = traits.iter().collect();
+            if !replace {
+                after.extend(node.traits.iter());
+            }
+            after.sort();
+            after.dedup();
+            if after.len() > MAX_TRAITS_PER_NODE {
+                return Err(Error::invalid(format!(
+                    "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
+                    node.uuid,
+                    after.len()
+                )));
+            }
+            self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await
         })
+        .await
     }
 
-    fn destroy_allocation(
+    async fn remove_node_traits(&self, _ctx: &Context, req: RemoveNodeTraits) -> Result<(), Error> {
+        let RemoveNodeTraits { node, one } = req;
+        self.with_lock(&node, |node| async move {
+            let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
+            if !found {
+                return Err(Error::NotFound(format!(
+                    "Node {} doesn't have a trait '{}'",
+                    node.uuid,
+                    one.unwrap_or_default()
+                )));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn do_provisioning_action(
         &self,
         _ctx: &Context,
-        allocation: ironic_model::Allocation,
-    ) -> RpcFuture<'_, ()> {
-        Box::pin(async move { Conductor::destroy_allocation(self, allocation).await })
+        req: DoProvisioningAction,
+    ) -> Result<(), Error> {
+        self.arc()?
+            .provisioning_action(&req.node, &req.action)
+            .await
+    }
+
+    async fn do_node_clean(&self, _ctx: &Context, req: DoNodeClean) -> Result<(), Error> {
+        self.arc()?
+            .manual_clean(&req.node, req.steps, req.disable_ramdisk.unwrap_or(false))
+            .await
+    }
+
+    async fn do_node_deploy(&self, _ctx: &Context, req: DoNodeDeploy) -> Result<(), Error> {
+        self.arc()?
+            .deploy(&req.node, req.rebuild, req.configdrive)
+            .await
+    }
+
+    async fn do_node_tear_down(&self, _ctx: &Context, req: DoNodeTearDown) -> Result<(), Error> {
+        self.arc()?.tear_down(&req.node).await
+    }
+
+    async fn change_node_power_state(
+        &self,
+        _ctx: &Context,
+        req: ChangeNodePowerState,
+    ) -> Result<(), Error> {
+        let ChangeNodePowerState {
+            node,
+            new_state,
+            timeout_secs,
+        } = req;
+        self.with_lock(&node, |mut n| async move {
+            if ironic_drivers::interfaces::power_result(&new_state).is_none() {
+                return Err(Error::invalid(format!(
+                    "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",
+                    n.uuid,
+                    n.power_state.as_deref().unwrap_or("None")
+                )));
+            }
+            let after = self
+                .driver_for(&n)?
+                .power()
+                .set_power_state(NodeInfo::from(&n), &new_state, timeout_secs)
+                .await
+                .map_err(|why| {
+                    Error::invalid(format!(
+                        "Failed to change the power state of node {} to {new_state}: {why}",
+                        n.uuid
+                    ))
+                })?;
+            n.power_state = Some(after.clone());
+            n.target_power_state = None;
+            n.last_error = None;
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            tracing::info!(node = %n.uuid, action = %new_state, power_state = after, "power changed");
+            Ok(())
+        })
+        .await
+    }
+
+    async fn validate_driver_interfaces(
+        &self,
+        _ctx: &Context,
+        req: ValidateDriverInterfaces,
+    ) -> Result<Vec<InterfaceCheck>, Error> {
+        let n = self.read(&req.node).await?;
+        let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
+        let driver = self.driver_for(&n)?;
+        let info = NodeInfo::from(&n);
+        // The deploy interface is valid only if the deploy steps are.
+        let plan = self.deploy_plan(&n).await;
+        let mut checks = Vec::new();
+        for t in INTERFACE_TYPES.iter().filter(|t| **t != "vendor") {
+            let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
+            let (result, reason) = match imp {
+                Some(i) if !i.starts_with("no-") => {
+                    let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
+                        (Err(why), _, _) => Err(why),
+                        (Ok(()), Err(why), "deploy") => Err(why.clone()),
+                        _ => Ok(()),
+                    };
+                    match checked {
+                        Ok(()) => (Some(true), None),
+                        Err(why) => (Some(false), Some(why)),
+                    }
+                }
+                _ => (None, Some("not supported".to_string())),
+            };
+            checks.push(InterfaceCheck {
+                interface: t.to_string(),
+                result,
+                reason,
+            });
+        }
+        Ok(checks)
+    }
+
+    async fn get_clean_steps(
+        &self,
+        _ctx: &Context,
+        req: GetCleanSteps,
+    ) -> Result<Option<Vec<OfferedStep>>, Error> {
+        self.arc()?.clean_steps(&req.node, req.min_priority).await
+    }
+
+    async fn create_allocation(
+        &self,
+        _ctx: &Context,
+        req: CreateAllocation,
+    ) -> Result<Allocation, Error> {
+        self.arc()?
+            .new_allocation(req.allocation, req.backfill)
+            .await
+    }
+
+    async fn destroy_allocation(
+        &self,
+        _ctx: &Context,
+        req: DestroyAllocation,
+    ) -> Result<(), Error> {
+        self.delete_allocation(&req.allocation).await
     }
 }

@@ -24,7 +24,6 @@ use ironic_model::fsm::{self, Event};
 use ironic_model::states::ProvisionState as P;
 use ironic_model::{Error, Node};
 use ironic_rpc::NodeRef;
-use tokio::sync::watch;
 
 use crate::Conductor;
 
@@ -71,8 +70,11 @@ impl Conductor {
     }
 
     async fn owner_of(&self, node: &Node) -> Result<Owner, String> {
-        let driver = self.driver_for(node).map_err(|e| e.to_string())?;
-        let Some(ov) = driver.as_oneview() else {
+        let Some(ov) = self
+            .drivers
+            .oneview()
+            .filter(|_| node.driver == oneview::ONEVIEW.name)
+        else {
             return Err("not a oneview node".into());
         };
         ov.core.owner(NodeInfo::from(node)).await
@@ -206,31 +208,23 @@ impl Conductor {
         self.provisioning_action(nref, "provide").await
     }
 
-    /// Every `interval` until `stop`: a round of checks, with its duration logged.
-    pub async fn oneview_checks_until(
-        self: Arc<Self>,
-        topology: Arc<Topology>,
-        interval: std::time::Duration,
-        mut stop: watch::Receiver<bool>,
-    ) {
-        if interval.is_zero() {
-            return;
+    /// One round of checks (a periodic task), logged when it checked anything.
+    pub async fn oneview_checks(self: &Arc<Self>, topology: &Topology) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        let r = self
+            .oneview_round(topology)
+            .await
+            .map_err(|e| e.to_string())?;
+        if r.checked > 0 {
+            tracing::info!(
+                checked = r.checked,
+                taken = r.taken,
+                freed = r.freed,
+                failed_cleanings = r.failed_cleanings,
+                ms = start.elapsed().as_millis() as u64,
+                "OneView checks"
+            );
         }
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    let start = std::time::Instant::now();
-                    match self.oneview_round(&topology).await {
-                        Ok(r) if r.checked > 0 => tracing::info!(checked = r.checked, taken = r.taken, freed = r.freed, failed_cleanings = r.failed_cleanings, ms = start.elapsed().as_millis() as u64, "OneView checks"),
-                        Ok(_) => {}
-                        Err(e) => tracing::error!(error = %e, "OneView checks failed"),
-                    }
-                }
-                _ = stop.changed() => break,
-            }
-        }
+        Ok(())
     }
 }

@@ -12,14 +12,14 @@
 
 use std::sync::Arc;
 
+use ironic_catalog::steps::{self, OfferedStep, Requested, Step};
 use ironic_db::topology::Topology;
 use ironic_drivers::interfaces::{Driver, NodeChanges, NodeInfo, Outcome};
-use ironic_drivers::steps::{self, Requested, Step};
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::{JsonObject, now};
 use ironic_model::states::ProvisionState as P;
 use ironic_model::{Error, Node};
-use ironic_rpc::{CleanStep, NodeRef};
+use ironic_rpc::NodeRef;
 use serde_json::{Value, json};
 
 use crate::{Conductor, Held};
@@ -31,6 +31,8 @@ const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
 /// Set once the deploy interface prepared the node for cleaning: whoever ends the
 /// cleaning (done, failed, aborted, taken over) tears that down.
 const CLEANING_PREPARED: &str = "cleaning_prepared";
+/// The manual cleaning runs without the ramdisk (upstream's key).
+const CLEANING_DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
 /// When a waiting step should have finished (Unix ms, with a margin): past it, the
 /// wait is failed whoever ran it (upstream's clean callback timeout).
 const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
@@ -60,6 +62,7 @@ fn wipe_cleaning(node: &mut Node) {
         CLEAN_STEP_RUNNER,
         CLEAN_WAIT_DEADLINE,
         CLEANING_PREPARED,
+        CLEANING_DISABLE_RAMDISK,
     ] {
         node.driver_internal_info.remove(k);
     }
@@ -110,14 +113,11 @@ fn step_json(s: &Step) -> JsonObject {
     }
 }
 
-fn step_from_json(v: &Value) -> Option<Step> {
-    Some(Step {
-        interface: v.get("interface")?.as_str()?.to_string(),
-        step: v.get("step")?.as_str()?.to_string(),
-        args: v.get("args")?.as_object()?.clone(),
-        priority: u32::try_from(v.get("priority")?.as_u64()?).ok()?,
-        abortable: v.get("abortable")?.as_bool()?,
-    })
+/// A manual cleaning as asked for.
+struct Manual {
+    requested: Vec<Requested>,
+    /// Run without booting the ramdisk: only steps that do not need it.
+    disable_ramdisk: bool,
 }
 
 impl Conductor {
@@ -129,7 +129,7 @@ impl Conductor {
     async fn lock_once(&self, nref: &NodeRef) -> Result<Held, Error> {
         let mut node = self.db.node_reserve(nref.id, &self.settings.host).await?;
         node.reservation = Some(self.settings.host.clone());
-        let held = Held::new(node, &self.db, &self.settings.host, nref.id);
+        let held = Held::new(node, &self.db, &self.work, &self.settings.host, nref.id);
         if held.node.uuid.as_str() != nref.uuid {
             return held.bail(Error::node_not_found(&nref.uuid)).await;
         }
@@ -297,12 +297,18 @@ impl Conductor {
             P::Verifying | P::Inspecting | P::Adopting => {
                 held.save().await?;
                 let me = self.clone();
-                tokio::spawn(async move { me.finish_quick_work(held).await });
+                self.work.spawn(
+                    "quick work",
+                    async move { me.finish_quick_work(held).await },
+                );
             }
             P::Cleaning => {
                 held.save().await?;
                 let me = self.clone();
-                tokio::spawn(async move { me.clean(held, None).await });
+                self.work.spawn(
+                    "automated cleaning",
+                    async move { me.clean(held, None).await },
+                );
             }
             _ => {
                 held.save_and_release().await?;
@@ -350,7 +356,8 @@ impl Conductor {
     pub(crate) async fn manual_clean(
         self: &Arc<Self>,
         target: &NodeRef,
-        requested: Vec<CleanStep>,
+        requested: Vec<Requested>,
+        disable_ramdisk: bool,
     ) -> Result<(), Error> {
         let mut held = self.lock(target).await?;
         let uuid = held.node.uuid.to_string();
@@ -379,15 +386,21 @@ impl Conductor {
         set_state(&mut held.node, t);
         held.node.last_error = None;
         held.save().await?;
-        tracing::info!(node = %uuid, steps = requested.len(), "manual cleaning accepted");
+        tracing::info!(node = %uuid, steps = requested.len(), disable_ramdisk, "manual cleaning accepted");
         let me = self.clone();
-        tokio::spawn(async move { me.clean(held, Some(requested)).await });
+        let manual = Manual {
+            requested,
+            disable_ramdisk,
+        };
+        self.work.spawn("manual cleaning", async move {
+            me.clean(held, Some(manual)).await
+        });
         Ok(())
     }
 
     /// The cleaning worker: validates the steps (manual) or picks the automated ones,
     /// then runs them.
-    async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Vec<CleanStep>>) {
+    async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Manual>) {
         let uuid = held.node.uuid.to_string();
         let offered = self
             .drivers
@@ -395,17 +408,16 @@ impl Conductor {
             .map(|h| h.clean_steps)
             .unwrap_or(&[]);
         wipe_cleaning(&mut held.node);
+        let disable_ramdisk = manual.as_ref().is_some_and(|m| m.disable_ramdisk);
         let list = match manual {
-            Some(req) => {
-                let req: Vec<Requested> = req
-                    .into_iter()
-                    .map(|s| Requested {
-                        interface: s.interface,
-                        step: s.step,
-                        args: s.args,
-                    })
-                    .collect();
-                match steps::validate_manual(&req, offered) {
+            Some(m) => {
+                let checked = steps::validate_manual(&m.requested, offered).and_then(|l| {
+                    if m.disable_ramdisk {
+                        steps::without_ramdisk(&l, offered)?;
+                    }
+                    Ok(l)
+                });
+                match checked {
                     Ok(l) => l,
                     Err(e) => {
                         let msg = format!("Cannot clean node {uuid}: {e}");
@@ -427,17 +439,24 @@ impl Conductor {
                 return;
             }
         };
-        if let Err(why) = self
-            .deploy_call(&mut held.node, DeployCall::PrepareCleaning)
-            .await
-        {
-            let msg = format!("Failed to prepare node {uuid} for cleaning: {why}");
-            self.fail_cleaning(held, msg, false).await;
-            return;
+        // Without the ramdisk nothing is prepared (so nothing is torn down after).
+        if disable_ramdisk {
+            held.node
+                .driver_internal_info
+                .insert(CLEANING_DISABLE_RAMDISK.into(), json!(true));
+        } else {
+            if let Err(why) = self
+                .deploy_call(&mut held.node, DeployCall::PrepareCleaning)
+                .await
+            {
+                let msg = format!("Failed to prepare node {uuid} for cleaning: {why}");
+                self.fail_cleaning(held, msg, false).await;
+                return;
+            }
+            held.node
+                .driver_internal_info
+                .insert(CLEANING_PREPARED.into(), json!(true));
         }
-        held.node
-            .driver_internal_info
-            .insert(CLEANING_PREPARED.into(), json!(true));
         held.node.driver_internal_info.insert(
             CLEAN_STEPS.into(),
             Value::Array(list.iter().map(Step::to_json).collect()),
@@ -499,8 +518,7 @@ impl Conductor {
                         return;
                     }
                     let me = self.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(d).await;
+                    self.work.after("clean step timer", d, async move {
                         me.continue_cleaning(nref, i, token).await;
                     });
                     return;
@@ -573,11 +591,17 @@ impl Conductor {
             held.release().await;
             return;
         }
-        let list: Vec<Step> = dii
-            .get(CLEAN_STEPS)
-            .and_then(Value::as_array)
-            .map(|l| l.iter().filter_map(step_from_json).collect())
-            .unwrap_or_default();
+        let list = match Step::list_from_json(dii.get(CLEAN_STEPS)) {
+            Ok(l) => l,
+            Err(why) => {
+                let msg = format!(
+                    "Cannot continue cleaning node {}: its stored clean steps cannot be read ({why}).",
+                    nref.uuid
+                );
+                self.fail_cleaning(held, msg, false).await;
+                return;
+            }
+        };
         if let Some(step) = list.get(index) {
             journal(&mut held.node, step, "done");
         }
@@ -638,7 +662,8 @@ impl Conductor {
                 )))
                 .await;
         }
-        let step = step_from_json(&Value::Object(held.node.clean_step.clone()));
+        // Empty in `clean hold`; a step that cannot be read does not block the abort.
+        let step = Step::from_json(&Value::Object(held.node.clean_step.clone())).ok();
         if let Some(s) = &step
             && !s.abortable
         {
@@ -730,7 +755,8 @@ impl Conductor {
         held.save().await?;
         tracing::info!(node = %uuid, rebuild, "deploy accepted");
         let me = self.clone();
-        tokio::spawn(async move { me.run_deploy(held, plan).await });
+        self.work
+            .spawn("deploy", async move { me.run_deploy(held, plan).await });
         Ok(())
     }
 
@@ -738,19 +764,13 @@ impl Conductor {
     /// its instance traits select (`steps::deploy_plan`). `Err` is the reason the steps
     /// are invalid.
     pub(crate) async fn deploy_plan(&self, node: &Node) -> Result<Vec<Step>, String> {
-        let offered = self
-            .drivers
-            .get(&node.driver)
-            .map(|h| h.deploy_steps)
-            .unwrap_or(&[]);
         let traits = ironic_model::deploy_template::instance_traits(node)?;
         let templates = self
             .db
             .deploy_templates_by_names(&traits)
             .await
             .map_err(|e| e.to_string())?;
-        let templates: Vec<_> = templates.into_iter().map(|t| (t.name, t.steps)).collect();
-        steps::deploy_plan(offered, &templates)
+        ironic_catalog::deploy_plan_for(node, templates)
     }
 
     /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
@@ -837,7 +857,7 @@ impl Conductor {
         held.save().await?;
         tracing::info!(node = %uuid, "tear-down accepted");
         let me = self.clone();
-        tokio::spawn(async move {
+        self.work.spawn("tear-down", async move {
             // The deploy interface takes the instance away (and powers the node off).
             if let Err(why) = me.deploy_call(&mut held.node, DeployCall::TearDown).await {
                 let msg = format!("Failed to tear down node {uuid}: {why}");
@@ -878,7 +898,7 @@ impl Conductor {
         self: &Arc<Self>,
         target: &NodeRef,
         min_priority: u32,
-    ) -> Result<Option<Vec<Value>>, Error> {
+    ) -> Result<Option<Vec<OfferedStep>>, Error> {
         let node = self.read(target).await?;
         let hw = self.hardware_type(&node.driver, &node.conductor_group)?;
         if hw.steps_from_agent && !node.driver_internal_info.contains_key(AGENT_CACHED_STEPS) {
@@ -889,14 +909,17 @@ impl Conductor {
                 .unwrap_or(false);
             if first {
                 let (me, nref) = (self.clone(), target.clone());
-                tokio::spawn(async move { me.agent_reports_steps(nref).await });
+                self.work.spawn(
+                    "agent start",
+                    async move { me.agent_reports_steps(nref).await },
+                );
             }
             return Ok(None);
         }
         Ok(Some(
             steps::listing(hw.clean_steps, min_priority)
                 .iter()
-                .map(|d| d.to_json())
+                .map(OfferedStep::from)
                 .collect(),
         ))
     }

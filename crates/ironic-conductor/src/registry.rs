@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use ironic_db::topology::Topology;
-use tokio::sync::watch;
 
 use crate::Conductor;
 
@@ -81,43 +80,42 @@ impl Conductor {
         Ok(released)
     }
 
-    /// Every `heartbeat_interval` until `stop` turns true: heartbeat, refresh the view
-    /// of the cluster, release orphan locks. Unregisters on stop.
-    pub async fn heartbeat_until(
-        self: Arc<Self>,
-        topology: Arc<Topology>,
-        mut stop: watch::Receiver<bool>,
-    ) {
-        let host = self.settings.host.clone();
-        let mut tick = tokio::time::interval(self.settings.heartbeat_interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    match self.db.conductor_heartbeat(&host).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            tracing::warn!(host, "conductor row vanished; registering again");
-                            if let Err(e) = self.register().await {
-                                tracing::error!(host, error = %e, "re-registration failed");
-                            }
-                        }
-                        Err(e) => tracing::error!(host, error = %e, "heartbeat failed"),
-                    }
-                    topology.refresh().await;
-                    if let Err(e) = self.release_orphan_locks(&topology).await {
-                        tracing::error!(host, error = %e, "could not release orphan locks");
-                    }
-                    match self.fail_orphaned_work(&topology).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::warn!(host, nodes = n, "failed work a crash interrupted"),
-                        Err(e) => tracing::error!(host, error = %e, "could not check for interrupted work"),
-                    }
+    /// One heartbeat round (a periodic task, every `heartbeat_interval`): heartbeat,
+    /// refresh the view of the cluster, release orphan locks, fail work a crash
+    /// interrupted on the nodes this conductor owns.
+    pub async fn heartbeat(&self, topology: &Topology) -> Result<(), String> {
+        let host = self.settings.host.as_str();
+        let mut failed = Vec::new();
+        match self.db.conductor_heartbeat(host).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(host, "conductor row vanished; registering again");
+                if let Err(e) = self.register().await {
+                    failed.push(format!("re-registration failed: {e}"));
                 }
-                _ = stop.changed() => break,
             }
+            Err(e) => failed.push(format!("heartbeat failed: {e}")),
         }
-        match self.db.conductor_unregister(&host).await {
+        topology.refresh().await;
+        if let Err(e) = self.release_orphan_locks(topology).await {
+            failed.push(format!("could not release orphan locks: {e}"));
+        }
+        match self.fail_orphaned_work(topology).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(host, nodes = n, "failed work a crash interrupted"),
+            Err(e) => failed.push(format!("could not check for interrupted work: {e}")),
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
+    }
+
+    /// Removes this conductor from the registry (graceful stop).
+    pub async fn unregister(&self) {
+        let host = self.settings.host.as_str();
+        match self.db.conductor_unregister(host).await {
             Ok(()) => tracing::info!(host, "conductor unregistered"),
             Err(e) => tracing::error!(host, error = %e, "could not unregister"),
         }

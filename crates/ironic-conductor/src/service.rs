@@ -4,11 +4,15 @@
 //! Start: release this host's stale locks → start consuming RPC (split deployment) →
 //! register and announce it on the bus (API processes re-read the conductor list at
 //! once) → heartbeat.
-//! Stop: unregister and announce it (API processes route elsewhere at once, or within
-//! one periodic refresh if the announcement is lost) → keep serving for
-//! `shutdown_settle_time` when other conductors are alive → stop consuming and finish the
-//! requests in hand (bounded by `graceful_shutdown_timeout`), heartbeating meanwhile so
-//! that no other conductor releases the locks of that work.
+//! Periodic tasks (heartbeat, allocation take-over, OneView checks) and all background
+//! work run through the conductor's [`crate::work::Runner`].
+//! Stop: periodic tasks end → unregister and announce it (API processes route elsewhere
+//! at once, or within one periodic refresh if the announcement is lost) → keep serving
+//! for `shutdown_settle_time` when other conductors are alive → stop consuming and finish
+//! the requests in hand and the background work they started (one budget,
+//! `graceful_shutdown_timeout`; timers of running clean steps are cancelled: whoever
+//! owns those nodes next recovers them), heartbeating meanwhile so that no other
+//! conductor releases the locks of that work.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,20 +20,13 @@ use std::time::Duration;
 use ironic_config::Config;
 use ironic_db::Db;
 use ironic_db::topology::Topology;
-use ironic_rpc::ConductorApi;
 use ironic_rpc::amqp::{BusSettings, Server};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::{Conductor, ConductorSettings};
 
 pub struct Service {
     pub conductor: Arc<Conductor>,
     pub topology: Arc<Topology>,
-    stop: watch::Sender<bool>,
-    heartbeat: JoinHandle<()>,
-    allocations: JoinHandle<()>,
-    oneview: JoinHandle<()>,
     server: Option<Server>,
     settle: Duration,
     drain_timeout: Duration,
@@ -91,8 +88,8 @@ impl Service {
             .map_err(|e| e.to_string())?;
         let server = bus.map(|b| {
             let wait = b.call_timeout;
-            let api: Arc<dyn ConductorApi> = conductor.clone();
-            (Server::start(b, cfg.default.host.clone(), api), wait)
+            let handlers = ironic_rpc::dispatcher(conductor.clone());
+            (Server::start(b, cfg.default.host.clone(), handlers), wait)
         });
         if let Some((s, wait)) = &server
             && !s.consuming(*wait).await
@@ -111,32 +108,55 @@ impl Service {
             cfg.default.hash_partition_exponent,
         ));
         topology.refresh().await;
-        let (stop, stop_rx) = watch::channel(false);
-        let heartbeat = tokio::spawn(
-            conductor
-                .clone()
-                .heartbeat_until(topology.clone(), stop_rx.clone()),
+        let work = conductor.work();
+        let (c, t) = (conductor.clone(), topology.clone());
+        work.periodic(
+            "heartbeat",
+            conductor.settings().heartbeat_interval,
+            false,
+            move || {
+                let (c, t) = (c.clone(), t.clone());
+                async move { c.heartbeat(&t).await }
+            },
         );
         if let Err(e) = conductor.resume_allocations().await {
             tracing::error!(error = %e, "could not resume allocations");
         }
-        let allocations = tokio::spawn(
-            conductor
-                .clone()
-                .check_allocations_until(topology.clone(), stop_rx.clone()),
+        let (c, t) = (conductor.clone(), topology.clone());
+        work.periodic(
+            "allocation take-over",
+            conductor.settings().check_allocations_interval,
+            false,
+            move || {
+                let (c, t) = (c.clone(), t.clone());
+                async move {
+                    match c.take_over_allocations(&t).await {
+                        Ok(0) => Ok(()),
+                        Ok(n) => {
+                            tracing::warn!(
+                                allocations = n,
+                                "took over allocations of dead conductors"
+                            );
+                            Ok(())
+                        }
+                        Err(e) => Err(format!("could not check for orphaned allocations: {e}")),
+                    }
+                }
+            },
         );
-        let oneview = tokio::spawn(conductor.clone().oneview_checks_until(
-            topology.clone(),
+        let (c, t) = (conductor.clone(), topology.clone());
+        work.periodic(
+            "oneview checks",
             conductor.settings().oneview_check_interval,
-            stop_rx,
-        ));
+            true,
+            move || {
+                let (c, t) = (c.clone(), t.clone());
+                async move { c.oneview_checks(&t).await }
+            },
+        );
         Ok(Service {
             conductor,
             topology,
-            stop,
-            heartbeat,
-            allocations,
-            oneview,
             server: server.map(|(s, _)| s),
             settle: Duration::from_secs(cfg.conductor.shutdown_settle_time),
             drain_timeout: Duration::from_secs(cfg.conductor.graceful_shutdown_timeout),
@@ -153,17 +173,26 @@ impl Service {
 
     /// Graceful stop (see the module documentation).
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        let _ = self.heartbeat.await;
-        let _ = self.allocations.await;
-        let _ = self.oneview.await;
+        let work = self.conductor.work().clone();
+        // Periodic tasks end (after their current run) before unregistering, so that
+        // no heartbeat registers this conductor again.
+        work.stop_periodic().await;
+        self.conductor.unregister().await;
         let Some(server) = self.server else {
+            // All-in-one: the HTTP server has stopped; finish the work in hand.
+            if !work.shutdown(self.drain_timeout).await {
+                tracing::warn!(
+                    "background work did not finish within graceful_shutdown_timeout; abandoned"
+                );
+            }
             return;
         };
         server.announce_membership().await;
         let host = self.conductor.host().to_string();
         // Offline for routing, but alive: keep the heartbeat fresh from now until the
-        // work in hand is done, so nobody releases its locks.
+        // work in hand is done, so nobody releases its locks. (Not a task of the
+        // runner: the runner's periodic tasks have stopped, and this one must outlive
+        // the runner's wait.)
         let db = self.conductor.db().clone();
         let interval = self.conductor.settings().heartbeat_interval;
         let me = host.clone();
@@ -192,9 +221,17 @@ impl Service {
             );
             tokio::time::sleep(self.settle).await;
         }
+        // One budget for the requests in hand and the work they started.
+        let deadline = tokio::time::Instant::now() + self.drain_timeout;
         if !server.shutdown_within(self.drain_timeout).await {
             tracing::warn!(
                 "requests in hand did not finish within graceful_shutdown_timeout; abandoned"
+            );
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if !work.shutdown(left).await {
+            tracing::warn!(
+                "background work did not finish within graceful_shutdown_timeout; abandoned"
             );
         }
         keepalive.abort();

@@ -19,6 +19,7 @@ pub mod allocations;
 pub mod conductors;
 pub mod deploy_templates;
 pub mod nodes;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod topology;
 

@@ -183,3 +183,29 @@ impl Topology {
         self.timeout_secs
     }
 }
+
+impl ironic_model::cluster::Membership for Topology {
+    fn owner(&self, group: &str, driver: &str, uuid: &str) -> Option<String> {
+        self.snapshot()
+            .owner(group, driver, uuid)
+            .map(str::to_owned)
+    }
+
+    fn owner_without(
+        &self,
+        group: &str,
+        driver: &str,
+        uuid: &str,
+        exclude: &str,
+    ) -> Option<String> {
+        Topology::owner_without(self, group, driver, uuid, exclude)
+    }
+
+    fn any_alive(&self) -> bool {
+        self.snapshot().conductors.iter().any(|(_, alive)| *alive)
+    }
+
+    fn refresh_soon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(Topology::refresh_soon(self))
+    }
+}

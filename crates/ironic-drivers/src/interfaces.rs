@@ -208,11 +208,6 @@ pub trait Driver: Send + Sync {
     /// rescue, vendor …); `None` when the hardware type has none of that type.
     fn other(&self, interface_type: &str) -> Option<&dyn Interface>;
 
-    /// The OneView implementation, for the conductor's periodic ownership checks.
-    fn as_oneview(&self) -> Option<&crate::oneview::OneView> {
-        None
-    }
-
     /// The interface of a type, whatever its trait.
     fn interface(&self, interface_type: &str) -> Option<&dyn Interface> {
         match interface_type {

@@ -44,6 +44,43 @@ impl std::fmt::Display for AllocationState {
     }
 }
 
+/// What a client asks for when it creates an allocation: the fields a caller chooses.
+/// The conductor that takes it sets the rest (id, state, affinity, timestamps).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAllocation {
+    pub uuid: String,
+    pub name: Option<String>,
+    pub resource_class: Option<String>,
+    /// Node UUIDs, in the order given.
+    pub candidate_nodes: Vec<String>,
+    pub traits: Vec<String>,
+    pub owner: Option<String>,
+    pub extra: JsonObject,
+}
+
+impl NewAllocation {
+    /// The allocation to store: `allocating`, worked on by `conductor`.
+    pub fn into_allocation(self, conductor: i64) -> Allocation {
+        Allocation {
+            name: self.name,
+            candidate_nodes: self.candidate_nodes,
+            traits: self.traits,
+            owner: self.owner,
+            extra: self.extra,
+            conductor_affinity: Some(conductor),
+            ..Allocation::new(self.uuid, self.resource_class)
+        }
+    }
+}
+
+/// Names a stored allocation: its row id, checked against its uuid (a stale or forged
+/// reference touches nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationRef {
+    pub id: i64,
+    pub uuid: String,
+}
+
 /// The longest resource class (the nodes' column).
 pub const RESOURCE_CLASS_MAX: usize = 80;
 
@@ -89,6 +126,14 @@ impl Allocation {
             extra: JsonObject::new(),
             created_at: crate::node::now(),
             updated_at: None,
+        }
+    }
+
+    /// A reference to this allocation (what a delete sends).
+    pub fn reference(&self) -> AllocationRef {
+        AllocationRef {
+            id: self.id,
+            uuid: self.uuid.clone(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! file system; everything is a plain function over plain types.
 
 pub mod allocation;
+pub mod cluster;
 pub mod deploy_template;
 pub mod error;
 pub mod fsm;
@@ -16,7 +17,7 @@ pub mod ring;
 pub mod states;
 pub mod version;
 
-pub use allocation::{Allocation, AllocationState};
+pub use allocation::{Allocation, AllocationRef, AllocationState, NewAllocation};
 pub use error::{Error, Result};
 pub use ids::NodeUuid;
 pub use node::Node;

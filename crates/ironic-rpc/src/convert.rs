@@ -7,8 +7,10 @@ use ironic_model::patch::{Op, PatchOp};
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node, NodeUuid};
 
+use ironic_catalog::steps::Requested;
+use ironic_model::{Allocation, AllocationRef, AllocationState, NewAllocation};
+
 use crate::{NodeRef, pb};
-use ironic_model::{Allocation, AllocationState};
 
 fn us(t: &DateTime<Utc>) -> i64 {
     t.timestamp_micros()
@@ -22,15 +24,15 @@ fn opt_from_us(v: Option<i64>, field: &str) -> Result<Option<DateTime<Utc>>, Err
     v.map(|v| from_us(v, field)).transpose()
 }
 
-fn bad(field: &str) -> Error {
+pub(crate) fn bad(field: &str) -> Error {
     Error::Invalid(format!("Malformed RPC message: invalid {field}."))
 }
 
-fn json_text(o: &JsonObject) -> String {
+pub(crate) fn json_text(o: &JsonObject) -> String {
     serde_json::to_string(o).unwrap_or_else(|_| "{}".into())
 }
 
-fn json_obj(s: &str, field: &str) -> Result<JsonObject, Error> {
+pub(crate) fn json_obj(s: &str, field: &str) -> Result<JsonObject, Error> {
     if s.is_empty() {
         return Ok(JsonObject::new());
     }
@@ -195,6 +197,49 @@ pub fn allocation_from_pb(p: Option<pb::Allocation>) -> Result<Allocation, Error
     })
 }
 
+pub fn new_allocation_to_pb(a: NewAllocation) -> pb::NewAllocation {
+    pb::NewAllocation {
+        extra_json: json_text(&a.extra),
+        uuid: a.uuid,
+        name: a.name,
+        resource_class: a.resource_class,
+        candidate_nodes: a.candidate_nodes,
+        traits: a.traits,
+        owner: a.owner,
+    }
+}
+
+pub fn new_allocation_from_pb(p: Option<pb::NewAllocation>) -> Result<NewAllocation, Error> {
+    let p = p.ok_or_else(|| bad("allocation"))?;
+    if p.uuid.is_empty() {
+        return Err(bad("allocation uuid"));
+    }
+    Ok(NewAllocation {
+        extra: json_obj(&p.extra_json, "allocation extra")?,
+        uuid: p.uuid,
+        name: p.name,
+        resource_class: p.resource_class,
+        candidate_nodes: p.candidate_nodes,
+        traits: p.traits,
+        owner: p.owner,
+    })
+}
+
+pub fn allocation_ref_to_pb(a: &AllocationRef) -> pb::AllocationRef {
+    pb::AllocationRef {
+        id: a.id,
+        uuid: a.uuid.clone(),
+    }
+}
+
+pub fn allocation_ref_from_pb(p: Option<pb::AllocationRef>) -> Result<AllocationRef, Error> {
+    let p = p.ok_or_else(|| bad("allocation reference"))?;
+    Ok(AllocationRef {
+        id: p.id,
+        uuid: p.uuid,
+    })
+}
+
 pub fn node_ref_to_pb(n: &NodeRef) -> pb::NodeRef {
     pb::NodeRef {
         id: n.id,
@@ -251,7 +296,7 @@ pub fn patch_from_pb(ops: Vec<pb::PatchOp>) -> Result<Vec<PatchOp>, Error> {
         .collect()
 }
 
-pub fn steps_to_pb(steps: &[crate::CleanStep]) -> Vec<pb::Step> {
+pub fn steps_to_pb(steps: &[Requested]) -> Vec<pb::Step> {
     steps
         .iter()
         .map(|s| pb::Step {
@@ -263,11 +308,11 @@ pub fn steps_to_pb(steps: &[crate::CleanStep]) -> Vec<pb::Step> {
         .collect()
 }
 
-pub fn steps_from_pb(steps: Vec<pb::Step>) -> Result<Vec<crate::CleanStep>, Error> {
+pub fn steps_from_pb(steps: Vec<pb::Step>) -> Result<Vec<Requested>, Error> {
     steps
         .into_iter()
         .map(|s| {
-            Ok(crate::CleanStep {
+            Ok(Requested {
                 interface: s.interface,
                 step: s.step,
                 args: json_obj(&s.args_json, "step args")?,

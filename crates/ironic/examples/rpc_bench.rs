@@ -14,7 +14,8 @@ use ironic_db::{Db, DbOptions};
 use ironic_model::node::{NodeDefaults, from_create_body};
 use ironic_model::{Version, patch};
 use ironic_rpc::amqp::{BusSettings, Client, RemoteConductors, Target};
-use ironic_rpc::{ConductorApi, Context, NodeRef, UpdateNode};
+use ironic_rpc::calls::{CreateNode, UpdateNode};
+use ironic_rpc::{Context, NodeRef};
 
 fn arg(name: &str, default: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
@@ -128,7 +129,10 @@ async fn main() -> Result<(), String> {
                 let body = serde_json::json!({"driver": "fake-hardware", "name": format!("bench-{}-{i}", std::process::id())});
                 let n = from_create_body(&body, Version::MAX, &NodeDefaults::default())
                     .map_err(|e| e.to_string())?;
-                let n = api.create_node(&ctx, n).await.map_err(|e| e.to_string())?;
+                let n = api
+                    .call(&ctx, CreateNode { node: n })
+                    .await
+                    .map_err(|e| e.to_string())?;
                 nodes.push(NodeRef::from(&n));
             }
             let nodes = Arc::new(nodes);
@@ -151,7 +155,7 @@ async fn main() -> Result<(), String> {
                         };
                         let s = Instant::now();
                         let r = api
-                            .update_node(
+                            .call(
                                 &ctx,
                                 UpdateNode {
                                     ident: node.uuid.clone(),

@@ -19,8 +19,8 @@ use ironic_config::{AuthStrategy, Config};
 use ironic_db::topology::Topology;
 use ironic_db::{Db, DbOptions};
 use ironic_model::node::NodeDefaults;
+use ironic_rpc::Conductors;
 use ironic_rpc::amqp::{Client, RemoteConductors};
-use ironic_rpc::{ConductorApi, InProcess};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -128,10 +128,10 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
     let mut conductor = None;
     let mut client = None;
     let mut watcher = None;
-    let api: Option<Arc<dyn ConductorApi>> = match role {
+    let api: Option<Conductors> = match role {
         Role::AllInOne => {
             let svc = Service::start(&cfg, db.clone(), None).await?;
-            let local: Arc<dyn ConductorApi> = Arc::new(InProcess(svc.conductor.clone()));
+            let local = Conductors::in_process(svc.conductor.clone());
             conductor = Some(svc);
             Some(local)
         }
@@ -174,10 +174,11 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
             watcher = Some(tokio::spawn(async move {
                 while changes.changed().await.is_ok() {
                     t.refresh().await;
+                    tracing::info!("conductor list re-read after a membership announcement");
                 }
             }));
             client = Some(c.clone());
-            Arc::new(RemoteConductors::new(c, topology.clone()))
+            Conductors::remote(RemoteConductors::new(c, topology.clone()))
         }
     };
     running.client = client;

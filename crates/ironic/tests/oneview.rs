@@ -48,32 +48,6 @@ async fn server_with(backend: Backend, url: Option<String>, check_secs: u64) -> 
     .await
 }
 
-async fn wait_state(s: &Server, state: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let n = s.get("/v1/nodes/ov-1", V).await.json();
-        if n["provision_state"] == state {
-            return n;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "never reached {state}: {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn provision(s: &Server, target: &str) {
-    let r = s
-        .put(
-            "/v1/nodes/ov-1/states/provision",
-            V,
-            Some(&json!({"target": target})),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{target}: {}", r.body);
-}
-
 async fn create(s: &Server) {
     let r = s
         .post(
@@ -120,12 +94,12 @@ async fn lifecycle(backend: Backend) {
     assert_eq!(v["power"]["result"], true, "{v}");
     assert_eq!(v["deploy"]["result"], true, "{v}");
     assert_eq!(v["management"]["result"], false, "{v}");
-    provision(&s, "manage").await;
-    let n = wait_state(&s, "manageable").await;
+    assert_eq!(s.provision_to(V, "ov-1", "manage").await.status, 202);
+    let n = s.wait_state(V, "ov-1", "manageable").await;
     assert_eq!(n["power_state"], "power off");
     // Cleaning applies a profile of ours and removes it at the end.
-    provision(&s, "provide").await;
-    let n = wait_state(&s, "available").await;
+    assert_eq!(s.provision_to(V, "ov-1", "provide").await.status, 202);
+    let n = s.wait_state(V, "ov-1", "available").await;
     assert_eq!(n["last_error"], Value::Null, "{n}");
     assert!(
         n["driver_info"].get("applied_server_profile_uri").is_none(),
@@ -144,8 +118,8 @@ async fn lifecycle(backend: Backend) {
         "{names:?}"
     );
     // Deploying applies a profile that stays while the node is active.
-    provision(&s, "active").await;
-    let n = wait_state(&s, "active").await;
+    assert_eq!(s.provision_to(V, "ov-1", "active").await.status, 202);
+    let n = s.wait_state(V, "ov-1", "active").await;
     let mine = n["driver_info"]["applied_server_profile_uri"]
         .as_str()
         .unwrap()
@@ -168,8 +142,8 @@ async fn lifecycle(backend: Backend) {
         "power on"
     );
     // Undeploy: cleaning reuses the profile, then removes it.
-    provision(&s, "deleted").await;
-    let n = wait_state(&s, "available").await;
+    assert_eq!(s.provision_to(V, "ov-1", "deleted").await.status, 202);
+    let n = s.wait_state(V, "ov-1", "available").await;
     assert_eq!(n["last_error"], Value::Null, "{n}");
     assert!(
         n["driver_info"].get("applied_server_profile_uri").is_none(),
@@ -275,10 +249,10 @@ async fn periodic_checks(backend: Backend) {
     let (url, _sim) = simulator().await;
     let s = server_with(backend, Some(url.clone()), 1).await;
     create(&s).await;
-    provision(&s, "manage").await;
-    wait_state(&s, "manageable").await;
-    provision(&s, "provide").await;
-    wait_state(&s, "available").await;
+    assert_eq!(s.provision_to(V, "ov-1", "manage").await.status, 202);
+    s.wait_state(V, "ov-1", "manageable").await;
+    assert_eq!(s.provision_to(V, "ov-1", "provide").await.status, 202);
+    s.wait_state(V, "ov-1", "available").await;
 
     // 1. A OneView user takes the available node.
     control(&url, "server-hardware/sh-encl1-1/take").await;
@@ -300,10 +274,10 @@ async fn periodic_checks(backend: Backend) {
     // 3. Taken while Ironic moves it into service: cleaning cannot allocate the
     // hardware (clean failed), the check takes it out of service, and it comes back
     // once freed.
-    provision(&s, "manage").await;
-    wait_state(&s, "manageable").await;
+    assert_eq!(s.provision_to(V, "ov-1", "manage").await.status, 202);
+    s.wait_state(V, "ov-1", "manageable").await;
     control(&url, "server-hardware/sh-encl1-1/take").await;
-    provision(&s, "provide").await;
+    assert_eq!(s.provision_to(V, "ov-1", "provide").await.status, 202);
     let n = wait_until(&s, "out of service after a failed cleaning", |n| {
         n["provision_state"] == "manageable" && n["maintenance"] == true
     })
@@ -341,8 +315,8 @@ async fn appliance_failures_are_clear() {
     let (url, _sim) = simulator().await;
     let s = server(Backend::Sqlite, Some(url.clone())).await;
     create(&s).await;
-    provision(&s, "manage").await;
-    wait_state(&s, "manageable").await;
+    assert_eq!(s.provision_to(V, "ov-1", "manage").await.status, 202);
+    s.wait_state(V, "ov-1", "manageable").await;
     // The profile task fails: cleaning cannot start (clean failed), the reason shown.
     let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
     let r = Server::client(addr)
@@ -356,8 +330,8 @@ async fn appliance_failures_are_clear() {
         )
         .await;
     assert_eq!(r.status, 200);
-    provision(&s, "provide").await;
-    let n = wait_state(&s, "clean failed").await;
+    assert_eq!(s.provision_to(V, "ov-1", "provide").await.status, 202);
+    let n = s.wait_state(V, "ov-1", "clean failed").await;
     let e = n["last_error"].as_str().unwrap();
     assert!(
         e.contains("server hardware allocation error") && e.contains("bay 1 is busy"),
@@ -371,10 +345,10 @@ async fn appliance_failures_are_clear() {
     );
     // An expired session is renewed without anyone noticing.
     control(&url, "expire-sessions").await;
-    provision(&s, "manage").await;
-    wait_state(&s, "manageable").await;
-    provision(&s, "provide").await;
-    wait_state(&s, "available").await;
+    assert_eq!(s.provision_to(V, "ov-1", "manage").await.status, 202);
+    s.wait_state(V, "ov-1", "manageable").await;
+    assert_eq!(s.provision_to(V, "ov-1", "provide").await.status, 202);
+    s.wait_state(V, "ov-1", "available").await;
     // The appliance answers errors: the deploy fails with its answer.
     let r = Server::client(addr)
         .call(
@@ -411,7 +385,7 @@ async fn appliance_failures_are_clear() {
     };
     let s = server(Backend::Sqlite, Some(format!("http://{closed}"))).await;
     create(&s).await;
-    provision(&s, "manage").await;
+    assert_eq!(s.provision_to(V, "ov-1", "manage").await.status, 202);
     let n = wait_until(&s, "verification failed", |n| {
         n["provision_state"] == "enroll" && !n["last_error"].is_null()
     })

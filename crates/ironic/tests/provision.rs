@@ -28,31 +28,6 @@ async fn node(s: &Server, ident: &str) -> Value {
     r.json()
 }
 
-/// Polls (bounded) until the node reaches `state`.
-async fn wait_state(s: &Server, ident: &str, state: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let n = node(s, ident).await;
-        if n["provision_state"] == state {
-            return n;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{ident} never reached {state}: {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn provision(s: &Server, ident: &str, body: Value) -> common::Resp {
-    s.put(
-        &format!("/v1/nodes/{ident}/states/provision"),
-        MAX,
-        Some(&body),
-    )
-    .await
-}
-
 fn journal(n: &Value) -> Vec<(String, String)> {
     common::fake_journal(n)
 }
@@ -67,9 +42,9 @@ fn steps(pairs: &[(&str, &str, &str, Value)]) -> Vec<(String, String)> {
 async fn manageable(s: &Server, name: &str) -> Value {
     s.node(json!({"driver": "fake-hardware", "name": name}))
         .await;
-    let r = provision(s, name, json!({"target": "manage"})).await;
+    let r = s.provision(MAX, name, json!({"target": "manage"})).await;
     assert_eq!(r.status, 202, "{}", r.body);
-    wait_state(s, name, "manageable").await
+    s.wait_state(MAX, name, "manageable").await
 }
 
 async fn verbs_and_automated_cleaning(s: &Server) {
@@ -78,13 +53,13 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         .await;
     assert_eq!(n["provision_state"], "enroll");
     // The state machine refuses a verb that cannot start here, before any RPC.
-    let r = provision(s, "v1", json!({"target": "provide"})).await;
+    let r = s.provision(MAX, "v1", json!({"target": "provide"})).await;
     assert_eq!(r.status, 400);
     assert_eq!(
         r.fault(),
         "The requested action \"provide\" can not be performed on node \"v1\" while it is in state \"enroll\"."
     );
-    let r = provision(s, "v1", json!({"target": "fly"})).await;
+    let r = s.provision(MAX, "v1", json!({"target": "fly"})).await;
     assert_eq!(r.status, 400);
     assert_eq!(
         r.fault(),
@@ -98,11 +73,13 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         )
         .await;
     assert_eq!(r.status, 406, "manage needs 1.4");
-    let r = provision(s, "v1", json!({"target": "manage", "bogus": 1})).await;
+    let r = s
+        .provision(MAX, "v1", json!({"target": "manage", "bogus": 1}))
+        .await;
     assert_eq!(r.status, 400);
 
     // manage: enroll → verifying → manageable; the fake power state is read.
-    let r = provision(s, "v1", json!({"target": "manage"})).await;
+    let r = s.provision(MAX, "v1", json!({"target": "manage"})).await;
     assert_eq!(r.status, 202, "{}", r.body);
     assert!(
         r.header("location")
@@ -110,15 +87,15 @@ async fn verbs_and_automated_cleaning(s: &Server) {
             .ends_with("/v1/nodes/v1/states")
     );
     assert_eq!(r.body, "");
-    let n = wait_state(s, "v1", "manageable").await;
+    let n = s.wait_state(MAX, "v1", "manageable").await;
     assert_eq!(n["target_provision_state"], Value::Null);
     assert_eq!(n["power_state"], "power off");
     assert!(n["provision_updated_at"].is_string());
 
     // provide: automated cleaning runs the steps with a priority, then available.
-    let r = provision(s, "v1", json!({"target": "provide"})).await;
+    let r = s.provision(MAX, "v1", json!({"target": "provide"})).await;
     assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_state(s, "v1", "available").await;
+    let n = s.wait_state(MAX, "v1", "available").await;
     assert_eq!(n["target_provision_state"], Value::Null);
     assert_eq!(n["last_error"], Value::Null);
     assert_eq!(n["clean_step"], json!({}));
@@ -127,7 +104,7 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         [("vendor.log_passthrough".to_string(), "done".to_string())]
     );
     // available → manageable is immediate.
-    let r = provision(s, "v1", json!({"target": "manage"})).await;
+    let r = s.provision(MAX, "v1", json!({"target": "manage"})).await;
     assert_eq!(r.status, 202);
     assert_eq!(node(s, "v1").await["provision_state"], "manageable");
 
@@ -141,19 +118,19 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
-        provision(s, "v1", json!({"target": "provide"}))
+        s.provision(MAX, "v1", json!({"target": "provide"}))
             .await
             .status,
         202
     );
-    let n = wait_state(s, "v1", "available").await;
+    let n = s.wait_state(MAX, "v1", "available").await;
     assert_eq!(journal(&n).len(), 1, "no new step ran");
 
     // A node in maintenance cannot be provided.
     manageable(s, "v2").await;
     let r = s.put("/v1/nodes/v2/maintenance", MAX, None).await;
     assert_eq!(r.status, 202);
-    let r = provision(s, "v2", json!({"target": "provide"})).await;
+    let r = s.provision(MAX, "v2", json!({"target": "provide"})).await;
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
     assert_eq!(node(s, "v2").await["provision_state"], "manageable");
@@ -161,16 +138,12 @@ async fn verbs_and_automated_cleaning(s: &Server) {
     // inspect (fake: done at once) and adopt (manageable → active without deploying).
     manageable(s, "v3").await;
     assert_eq!(
-        provision(s, "v3", json!({"target": "inspect"}))
+        s.provision(MAX, "v3", json!({"target": "inspect"}))
             .await
             .status,
         202
     );
-    let start = Instant::now();
-    while node(s, "v3").await["provision_state"] != "manageable" {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    s.wait_state(MAX, "v3", "manageable").await;
     let r = s
         .put(
             "/v1/nodes/v3/states/provision",
@@ -180,10 +153,12 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         .await;
     assert_eq!(r.status, 406, "adopt needs 1.17");
     assert_eq!(
-        provision(s, "v3", json!({"target": "adopt"})).await.status,
+        s.provision(MAX, "v3", json!({"target": "adopt"}))
+            .await
+            .status,
         202
     );
-    let n = wait_state(s, "v3", "active").await;
+    let n = s.wait_state(MAX, "v3", "active").await;
     assert_eq!(n["target_provision_state"], Value::Null);
 }
 
@@ -191,7 +166,7 @@ async fn manual_cleaning(s: &Server) {
     let n = manageable(s, "m1").await;
     let uuid = n["uuid"].as_str().unwrap().to_string();
     // Request checks.
-    let r = provision(s, "m1", json!({"target": "clean"})).await;
+    let r = s.provision(MAX, "m1", json!({"target": "clean"})).await;
     assert_eq!(r.status, 400);
     assert!(
         r.fault().contains("\"clean_steps\" is required"),
@@ -206,12 +181,13 @@ async fn manual_cleaning(s: &Server) {
         )
         .await;
     assert_eq!(r.status, 406, "manual cleaning needs 1.15");
-    let r = provision(
-        s,
-        "m1",
-        json!({"target": "clean", "clean_steps": [{"interface": "network", "step": "x"}]}),
-    )
-    .await;
+    let r = s
+        .provision(
+            MAX,
+            "m1",
+            json!({"target": "clean", "clean_steps": [{"interface": "network", "step": "x"}]}),
+        )
+        .await;
     assert_eq!(r.status, 400);
 
     // Valid steps run in the order given.
@@ -234,26 +210,29 @@ async fn manual_cleaning(s: &Server) {
         .iter()
         .map(|(i, st, _, a)| json!({"interface": i, "step": st, "args": a}))
         .collect();
-    let r = provision(s, "m1", json!({"target": "clean", "clean_steps": body})).await;
+    let r = s
+        .provision(MAX, "m1", json!({"target": "clean", "clean_steps": body}))
+        .await;
     assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_state(s, "m1", "manageable").await;
+    let n = s.wait_state(MAX, "m1", "manageable").await;
     assert_eq!(journal(&n), steps(&wanted));
     assert_eq!(n["last_error"], Value::Null);
     assert_eq!(n["target_provision_state"], Value::Null);
     let ran = journal(&n).len();
 
     // A missing required argument: nothing runs, clean failed with every problem named.
-    let r = provision(
-        s,
-        "m1",
-        json!({"target": "clean", "clean_steps": [
-            {"interface": "bios", "step": "factory_reset"},
-            {"interface": "bios", "step": "apply_configuration", "args": {}}
-        ]}),
-    )
-    .await;
+    let r = s
+        .provision(
+            MAX,
+            "m1",
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "bios", "step": "factory_reset"},
+                {"interface": "bios", "step": "apply_configuration", "args": {}}
+            ]}),
+        )
+        .await;
     assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_state(s, "m1", "clean failed").await;
+    let n = s.wait_state(MAX, "m1", "clean failed").await;
     assert_eq!(
         n["last_error"],
         format!(
@@ -264,27 +243,30 @@ async fn manual_cleaning(s: &Server) {
     assert_eq!(n["maintenance"], false);
     assert_eq!(n["target_provision_state"], "manageable");
     // clean failed has one way out.
-    let r = provision(s, "m1", json!({"target": "provide"})).await;
+    let r = s.provision(MAX, "m1", json!({"target": "provide"})).await;
     assert_eq!(r.status, 400);
     assert_eq!(
-        provision(s, "m1", json!({"target": "manage"})).await.status,
+        s.provision(MAX, "m1", json!({"target": "manage"}))
+            .await
+            .status,
         202
     );
-    wait_state(s, "m1", "manageable").await;
+    s.wait_state(MAX, "m1", "manageable").await;
 
     // Step 2 rejects its arguments: step 1 stays done, the node fails into maintenance.
-    let r = provision(
-        s,
-        "m1",
-        json!({"target": "clean", "clean_steps": [
-            {"interface": "vendor", "step": "log_passthrough"},
-            {"interface": "bios", "step": "apply_configuration", "args": {"settings": "nope"}},
-            {"interface": "bios", "step": "factory_reset"}
-        ]}),
-    )
-    .await;
+    let r = s
+        .provision(
+            MAX,
+            "m1",
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "vendor", "step": "log_passthrough"},
+                {"interface": "bios", "step": "apply_configuration", "args": {"settings": "nope"}},
+                {"interface": "bios", "step": "factory_reset"}
+            ]}),
+        )
+        .await;
     assert_eq!(r.status, 202);
-    let n = wait_state(s, "m1", "clean failed").await;
+    let n = s.wait_state(MAX, "m1", "clean failed").await;
     let j = journal(&n);
     assert_eq!(
         j[ran..],
@@ -303,30 +285,28 @@ async fn manual_cleaning(s: &Server) {
     assert_eq!(n["maintenance"], true);
     assert_eq!(n["fault"], "clean failure");
     // In maintenance, cleaning is refused until it is turned off.
-    provision(s, "m1", json!({"target": "manage"})).await;
-    wait_state(s, "m1", "manageable").await;
+    s.provision(MAX, "m1", json!({"target": "manage"})).await;
+    s.wait_state(MAX, "m1", "manageable").await;
     let again = json!({"target": "clean", "clean_steps": [{"interface": "vendor", "step": "log_passthrough"}]});
-    assert_eq!(provision(s, "m1", again.clone()).await.status, 400);
+    assert_eq!(s.provision(MAX, "m1", again.clone()).await.status, 400);
     assert_eq!(s.delete("/v1/nodes/m1/maintenance", MAX).await.status, 202);
-    assert_eq!(provision(s, "m1", again).await.status, 202);
-    wait_state(s, "m1", "manageable").await;
+    assert_eq!(s.provision(MAX, "m1", again).await.status, 202);
+    s.wait_state(MAX, "m1", "manageable").await;
 }
 
 async fn aborting_a_clean_step(s: &Server) {
     manageable(s, "a1").await;
     // An abortable step: the node waits in `clean wait`; abort fails the cleaning.
-    let r = provision(
-        s,
-        "a1",
+    let r = s.provision(MAX, "a1",
         json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "sleep", "args": {"seconds": 1.5}}]}),
     )
     .await;
     assert_eq!(r.status, 202);
     let first_wait = Instant::now();
-    let n = wait_state(s, "a1", "clean wait").await;
+    let n = s.wait_state(MAX, "a1", "clean wait").await;
     assert_eq!(n["clean_step"]["step"], "sleep");
     assert_eq!(n["target_provision_state"], "manageable");
-    let r = provision(s, "a1", json!({"target": "abort"})).await;
+    let r = s.provision(MAX, "a1", json!({"target": "abort"})).await;
     assert_eq!(r.status, 202, "{}", r.body);
     let n = node(s, "a1").await;
     assert_eq!(n["provision_state"], "clean failed");
@@ -339,46 +319,46 @@ async fn aborting_a_clean_step(s: &Server) {
 
     // The aborted step's timer must not drive a later cleaning that waits at the same
     // step index: start one, let the old timer fire, and the node is still waiting.
-    provision(s, "a1", json!({"target": "manage"})).await;
-    wait_state(s, "a1", "manageable").await;
-    let r = provision(
-        s,
-        "a1",
+    s.provision(MAX, "a1", json!({"target": "manage"})).await;
+    s.wait_state(MAX, "a1", "manageable").await;
+    let r = s.provision(MAX, "a1",
         json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "sleep", "args": {"seconds": 60}}]}),
     )
     .await;
     assert_eq!(r.status, 202);
-    wait_state(s, "a1", "clean wait").await;
+    s.wait_state(MAX, "a1", "clean wait").await;
     while first_wait.elapsed() < Duration::from_millis(2500) {
         assert_eq!(node(s, "a1").await["provision_state"], "clean wait");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(node(s, "a1").await["provision_state"], "clean wait");
     assert_eq!(
-        provision(s, "a1", json!({"target": "abort"})).await.status,
+        s.provision(MAX, "a1", json!({"target": "abort"}))
+            .await
+            .status,
         202
     );
-    wait_state(s, "a1", "clean failed").await;
+    s.wait_state(MAX, "a1", "clean failed").await;
 
     // A step that cannot be aborted: refused; the cleaning goes on and finishes.
-    provision(s, "a1", json!({"target": "manage"})).await;
-    wait_state(s, "a1", "manageable").await;
-    let r = provision(
-        s,
-        "a1",
+    s.provision(MAX, "a1", json!({"target": "manage"})).await;
+    s.wait_state(MAX, "a1", "manageable").await;
+    let r = s.provision(MAX, "a1",
         json!({"target": "clean", "clean_steps": [{"interface": "deploy", "step": "burn_in", "args": {"seconds": 1.5}}]}),
     )
     .await;
     assert_eq!(r.status, 202);
-    wait_state(s, "a1", "clean wait").await;
-    let r = provision(s, "a1", json!({"target": "abort"})).await;
+    s.wait_state(MAX, "a1", "clean wait").await;
+    let r = s.provision(MAX, "a1", json!({"target": "abort"})).await;
     assert_eq!(r.status, 409, "{}", r.body);
     assert!(r.fault().contains("cannot be aborted"), "{}", r.fault());
-    let n = wait_state(s, "a1", "manageable").await;
+    let n = s.wait_state(MAX, "a1", "manageable").await;
     assert_eq!(n["last_error"], Value::Null);
     // Nothing to abort in a stable state.
     assert_eq!(
-        provision(s, "a1", json!({"target": "abort"})).await.status,
+        s.provision(MAX, "a1", json!({"target": "abort"}))
+            .await
+            .status,
         400
     );
 }
@@ -386,23 +366,35 @@ async fn aborting_a_clean_step(s: &Server) {
 async fn deploy_rebuild_and_tear_down(s: &Server) {
     manageable(s, "d1").await;
     assert_eq!(
-        provision(s, "d1", json!({"target": "provide"}))
+        s.provision(MAX, "d1", json!({"target": "provide"}))
             .await
             .status,
         202
     );
-    wait_state(s, "d1", "available").await;
+    s.wait_state(MAX, "d1", "available").await;
     // A config drive only goes with a deploy.
-    let r = provision(s, "d1", json!({"target": "manage", "configdrive": "abc"})).await;
+    let r = s
+        .provision(MAX, "d1", json!({"target": "manage", "configdrive": "abc"}))
+        .await;
     assert_eq!(r.status, 400);
-    let r = provision(s, "d1", json!({"target": "active", "configdrive": 7})).await;
+    let r = s
+        .provision(MAX, "d1", json!({"target": "active", "configdrive": 7}))
+        .await;
     assert_eq!(r.status, 400);
-    let r = provision(s, "d1", json!({"target": "active", "rescue_password": "x"})).await;
+    let r = s
+        .provision(
+            MAX,
+            "d1",
+            json!({"target": "active", "rescue_password": "x"}),
+        )
+        .await;
     assert_eq!(r.status, 400);
 
-    let r = provision(s, "d1", json!({"target": "active", "configdrive": "abc"})).await;
+    let r = s
+        .provision(MAX, "d1", json!({"target": "active", "configdrive": "abc"}))
+        .await;
     assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_state(s, "d1", "active").await;
+    let n = s.wait_state(MAX, "d1", "active").await;
     assert_eq!(n["target_provision_state"], Value::Null);
     assert_eq!(n["deploy_step"], json!({}));
     assert_eq!(n["power_state"], "power on");
@@ -416,16 +408,18 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
     );
     // Deploying twice is refused by the state machine; rebuild is the way.
     assert_eq!(
-        provision(s, "d1", json!({"target": "active"})).await.status,
+        s.provision(MAX, "d1", json!({"target": "active"}))
+            .await
+            .status,
         400
     );
     assert_eq!(
-        provision(s, "d1", json!({"target": "rebuild"}))
+        s.provision(MAX, "d1", json!({"target": "rebuild"}))
             .await
             .status,
         202
     );
-    let n = wait_state(s, "d1", "active").await;
+    let n = s.wait_state(MAX, "d1", "active").await;
     let deploys = journal(&n)
         .iter()
         .filter(|(st, _)| st == "deploy.deploy")
@@ -444,7 +438,7 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
         200
     );
     for verb in ["rebuild", "deleted"] {
-        let r = provision(s, "d1", json!({"target": verb})).await;
+        let r = s.provision(MAX, "d1", json!({"target": verb})).await;
         assert_eq!(r.status, 403, "{verb}: {}", r.body);
         assert!(r.fault().contains("is protected"), "{}", r.fault());
     }
@@ -453,13 +447,13 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
         200
     );
     // Rescue is not served yet.
-    let r = provision(s, "d1", json!({"target": "rescue"})).await;
+    let r = s.provision(MAX, "d1", json!({"target": "rescue"})).await;
     assert_eq!(r.status, 400);
 
     // Tear-down: powered off, instance data gone, cleaned, available again.
-    let r = provision(s, "d1", json!({"target": "deleted"})).await;
+    let r = s.provision(MAX, "d1", json!({"target": "deleted"})).await;
     assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_state(s, "d1", "available").await;
+    let n = s.wait_state(MAX, "d1", "available").await;
     assert_eq!(n["power_state"], "power off");
     assert_eq!(n["instance_info"], json!({}));
     assert_eq!(
@@ -472,7 +466,7 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
         s.put("/v1/nodes/d1/maintenance", MAX, None).await.status,
         202
     );
-    let r = provision(s, "d1", json!({"target": "active"})).await;
+    let r = s.provision(MAX, "d1", json!({"target": "active"})).await;
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
 }
@@ -676,20 +670,20 @@ async fn forbidden_verbs_are_refused_in_every_stable_state(s: &Server) {
     manageable(s, "f-manageable").await;
     manageable(s, "f-available").await;
     assert_eq!(
-        provision(s, "f-available", json!({"target": "provide"}))
+        s.provision(MAX, "f-available", json!({"target": "provide"}))
             .await
             .status,
         202
     );
-    wait_state(s, "f-available", "available").await;
+    s.wait_state(MAX, "f-available", "available").await;
     manageable(s, "f-active").await;
     assert_eq!(
-        provision(s, "f-active", json!({"target": "adopt"}))
+        s.provision(MAX, "f-active", json!({"target": "adopt"}))
             .await
             .status,
         202
     );
-    wait_state(s, "f-active", "active").await;
+    s.wait_state(MAX, "f-active", "active").await;
     let mut refused = 0;
     for (name, state) in [
         ("f-enroll", ProvisionState::Enroll),
@@ -705,7 +699,7 @@ async fn forbidden_verbs_are_refused_in_every_stable_state(s: &Server) {
             if verb.name == "clean" {
                 body["clean_steps"] = json!([]);
             }
-            let r = provision(s, name, body).await;
+            let r = s.provision(MAX, name, body).await;
             assert_eq!(r.status, 400, "{} from {state}: {}", verb.name, r.body);
             assert_eq!(
                 r.fault(),
@@ -742,12 +736,12 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     manageable(s, "f1").await;
     fail_in(s, "f1", json!(["deploy.prepare_cleaning"])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "provide"}))
+        s.provision(MAX, "f1", json!({"target": "provide"}))
             .await
             .status,
         202
     );
-    let n = wait_state(s, "f1", "clean failed").await;
+    let n = s.wait_state(MAX, "f1", "clean failed").await;
     assert_eq!(n["target_provision_state"], "available");
     let err = n["last_error"].as_str().unwrap();
     assert!(
@@ -761,17 +755,19 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     // tear_down_cleaning fails after the steps ran: clean failed, with the reason.
     fail_in(s, "f1", json!(["deploy.tear_down_cleaning"])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "manage"})).await.status,
-        202
-    );
-    wait_state(s, "f1", "manageable").await;
-    assert_eq!(
-        provision(s, "f1", json!({"target": "provide"}))
+        s.provision(MAX, "f1", json!({"target": "manage"}))
             .await
             .status,
         202
     );
-    let n = wait_state(s, "f1", "clean failed").await;
+    s.wait_state(MAX, "f1", "manageable").await;
+    assert_eq!(
+        s.provision(MAX, "f1", json!({"target": "provide"}))
+            .await
+            .status,
+        202
+    );
+    let n = s.wait_state(MAX, "f1", "clean failed").await;
     assert!(
         n["last_error"]
             .as_str()
@@ -787,13 +783,13 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     // Validation before manual cleaning or a deploy: 400 at once, the node unchanged.
     fail_in(s, "f1", json!(["power.validate"])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "manage"})).await.status,
+        s.provision(MAX, "f1", json!({"target": "manage"}))
+            .await
+            .status,
         202
     );
-    wait_state(s, "f1", "manageable").await;
-    let r = provision(
-        s,
-        "f1",
+    s.wait_state(MAX, "f1", "manageable").await;
+    let r = s.provision(MAX, "f1",
         json!({"target": "clean", "clean_steps": [{"interface": "raid", "step": "delete_configuration"}]}),
     )
     .await;
@@ -804,21 +800,23 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     // Once the driver works, the node is provided.
     fail_in(s, "f1", json!([])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "provide"}))
+        s.provision(MAX, "f1", json!({"target": "provide"}))
             .await
             .status,
         202
     );
-    wait_state(s, "f1", "available").await;
+    s.wait_state(MAX, "f1", "available").await;
 
     // A failed core deploy step: deploy failed with the step's reason; a deploy that
     // fails to prepare: the same; after the fix, deploying again works.
     fail_in(s, "f1", json!(["deploy.deploy"])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "active"})).await.status,
+        s.provision(MAX, "f1", json!({"target": "active"}))
+            .await
+            .status,
         202
     );
-    let n = wait_state(s, "f1", "deploy failed").await;
+    let n = s.wait_state(MAX, "f1", "deploy failed").await;
     assert_eq!(n["target_provision_state"], "active");
     let err = n["last_error"].as_str().unwrap();
     assert!(err.starts_with("Deploy step deploy.deploy failed"), "{err}");
@@ -826,10 +824,12 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     assert_eq!(n["reservation"], Value::Null);
     fail_in(s, "f1", json!(["deploy.prepare"])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "active"})).await.status,
+        s.provision(MAX, "f1", json!({"target": "active"}))
+            .await
+            .status,
         202
     );
-    let n = wait_state(s, "f1", "deploy failed").await;
+    let n = s.wait_state(MAX, "f1", "deploy failed").await;
     assert!(
         n["last_error"]
             .as_str()
@@ -838,15 +838,17 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
         "{n}"
     );
     fail_in(s, "f1", json!(["power.validate"])).await;
-    let r = provision(s, "f1", json!({"target": "active"})).await;
+    let r = s.provision(MAX, "f1", json!({"target": "active"})).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.fault().contains("deploy or power info"), "{}", r.fault());
     fail_in(s, "f1", json!([])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "active"})).await.status,
+        s.provision(MAX, "f1", json!({"target": "active"}))
+            .await
+            .status,
         202
     );
-    let n = wait_state(s, "f1", "active").await;
+    let n = s.wait_state(MAX, "f1", "active").await;
     assert_eq!(n["last_error"], Value::Null);
     assert_eq!(n["power_state"], "power on");
 
@@ -854,12 +856,12 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     // the driver powers the node off.
     fail_in(s, "f1", json!(["deploy.tear_down"])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "deleted"}))
+        s.provision(MAX, "f1", json!({"target": "deleted"}))
             .await
             .status,
         202
     );
-    let n = wait_state(s, "f1", "error").await;
+    let n = s.wait_state(MAX, "f1", "error").await;
     assert!(
         n["last_error"]
             .as_str()
@@ -870,12 +872,12 @@ async fn driver_failures_end_in_the_failed_states(s: &Server) {
     assert_eq!(n["reservation"], Value::Null);
     fail_in(s, "f1", json!([])).await;
     assert_eq!(
-        provision(s, "f1", json!({"target": "deleted"}))
+        s.provision(MAX, "f1", json!({"target": "deleted"}))
             .await
             .status,
         202
     );
-    let n = wait_state(s, "f1", "available").await;
+    let n = s.wait_state(MAX, "f1", "available").await;
     assert_eq!(n["power_state"], "power off");
     assert_eq!(n["instance_info"], json!({}));
 }

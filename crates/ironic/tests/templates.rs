@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::Server;
 use serde_json::{Value, json};
 
@@ -16,30 +14,6 @@ on_both_backends!(
 );
 
 const V: &str = "1.61";
-
-async fn wait_state(s: &Server, ident: &str, state: &str) -> Value {
-    let start = Instant::now();
-    loop {
-        let n = s.get(&format!("/v1/nodes/{ident}"), V).await.json();
-        if n["provision_state"] == state {
-            return n;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{ident} never reached {state}: {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn provision(s: &Server, ident: &str, target: &str) -> common::Resp {
-    s.put(
-        &format!("/v1/nodes/{ident}/states/provision"),
-        V,
-        Some(&json!({"target": target})),
-    )
-    .await
-}
 
 async fn patch(s: &Server, path: &str, ops: Value) -> common::Resp {
     s.patch(path, V, &ops).await
@@ -388,10 +362,10 @@ async fn available(s: &Server, name: &str, traits: &[&str]) {
         )
         .await;
     assert_eq!(r.status, 204, "{}", r.body);
-    assert_eq!(provision(s, name, "manage").await.status, 202);
-    wait_state(s, name, "manageable").await;
-    assert_eq!(provision(s, name, "provide").await.status, 202);
-    wait_state(s, name, "available").await;
+    assert_eq!(s.provision_to(V, name, "manage").await.status, 202);
+    s.wait_state(V, name, "manageable").await;
+    assert_eq!(s.provision_to(V, name, "provide").await.status, 202);
+    s.wait_state(V, name, "available").await;
 }
 
 async fn set_instance_traits(s: &Server, name: &str, traits: &[&str]) {
@@ -427,12 +401,12 @@ fn raid(level: &str) -> Value {
 
 async fn deploy_and_undeploy(s: &Server, name: &str) -> Vec<(String, Value)> {
     let before = journal_len(&s.get(&format!("/v1/nodes/{name}"), V).await.json());
-    let r = provision(s, name, "active").await;
+    let r = s.provision_to(V, name, "active").await;
     assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_state(s, name, "active").await;
+    let n = s.wait_state(V, name, "active").await;
     let ran = deploy_journal(&n, before);
-    assert_eq!(provision(s, name, "deleted").await.status, 202);
-    wait_state(s, name, "available").await;
+    assert_eq!(s.provision_to(V, name, "deleted").await.status, 202);
+    s.wait_state(V, name, "available").await;
     ran
 }
 
@@ -570,7 +544,7 @@ async fn templates_select_the_deploy_steps(s: &Server) {
         let planned = s.get("/v1/nodes/tn/deployment/steps", V).await;
         assert_eq!(planned.status, 400);
         assert!(planned.fault().contains(msg), "{}", planned.fault());
-        let r = provision(s, "tn", "active").await;
+        let r = s.provision_to(V, "tn", "active").await;
         assert_eq!(r.status, 400, "{}", r.body);
         assert!(
             r.fault()
@@ -636,10 +610,10 @@ async fn retirement_rules(s: &Server) {
         "The retired_reason field can only be set when retired is True"
     );
     // Not while available (upstream: 409 InvalidState).
-    assert_eq!(provision(s, "other", "manage").await.status, 202);
-    wait_state(s, "other", "manageable").await;
-    assert_eq!(provision(s, "other", "provide").await.status, 202);
-    wait_state(s, "other", "available").await;
+    assert_eq!(s.provision_to(V, "other", "manage").await.status, 202);
+    s.wait_state(V, "other", "manageable").await;
+    assert_eq!(s.provision_to(V, "other", "provide").await.status, 202);
+    s.wait_state(V, "other", "available").await;
     let r = patch(
         s,
         "/v1/nodes/other",
@@ -655,9 +629,9 @@ async fn retirement_rules(s: &Server) {
     );
 
     // A retired manageable node cannot be provided (upstream: 400 NodeIsRetired).
-    assert_eq!(provision(s, "rn", "manage").await.status, 202);
-    wait_state(s, "rn", "manageable").await;
-    let r = provision(s, "rn", "provide").await;
+    assert_eq!(s.provision_to(V, "rn", "manage").await.status, 202);
+    s.wait_state(V, "rn", "manageable").await;
+    let r = s.provision_to(V, "rn", "provide").await;
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("because it is retired"), "{}", r.fault());
     // Unretiring (here by removing the flag, as `node unset --retired` does) clears the
@@ -678,14 +652,14 @@ async fn retirement_rules(s: &Server) {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["retired"], false);
     assert_eq!(r.json()["retired_reason"], Value::Null);
-    assert_eq!(provision(s, "rn", "provide").await.status, 202);
-    wait_state(s, "rn", "available").await;
+    assert_eq!(s.provision_to(V, "rn", "provide").await.status, 202);
+    s.wait_state(V, "rn", "available").await;
 
     // An active node retired and torn down ends in manageable, with automated cleaning
     // on and off.
     for auto in [true, false] {
-        assert_eq!(provision(s, "rn", "active").await.status, 202);
-        wait_state(s, "rn", "active").await;
+        assert_eq!(s.provision_to(V, "rn", "active").await.status, 202);
+        s.wait_state(V, "rn", "active").await;
         let r = patch(
             s,
             "/v1/nodes/rn",
@@ -696,15 +670,15 @@ async fn retirement_rules(s: &Server) {
         )
         .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        assert_eq!(provision(s, "rn", "deleted").await.status, 202);
-        let n = wait_state(s, "rn", "manageable").await;
+        assert_eq!(s.provision_to(V, "rn", "deleted").await.status, 202);
+        let n = s.wait_state(V, "rn", "manageable").await;
         assert_eq!(n["retired"], true);
         // Manual cleaning of a retired node ends in manageable too.
         let r = s
             .put("/v1/nodes/rn/states/provision", V, Some(&json!({"target": "clean", "clean_steps": [{"interface": "raid", "step": "delete_configuration"}]})))
             .await;
         assert_eq!(r.status, 202, "{}", r.body);
-        wait_state(s, "rn", "manageable").await;
+        s.wait_state(V, "rn", "manageable").await;
         let r = patch(
             s,
             "/v1/nodes/rn",
@@ -712,7 +686,7 @@ async fn retirement_rules(s: &Server) {
         )
         .await;
         assert_eq!(r.status, 200);
-        assert_eq!(provision(s, "rn", "provide").await.status, 202);
-        wait_state(s, "rn", "available").await;
+        assert_eq!(s.provision_to(V, "rn", "provide").await.status, 202);
+        s.wait_state(V, "rn", "available").await;
     }
 }

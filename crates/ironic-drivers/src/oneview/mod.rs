@@ -22,7 +22,7 @@ use crate::interfaces::{
     BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverFuture, Interface,
     ManagementInterface, NodeChanges, NodeInfo, Outcome, PowerInterface, RaidInterface,
 };
-use crate::steps::{Step, StepDecl};
+use crate::steps::Step;
 use client::{Client, OvError};
 
 /// `maintenance_reason` of a node OneView took (untranslated, as upstream).
@@ -32,37 +32,7 @@ pub const IN_USE_BY_ONEVIEW: &str = "node in use by OneView";
 pub const ALLOCATION_ERROR: &str = "server hardware allocation error";
 pub const APPLIED_PROFILE: &str = "applied_server_profile_uri";
 
-const DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
-    interface: "deploy",
-    step: "deploy",
-    priority: 100,
-    abortable: false,
-    requires_ramdisk: false,
-    args: &[],
-}];
-
-/// `oneview`: power, management and deploy through the appliance.
-pub const ONEVIEW: HardwareType = HardwareType {
-    name: "oneview",
-    interfaces: &[
-        ("bios", "no-bios", &["no-bios"]),
-        ("boot", "oneview", &["oneview"]),
-        ("console", "no-console", &["no-console"]),
-        ("deploy", "oneview", &["oneview"]),
-        ("firmware", "no-firmware", &["no-firmware"]),
-        ("inspect", "no-inspect", &["no-inspect"]),
-        ("management", "oneview", &["oneview"]),
-        ("network", "noop", &["noop"]),
-        ("power", "oneview", &["oneview"]),
-        ("raid", "no-raid", &["no-raid"]),
-        ("rescue", "no-rescue", &["no-rescue"]),
-        ("storage", "noop", &["noop"]),
-        ("vendor", "no-vendor", &["no-vendor"]),
-    ],
-    clean_steps: &[],
-    deploy_steps: DEPLOY_STEPS,
-    steps_from_agent: false,
-};
+pub use ironic_catalog::ONEVIEW;
 
 /// Who uses the server hardware.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -696,9 +666,6 @@ impl Driver for OneView {
             "storage" => Some(&self.storage),
             _ => None,
         }
-    }
-    fn as_oneview(&self) -> Option<&OneView> {
-        Some(self)
     }
 }
 

@@ -187,6 +187,39 @@ impl Server {
     }
 
     /// Creates a node at the max version and returns its JSON.
+    /// Polls (bounded: 60 s, generous for a loaded machine) until node `ident` reaches
+    /// `state`; returns it as read at microversion `v`.
+    pub async fn wait_state(&self, v: &str, ident: &str, state: &str) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let n = self.get(&format!("/v1/nodes/{ident}"), v).await.json();
+            if n["provision_state"] == state {
+                return n;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{ident} never reached {state}: {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `PUT /v1/nodes/{ident}/states/provision` with `body`.
+    pub async fn provision(&self, v: &str, ident: &str, body: Value) -> Resp {
+        self.put(
+            &format!("/v1/nodes/{ident}/states/provision"),
+            v,
+            Some(&body),
+        )
+        .await
+    }
+
+    /// [`Server::provision`] with `{"target": target}`.
+    pub async fn provision_to(&self, v: &str, ident: &str, target: &str) -> Resp {
+        self.provision(v, ident, serde_json::json!({ "target": target }))
+            .await
+    }
+
     pub async fn node(&self, body: Value) -> Value {
         let r = self.post("/v1/nodes", "1.51", &body).await;
         assert_eq!(r.status, 201, "create {body}: {}", r.body);

@@ -58,6 +58,30 @@ impl StepDecl {
     }
 }
 
+/// A step a driver offers, as `GET /v1/nodes/{node}/cleaning/steps` lists it and the
+/// RPC carries it (owned: it crosses the bus).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedStep {
+    pub interface: String,
+    pub step: String,
+    pub priority: u32,
+    pub abortable: bool,
+    /// `{name: {description, required}}`, or `null` without arguments.
+    pub argsinfo: Value,
+}
+
+impl From<&StepDecl> for OfferedStep {
+    fn from(d: &StepDecl) -> Self {
+        OfferedStep {
+            interface: d.interface.to_string(),
+            step: d.step.to_string(),
+            priority: d.priority,
+            abortable: d.abortable,
+            argsinfo: d.argsinfo(),
+        }
+    }
+}
+
 /// Tie-breaker between steps of equal priority, higher first.
 pub fn interface_priority(interface: &str) -> u32 {
     match interface {
@@ -96,6 +120,46 @@ impl Step {
             "priority": self.priority,
             "abortable": self.abortable,
         })
+    }
+
+    /// A step as [`Step::to_json`] stored it; `Err` names what is wrong.
+    pub fn from_json(v: &Value) -> Result<Step, String> {
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("\"{k}\" is missing or not a string"))
+        };
+        Ok(Step {
+            interface: text("interface")?,
+            step: text("step")?,
+            args: v
+                .get("args")
+                .and_then(Value::as_object)
+                .cloned()
+                .ok_or("\"args\" is missing or not an object")?,
+            priority: v
+                .get("priority")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or("\"priority\" is missing or not a non-negative integer")?,
+            abortable: v
+                .get("abortable")
+                .and_then(Value::as_bool)
+                .ok_or("\"abortable\" is missing or not a boolean")?,
+        })
+    }
+
+    /// A list of steps as stored; `Err` names the first step that cannot be read.
+    pub fn list_from_json(v: Option<&Value>) -> Result<Vec<Step>, String> {
+        let Some(v) = v else {
+            return Ok(Vec::new());
+        };
+        let list = v.as_array().ok_or("the list of steps is not a list")?;
+        list.iter()
+            .enumerate()
+            .map(|(i, s)| Step::from_json(s).map_err(|e| format!("step {i}: {e}")))
+            .collect()
     }
 }
 
@@ -176,6 +240,27 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
     } else {
         Err(errors.join("; "))
     }
+}
+
+/// Checks that none of `list` needs the ramdisk (`disable_ramdisk` cleaning): every
+/// offender is named.
+pub fn without_ramdisk(list: &[Step], offered: &[StepDecl]) -> Result<(), String> {
+    let needing: Vec<String> = list
+        .iter()
+        .filter(|s| {
+            offered
+                .iter()
+                .any(|d| d.interface == s.interface && d.step == s.step && d.requires_ramdisk)
+        })
+        .map(Step::name)
+        .collect();
+    if needing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "these steps require booting a ramdisk and cannot run with disable_ramdisk: {}",
+        needing.join(", ")
+    ))
 }
 
 /// The steps of an automated clean: those with a priority above zero, highest first,
@@ -319,6 +404,60 @@ pub fn deploy_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steps_needing_the_ramdisk_are_refused_without_it() {
+        const OFFERED: &[StepDecl] = &[
+            StepDecl {
+                interface: "deploy",
+                step: "erase_devices",
+                priority: 0,
+                abortable: false,
+                requires_ramdisk: true,
+                args: &[],
+            },
+            StepDecl {
+                interface: "bios",
+                step: "factory_reset",
+                priority: 0,
+                abortable: false,
+                requires_ramdisk: false,
+                args: &[],
+            },
+        ];
+        let ask = |i: &str, st: &str| Requested {
+            interface: i.into(),
+            step: st.into(),
+            args: JsonObject::new(),
+        };
+        let fine = validate_manual(&[ask("bios", "factory_reset")], OFFERED).unwrap();
+        assert_eq!(without_ramdisk(&fine, OFFERED), Ok(()));
+        let both = validate_manual(
+            &[ask("bios", "factory_reset"), ask("deploy", "erase_devices")],
+            OFFERED,
+        )
+        .unwrap();
+        let e = without_ramdisk(&both, OFFERED).unwrap_err();
+        assert!(e.ends_with("disable_ramdisk: deploy.erase_devices"), "{e}");
+    }
+
+    #[test]
+    fn stored_steps_round_trip_and_bad_ones_are_named() {
+        let s = Step {
+            interface: "deploy".into(),
+            step: "sleep".into(),
+            args: JsonObject::new(),
+            priority: 5,
+            abortable: true,
+        };
+        let stored = json!([s.to_json()]);
+        assert_eq!(Step::list_from_json(Some(&stored)), Ok(vec![s]));
+        assert_eq!(Step::list_from_json(None), Ok(vec![]));
+        let bad = json!([{"interface": "deploy", "step": "sleep", "args": {}, "priority": -1, "abortable": true}]);
+        let e = Step::list_from_json(Some(&bad)).unwrap_err();
+        assert!(e.starts_with("step 0: \"priority\""), "{e}");
+        assert!(Step::list_from_json(Some(&json!({}))).is_err());
+    }
 
     const ARGS: &[ArgInfo] = &[
         ArgInfo {

@@ -1,0 +1,266 @@
+//! The hardware catalogue, pure data: every hardware type this build knows, the
+//! default and enabled implementation of each of its interface types, the clean and
+//! deploy steps its interfaces declare ([`steps`]), and the deploy plan (the driver's
+//! deploy steps merged with the deploy templates a node's instance traits select,
+//! [`deploy_plan_for`]).
+//!
+//! The API reads it to answer `GET /v1/drivers` and to show a node's deploy steps; the
+//! conductor reads it to fill in a node's interfaces and to choose steps. Neither
+//! needs a driver implementation for that (those live in `ironic-drivers`).
+//!
+//! Architecture invariant: no IO, no implementation; only declarations and the pure
+//! functions over them.
+
+pub mod steps;
+
+use ironic_model::Node;
+use ironic_model::deploy_template::DeployTemplate;
+use steps::{ArgInfo, Step, StepDecl};
+
+/// One hardware type: for each interface type, the default and the enabled
+/// implementations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardwareType {
+    pub name: &'static str,
+    /// `(interface type, default, enabled)`, one entry per interface type.
+    pub interfaces: &'static [(&'static str, &'static str, &'static [&'static str])],
+    /// Every clean step its interfaces offer, enabled for automated cleaning (priority
+    /// above zero) or not.
+    pub clean_steps: &'static [StepDecl],
+    /// Its deploy steps; `deploy.deploy` is the core one.
+    pub deploy_steps: &'static [StepDecl],
+    /// Its clean steps are known only once a ramdisk agent on the node has reported
+    /// them (listing them first starts that agent); `false`: known at once.
+    pub steps_from_agent: bool,
+}
+
+impl HardwareType {
+    /// The default implementation of an interface type.
+    pub fn default_interface(&self, interface_type: &str) -> Option<&'static str> {
+        self.interfaces
+            .iter()
+            .find(|(t, _, _)| *t == interface_type)
+            .map(|(_, d, _)| *d)
+    }
+
+    /// The enabled implementations of an interface type (empty if unknown).
+    pub fn enabled_interfaces(&self, interface_type: &str) -> &'static [&'static str] {
+        self.interfaces
+            .iter()
+            .find(|(t, _, _)| *t == interface_type)
+            .map_or(&[], |(_, _, e)| e)
+    }
+}
+
+/// `fake-hardware`: every interface succeeds without touching hardware.
+pub const FAKE_HARDWARE: HardwareType = HardwareType {
+    name: "fake-hardware",
+    interfaces: &[
+        ("bios", "fake", &["fake", "no-bios"]),
+        ("boot", "fake", &["fake"]),
+        ("console", "fake", &["fake", "no-console"]),
+        ("deploy", "fake", &["fake"]),
+        ("firmware", "fake", &["fake", "no-firmware"]),
+        ("inspect", "fake", &["fake", "no-inspect"]),
+        ("management", "fake", &["fake"]),
+        ("network", "noop", &["noop"]),
+        ("power", "fake", &["fake"]),
+        ("raid", "fake", &["fake", "no-raid"]),
+        ("rescue", "fake", &["fake", "no-rescue"]),
+        ("storage", "noop", &["fake", "noop"]),
+        ("vendor", "fake", &["fake", "no-vendor"]),
+    ],
+    clean_steps: FAKE_CLEAN_STEPS,
+    deploy_steps: FAKE_DEPLOY_STEPS,
+    steps_from_agent: false,
+};
+
+/// `fake-agent`: `fake-hardware` whose clean steps come from a (simulated) ramdisk
+/// agent, so that listing them the first time answers "not yet, retry" (202).
+pub const FAKE_AGENT: HardwareType = HardwareType {
+    name: "fake-agent",
+    steps_from_agent: true,
+    ..FAKE_HARDWARE
+};
+
+const SETTINGS: &[ArgInfo] = &[ArgInfo {
+    name: "settings",
+    description: "A list of settings to apply.",
+    required: true,
+}];
+
+const SECONDS: &[ArgInfo] = &[ArgInfo {
+    name: "seconds",
+    description: "How long the step runs, in seconds.",
+    required: true,
+}];
+
+const fn step(
+    interface: &'static str,
+    step: &'static str,
+    priority: u32,
+    abortable: bool,
+    args: &'static [ArgInfo],
+) -> StepDecl {
+    StepDecl {
+        interface,
+        step,
+        priority,
+        abortable,
+        requires_ramdisk: false,
+        args,
+    }
+}
+
+/// `fake-hardware`'s clean steps: upstream's fake ones, plus steps that take time
+/// (`deploy.sleep`, abortable; `deploy.burn_in`, not abortable) so that `clean wait`,
+/// aborts and crashes mid-step can be observed, and RAID steps for deploy templates.
+pub const FAKE_CLEAN_STEPS: &[StepDecl] = &[
+    step("bios", "apply_configuration", 0, false, SETTINGS),
+    step("bios", "factory_reset", 0, false, &[]),
+    step("bios", "cache_bios_settings", 0, false, &[]),
+    step("firmware", "update", 0, false, SETTINGS),
+    step("vendor", "log_passthrough", 1, false, &[]),
+    step("deploy", "sleep", 0, true, SECONDS),
+    step("deploy", "burn_in", 0, false, SECONDS),
+    step(
+        "raid",
+        "create_configuration",
+        0,
+        false,
+        &[
+            ArgInfo {
+                name: "create_root_volume",
+                description: "Whether to create the root volume.",
+                required: false,
+            },
+            ArgInfo {
+                name: "create_nonroot_volumes",
+                description: "Whether to create the other volumes.",
+                required: false,
+            },
+        ],
+    ),
+    step("raid", "delete_configuration", 0, false, &[]),
+];
+
+/// `fake-hardware`'s deploy steps: the core `deploy.deploy`, and RAID and BIOS steps
+/// that run only when a deploy template asks for them (priority 0).
+pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[
+    step("deploy", "deploy", 100, false, &[]),
+    step(
+        "raid",
+        "apply_configuration",
+        0,
+        false,
+        &[
+            ArgInfo {
+                name: "raid_config",
+                description: "The RAID configuration to apply.",
+                required: true,
+            },
+            ArgInfo {
+                name: "delete_existing",
+                description: "Whether to delete the existing RAID configuration first.",
+                required: false,
+            },
+        ],
+    ),
+    step("bios", "apply_configuration", 0, false, SETTINGS),
+    step("bios", "factory_reset", 0, false, &[]),
+];
+
+/// Every hardware type this build knows.
+pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT, ONEVIEW];
+
+const ONEVIEW_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
+    interface: "deploy",
+    step: "deploy",
+    priority: 100,
+    abortable: false,
+    requires_ramdisk: false,
+    args: &[],
+}];
+
+/// `oneview`: power, management and deploy through the appliance.
+pub const ONEVIEW: HardwareType = HardwareType {
+    name: "oneview",
+    interfaces: &[
+        ("bios", "no-bios", &["no-bios"]),
+        ("boot", "oneview", &["oneview"]),
+        ("console", "no-console", &["no-console"]),
+        ("deploy", "oneview", &["oneview"]),
+        ("firmware", "no-firmware", &["no-firmware"]),
+        ("inspect", "no-inspect", &["no-inspect"]),
+        ("management", "oneview", &["oneview"]),
+        ("network", "noop", &["noop"]),
+        ("power", "oneview", &["oneview"]),
+        ("raid", "no-raid", &["no-raid"]),
+        ("rescue", "no-rescue", &["no-rescue"]),
+        ("storage", "noop", &["noop"]),
+        ("vendor", "no-vendor", &["no-vendor"]),
+    ],
+    clean_steps: &[],
+    deploy_steps: ONEVIEW_DEPLOY_STEPS,
+    steps_from_agent: false,
+};
+
+/// Looks up any hardware type this build knows, enabled or not.
+pub fn known(name: &str) -> Option<&'static HardwareType> {
+    KNOWN.iter().find(|h| h.name == name)
+}
+
+/// The deploy steps `node` runs: its hardware type's, merged with `templates` (the
+/// deploy templates named by its instance traits, as read from the database; see
+/// `ironic_model::deploy_template::instance_traits`) by [`steps::deploy_plan`]. The one place the plan is computed:
+/// the API shows it (`GET /v1/nodes/{node}/deployment/steps`), the conductor runs it.
+/// `Err` is the reason the steps are invalid, in upstream's words.
+pub fn deploy_plan_for(node: &Node, templates: Vec<DeployTemplate>) -> Result<Vec<Step>, String> {
+    let offered = known(&node.driver).map(|h| h.deploy_steps).unwrap_or(&[]);
+    let templates: Vec<_> = templates.into_iter().map(|t| (t.name, t.steps)).collect();
+    steps::deploy_plan(offered, &templates)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hardware_types() {
+        let h = known("fake-hardware").unwrap();
+        assert_eq!(h.default_interface("network"), Some("noop"));
+        assert_eq!(h.enabled_interfaces("bios"), &["fake", "no-bios"]);
+        assert!(known("ipmi").is_none());
+        for h in KNOWN {
+            assert_eq!(h.interfaces.len(), 13, "{}", h.name);
+        }
+    }
+
+    #[test]
+    fn fake_steps() {
+        // One step runs in automated cleaning; the rest only when asked for.
+        let auto = steps::automated(FAKE_HARDWARE.clean_steps);
+        assert_eq!(auto.len(), 1);
+        assert_eq!(auto[0].name(), "vendor.log_passthrough");
+        // There are abortable and non-abortable steps with a required argument.
+        let with_seconds: Vec<&StepDecl> = FAKE_HARDWARE
+            .clean_steps
+            .iter()
+            .filter(|d| d.args.iter().any(|a| a.name == "seconds" && a.required))
+            .collect();
+        assert!(with_seconds.iter().any(|d| d.abortable));
+        assert!(with_seconds.iter().any(|d| !d.abortable));
+        // Every step belongs to an interface type the hardware type has.
+        for d in FAKE_HARDWARE
+            .clean_steps
+            .iter()
+            .chain(FAKE_HARDWARE.deploy_steps)
+        {
+            assert!(
+                FAKE_HARDWARE.default_interface(d.interface).is_some(),
+                "{}",
+                d.step
+            );
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The node lock (the `reservation` column, taken by a conditional UPDATE) as the
+//! conductor holds it: [`Conductor::with_lock`] for work that ends with the call,
+//! [`Conductor::lock`] and [`Held`] for work handed to the background. Every path gives
+//! the lock back: explicitly, or, if the holder panicked or was cancelled, from the
+//! guard's `Drop` through the conductor's [`Runner`].
+//!
+//! Invariant: every node write happens while this conductor holds the node's lock.
+
+use ironic_db::Db;
+use ironic_model::{Error, Node};
+use ironic_rpc::NodeRef;
+
+use crate::Conductor;
+use crate::work::Runner;
+
+/// Gives a node lock back if the work holding it panicked or was cancelled.
+struct LockGuard {
+    db: Db,
+    work: Runner,
+    node_id: i64,
+    host: String,
+    armed: bool,
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (db, node_id, host) = (
+            self.db.clone(),
+            self.node_id,
+            std::mem::take(&mut self.host),
+        );
+        tracing::warn!(
+            node_id,
+            "node lock holder stopped early; releasing the lock"
+        );
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.work.spawn("lock release", async move {
+                if let Err(e) = db.node_release(node_id, &host).await {
+                    tracing::error!(node_id, error = %e, "could not release a node lock");
+                }
+            });
+        }
+    }
+}
+
+/// A node whose lock this conductor holds. Dropping it releases the lock (from a task
+/// of its own); `save` keeps it, `release` and `save_and_release` give it back.
+pub(crate) struct Held {
+    pub node: Node,
+    guard: LockGuard,
+}
+
+impl Held {
+    pub(crate) fn new(node: Node, db: &Db, work: &Runner, host: &str, node_id: i64) -> Held {
+        Held {
+            node,
+            guard: LockGuard {
+                db: db.clone(),
+                work: work.clone(),
+                node_id,
+                host: host.to_string(),
+                armed: true,
+            },
+        }
+    }
+
+    /// Writes the node and keeps the lock.
+    pub async fn save(&mut self) -> Result<(), Error> {
+        self.save_dropping(None).await
+    }
+
+    /// [`Held::save`], deleting the allocation `drop_allocation` in the same
+    /// transaction.
+    pub async fn save_dropping(&mut self, drop_allocation: Option<i64>) -> Result<(), Error> {
+        self.node.reservation = Some(self.guard.host.clone());
+        let saved = self
+            .guard
+            .db
+            .node_save_dropping(&self.node, &self.guard.host, drop_allocation)
+            .await?;
+        self.node = Node {
+            traits: std::mem::take(&mut self.node.traits),
+            ..saved
+        };
+        Ok(())
+    }
+
+    /// Writes the node and gives the lock back in the same statement.
+    pub async fn save_and_release(mut self) -> Result<Node, Error> {
+        self.node.reservation = None;
+        let res = self.guard.db.node_save(&self.node, &self.guard.host).await;
+        if res.is_ok() {
+            self.guard.armed = false;
+        }
+        res
+    }
+
+    /// Gives the lock back and returns `e`: the way out of a refused request.
+    pub async fn bail<T>(self, e: Error) -> Result<T, Error> {
+        self.release().await;
+        Err(e)
+    }
+
+    /// Gives the lock back without writing. If that fails, the guard tries again from
+    /// a task of its own when it is dropped.
+    pub async fn release(mut self) {
+        match self
+            .guard
+            .db
+            .node_release(self.guard.node_id, &self.guard.host)
+            .await
+        {
+            Ok(()) => self.guard.armed = false,
+            Err(e) => tracing::error!(
+                node_id = self.guard.node_id,
+                error = %e,
+                "could not release a node lock; trying again"
+            ),
+        }
+    }
+}
+
+impl Conductor {
+    /// Takes the node lock, retrying while another operation holds it.
+    pub(crate) async fn acquire(&self, node_id: i64) -> Result<Node, Error> {
+        let mut attempt = 1;
+        loop {
+            match self.db.node_reserve(node_id, &self.settings.host).await {
+                Err(Error::Locked(m)) if attempt < self.settings.lock_attempts => {
+                    tracing::debug!(node_id, attempt, "node locked, retrying: {m}");
+                    attempt += 1;
+                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                }
+                // The API found the node a moment ago: it was deleted in between. Do
+                // not show our internal id.
+                Err(Error::NotFound(_)) => {
+                    return Err(Error::NotFound(
+                        "Node could not be found: it was deleted while this request was in progress.".into(),
+                    ));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Takes the lock of the node `target` names, for work that may outlive this call
+    /// (the returned [`Held`] is handed to a background task).
+    pub(crate) async fn lock(&self, target: &NodeRef) -> Result<Held, Error> {
+        let mut node = self.acquire(target.id).await?;
+        let guard = LockGuard {
+            db: self.db.clone(),
+            work: self.work.clone(),
+            node_id: target.id,
+            host: self.settings.host.clone(),
+            armed: true,
+        };
+        if node.uuid.as_str() != target.uuid {
+            drop(guard);
+            return Err(Error::node_not_found(&target.uuid));
+        }
+        node.reservation = Some(self.settings.host.clone());
+        Ok(Held { node, guard })
+    }
+
+    /// Runs `f` on the locked node and always gives the lock back.
+    pub(crate) async fn with_lock<T, F, Fut>(&self, target: &NodeRef, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(Node) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let node_id = target.id;
+        let node = self.acquire(node_id).await?;
+        if node.uuid.as_str() != target.uuid {
+            // The caller's id and uuid disagree (a stale or forged reference): touch
+            // nothing.
+            if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
+                tracing::error!(node_id, error = %e, "could not release a node lock");
+            }
+            return Err(Error::node_not_found(&target.uuid));
+        }
+        let mut guard = LockGuard {
+            db: self.db.clone(),
+            work: self.work.clone(),
+            node_id,
+            host: self.settings.host.clone(),
+            armed: true,
+        };
+        let res = f(node).await;
+        guard.armed = false;
+        if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
+            tracing::error!(node_id, error = %e, "could not release a node lock");
+        }
+        res
+    }
+}

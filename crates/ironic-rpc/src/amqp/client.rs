@@ -1,0 +1,399 @@
+//! The caller's end: one connection, one private reply queue (also bound to membership
+//! announcements), any number of concurrent calls correlated by id.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt;
+use ironic_model::Error;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Confirmation, Connection};
+use prost::Message;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use super::{
+    BusSettings, CallError, MEMBERSHIP, STABLE_LINK, Target, bus_error, connect, declare_exchange,
+    now_ms, open_or_stop, pause, stop_and_join, wait_until,
+};
+use crate::calls::Ping;
+use crate::contract::Call;
+use crate::convert::error_from_pb;
+use crate::{Context, pb, trace};
+
+type Waiter = oneshot::Sender<Result<Vec<u8>, Error>>;
+
+struct Link {
+    channel: Channel,
+    reply_to: String,
+}
+
+struct ClientInner {
+    settings: BusSettings,
+    link: watch::Sender<Option<Arc<Link>>>,
+    pending: Mutex<HashMap<String, Waiter>>,
+    /// Bumped on every membership announcement and every (re)connection (announcements
+    /// may have been missed while disconnected).
+    membership: watch::Sender<u64>,
+}
+
+impl ClientInner {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiter>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fail_all(&self, why: &str) {
+        let drained: Vec<Waiter> = self.waiters().drain().map(|(_, w)| w).collect();
+        if !drained.is_empty() {
+            tracing::warn!(calls = drained.len(), "{why}");
+        }
+        for w in drained {
+            let _ = w.send(Err(Error::Unavailable(why.to_string())));
+        }
+    }
+
+    fn deliver(&self, d: Delivery) {
+        if d.properties.kind().as_ref().map(|k| k.as_str()) == Some(MEMBERSHIP) {
+            self.membership.send_modify(|g| *g += 1);
+            return;
+        }
+        let Some(corr) = d
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|c| c.to_string())
+        else {
+            return;
+        };
+        let Some(w) = self.waiters().remove(&corr) else {
+            tracing::debug!(correlation_id = %corr, "late reply dropped");
+            return;
+        };
+        let res = match pb::Reply::decode(&d.data[..]) {
+            Ok(pb::Reply {
+                result: Some(pb::reply::Result::Ok(b)),
+            }) => Ok(b),
+            Ok(pb::Reply {
+                result: Some(pb::reply::Result::Error(e)),
+            }) => Err(error_from_pb(e)),
+            Ok(pb::Reply { result: None }) | Err(_) => Err(Error::Internal(
+                "malformed reply from a conductor".to_string(),
+            )),
+        };
+        let _ = w.send(res);
+    }
+}
+
+/// Removes a call's waiter however the call ends (reply, error, timeout, cancellation).
+struct WaiterGuard<'a> {
+    inner: &'a ClientInner,
+    corr: String,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.inner.waiters().remove(&self.corr);
+    }
+}
+
+/// The caller's end: one connection, one private reply queue, any number of concurrent
+/// calls.
+pub struct Client {
+    inner: Arc<ClientInner>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Client {
+    /// Starts connecting in the background; calls wait for the connection up to their
+    /// timeout.
+    pub fn start(settings: BusSettings) -> Arc<Client> {
+        let inner = Arc::new(ClientInner {
+            settings,
+            link: watch::channel(None).0,
+            pending: Mutex::new(HashMap::new()),
+            membership: watch::channel(0).0,
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(supervise_client(inner.clone(), stop_rx));
+        Arc::new(Client {
+            inner,
+            stop,
+            task: Mutex::new(Some(task)),
+        })
+    }
+
+    /// Changes whenever the set of conductors may have changed (an announcement, or a
+    /// reconnection after which announcements may have been missed).
+    pub fn membership(&self) -> watch::Receiver<u64> {
+        self.inner.membership.subscribe()
+    }
+
+    /// Waits until connected, at most `timeout`.
+    pub async fn connected(&self, timeout: Duration) -> bool {
+        wait_until(self.inner.link.subscribe(), timeout, Option::is_some).await
+    }
+
+    /// Closes the connection; calls still waiting get an error.
+    pub async fn shutdown(&self) {
+        stop_and_join(&self.stop, &self.task).await;
+    }
+
+    /// A round trip to `target` that touches nothing.
+    pub async fn ping(&self, target: &Target, ctx: &Context) -> Result<(), CallError> {
+        self.call(target, Ping::METHOD, ctx, Ping.to_wire().encode_to_vec())
+            .await
+            .map(|_| ())
+    }
+
+    pub fn call_timeout(&self) -> Duration {
+        self.inner.settings.call_timeout
+    }
+
+    /// One request/reply round trip, bounded by the call timeout.
+    pub async fn call(
+        &self,
+        target: &Target,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, CallError> {
+        let deadline = tokio::time::Instant::now() + self.inner.settings.call_timeout;
+        self.call_until(target, method, ctx, body, deadline).await
+    }
+
+    /// One round trip that gives up at `deadline`, whatever it is waiting for (the
+    /// connection, the broker's flow control, the confirm, the reply).
+    pub async fn call_until(
+        &self,
+        target: &Target,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, CallError> {
+        let rk = target.routing_key();
+        let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk);
+        self.call_in(rk, method, ctx, body, &span, deadline)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn call_in(
+        &self,
+        rk: String,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+        span: &tracing::Span,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, CallError> {
+        let timeout = self.inner.settings.call_timeout;
+        let mut links = self.inner.link.subscribe();
+        let link = match tokio::time::timeout_at(deadline, links.wait_for(Option::is_some)).await {
+            Ok(Ok(l)) => l.clone(),
+            _ => None,
+        };
+        let Some(link) = link else {
+            return Err(Error::Unavailable(format!(
+                "The message bus has been unreachable for {}s; the request was not sent.",
+                timeout.as_secs()
+            ))
+            .into());
+        };
+        // Whatever waiting for the connection used up is gone: the conductor gets only
+        // the time this caller will still wait.
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let corr = uuid::Uuid::new_v4().simple().to_string();
+        let (tx, rx) = oneshot::channel();
+        self.inner.waiters().insert(corr.clone(), tx);
+        let _guard = WaiterGuard {
+            inner: &self.inner,
+            corr: corr.clone(),
+        };
+        let trace = trace::of(span);
+        let mut headers = FieldTable::default();
+        if !trace.traceparent.is_empty() {
+            headers.insert(
+                "traceparent".into(),
+                AMQPValue::LongString(trace.traceparent.clone().into()),
+            );
+            if !trace.tracestate.is_empty() {
+                headers.insert(
+                    "tracestate".into(),
+                    AMQPValue::LongString(trace.tracestate.clone().into()),
+                );
+            }
+        }
+        headers.insert(
+            "x-openstack-request-id".into(),
+            AMQPValue::LongString(ctx.request_id.clone().into()),
+        );
+        let envelope = pb::Request {
+            method: method.to_string(),
+            request_id: ctx.request_id.clone(),
+            context: Some(pb::CallerContext::default()),
+            trace: Some(trace),
+            deadline_unix_ms: now_ms() + remaining.as_millis() as u64,
+            body,
+        };
+        let props = BasicProperties::default()
+            .with_correlation_id(corr.as_str().into())
+            .with_reply_to(link.reply_to.as_str().into())
+            .with_expiration(ShortString::from(remaining.as_millis().max(1).to_string()))
+            .with_content_type("application/x-protobuf".into())
+            .with_type(method.into())
+            .with_headers(headers);
+        let timed_out = || {
+            Error::Unavailable(format!(
+                "No reply from {rk} within {}s; the request may or may not have been carried out.",
+                timeout.as_secs()
+            ))
+        };
+        // Bounded too: the broker may block publishers (memory or disk alarm).
+        let payload = envelope.encode_to_vec();
+        let publish = link.channel.basic_publish(
+            self.inner.settings.exchange.as_str().into(),
+            rk.as_str().into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            &payload,
+            props,
+        );
+        let confirm = match tokio::time::timeout_at(deadline, publish).await {
+            Err(_) => return Err(timed_out().into()),
+            Ok(r) => r.map_err(|e| bus_error("publish", e))?,
+        };
+        match tokio::time::timeout_at(deadline, confirm).await {
+            Err(_) => return Err(timed_out().into()),
+            Ok(Err(e)) => {
+                return Err(Error::Unavailable(format!(
+                    "The message bus connection failed while sending ({e}); the request may or may not have been queued."
+                ))
+                .into());
+            }
+            Ok(Ok(Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)))) => {
+                return Err(CallError::Unroutable(rk));
+            }
+            Ok(Ok(Confirmation::Nack(None))) => {
+                return Err(Error::Unavailable(
+                    "The message bus refused the request; it was not sent.".into(),
+                )
+                .into());
+            }
+            Ok(Ok(Confirmation::Ack(None) | Confirmation::NotRequested)) => {}
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(r)) => r.map_err(CallError::Failed),
+            Ok(Err(_)) => Err(Error::Unavailable(
+                "The call was abandoned before its reply arrived.".into(),
+            )
+            .into()),
+            Err(_) => Err(timed_out().into()),
+        }
+    }
+}
+
+async fn open_client_link(s: &BusSettings) -> lapin::Result<(Connection, Link, lapin::Consumer)> {
+    let conn = connect(s).await?;
+    let channel = conn.create_channel().await?;
+    declare_exchange(&channel, s).await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let q = channel
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let reply_to = q.name().to_string();
+    channel
+        .queue_bind(
+            reply_to.as_str().into(),
+            s.exchange.as_str().into(),
+            MEMBERSHIP.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    let consumer = channel
+        .basic_consume(
+            reply_to.as_str().into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                exclusive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok((conn, Link { channel, reply_to }, consumer))
+}
+
+async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<bool>) {
+    let first = Duration::from_millis(100);
+    let mut backoff = first;
+    loop {
+        let Some(opened) = open_or_stop(open_client_link(&inner.settings), &mut stop).await else {
+            inner.fail_all("The RPC client is shutting down.");
+            return;
+        };
+        match opened {
+            Ok((conn, link, mut replies)) => {
+                let linked_at = Instant::now();
+                tracing::info!(reply_queue = %link.reply_to, "connected to the message bus");
+                inner.link.send_replace(Some(Arc::new(link)));
+                inner.membership.send_modify(|g| *g += 1);
+                let stopping = loop {
+                    tokio::select! {
+                        d = replies.next() => match d {
+                            Some(Ok(d)) => inner.deliver(d),
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "message bus connection failed");
+                                break false;
+                            }
+                            None => break false,
+                        },
+                        _ = stop.wait_for(|s| *s) => break true,
+                    }
+                };
+                inner.link.send_replace(None);
+                if stopping {
+                    inner.fail_all("The RPC client is shutting down.");
+                    let _ = conn.close(200, "shutdown".into()).await;
+                    return;
+                }
+                inner.fail_all(
+                    "The connection to the message bus was lost before the reply arrived; the request may or may not have been carried out.",
+                );
+                if linked_at.elapsed() >= STABLE_LINK {
+                    backoff = first;
+                }
+                tracing::warn!("reconnecting to the message bus");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot connect to the message bus");
+            }
+        }
+        if !pause(&mut backoff, inner.settings.max_backoff, &mut stop).await {
+            inner.fail_all("The RPC client is shutting down.");
+            return;
+        }
+    }
+}

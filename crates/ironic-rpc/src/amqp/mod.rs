@@ -1,0 +1,206 @@
+//! The AMQP transport (RabbitMQ): protobuf requests on a durable direct exchange,
+//! replies on a private queue per caller, correlated by id.
+//!
+//! - Each conductor consumes its own queue `ironic.conductor_manager.<host>` (node calls,
+//!   routed by the hash ring) and the shared queue `ironic.conductor_manager` (calls for
+//!   any conductor; RabbitMQ balances them over the live consumers).
+//! - Requests are published `mandatory` with publisher confirms: a call to a host whose
+//!   queue is gone (the conductor stopped or crashed: its queue is exclusive to its
+//!   connection) fails at once instead of waiting for the timeout.
+//! - Every request carries an expiration equal to the call timeout and a deadline in its
+//!   envelope: a conductor never runs a request its caller has given up on.
+//! - Delivery is at most once (a conductor acknowledges on receipt, as oslo.messaging
+//!   does): node operations are not idempotent, so a request is never run twice; a caller
+//!   whose connection or conductor dies mid-call gets an error saying the outcome is
+//!   unknown.
+//! - Both sides reconnect by themselves with exponential backoff; queues and consumers
+//!   are declared again on every connection. Calls made while the bus is down wait for
+//!   it up to their timeout.
+
+//!
+//! Modules: [`client`] (the caller's end: one connection, a private reply queue),
+//! [`routing`] (which queue a call goes to: the ring owner's, the shared one, a host's)
+//! and [`server`] (a conductor's consumers, its bounded concurrency and graceful drain).
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ironic_model::Error;
+use lapin::options::ExchangeDeclareOptions;
+use lapin::types::{FieldTable, LongString};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+mod client;
+mod routing;
+mod server;
+
+pub use client::Client;
+pub use routing::RemoteConductors;
+pub use server::Server;
+
+/// The topic: name of the shared queue and prefix of the per-host queues.
+pub const TOPIC: &str = "ironic.conductor_manager";
+
+/// Routing key of membership announcements: a conductor publishes one when it
+/// registers or unregisters; every caller's reply queue is bound to it, so API processes
+/// re-read the conductor list at once instead of at their next periodic refresh.
+pub const MEMBERSHIP: &str = "ironic.membership";
+
+/// The queue of one conductor.
+pub fn host_queue(host: &str) -> String {
+    format!("{TOPIC}.{host}")
+}
+
+#[derive(Debug, Clone)]
+pub struct BusSettings {
+    /// `amqp://user:password@host:port/vhost` (vhost URL-encoded, `%2f` for `/`).
+    pub url: String,
+    /// The durable direct exchange every request goes through.
+    pub exchange: String,
+    /// How long a caller waits for a reply (and how long a request may wait in a queue).
+    pub call_timeout: Duration,
+    /// Requests a conductor takes from the broker before finishing earlier ones.
+    pub prefetch: u16,
+    /// Largest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// Shown in RabbitMQ's connection list, e.g. `ironic-conductor@host-a`.
+    pub connection_name: String,
+}
+
+/// Where a call goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One conductor's own queue.
+    Host(String),
+    /// The shared queue: whichever live conductor takes it first.
+    Any,
+}
+
+impl Target {
+    pub fn routing_key(&self) -> String {
+        match self {
+            Target::Host(h) => host_queue(h),
+            Target::Any => TOPIC.to_string(),
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    /// Nobody consumes the target queue (the conductor is gone).
+    Unroutable(String),
+    Failed(Error),
+}
+
+impl From<Error> for CallError {
+    fn from(e: Error) -> Self {
+        CallError::Failed(e)
+    }
+}
+
+impl From<CallError> for Error {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Unroutable(rk) => Error::Unavailable(format!(
+                "No conductor is listening on {rk}: it stopped or is restarting. Please retry."
+            )),
+            CallError::Failed(e) => e,
+        }
+    }
+}
+
+pub(crate) fn bus_error(what: &str, e: lapin::Error) -> Error {
+    Error::Unavailable(format!("The message bus is unavailable ({what}: {e})."))
+}
+
+pub(crate) async fn connect(s: &BusSettings) -> lapin::Result<Connection> {
+    let props = ConnectionProperties::default()
+        .with_connection_name(LongString::from(s.connection_name.clone()));
+    Connection::connect(&s.url, props).await
+}
+
+pub(crate) async fn declare_exchange(ch: &Channel, s: &BusSettings) -> lapin::Result<()> {
+    ch.exchange_declare(
+        s.exchange.as_str().into(),
+        ExchangeKind::Direct,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Sleeps `backoff` unless asked to stop; doubles it up to `max`. Returns false on stop.
+pub(crate) async fn pause(
+    backoff: &mut Duration,
+    max: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(max);
+    let slept = tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = stop.wait_for(|s| *s) => false,
+    };
+    slept && !*stop.borrow()
+}
+
+/// Longest wait for one connection attempt (a black-holed broker would otherwise take
+/// minutes for TCP to give up).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A link that lived at least this long counts as a success: the next reconnection
+/// starts from the shortest backoff again. One that died sooner keeps backing off.
+pub(crate) const STABLE_LINK: Duration = Duration::from_secs(5);
+
+/// Runs a connection attempt unless asked to stop first (`None`), bounded by
+/// [`CONNECT_TIMEOUT`].
+pub(crate) async fn open_or_stop<T>(
+    open: impl Future<Output = lapin::Result<T>>,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<Result<T, String>> {
+    tokio::select! {
+        r = tokio::time::timeout(CONNECT_TIMEOUT, open) => Some(match r {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs())),
+        }),
+        _ = stop.wait_for(|s| *s) => None,
+    }
+}
+
+/// Waits (at most `timeout`) until the watched value satisfies `f`.
+pub(crate) async fn wait_until<T>(
+    mut rx: watch::Receiver<T>,
+    timeout: Duration,
+    f: impl FnMut(&T) -> bool,
+) -> bool {
+    tokio::time::timeout(timeout, rx.wait_for(f))
+        .await
+        .is_ok_and(|r| r.is_ok())
+}
+
+/// Asks a background task to stop and waits for it (once).
+pub(crate) async fn stop_and_join(
+    stop: &watch::Sender<bool>,
+    task: &Mutex<Option<JoinHandle<()>>>,
+) {
+    let _ = stop.send(true);
+    let task = task.lock().ok().and_then(|mut t| t.take());
+    if let Some(t) = task {
+        let _ = t.await;
+    }
+}

@@ -1,0 +1,124 @@
+//! Routing: which queue a call goes to. Node calls go to the queue of the node's ring
+//! owner (the next conductor on the ring when that queue is gone), "any" calls to the
+//! shared queue, host calls to that host's queue. The membership comes from a
+//! [`Membership`] (implemented over the database in `ironic-db`).
+
+use std::sync::Arc;
+
+use ironic_model::Error;
+use ironic_model::cluster::Membership;
+use prost::Message;
+
+use super::{CallError, Client, Target};
+use crate::contract::{Call, Reply, Route, decode};
+use crate::{Context, NodeRef};
+
+/// The conductors as an API process sees them: calls go where their [`Route`] says.
+pub struct RemoteConductors {
+    client: Arc<Client>,
+    membership: Arc<dyn Membership>,
+}
+
+impl RemoteConductors {
+    pub fn new(client: Arc<Client>, membership: Arc<dyn Membership>) -> Self {
+        RemoteConductors { client, membership }
+    }
+
+    /// One call: encoded, routed, its reply decoded.
+    pub async fn call<C: Call>(&self, ctx: &Context, req: C) -> Result<C::Reply, Error> {
+        let route = req.route();
+        let body = req.to_wire().encode_to_vec();
+        let reply = match &route {
+            Route::Owner(n) => self.call_node(n, C::METHOD, ctx, body).await?,
+            Route::Any => self.call_any(C::METHOD, ctx, body).await?,
+            Route::Host(h) => {
+                self.client
+                    .call(&Target::Host(h.clone()), C::METHOD, ctx, body)
+                    .await?
+            }
+        };
+        let wire = decode(&reply, "reply from a conductor")
+            .map_err(|_| Error::Internal("malformed reply from a conductor".into()))?;
+        <C::Reply as Reply>::from_wire(wire)
+            .map_err(|e| Error::Internal(format!("malformed reply from a conductor: {e}")))
+    }
+
+    fn owner(&self, n: &NodeRef) -> Option<String> {
+        self.membership
+            .owner(&n.conductor_group, &n.driver, &n.uuid)
+    }
+
+    /// Calls any live conductor through the shared queue (RabbitMQ balances); 503 at
+    /// once when none is alive, instead of waiting for the call timeout.
+    async fn call_any(&self, method: &str, ctx: &Context, body: Vec<u8>) -> Result<Vec<u8>, Error> {
+        if !self.membership.any_alive() {
+            self.membership.refresh_soon().await;
+            if !self.membership.any_alive() {
+                return Err(Error::Unavailable(
+                    "No conductor service is available to process the request; retry later.".into(),
+                ));
+            }
+        }
+        Ok(self.client.call(&Target::Any, method, ctx, body).await?)
+    }
+
+    async fn route(&self, n: &NodeRef) -> Result<String, Error> {
+        if let Some(h) = self.owner(n) {
+            return Ok(h);
+        }
+        self.membership.refresh_soon().await;
+        self.owner(n)
+            .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))
+    }
+
+    /// Calls the owner of `n`. When the owner's queue is gone (it crashed or is
+    /// stopping, and its heartbeat has not timed out yet), the membership is read again
+    /// at once and the call goes to the ring's next choice: the new owner if the ring
+    /// changed, else the owner of the ring without that conductor. Node locks live in
+    /// the database, so any conductor serving the driver handles the call correctly.
+    async fn call_node(
+        &self,
+        n: &NodeRef,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, Error> {
+        // One deadline for the call and its re-route.
+        let deadline = tokio::time::Instant::now() + self.client.call_timeout();
+        let host = self.route(n).await?;
+        match self
+            .client
+            .call_until(
+                &Target::Host(host.clone()),
+                method,
+                ctx,
+                body.clone(),
+                deadline,
+            )
+            .await
+        {
+            Err(CallError::Unroutable(rk)) => {
+                // Rate-limited; the fallback below needs no fresh view anyway.
+                self.membership.refresh_soon().await;
+                let next = match self.owner(n) {
+                    Some(h) if h != host => Some(h),
+                    _ => {
+                        self.membership
+                            .owner_without(&n.conductor_group, &n.driver, &n.uuid, &host)
+                    }
+                };
+                match next {
+                    Some(h) => {
+                        tracing::info!(from = %host, to = %h, "owner unreachable; calling the next conductor on the ring");
+                        Ok(self
+                            .client
+                            .call_until(&Target::Host(h), method, ctx, body, deadline)
+                            .await?)
+                    }
+                    None => Err(CallError::Unroutable(rk).into()),
+                }
+            }
+            r => Ok(r?),
+        }
+    }
+}

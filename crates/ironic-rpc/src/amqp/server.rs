@@ -1,0 +1,468 @@
+//! A conductor's end: its own queue and the shared queue, at most `prefetch` requests
+//! at once, graceful drain.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt;
+use ironic_model::Error;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
+    BasicPublishOptions, BasicQosOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection};
+use prost::Message;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+use super::{
+    BusSettings, MEMBERSHIP, STABLE_LINK, TOPIC, connect, declare_exchange, host_queue, now_ms,
+    open_or_stop, pause, wait_until,
+};
+use crate::dispatch::{Dispatch, error_reply};
+use crate::{Context, pb, trace};
+
+/// A conductor's consumer of its own queue and the shared queue.
+pub struct Server {
+    stop: watch::Sender<bool>,
+    consuming: watch::Receiver<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+    channel: watch::Receiver<Option<Channel>>,
+    exchange: String,
+}
+
+impl Server {
+    /// Starts consuming for `host` in the background (reconnecting as needed).
+    pub fn start(settings: BusSettings, host: String, api: Arc<dyn Dispatch>) -> Server {
+        let (stop, stop_rx) = watch::channel(false);
+        let (consuming_tx, consuming) = watch::channel(false);
+        let (channel_tx, channel) = watch::channel(None);
+        let exchange = settings.exchange.clone();
+        let task = tokio::spawn(run_server(
+            settings,
+            host,
+            api,
+            stop_rx,
+            consuming_tx,
+            channel_tx,
+        ));
+        Server {
+            stop,
+            consuming,
+            task: Mutex::new(Some(task)),
+            channel,
+            exchange,
+        }
+    }
+
+    /// Tells every API process that the set of conductors changed (best effort: without
+    /// a connection, they notice at their next periodic refresh).
+    pub async fn announce_membership(&self) {
+        let channel = self.channel.borrow().clone();
+        let Some(channel) = channel else {
+            return;
+        };
+        let props = BasicProperties::default().with_type(MEMBERSHIP.into());
+        let publish = channel.basic_publish(
+            self.exchange.as_str().into(),
+            MEMBERSHIP.into(),
+            BasicPublishOptions::default(),
+            &[],
+            props,
+        );
+        match tokio::time::timeout(Duration::from_secs(5), publish).await {
+            Ok(Ok(_)) => tracing::debug!("membership change announced"),
+            _ => tracing::warn!(
+                "could not announce a membership change; API processes will notice at their next refresh"
+            ),
+        }
+    }
+
+    /// Waits until the queues are consumed, at most `timeout`.
+    pub async fn consuming(&self, timeout: Duration) -> bool {
+        wait_until(self.consuming.clone(), timeout, |c| *c).await
+    }
+
+    /// Graceful drain: stops taking requests, finishes (and answers) those in hand, then
+    /// closes the connection. After `within`, gives up waiting and aborts what is left
+    /// (returns false).
+    pub async fn shutdown_within(&self, within: Duration) -> bool {
+        let _ = self.stop.send(true);
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        let Some(mut t) = task else {
+            return true;
+        };
+        match tokio::time::timeout(within, &mut t).await {
+            Ok(_) => true,
+            Err(_) => {
+                t.abort();
+                false
+            }
+        }
+    }
+}
+
+struct ServerLink {
+    conn: Connection,
+    channel: Channel,
+    /// The own queue's consumer and the shared queue's.
+    consumers: (lapin::Consumer, lapin::Consumer),
+    tags: Vec<String>,
+}
+
+async fn open_server_link(s: &BusSettings, host: &str) -> lapin::Result<ServerLink> {
+    let conn = connect(s).await?;
+    let channel = conn.create_channel().await?;
+    declare_exchange(&channel, s).await?;
+    channel
+        .basic_qos(s.prefetch, BasicQosOptions::default())
+        .await?;
+    let own = host_queue(host);
+    // Exclusive: the queue lives exactly as long as this connection, so calls to a dead
+    // conductor are unroutable (fast failure) rather than queued for nobody.
+    channel
+        .queue_declare(
+            own.as_str().into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    channel
+        .queue_declare(
+            TOPIC.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let mut tags = Vec::new();
+    let mut consumers = Vec::new();
+    for q in [own.as_str(), TOPIC] {
+        channel
+            .queue_bind(
+                q.into(),
+                s.exchange.as_str().into(),
+                q.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let tag = format!("{host}:{q}");
+        consumers.push(
+            channel
+                .basic_consume(
+                    q.into(),
+                    tag.as_str().into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await?,
+        );
+        tags.push(tag);
+    }
+    let shared = consumers.pop();
+    let own = consumers.pop();
+    match (own, shared) {
+        (Some(own), Some(shared)) => Ok(ServerLink {
+            conn,
+            channel,
+            consumers: (own, shared),
+            tags,
+        }),
+        _ => unreachable!("two consumers were created above"),
+    }
+}
+
+async fn run_server(
+    settings: BusSettings,
+    host: String,
+    api: Arc<dyn Dispatch>,
+    mut stop: watch::Receiver<bool>,
+    consuming: watch::Sender<bool>,
+    current: watch::Sender<Option<Channel>>,
+) {
+    let first = Duration::from_millis(100);
+    let mut backoff = first;
+    let mut inflight: JoinSet<()> = JoinSet::new();
+    // At most `prefetch` requests run at once; the rest wait in the broker (requests
+    // are acknowledged when they start, so the broker's prefetch alone would not bound
+    // them).
+    let permits = Arc::new(Semaphore::new(usize::from(settings.prefetch.max(1))));
+    loop {
+        let Some(opened) = open_or_stop(open_server_link(&settings, &host), &mut stop).await else {
+            break;
+        };
+        match opened {
+            Ok(link) => {
+                let linked_at = Instant::now();
+                tracing::info!(queue = %host_queue(&host), shared = TOPIC, "consuming RPC requests");
+                let ServerLink {
+                    conn,
+                    channel,
+                    consumers: (mut own, mut shared),
+                    tags,
+                } = link;
+                current.send_replace(Some(channel.clone()));
+                consuming.send_replace(true);
+                let ctx = HandlerCtx {
+                    api: api.clone(),
+                    channel: channel.clone(),
+                    host: host.clone(),
+                    call_timeout: settings.call_timeout,
+                };
+                let stopping = loop {
+                    // Take a delivery only with a free slot in hand.
+                    let permit = tokio::select! {
+                        p = permits.clone().acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => break true,
+                        },
+                        Some(_) = inflight.join_next(), if !inflight.is_empty() => continue,
+                        _ = stop.wait_for(|s| *s) => break true,
+                    };
+                    tokio::select! {
+                        d = own.next() => match d {
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "message bus connection failed");
+                                break false;
+                            }
+                            None => break false,
+                        },
+                        d = shared.next() => match d {
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "message bus connection failed");
+                                break false;
+                            }
+                            None => break false,
+                        },
+                        Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+                        _ = stop.wait_for(|s| *s) => break true,
+                    }
+                };
+                consuming.send_replace(false);
+                if !stopping {
+                    current.send_replace(None);
+                }
+                if stopping {
+                    let consumers = (&mut own, &mut shared);
+                    drain(
+                        &settings,
+                        &host,
+                        &tags,
+                        consumers,
+                        &mut inflight,
+                        &ctx,
+                        &permits,
+                    )
+                    .await;
+                    let _ = conn.close(200, "shutdown".into()).await;
+                    tracing::info!("stopped consuming RPC requests");
+                    return;
+                }
+                if linked_at.elapsed() >= STABLE_LINK {
+                    backoff = first;
+                }
+                tracing::warn!("reconnecting to the message bus");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot consume from the message bus");
+            }
+        }
+        if !pause(&mut backoff, settings.max_backoff, &mut stop).await {
+            break;
+        }
+    }
+    while inflight.join_next().await.is_some() {}
+}
+
+/// Graceful drain. The own queue is unbound first, so new calls to this host become
+/// unroutable at once (callers go to the next conductor on the ring) instead of
+/// queueing for nobody. The shared queue's consumer is cancelled and what it had
+/// received but not started goes back to the queue (`nack` with requeue) for the
+/// others. The own queue's consumer is cancelled after a quiet moment and everything it
+/// had received still runs. Then the requests in hand finish.
+async fn drain(
+    settings: &BusSettings,
+    host: &str,
+    tags: &[String],
+    (own, shared): (&mut lapin::Consumer, &mut lapin::Consumer),
+    inflight: &mut JoinSet<()>,
+    ctx: &HandlerCtx,
+    permits: &Arc<Semaphore>,
+) {
+    let channel = &ctx.channel;
+    let queue = host_queue(host);
+    if let Err(e) = channel
+        .queue_unbind(
+            queue.as_str().into(),
+            settings.exchange.as_str().into(),
+            queue.as_str().into(),
+            FieldTable::default(),
+        )
+        .await
+    {
+        tracing::warn!(error = %e, "could not unbind the conductor's queue");
+    }
+    let bound = tokio::time::Instant::now() + settings.call_timeout;
+    if let Some(t) = tags.get(1) {
+        let _ = channel
+            .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
+            .await;
+        let mut returned = 0;
+        while let Ok(Some(Ok(d))) = tokio::time::timeout_at(bound, shared.next()).await {
+            let _ = d
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                })
+                .await;
+            returned += 1;
+        }
+        if returned > 0 {
+            tracing::info!(
+                returned,
+                "handed requests not started back to the shared queue"
+            );
+        }
+    }
+    // Whatever is still on its way to the own queue arrives within a moment.
+    let quiet = Duration::from_millis(300);
+    while let Ok(Some(Ok(d))) =
+        tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next()).await
+    {
+        if let Ok(p) = permits.clone().acquire_owned().await {
+            inflight.spawn(handle(ctx.clone(), d, p));
+        }
+    }
+    if let Some(t) = tags.first() {
+        let _ = channel
+            .basic_cancel(t.as_str().into(), BasicCancelOptions::default())
+            .await;
+        // The consumer ends once what it had buffered is out; all of it still runs.
+        while let Ok(Some(Ok(d))) = tokio::time::timeout_at(bound, own.next()).await {
+            if let Ok(p) = permits.clone().acquire_owned().await {
+                inflight.spawn(handle(ctx.clone(), d, p));
+            }
+        }
+    }
+    let n = inflight.len();
+    if n > 0 {
+        tracing::info!(in_flight = n, "finishing requests in hand");
+    }
+    while inflight.join_next().await.is_some() {}
+}
+
+/// What every request handler needs.
+#[derive(Clone)]
+struct HandlerCtx {
+    api: Arc<dyn Dispatch>,
+    channel: Channel,
+    host: String,
+    call_timeout: Duration,
+}
+
+/// Clocks of callers and conductors differ a little; a request is dropped only when
+/// its deadline passed longer ago than this (NTP keeps hosts far closer).
+const CLOCK_SKEW_MS: u64 = 1_000;
+
+async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
+    let HandlerCtx {
+        api,
+        channel,
+        host,
+        call_timeout,
+    } = ctx;
+    // At most once: acknowledged on receipt (see the module documentation). A request
+    // that could not be acknowledged may be delivered again elsewhere: not run here.
+    match tokio::time::timeout(call_timeout, d.ack(BasicAckOptions::default())).await {
+        Ok(Ok(true)) => {}
+        other => {
+            tracing::warn!(outcome = ?other.map(|r| r.map_err(|e| e.to_string())), "could not acknowledge a request; not running it");
+            return;
+        }
+    }
+    let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
+    let corr = d.properties.correlation_id().clone();
+    let reply = match pb::Request::decode(&d.data[..]) {
+        Err(e) => error_reply(&Error::Invalid(format!("Malformed RPC request: {e}"))),
+        Ok(req) if req.deadline_unix_ms > 0 && req.deadline_unix_ms + CLOCK_SKEW_MS < now_ms() => {
+            tracing::warn!(method = %req.method, request_id = %req.request_id, "not running a request whose caller has given up");
+            error_reply(&Error::Unavailable(
+                "The request reached the conductor after its deadline and was not carried out."
+                    .into(),
+            ))
+        }
+        Ok(req) => {
+            let span = tracing::info_span!(
+                "rpc.server",
+                rpc.method = %req.method,
+                request_id = %req.request_id,
+                host = %host,
+            );
+            if let Some(t) = &req.trace {
+                trace::attach(&span, t);
+            }
+            let ctx = Context {
+                request_id: req.request_id.clone(),
+            };
+            let started = Instant::now();
+            async {
+                let reply = api.wire(&ctx, &req.method, &req.body).await;
+                let outcome = match &reply.result {
+                    Some(pb::reply::Result::Error(e)) => {
+                        let kind =
+                            pb::ErrorKind::try_from(e.kind).unwrap_or(pb::ErrorKind::Internal);
+                        if matches!(kind, pb::ErrorKind::Internal | pb::ErrorKind::Unimplemented) {
+                            tracing::error!(error = %e.message, "rpc failed");
+                        }
+                        kind.as_str_name()
+                    }
+                    _ => "ok",
+                };
+                tracing::info!(
+                    outcome,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "rpc handled"
+                );
+                reply
+            }
+            .instrument(span)
+            .await
+        }
+    };
+    let Some(reply_to) = reply_to else {
+        return;
+    };
+    let mut props = BasicProperties::default().with_content_type("application/x-protobuf".into());
+    if let Some(c) = corr {
+        props = props.with_correlation_id(c);
+    }
+    let payload = reply.encode_to_vec();
+    let publish = channel.basic_publish(
+        "".into(),
+        reply_to.as_str().into(),
+        BasicPublishOptions::default(),
+        &payload,
+        props,
+    );
+    match tokio::time::timeout(call_timeout, publish).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not send a reply; the caller will see an error")
+        }
+        Err(_) => {
+            tracing::warn!("the broker did not take a reply in time; the caller will see an error")
+        }
+    }
+}

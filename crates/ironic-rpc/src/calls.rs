@@ -1,0 +1,749 @@
+//! The conductor calls: one request type per method of the proto's `Conductor`
+//! service, with what the call needs (not whole rows), its reply type, its wire
+//! message and its route. The list at the end generates [`crate::Handlers`] and the
+//! dispatch tables.
+//!
+//! Adding a call: its request message and `rpc` line in `proto/`, its request type and
+//! list entry here, its handler in the conductor (`docs/architecture.md`, "Adding a
+//! conductor call").
+
+use ironic_catalog::steps::{OfferedStep, Requested};
+use ironic_model::patch::PatchOp;
+use ironic_model::{Allocation, AllocationRef, Error, NewAllocation, Node, Version};
+
+use crate::contract::{Call, Reply, Route, contract};
+use crate::convert::{
+    allocation_from_pb, allocation_ref_from_pb, allocation_ref_to_pb, bad, new_allocation_from_pb,
+    new_allocation_to_pb, node_from_pb, node_ref_from_pb, node_ref_to_pb, node_to_pb,
+    patch_from_pb, patch_to_pb, steps_from_pb, steps_to_pb,
+};
+use crate::pb::conductor_methods as m;
+use crate::{NodeRef, pb};
+
+// ---------------------------------------------------------------------------------------
+// Replies
+
+impl Reply for () {
+    type Wire = pb::Empty;
+    fn to_wire(self) -> pb::Empty {
+        pb::Empty {}
+    }
+    fn from_wire(_: pb::Empty) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl Reply for Node {
+    type Wire = pb::NodeReply;
+    fn to_wire(self) -> pb::NodeReply {
+        pb::NodeReply {
+            node: Some(node_to_pb(&self)),
+        }
+    }
+    fn from_wire(w: pb::NodeReply) -> Result<Node, Error> {
+        node_from_pb(w.node.ok_or_else(|| bad("node reply"))?)
+    }
+}
+
+impl Reply for Vec<String> {
+    type Wire = pb::TraitsReply;
+    fn to_wire(self) -> pb::TraitsReply {
+        pb::TraitsReply { traits: self }
+    }
+    fn from_wire(w: pb::TraitsReply) -> Result<Vec<String>, Error> {
+        Ok(w.traits)
+    }
+}
+
+impl Reply for Allocation {
+    type Wire = pb::AllocationReply;
+    fn to_wire(self) -> pb::AllocationReply {
+        pb::AllocationReply {
+            allocation: Some(crate::convert::allocation_to_pb(&self)),
+        }
+    }
+    fn from_wire(w: pb::AllocationReply) -> Result<Allocation, Error> {
+        allocation_from_pb(w.allocation)
+    }
+}
+
+/// `None`: the driver cannot list its steps yet (its agent is starting).
+impl Reply for Option<Vec<OfferedStep>> {
+    type Wire = pb::StepsReply;
+    fn to_wire(self) -> pb::StepsReply {
+        pb::StepsReply {
+            pending: self.is_none(),
+            steps: self
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| pb::StepSpec {
+                    interface: s.interface,
+                    step: s.step,
+                    priority: i32::try_from(s.priority).unwrap_or(i32::MAX),
+                    abortable: s.abortable,
+                    argsinfo_json: s.argsinfo.to_string(),
+                })
+                .collect(),
+        }
+    }
+    fn from_wire(w: pb::StepsReply) -> Result<Self, Error> {
+        if w.pending {
+            return Ok(None);
+        }
+        w.steps
+            .into_iter()
+            .map(|s| {
+                Ok(OfferedStep {
+                    interface: s.interface,
+                    step: s.step,
+                    priority: u32::try_from(s.priority).map_err(|_| bad("step priority"))?,
+                    abortable: s.abortable,
+                    argsinfo: serde_json::from_str(&s.argsinfo_json)
+                        .map_err(|_| bad("step argsinfo"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()
+            .map(Some)
+    }
+}
+
+/// One interface's validation (`GET /v1/nodes/{node}/validate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceCheck {
+    pub interface: String,
+    /// `None`: the implementation does not support the interface.
+    pub result: Option<bool>,
+    pub reason: Option<String>,
+}
+
+impl Reply for Vec<InterfaceCheck> {
+    type Wire = pb::ValidateReply;
+    fn to_wire(self) -> pb::ValidateReply {
+        pb::ValidateReply {
+            interfaces: self
+                .into_iter()
+                .map(|c| {
+                    (
+                        c.interface,
+                        pb::InterfaceValidation {
+                            result: c.result.unwrap_or(false),
+                            supported: c.result.is_some(),
+                            reason: c.reason,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+    fn from_wire(w: pb::ValidateReply) -> Result<Self, Error> {
+        Ok(w.interfaces
+            .into_iter()
+            .map(|(interface, v)| InterfaceCheck {
+                interface,
+                result: v.supported.then_some(v.result),
+                reason: v.reason,
+            })
+            .collect())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Requests
+
+/// A round trip that touches nothing: liveness checks and benchmarks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ping;
+
+impl Call for Ping {
+    const METHOD: &'static str = m::PING;
+    type Reply = ();
+    type Wire = pb::PingRequest;
+    fn route(&self) -> Route {
+        Route::Any
+    }
+    fn to_wire(self) -> pb::PingRequest {
+        pb::PingRequest {}
+    }
+    fn from_wire(_: pb::PingRequest) -> Result<Self, Error> {
+        Ok(Ping)
+    }
+}
+
+/// Stores a new node after filling in its hardware type's default interfaces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateNode {
+    pub node: Node,
+}
+
+impl Call for CreateNode {
+    const METHOD: &'static str = m::CREATE_NODE;
+    type Reply = Node;
+    type Wire = pb::CreateNodeRequest;
+    fn route(&self) -> Route {
+        Route::Owner(NodeRef::from(&self.node))
+    }
+    fn to_wire(self) -> pb::CreateNodeRequest {
+        pb::CreateNodeRequest {
+            node: Some(node_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::CreateNodeRequest) -> Result<Self, Error> {
+        Ok(CreateNode {
+            node: node_from_pb(
+                w.node
+                    .ok_or_else(|| Error::invalid("create_node needs a node"))?,
+            )?,
+        })
+    }
+}
+
+/// A JSON Patch the conductor applies to the node under its lock, so concurrent
+/// updates never overwrite each other.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateNode {
+    /// The node, with the driver and group it will have after the patch (the call goes
+    /// to a conductor that serves them).
+    pub node: NodeRef,
+    /// How the client named the node (for messages).
+    pub ident: String,
+    pub patch: Vec<PatchOp>,
+    pub version: Version,
+    pub reset_interfaces: Option<bool>,
+}
+
+impl Call for UpdateNode {
+    const METHOD: &'static str = m::UPDATE_NODE;
+    type Reply = Node;
+    type Wire = pb::UpdateNodeRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::UpdateNodeRequest {
+        pb::UpdateNodeRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            ident: self.ident,
+            patch: patch_to_pb(&self.patch),
+            api_minor: u32::from(self.version.minor),
+            reset_interfaces: self.reset_interfaces,
+        }
+    }
+    fn from_wire(w: pb::UpdateNodeRequest) -> Result<Self, Error> {
+        let minor =
+            u16::try_from(w.api_minor).map_err(|_| Error::invalid("api_minor out of range"))?;
+        Ok(UpdateNode {
+            node: node_ref_from_pb(w.node)?,
+            ident: w.ident,
+            patch: patch_from_pb(w.patch)?,
+            version: Version::new(minor),
+            reset_interfaces: w.reset_interfaces,
+        })
+    }
+}
+
+/// Maintenance on (with a reason) or off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetMaintenance {
+    pub node: NodeRef,
+    pub on: bool,
+    pub reason: Option<String>,
+}
+
+impl Call for SetMaintenance {
+    const METHOD: &'static str = m::SET_MAINTENANCE;
+    type Reply = Node;
+    type Wire = pb::SetMaintenanceRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::SetMaintenanceRequest {
+        pb::SetMaintenanceRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            on: self.on,
+            reason: self.reason,
+        }
+    }
+    fn from_wire(w: pb::SetMaintenanceRequest) -> Result<Self, Error> {
+        Ok(SetMaintenance {
+            node: node_ref_from_pb(w.node)?,
+            on: w.on,
+            reason: w.reason,
+        })
+    }
+}
+
+/// Deletes a node (under its lock, with the deletion rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestroyNode {
+    pub node: NodeRef,
+}
+
+impl Call for DestroyNode {
+    const METHOD: &'static str = m::DESTROY_NODE;
+    type Reply = ();
+    type Wire = pb::DestroyNodeRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::DestroyNodeRequest {
+        pb::DestroyNodeRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::DestroyNodeRequest) -> Result<Self, Error> {
+        Ok(DestroyNode {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Adds traits, or replaces them all; replies with the node's traits afterwards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddNodeTraits {
+    pub node: NodeRef,
+    pub traits: Vec<String>,
+    pub replace: bool,
+}
+
+impl Call for AddNodeTraits {
+    const METHOD: &'static str = m::ADD_NODE_TRAITS;
+    type Reply = Vec<String>;
+    type Wire = pb::AddNodeTraitsRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::AddNodeTraitsRequest {
+        pb::AddNodeTraitsRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            traits: self.traits,
+            replace: self.replace,
+        }
+    }
+    fn from_wire(w: pb::AddNodeTraitsRequest) -> Result<Self, Error> {
+        Ok(AddNodeTraits {
+            node: node_ref_from_pb(w.node)?,
+            traits: w.traits,
+            replace: w.replace,
+        })
+    }
+}
+
+/// Removes one trait (404 if absent) or, with `None`, all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoveNodeTraits {
+    pub node: NodeRef,
+    pub one: Option<String>,
+}
+
+impl Call for RemoveNodeTraits {
+    const METHOD: &'static str = m::REMOVE_NODE_TRAITS;
+    type Reply = ();
+    type Wire = pb::RemoveNodeTraitsRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::RemoveNodeTraitsRequest {
+        pb::RemoveNodeTraitsRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            r#trait: self.one,
+        }
+    }
+    fn from_wire(w: pb::RemoveNodeTraitsRequest) -> Result<Self, Error> {
+        Ok(RemoveNodeTraits {
+            node: node_ref_from_pb(w.node)?,
+            one: w.r#trait,
+        })
+    }
+}
+
+/// A provisioning verb (`manage`, `provide`, `abort`, …) applied under the node lock;
+/// replies once accepted, long work continues in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoProvisioningAction {
+    pub node: NodeRef,
+    pub action: String,
+}
+
+impl Call for DoProvisioningAction {
+    const METHOD: &'static str = m::DO_PROVISIONING_ACTION;
+    type Reply = ();
+    type Wire = pb::DoProvisioningActionRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::DoProvisioningActionRequest {
+        pb::DoProvisioningActionRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            action: self.action,
+        }
+    }
+    fn from_wire(w: pb::DoProvisioningActionRequest) -> Result<Self, Error> {
+        Ok(DoProvisioningAction {
+            node: node_ref_from_pb(w.node)?,
+            action: w.action,
+        })
+    }
+}
+
+/// Manual cleaning of a `manageable` node; replies once accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoNodeClean {
+    pub node: NodeRef,
+    pub steps: Vec<Requested>,
+    /// Clean without booting the ramdisk (only steps that do not need it).
+    pub disable_ramdisk: Option<bool>,
+}
+
+impl Call for DoNodeClean {
+    const METHOD: &'static str = m::DO_NODE_CLEAN;
+    type Reply = ();
+    type Wire = pb::DoNodeCleanRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::DoNodeCleanRequest {
+        pb::DoNodeCleanRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            clean_steps: steps_to_pb(&self.steps),
+            disable_ramdisk: self.disable_ramdisk,
+        }
+    }
+    fn from_wire(w: pb::DoNodeCleanRequest) -> Result<Self, Error> {
+        Ok(DoNodeClean {
+            node: node_ref_from_pb(w.node)?,
+            steps: steps_from_pb(w.clean_steps)?,
+            disable_ramdisk: w.disable_ramdisk,
+        })
+    }
+}
+
+/// Deploy (or, with `rebuild`, redeploy) the node; replies once accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoNodeDeploy {
+    pub node: NodeRef,
+    pub rebuild: bool,
+    pub configdrive: Option<serde_json::Value>,
+}
+
+impl Call for DoNodeDeploy {
+    const METHOD: &'static str = m::DO_NODE_DEPLOY;
+    type Reply = ();
+    type Wire = pb::DoNodeDeployRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::DoNodeDeployRequest {
+        pb::DoNodeDeployRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            rebuild: self.rebuild,
+            configdrive_json: self.configdrive.map(|c| c.to_string()),
+        }
+    }
+    fn from_wire(w: pb::DoNodeDeployRequest) -> Result<Self, Error> {
+        let configdrive = w
+            .configdrive_json
+            .map(|c| {
+                serde_json::from_str(&c)
+                    .map_err(|_| Error::invalid("Malformed RPC request: invalid configdrive."))
+            })
+            .transpose()?;
+        Ok(DoNodeDeploy {
+            node: node_ref_from_pb(w.node)?,
+            rebuild: w.rebuild,
+            configdrive,
+        })
+    }
+}
+
+/// Tear the node down, then clean it; replies once accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoNodeTearDown {
+    pub node: NodeRef,
+}
+
+impl Call for DoNodeTearDown {
+    const METHOD: &'static str = m::DO_NODE_TEAR_DOWN;
+    type Reply = ();
+    type Wire = pb::DoNodeTearDownRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::DoNodeTearDownRequest {
+        pb::DoNodeTearDownRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::DoNodeTearDownRequest) -> Result<Self, Error> {
+        Ok(DoNodeTearDown {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Power on, off, reboot (soft variants too), under the node lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeNodePowerState {
+    pub node: NodeRef,
+    pub new_state: String,
+    pub timeout_secs: Option<u32>,
+}
+
+impl Call for ChangeNodePowerState {
+    const METHOD: &'static str = m::CHANGE_NODE_POWER_STATE;
+    type Reply = ();
+    type Wire = pb::ChangeNodePowerStateRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::ChangeNodePowerStateRequest {
+        pb::ChangeNodePowerStateRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            new_state: self.new_state,
+            timeout_secs: self.timeout_secs,
+        }
+    }
+    fn from_wire(w: pb::ChangeNodePowerStateRequest) -> Result<Self, Error> {
+        Ok(ChangeNodePowerState {
+            node: node_ref_from_pb(w.node)?,
+            new_state: w.new_state,
+            timeout_secs: w.timeout_secs,
+        })
+    }
+}
+
+/// Each interface of the node, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidateDriverInterfaces {
+    pub node: NodeRef,
+}
+
+impl Call for ValidateDriverInterfaces {
+    const METHOD: &'static str = m::VALIDATE_DRIVER_INTERFACES;
+    type Reply = Vec<InterfaceCheck>;
+    type Wire = pb::ValidateDriverInterfacesRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::ValidateDriverInterfacesRequest {
+        pb::ValidateDriverInterfacesRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::ValidateDriverInterfacesRequest) -> Result<Self, Error> {
+        Ok(ValidateDriverInterfaces {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// The clean steps the node's driver offers with at least `min_priority`, highest
+/// first; `None` when the driver cannot list them yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetCleanSteps {
+    pub node: NodeRef,
+    pub min_priority: u32,
+}
+
+impl Call for GetCleanSteps {
+    const METHOD: &'static str = m::GET_CLEAN_STEPS;
+    type Reply = Option<Vec<OfferedStep>>;
+    type Wire = pb::GetCleanStepsRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::GetCleanStepsRequest {
+        pb::GetCleanStepsRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            min_priority: self.min_priority,
+        }
+    }
+    fn from_wire(w: pb::GetCleanStepsRequest) -> Result<Self, Error> {
+        Ok(GetCleanSteps {
+            node: node_ref_from_pb(w.node)?,
+            min_priority: w.min_priority,
+        })
+    }
+}
+
+/// Stores a new allocation and reserves a node for it in the background (any live
+/// conductor); with `backfill`, records it for that node at once (its owner). Replies
+/// with the allocation as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateAllocation {
+    pub allocation: NewAllocation,
+    pub backfill: Option<NodeRef>,
+}
+
+impl Call for CreateAllocation {
+    const METHOD: &'static str = m::CREATE_ALLOCATION;
+    type Reply = Allocation;
+    type Wire = pb::CreateAllocationRequest;
+    fn route(&self) -> Route {
+        match &self.backfill {
+            Some(n) => Route::Owner(n.clone()),
+            None => Route::Any,
+        }
+    }
+    fn to_wire(self) -> pb::CreateAllocationRequest {
+        pb::CreateAllocationRequest {
+            allocation: Some(new_allocation_to_pb(self.allocation)),
+            backfill_node: self.backfill.as_ref().map(node_ref_to_pb),
+        }
+    }
+    fn from_wire(w: pb::CreateAllocationRequest) -> Result<Self, Error> {
+        Ok(CreateAllocation {
+            allocation: new_allocation_from_pb(w.allocation)?,
+            backfill: w
+                .backfill_node
+                .map(|n| node_ref_from_pb(Some(n)))
+                .transpose()?,
+        })
+    }
+}
+
+/// Deletes an allocation and frees its node (node lock; 409 where the node's state
+/// forbids it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestroyAllocation {
+    pub allocation: AllocationRef,
+}
+
+impl Call for DestroyAllocation {
+    const METHOD: &'static str = m::DESTROY_ALLOCATION;
+    type Reply = ();
+    type Wire = pb::DestroyAllocationRequest;
+    fn route(&self) -> Route {
+        Route::Any
+    }
+    fn to_wire(self) -> pb::DestroyAllocationRequest {
+        pb::DestroyAllocationRequest {
+            allocation: Some(allocation_ref_to_pb(&self.allocation)),
+        }
+    }
+    fn from_wire(w: pb::DestroyAllocationRequest) -> Result<Self, Error> {
+        Ok(DestroyAllocation {
+            allocation: allocation_ref_from_pb(w.allocation)?,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The list
+
+contract! {
+    /// Answers at once: the conductor is there.
+    Ping => ping { Ok(()) },
+    CreateNode => create_node,
+    UpdateNode => update_node,
+    SetMaintenance => set_maintenance,
+    DestroyNode => destroy_node,
+    AddNodeTraits => add_node_traits,
+    RemoveNodeTraits => remove_node_traits,
+    DoProvisioningAction => do_provisioning_action,
+    DoNodeClean => do_node_clean,
+    DoNodeDeploy => do_node_deploy,
+    DoNodeTearDown => do_node_tear_down,
+    ChangeNodePowerState => change_node_power_state,
+    ValidateDriverInterfaces => validate_driver_interfaces,
+    GetCleanSteps => get_clean_steps,
+    CreateAllocation => create_allocation,
+    DestroyAllocation => destroy_allocation,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The Rust calls and the proto's `Conductor` service name the same methods with
+    /// the same request and reply messages.
+    #[test]
+    fn calls_match_the_proto_service() {
+        let mut rust = signatures();
+        let mut proto: Vec<_> = m::ALL.to_vec();
+        rust.sort_unstable();
+        proto.sort_unstable();
+        assert_eq!(rust, proto);
+        assert_eq!(METHODS.len(), m::ALL.len());
+    }
+
+    fn round_trip<C: Call + Clone + PartialEq + std::fmt::Debug>(c: C) {
+        let back = C::from_wire(c.clone().to_wire()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let node = NodeRef {
+            id: 3,
+            uuid: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123".into(),
+            driver: "fake-hardware".into(),
+            conductor_group: "g".into(),
+        };
+        round_trip(DoNodeClean {
+            node: node.clone(),
+            steps: vec![Requested {
+                interface: "deploy".into(),
+                step: "sleep".into(),
+                args: serde_json::json!({"seconds": 1})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            }],
+            disable_ramdisk: Some(true),
+        });
+        let mut extra = ironic_model::node::JsonObject::new();
+        extra.insert("k".into(), serde_json::json!([1]));
+        round_trip(CreateAllocation {
+            allocation: NewAllocation {
+                uuid: "u".into(),
+                name: Some("a".into()),
+                resource_class: Some("rc".into()),
+                candidate_nodes: vec!["n".into()],
+                traits: vec!["CUSTOM_X".into()],
+                owner: None,
+                extra,
+            },
+            backfill: Some(node.clone()),
+        });
+        round_trip(DestroyAllocation {
+            allocation: AllocationRef {
+                id: 9,
+                uuid: "u".into(),
+            },
+        });
+        round_trip(DoNodeDeploy {
+            node,
+            rebuild: true,
+            configdrive: Some(serde_json::json!({"meta_data": {}})),
+        });
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let steps = Some(vec![OfferedStep {
+            interface: "deploy".into(),
+            step: "sleep".into(),
+            priority: 0,
+            abortable: true,
+            argsinfo: serde_json::json!({"seconds": {"description": "d", "required": true}}),
+        }]);
+        assert_eq!(Reply::from_wire(steps.clone().to_wire()).ok(), Some(steps));
+        let none: Option<Vec<OfferedStep>> = None;
+        assert_eq!(
+            <Option<Vec<OfferedStep>> as Reply>::from_wire(none.to_wire()).ok(),
+            Some(None)
+        );
+    }
+
+    #[test]
+    fn malformed_requests_are_invalid() {
+        assert!(matches!(
+            CreateAllocation::from_wire(pb::CreateAllocationRequest::default()),
+            Err(Error::Invalid(_))
+        ));
+        assert!(matches!(
+            UpdateNode::from_wire(pb::UpdateNodeRequest::default()),
+            Err(Error::Invalid(_))
+        ));
+    }
+}
