@@ -45,6 +45,17 @@ impl StepDecl {
         Value::Object(m)
     }
 
+    /// The names in `args` this step does not accept, sorted.
+    pub fn unexpected_args<'a>(&self, args: &'a JsonObject) -> Vec<&'a str> {
+        let mut out: Vec<&str> = args
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !self.args.iter().any(|a| a.name == *k))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// The step as `GET .../cleaning/steps` and `driver_internal_info` show it.
     pub fn to_json(&self) -> Value {
         json!({
@@ -200,13 +211,7 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
             ));
             continue;
         };
-        let mut unexpected: Vec<&str> = r
-            .args
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !d.args.iter().any(|a| a.name == *k))
-            .collect();
-        unexpected.sort_unstable();
+        let unexpected = d.unexpected_args(&r.args);
         if !unexpected.is_empty() {
             errors.push(format!(
                 "clean step {} has these unexpected arguments: {}",
@@ -337,13 +342,7 @@ pub fn deploy_plan(
                 ));
                 continue;
             }
-            let mut unexpected: Vec<&str> = t
-                .args
-                .keys()
-                .map(String::as_str)
-                .filter(|k| !d.args.iter().any(|a| a.name == *k))
-                .collect();
-            unexpected.sort_unstable();
+            let unexpected = d.unexpected_args(&t.args);
             if !unexpected.is_empty() {
                 errors.push(format!(
                     "deploy step {repr} has these unexpected arguments: {}",

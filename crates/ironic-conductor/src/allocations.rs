@@ -302,4 +302,16 @@ impl Conductor {
         }
         Ok(won)
     }
+
+    /// One round of the periodic take-over of dead conductors' allocations.
+    pub async fn take_over(self: &Arc<Self>, topology: &Topology) -> Result<(), String> {
+        let n = self
+            .take_over_allocations(topology)
+            .await
+            .map_err(|e| format!("could not check for orphaned allocations: {e}"))?;
+        if n > 0 {
+            tracing::warn!(allocations = n, "took over allocations of dead conductors");
+        }
+        Ok(())
+    }
 }

@@ -109,50 +109,31 @@ impl Service {
         ));
         topology.refresh().await;
         let work = conductor.work();
-        let (c, t) = (conductor.clone(), topology.clone());
+        let both = (conductor.clone(), topology.clone());
+        let settings = conductor.settings();
         work.periodic(
             "heartbeat",
-            conductor.settings().heartbeat_interval,
+            settings.heartbeat_interval,
             false,
-            move || {
-                let (c, t) = (c.clone(), t.clone());
-                async move { c.heartbeat(&t).await }
-            },
+            both.clone(),
+            |(c, t)| async move { c.heartbeat(&t).await },
         );
         if let Err(e) = conductor.resume_allocations().await {
             tracing::error!(error = %e, "could not resume allocations");
         }
-        let (c, t) = (conductor.clone(), topology.clone());
         work.periodic(
             "allocation take-over",
-            conductor.settings().check_allocations_interval,
+            settings.check_allocations_interval,
             false,
-            move || {
-                let (c, t) = (c.clone(), t.clone());
-                async move {
-                    match c.take_over_allocations(&t).await {
-                        Ok(0) => Ok(()),
-                        Ok(n) => {
-                            tracing::warn!(
-                                allocations = n,
-                                "took over allocations of dead conductors"
-                            );
-                            Ok(())
-                        }
-                        Err(e) => Err(format!("could not check for orphaned allocations: {e}")),
-                    }
-                }
-            },
+            both.clone(),
+            |(c, t)| async move { c.take_over(&t).await },
         );
-        let (c, t) = (conductor.clone(), topology.clone());
         work.periodic(
             "oneview checks",
-            conductor.settings().oneview_check_interval,
+            settings.oneview_check_interval,
             true,
-            move || {
-                let (c, t) = (c.clone(), t.clone());
-                async move { c.oneview_checks(&t).await }
-            },
+            both,
+            |(c, t)| async move { c.oneview_checks(&t).await },
         );
         Ok(Service {
             conductor,

@@ -65,11 +65,6 @@ impl Runner {
         }
     }
 
-    /// Whether a stop was asked for.
-    pub fn stopping(&self) -> bool {
-        *self.inner.stop.borrow()
-    }
-
     /// Runs `work` in the background; a graceful stop waits for it.
     pub fn spawn(&self, what: &'static str, work: impl Future<Output = ()> + Send + 'static) {
         tracing::trace!(what, "background work started");
@@ -96,18 +91,20 @@ impl Runner {
         });
     }
 
-    /// Runs `body` every `interval` (the first run at once, or after one interval with
-    /// `delay_first`), one run at a time, until the conductor stops. A zero interval
-    /// disables the task. Returns a handle to trigger a run on demand.
-    pub fn periodic<F, Fut>(
+    /// Runs `body(state.clone())` every `interval` (the first run at once, or after one
+    /// interval with `delay_first`), one run at a time, until the conductor stops. A
+    /// zero interval disables the task. Returns a handle to trigger a run on demand.
+    pub fn periodic<S, F, Fut>(
         &self,
         name: &'static str,
         interval: Duration,
         delay_first: bool,
+        state: S,
         body: F,
     ) -> Option<Trigger>
     where
-        F: Fn() -> Fut + Send + 'static,
+        S: Clone + Send + 'static,
+        F: Fn(S) -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), String>> + Send,
     {
         if interval.is_zero() {
@@ -144,7 +141,7 @@ impl Runner {
                     _ = me.trigger.notified() => {}
                 }
                 let (started, at) = (Instant::now(), Utc::now());
-                let res = body().await;
+                let res = body(state.clone()).await;
                 let took = started.elapsed();
                 match &res {
                     Ok(()) => tracing::debug!(task = name, ms = took.as_millis() as u64, "periodic task ran"),
@@ -268,23 +265,23 @@ mod tests {
     async fn periodic_tasks_record_runs_and_can_be_triggered() {
         let r = Runner::new();
         let runs = Arc::new(AtomicUsize::new(0));
-        let n = runs.clone();
         let t = r
-            .periodic("count", Duration::from_secs(3600), true, move || {
-                let n = n.clone();
-                async move {
+            .periodic(
+                "count",
+                Duration::from_secs(3600),
+                true,
+                runs.clone(),
+                |n| async move {
                     if n.fetch_add(1, Ordering::SeqCst) == 0 {
                         Err("first run fails".to_string())
                     } else {
                         Ok(())
                     }
-                }
-            })
+                },
+            )
             .unwrap();
-        assert!(
-            r.periodic("off", Duration::ZERO, false, || async { Ok(()) })
-                .is_none()
-        );
+        let off = r.periodic("off", Duration::ZERO, false, (), |()| async { Ok(()) });
+        assert!(off.is_none());
         t.run_now();
         until("first run", || runs.load(Ordering::SeqCst) == 1).await;
         until("status", || r.periodic_status()[0].runs == 1).await;

@@ -155,29 +155,6 @@ impl Topology {
 }
 
 impl Topology {
-    /// The node's owner on the ring without `exclude` (a conductor whose queue just
-    /// vanished, though its heartbeat has not yet timed out).
-    pub fn owner_without(
-        &self,
-        group: &str,
-        driver: &str,
-        uuid: &str,
-        exclude: &str,
-    ) -> Option<String> {
-        let snap = self.snapshot();
-        let hosts: Vec<String> = snap
-            .rings
-            .get(&ring_key(group, driver))?
-            .hosts()
-            .iter()
-            .filter(|h| *h != exclude)
-            .cloned()
-            .collect();
-        HashRing::new(hosts, self.exponent)
-            .owner(uuid)
-            .map(str::to_owned)
-    }
-
     /// Seconds after the last heartbeat when a conductor counts as dead.
     pub fn timeout_secs(&self) -> u64 {
         self.timeout_secs
@@ -198,7 +175,18 @@ impl ironic_model::cluster::Membership for Topology {
         uuid: &str,
         exclude: &str,
     ) -> Option<String> {
-        Topology::owner_without(self, group, driver, uuid, exclude)
+        let snap = self.snapshot();
+        let hosts: Vec<String> = snap
+            .rings
+            .get(&ring_key(group, driver))?
+            .hosts()
+            .iter()
+            .filter(|h| *h != exclude)
+            .cloned()
+            .collect();
+        HashRing::new(hosts, self.exponent)
+            .owner(uuid)
+            .map(str::to_owned)
     }
 
     fn any_alive(&self) -> bool {

@@ -28,11 +28,11 @@ pub(crate) fn bad(field: &str) -> Error {
     Error::Invalid(format!("Malformed RPC message: invalid {field}."))
 }
 
-pub(crate) fn json_text(o: &JsonObject) -> String {
+fn json_text(o: &JsonObject) -> String {
     serde_json::to_string(o).unwrap_or_else(|_| "{}".into())
 }
 
-pub(crate) fn json_obj(s: &str, field: &str) -> Result<JsonObject, Error> {
+fn json_obj(s: &str, field: &str) -> Result<JsonObject, Error> {
     if s.is_empty() {
         return Ok(JsonObject::new());
     }

@@ -11,6 +11,7 @@ use ironic_model::Error;
 use tracing::Instrument;
 
 use crate::calls::{Handlers, serve_local, serve_wire};
+use crate::contract::not_served;
 use crate::convert::error_to_pb;
 use crate::{Context, pb};
 
@@ -54,7 +55,7 @@ impl<H: Handlers> Dispatch for Served<H> {
                 None => pb::Reply {
                     result: Some(pb::reply::Result::Error(pb::RpcError {
                         kind: pb::ErrorKind::Unimplemented as i32,
-                        message: format!("Method {method:?} is not implemented by this conductor."),
+                        message: not_served(method).message().to_string(),
                     })),
                 },
             }

@@ -10,7 +10,6 @@ use ironic_model::Error;
 use lapin::message::Delivery;
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
-    QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection};
@@ -21,7 +20,7 @@ use tracing::Instrument;
 
 use super::{
     BusSettings, CallError, MEMBERSHIP, STABLE_LINK, Target, bus_error, connect, declare_exchange,
-    now_ms, open_or_stop, pause, stop_and_join, wait_until,
+    declare_exclusive_queue, now_ms, open_or_stop, pause, stop_and_join, wait_until,
 };
 use crate::calls::Ping;
 use crate::contract::Call;
@@ -310,18 +309,7 @@ async fn open_client_link(s: &BusSettings) -> lapin::Result<(Connection, Link, l
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
-    let q = channel
-        .queue_declare(
-            "".into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                auto_delete: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
-    let reply_to = q.name().to_string();
+    let reply_to = declare_exclusive_queue(&channel, "").await?;
     channel
         .queue_bind(
             reply_to.as_str().into(),

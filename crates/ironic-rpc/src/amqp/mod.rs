@@ -123,6 +123,23 @@ pub(crate) async fn connect(s: &BusSettings) -> lapin::Result<Connection> {
     Connection::connect(&s.url, props).await
 }
 
+/// Declares a queue that lives exactly as long as this connection (an empty name lets
+/// the broker choose one); returns its name.
+pub(crate) async fn declare_exclusive_queue(ch: &Channel, name: &str) -> lapin::Result<String> {
+    let q = ch
+        .queue_declare(
+            name.into(),
+            lapin::options::QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(q.name().to_string())
+}
+
 pub(crate) async fn declare_exchange(ch: &Channel, s: &BusSettings) -> lapin::Result<()> {
     ch.exchange_declare(
         s.exchange.as_str().into(),

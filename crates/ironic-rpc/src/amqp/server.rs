@@ -19,8 +19,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::{
-    BusSettings, MEMBERSHIP, STABLE_LINK, TOPIC, connect, declare_exchange, host_queue, now_ms,
-    open_or_stop, pause, wait_until,
+    BusSettings, MEMBERSHIP, STABLE_LINK, TOPIC, connect, declare_exchange,
+    declare_exclusive_queue, host_queue, now_ms, open_or_stop, pause, wait_until,
 };
 use crate::dispatch::{Dispatch, error_reply};
 use crate::{Context, pb, trace};
@@ -123,17 +123,7 @@ async fn open_server_link(s: &BusSettings, host: &str) -> lapin::Result<ServerLi
     let own = host_queue(host);
     // Exclusive: the queue lives exactly as long as this connection, so calls to a dead
     // conductor are unroutable (fast failure) rather than queued for nobody.
-    channel
-        .queue_declare(
-            own.as_str().into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                auto_delete: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
+    declare_exclusive_queue(&channel, &own).await?;
     channel
         .queue_declare(
             TOPIC.into(),
