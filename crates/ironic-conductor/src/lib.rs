@@ -445,7 +445,7 @@ impl Handlers for Conductor {
             let (result, reason) = match imp {
                 Some(i) if !i.starts_with("no-") => {
                     let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
-                        (Err(why), _, _) => Err(why),
+                        (Err(why), _, _) => Err(why.to_string()),
                         (Ok(()), Err(why), "deploy") => Err(why.clone()),
                         _ => Ok(()),
                     };

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use ironic_db::topology::Topology;
 use ironic_db::{NodeFilter, NodeListQuery};
-use ironic_drivers::interfaces::NodeInfo;
+use ironic_drivers::interfaces::{DriverError, NodeInfo};
 use ironic_drivers::oneview::{self, IN_USE_BY_ONEVIEW, Owner};
 use ironic_model::fsm::{self, Event};
 use ironic_model::states::ProvisionState as P;
@@ -69,13 +69,13 @@ impl Conductor {
         Ok(out)
     }
 
-    async fn owner_of(&self, node: &Node) -> Result<Owner, String> {
+    async fn owner_of(&self, node: &Node) -> Result<Owner, DriverError> {
         let Some(ov) = self
             .drivers
             .oneview()
             .filter(|_| node.driver == oneview::ONEVIEW.name)
         else {
-            return Err("not a oneview node".into());
+            return Err(DriverError::invalid("not a oneview node"));
         };
         ov.core.owner(NodeInfo::from(node)).await
     }

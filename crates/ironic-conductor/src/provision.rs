@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use ironic_catalog::steps::{self, OfferedStep, Requested, Step};
 use ironic_db::topology::Topology;
-use ironic_drivers::interfaces::{Driver, NodeChanges, NodeInfo, Outcome};
+use ironic_drivers::interfaces::{Driver, DriverError, NodeChanges, NodeInfo, Outcome};
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::{JsonObject, now};
 use ironic_model::states::ProvisionState as P;
@@ -155,14 +155,20 @@ impl Conductor {
         None
     }
 
-    fn driver_of(&self, node: &Node) -> Option<&dyn Driver> {
-        self.driver_for(node).ok()
+    /// The node's driver, for work in progress (`Err` names the hardware type this
+    /// conductor does not enable).
+    fn driver_of(&self, node: &Node) -> Result<&dyn Driver, DriverError> {
+        self.driver_for(node).map_err(|_| {
+            DriverError::invalid(format!("hardware type {} is not enabled here", node.driver))
+        })
     }
 
     /// Validates the node's power and deploy interfaces before work starts on it; `Err`
     /// is the driver's reason (callers word the 400).
-    async fn validate_power_and_deploy(&self, node: &Node) -> Result<(), String> {
-        let driver = self.driver_for(node).map_err(|e| e.to_string())?;
+    async fn validate_power_and_deploy(&self, node: &Node) -> Result<(), DriverError> {
+        let driver = self
+            .driver_for(node)
+            .map_err(|e| DriverError::invalid(e.to_string()))?;
         for t in ["power", "deploy"] {
             driver.validate_interface(NodeInfo::from(node), t).await?;
         }
@@ -171,10 +177,8 @@ impl Conductor {
 
     /// Calls the node's deploy interface and applies the changes it reports to the
     /// node in memory; `Err` is the driver's reason.
-    async fn deploy_call(&self, node: &mut Node, call: DeployCall) -> Result<(), String> {
-        let driver = self
-            .driver_of(node)
-            .ok_or_else(|| format!("hardware type {} is not enabled here", node.driver))?;
+    async fn deploy_call(&self, node: &mut Node, call: DeployCall) -> Result<(), DriverError> {
+        let driver = self.driver_of(node)?;
         let mut info = NodeInfo::from(&*node);
         info.skip_automated_cleaning = !node
             .automated_clean
@@ -321,11 +325,8 @@ impl Conductor {
     /// driver, then `done` (or `fail` with the driver's reason).
     async fn finish_quick_work(self: Arc<Self>, mut held: Held) {
         let read = match self.driver_of(&held.node) {
-            Some(d) => d.power().get_power_state(NodeInfo::from(&held.node)).await,
-            None => Err(format!(
-                "hardware type {} is not enabled here",
-                held.node.driver
-            )),
+            Ok(d) => d.power().get_power_state(NodeInfo::from(&held.node)).await,
+            Err(e) => Err(e),
         };
         let event = match read {
             Ok(p) => {
@@ -473,13 +474,13 @@ impl Conductor {
                 .driver_internal_info
                 .insert(CLEAN_STEP_INDEX.into(), json!(i));
             tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
-            let Some(driver) = self.driver_of(&held.node) else {
-                let msg = format!(
-                    "Node {uuid}: hardware type {} is not enabled here",
-                    held.node.driver
-                );
-                self.fail_cleaning(held, msg, true).await;
-                return;
+            let driver = match self.driver_of(&held.node) {
+                Ok(d) => d,
+                Err(e) => {
+                    let msg = format!("Node {uuid}: {e}");
+                    self.fail_cleaning(held, msg, true).await;
+                    return;
+                }
             };
             let outcome = driver.execute_step(NodeInfo::from(&held.node), step).await;
             match outcome {
@@ -726,7 +727,7 @@ impl Conductor {
         // The interfaces, then the steps: both before anything moves.
         let checked = match self.validate_power_and_deploy(&held.node).await {
             Ok(()) => self.deploy_plan(&held.node).await,
-            Err(why) => Err(why),
+            Err(why) => Err(why.to_string()),
         };
         let plan = match checked {
             Ok(p) => p,
@@ -803,11 +804,8 @@ impl Conductor {
             }
             tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
             let outcome = match self.driver_of(&held.node) {
-                Some(d) => d.execute_step(NodeInfo::from(&held.node), &step).await,
-                None => Err(format!(
-                    "hardware type {} is not enabled here",
-                    held.node.driver
-                )),
+                Ok(d) => d.execute_step(NodeInfo::from(&held.node), &step).await,
+                Err(e) => Err(e),
             };
             match outcome {
                 Ok(Outcome::Done) => journal(&mut held.node, &step, "done"),

@@ -24,6 +24,16 @@ use ironic_rpc::amqp::{BusSettings, Server};
 
 use crate::{Conductor, ConductorSettings};
 
+/// Why a conductor could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Drivers(#[from] ironic_drivers::UnknownHardwareTypes),
+    /// The database refused a start-up step (lock release, registration …).
+    #[error(transparent)]
+    Database(#[from] ironic_model::Error),
+}
+
 pub struct Service {
     pub conductor: Arc<Conductor>,
     pub topology: Arc<Topology>,
@@ -64,14 +74,15 @@ pub fn bus_settings(cfg: &Config, who: &str) -> BusSettings {
 impl Service {
     /// Starts the conductor; with `bus`, it serves RPC over AMQP (split deployment),
     /// otherwise the caller reaches `conductor` in-process.
-    pub async fn start(cfg: &Config, db: Db, bus: Option<BusSettings>) -> Result<Service, String> {
+    pub async fn start(
+        cfg: &Config,
+        db: Db,
+        bus: Option<BusSettings>,
+    ) -> Result<Service, StartError> {
         let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?
             .with_oneview(oneview_settings(cfg));
         let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(cfg));
-        conductor
-            .release_own_locks()
-            .await
-            .map_err(|e| e.to_string())?;
+        conductor.release_own_locks().await?;
         // A restart within the heartbeat timeout: show we are alive before taking any
         // request, so no peer takes us for dead and releases locks we are about to take.
         if let Err(e) = db
@@ -82,10 +93,7 @@ impl Service {
         }
         // The row id is the affinity of the allocations this conductor works on: known
         // before the first request.
-        conductor
-            .init_conductor_id()
-            .await
-            .map_err(|e| e.to_string())?;
+        conductor.init_conductor_id().await?;
         let server = bus.map(|b| {
             let wait = b.call_timeout;
             let handlers = ironic_rpc::dispatcher(conductor.clone());
@@ -98,7 +106,7 @@ impl Service {
                 "the message bus is not reachable yet; registering anyway, RPC will be served once it is"
             );
         }
-        conductor.register().await.map_err(|e| e.to_string())?;
+        conductor.register().await?;
         if let Some((s, _)) = &server {
             s.announce_membership().await;
         }

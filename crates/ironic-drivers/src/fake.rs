@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::interfaces::DriverError;
 pub use crate::interfaces::Outcome;
 use crate::steps::Step;
 
@@ -13,7 +14,7 @@ use crate::steps::Step;
 pub const MAX_SECONDS: f64 = 3600.0;
 
 /// Runs one step of `fake-hardware`; `Err` is the reason the step failed.
-pub fn execute(step: &Step) -> Result<Outcome, String> {
+pub fn execute(step: &Step) -> Result<Outcome, DriverError> {
     match (step.interface.as_str(), step.step.as_str()) {
         ("bios", "apply_configuration") | ("firmware", "update") => {
             let ok = step
@@ -27,7 +28,9 @@ pub fn execute(step: &Step) -> Result<Outcome, String> {
             if ok {
                 Ok(Outcome::Done)
             } else {
-                Err("settings must be a list of objects with a \"name\"".into())
+                Err(DriverError::invalid(
+                    "settings must be a list of objects with a \"name\"",
+                ))
             }
         }
         ("raid", "apply_configuration") => {
@@ -40,7 +43,9 @@ pub fn execute(step: &Step) -> Result<Outcome, String> {
             if ok {
                 Ok(Outcome::Done)
             } else {
-                Err("raid_config must have a non-empty list of logical_disks".into())
+                Err(DriverError::invalid(
+                    "raid_config must have a non-empty list of logical_disks",
+                ))
             }
         }
         ("deploy", "sleep") | ("deploy", "burn_in") => {
@@ -48,9 +53,9 @@ pub fn execute(step: &Step) -> Result<Outcome, String> {
                 Some(s) if (0.0..=MAX_SECONDS).contains(&s) => {
                     Ok(Outcome::Wait(Duration::from_secs_f64(s)))
                 }
-                _ => Err(format!(
+                _ => Err(DriverError::invalid(format!(
                     "seconds must be a number between 0 and {MAX_SECONDS}"
-                )),
+                ))),
             }
         }
         _ => Ok(Outcome::Done),

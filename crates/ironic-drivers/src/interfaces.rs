@@ -19,8 +19,71 @@ use crate::HardwareType;
 use crate::fake;
 use crate::steps::Step;
 
-/// The future of a driver call; `Err` is the reason, shown to users.
-pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+/// The future of a driver call.
+pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DriverError>> + Send + 'a>>;
+
+/// What kind of failure a driver reports; the conductor decides what each means for the
+/// node and the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverErrorKind {
+    /// The node's configuration (`driver_info`, `properties`, a step's arguments) is
+    /// wrong or incomplete.
+    Invalid,
+    /// The hardware is not in a state to do this (used by someone else, no profile).
+    Conflict,
+    /// The hardware or its management controller refused or failed.
+    Failed,
+    /// The management controller or appliance could not be reached.
+    Unreachable,
+}
+
+/// Why a driver call failed. `Display` is the message users see (in `last_error`, a
+/// validation result, an API error); `source` is the cause, when there is one.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DriverError {
+    pub kind: DriverErrorKind,
+    pub message: String,
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+/// Equal when kind and message are (the cause is not compared).
+impl PartialEq for DriverError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl DriverError {
+    pub fn new(kind: DriverErrorKind, message: impl Into<String>) -> DriverError {
+        DriverError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> DriverError {
+        DriverError::new(DriverErrorKind::Invalid, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> DriverError {
+        DriverError::new(DriverErrorKind::Conflict, message)
+    }
+
+    pub fn failed(message: impl Into<String>) -> DriverError {
+        DriverError::new(DriverErrorKind::Failed, message)
+    }
+
+    /// Another message for the same failure (its kind and cause kept).
+    pub fn context(self, message: impl Into<String>) -> DriverError {
+        DriverError {
+            message: message.into(),
+            ..self
+        }
+    }
+}
 
 /// What a driver sees of a node.
 #[derive(Debug, Clone, Copy)]
@@ -128,7 +191,11 @@ pub trait Interface: Send + Sync {
         step: &'a Step,
     ) -> DriverFuture<'a, Outcome> {
         let name = step.name();
-        Box::pin(async move { Err(format!("this driver has no step {name}")) })
+        Box::pin(async move {
+            Err(DriverError::invalid(format!(
+                "this driver has no step {name}"
+            )))
+        })
     }
 }
 
@@ -226,11 +293,11 @@ pub trait Driver: Send + Sync {
         match self.interface(&step.interface) {
             Some(i) => i.execute_step(node, step),
             None => {
-                let why = format!(
+                let why = DriverError::invalid(format!(
                     "{} has no {} interface",
                     self.hardware_type().name,
                     step.interface
-                );
+                ));
                 Box::pin(async move { Err(why) })
             }
         }
@@ -245,10 +312,10 @@ pub trait Driver: Send + Sync {
         match self.interface(interface_type) {
             Some(i) => i.validate(node),
             None => {
-                let why = format!(
+                let why = DriverError::invalid(format!(
                     "{} has no {interface_type} interface",
                     self.hardware_type().name
-                );
+                ));
                 Box::pin(async move { Err(why) })
             }
         }
@@ -280,7 +347,7 @@ pub const FAKE_BOOT_DEVICE: &str = "fake_boot_device";
 
 impl FakeInterface {
     /// `Err` if the node's `driver_info.fake_fail` names this call.
-    fn injected(&self, node: NodeInfo<'_>, call: &str) -> Result<(), String> {
+    fn injected(&self, node: NodeInfo<'_>, call: &str) -> Result<(), DriverError> {
         let name = format!("{}.{call}", self.kind);
         let listed = node
             .driver_info
@@ -288,7 +355,9 @@ impl FakeInterface {
             .and_then(Value::as_array)
             .is_some_and(|l| l.iter().any(|v| v.as_str() == Some(name.as_str())));
         if listed {
-            Err(format!("fake failure of {name} (driver_info.{FAKE_FAIL})"))
+            Err(DriverError::failed(format!(
+                "fake failure of {name} (driver_info.{FAKE_FAIL})"
+            )))
         } else {
             Ok(())
         }
@@ -333,7 +402,7 @@ impl PowerInterface for FakeInterface {
             self.injected(node, "set_power_state")?;
             power_result(target)
                 .map(str::to_owned)
-                .ok_or_else(|| format!("unknown power state {target:?}"))
+                .ok_or_else(|| DriverError::invalid(format!("unknown power state {target:?}")))
         })
     }
 }
@@ -365,11 +434,11 @@ impl ManagementInterface for FakeInterface {
         Box::pin(async move {
             self.injected(node, "set_boot_device")?;
             if !FAKE_BOOT_DEVICES.contains(&device.device.as_str()) {
-                return Err(format!(
+                return Err(DriverError::invalid(format!(
                     "boot device {:?} is not one of {}",
                     device.device,
                     FAKE_BOOT_DEVICES.join(", ")
-                ));
+                )));
             }
             let mut changes = NodeChanges::none();
             changes.driver_internal_info.insert(
@@ -570,7 +639,7 @@ mod tests {
             .execute_step(n, &step("teleport", "go"))
             .await
             .unwrap_err();
-        assert!(err.contains("no teleport interface"), "{err}");
+        assert!(err.message.contains("no teleport interface"), "{err}");
     }
 
     #[tokio::test]
@@ -582,7 +651,7 @@ mod tests {
         let d = &FAKE_HARDWARE_DRIVER;
         let n = node(fail, &other);
         let err = d.deploy().prepare_cleaning(n).await.unwrap_err();
-        assert!(err.contains("deploy.prepare_cleaning"), "{err}");
+        assert!(err.message.contains("deploy.prepare_cleaning"), "{err}");
         assert_eq!(d.deploy().prepare(n).await, Ok(NodeChanges::none()));
         let deploy = Step {
             interface: "deploy".into(),

@@ -10,6 +10,13 @@ pub mod oneview;
 
 pub use ironic_catalog::{FAKE_AGENT, FAKE_HARDWARE, HardwareType, KNOWN, known, steps};
 
+/// `[default] enabled_hardware_types` names hardware types this build does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown hardware types {}; this build knows {}", .unknown.join(", "), KNOWN.iter().map(|h| h.name).collect::<Vec<_>>().join(", "))]
+pub struct UnknownHardwareTypes {
+    pub unknown: Vec<String>,
+}
+
 /// The hardware types a process enables (`[default] enabled_hardware_types`), with
 /// the implementations of those that need settings (`oneview`).
 #[derive(Clone)]
@@ -29,7 +36,7 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// Fails with the unknown names if any is not a hardware type of this build.
     /// `oneview` needs [`Registry::with_oneview`] to reach an appliance.
-    pub fn new(names: &[String]) -> Result<Registry, String> {
+    pub fn new(names: &[String]) -> Result<Registry, UnknownHardwareTypes> {
         let mut enabled = Vec::new();
         let mut unknown = Vec::new();
         for n in names {
@@ -40,11 +47,7 @@ impl Registry {
             }
         }
         if !unknown.is_empty() {
-            return Err(format!(
-                "unknown hardware types {}; this build knows {}",
-                unknown.join(", "),
-                KNOWN.iter().map(|h| h.name).collect::<Vec<_>>().join(", ")
-            ));
+            return Err(UnknownHardwareTypes { unknown });
         }
         let oneview = enabled
             .iter()
@@ -118,6 +121,7 @@ mod tests {
         assert!(
             Registry::new(&["ipmi".into()])
                 .unwrap_err()
+                .to_string()
                 .contains("ipmi")
         );
     }

@@ -98,12 +98,30 @@ impl Running {
     }
 }
 
+/// Why a service could not start. `Display` is what the binaries print.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Database(#[from] ironic_model::Error),
+    #[error(transparent)]
+    Conductor(#[from] ironic_conductor::service::StartError),
+    /// The API's authentication is misconfigured (no user file, an unreadable one).
+    #[error("{0}")]
+    Auth(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The all-in-one service.
-pub async fn start(cfg: Config) -> Result<Running, String> {
+pub async fn start(cfg: Config) -> Result<Running, StartError> {
     start_role(cfg, Role::AllInOne).await
 }
 
-async fn open_db(cfg: &Config, role: Role) -> Result<Db, String> {
+async fn open_db(cfg: &Config, role: Role) -> Result<Db, StartError> {
     let db = Db::connect(
         &cfg.database.url,
         &DbOptions {
@@ -111,19 +129,18 @@ async fn open_db(cfg: &Config, role: Role) -> Result<Db, String> {
             create: role == Role::AllInOne,
         },
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     if role == Role::AllInOne {
-        db.migrate().await.map_err(|e| e.to_string())?;
+        db.migrate().await?;
     } else {
-        db.check_schema().await.map_err(|e| e.to_string())?;
+        db.check_schema().await?;
     }
     tracing::info!(url = %redact(&cfg.database.url), "database ready");
     Ok(db)
 }
 
 /// Starts the service of `role`.
-pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
+pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> {
     let db = open_db(&cfg, role).await?;
     let mut conductor = None;
     let mut client = None;
@@ -189,14 +206,18 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, String> {
                 .api
                 .http_basic_auth_user_file
                 .as_deref()
-                .ok_or("http_basic needs a user file")?;
-            Auth::HttpBasic(Htpasswd::open(path)?)
+                .ok_or_else(|| StartError::Auth("http_basic needs a user file".into()))?;
+            Auth::HttpBasic(Htpasswd::open(path).map_err(StartError::Auth)?)
         }
+    };
+    let listen = |source| StartError::Listen {
+        addr: cfg.api.listen,
+        source,
     };
     let listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.api.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(listen)?;
+    let addr = listener.local_addr().map_err(listen)?;
     let state = AppState(Arc::new(Inner {
         db,
         conductor: conductors,

@@ -131,7 +131,7 @@ async fn migrate_one(db: &Db, client: &Client, node: &Node, dry_run: bool) -> Ou
     let resuming = node.maintenance && node.maintenance_reason.as_deref() == Some(MIGRATING);
     let dynamic = match oneview::dynamic_allocation(NodeInfo::from(node)) {
         Ok(d) => d,
-        Err(e) => return Outcome::Skipped(e),
+        Err(e) => return Outcome::Skipped(e.to_string()),
     };
     if dynamic && !resuming {
         return Outcome::Skipped("already uses dynamic allocation".into());
@@ -144,7 +144,7 @@ async fn migrate_one(db: &Db, client: &Client, node: &Node, dry_run: bool) -> Ou
     }
     let data = match oneview::node_data(NodeInfo::from(node)) {
         Ok(d) => d,
-        Err(e) => return Outcome::Skipped(e),
+        Err(e) => return Outcome::Skipped(e.to_string()),
     };
     let sh = match client.get(&data.server_hardware_uri).await {
         Ok(sh) => sh,

@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 
 use crate::HardwareType;
 use crate::interfaces::{
-    BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverFuture, Interface,
-    ManagementInterface, NodeChanges, NodeInfo, Outcome, PowerInterface, RaidInterface,
+    BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverError,
+    DriverErrorKind, DriverFuture, Interface, ManagementInterface, NodeChanges, NodeInfo, Outcome,
+    PowerInterface, RaidInterface,
 };
 use crate::steps::Step;
 use client::{Client, OvError};
@@ -70,25 +71,25 @@ fn capabilities(node: NodeInfo<'_>) -> Vec<(String, String)> {
 }
 
 /// `dynamic_allocation`: a boolean or a strict boolean word; missing = false.
-pub fn dynamic_allocation(node: NodeInfo<'_>) -> Result<bool, String> {
+pub fn dynamic_allocation(node: NodeInfo<'_>) -> Result<bool, DriverError> {
     match node.driver_info.get("dynamic_allocation") {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
         Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
             "1" | "t" | "true" | "on" | "y" | "yes" => Ok(true),
             "0" | "f" | "false" | "off" | "n" | "no" => Ok(false),
-            _ => Err(format!(
+            _ => Err(DriverError::invalid(format!(
                 "Invalid dynamic_allocation value {s:?} in driver_info: use true or false."
-            )),
+            ))),
         },
-        Some(v) => Err(format!(
+        Some(v) => Err(DriverError::invalid(format!(
             "Invalid dynamic_allocation value {v} in driver_info: use true or false."
-        )),
+        ))),
     }
 }
 
 /// The node's OneView data; a missing key and an empty value are both named.
-pub fn node_data(node: NodeInfo<'_>) -> Result<NodeData, String> {
+pub fn node_data(node: NodeInfo<'_>) -> Result<NodeData, DriverError> {
     let text = |v: Option<&Value>| {
         v.and_then(Value::as_str)
             .map(str::trim)
@@ -97,10 +98,9 @@ pub fn node_data(node: NodeInfo<'_>) -> Result<NodeData, String> {
     };
     let sh = text(node.driver_info.get("server_hardware_uri"));
     if sh.is_empty() {
-        return Err(
-            "Missing the keys for the following OneView data in node's driver_info: server_hardware_uri."
-                .into(),
-        );
+        return Err(DriverError::invalid(
+            "Missing the keys for the following OneView data in node's driver_info: server_hardware_uri.",
+        ));
     }
     let caps = capabilities(node);
     let cap = |k: &str| {
@@ -114,10 +114,10 @@ pub fn node_data(node: NodeInfo<'_>) -> Result<NodeData, String> {
         .filter(|k| cap(k).is_none())
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
+        return Err(DriverError::invalid(format!(
             "Missing the keys for the following OneView data in node's properties/capabilities: {}.",
             missing.join(", ")
-        ));
+        )));
     }
     let applied = text(node.driver_info.get(APPLIED_PROFILE));
     Ok(NodeData {
@@ -130,23 +130,40 @@ pub fn node_data(node: NodeInfo<'_>) -> Result<NodeData, String> {
     })
 }
 
-fn ov(e: OvError) -> String {
-    e.to_string()
+fn ov(e: OvError) -> DriverError {
+    DriverError::from(e)
+}
+
+impl From<OvError> for DriverError {
+    fn from(e: OvError) -> DriverError {
+        let kind = match &e {
+            OvError::Unreachable(_) => DriverErrorKind::Unreachable,
+            OvError::Config(_) => DriverErrorKind::Invalid,
+            _ => DriverErrorKind::Failed,
+        };
+        DriverError {
+            kind,
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
 }
 
 /// The shared state of the `oneview` interfaces: the appliance's client, or why there
 /// is none (a configuration error every call reports).
 pub struct Core {
-    client: Result<Client, String>,
+    client: Result<Client, OvError>,
 }
 
 impl Core {
-    fn client(&self) -> Result<&Client, String> {
-        self.client.as_ref().map_err(Clone::clone)
+    fn client(&self) -> Result<&Client, DriverError> {
+        self.client
+            .as_ref()
+            .map_err(|e| DriverError::from(e.clone()))
     }
 
     /// Who uses the node's hardware now (one GET).
-    pub async fn owner(&self, node: NodeInfo<'_>) -> Result<Owner, String> {
+    pub async fn owner(&self, node: NodeInfo<'_>) -> Result<Owner, DriverError> {
         let d = node_data(node)?;
         let sh = self
             .client()?
@@ -166,7 +183,7 @@ impl Core {
 
     /// The checks every interface makes: the template and the hardware agree with
     /// each other and with the node.
-    async fn validate_common(&self, node: NodeInfo<'_>) -> Result<NodeData, String> {
+    async fn validate_common(&self, node: NodeInfo<'_>) -> Result<NodeData, DriverError> {
         let d = node_data(node)?;
         let sh = self
             .client()?
@@ -221,22 +238,22 @@ impl Core {
         if errors.is_empty() {
             Ok(d)
         } else {
-            Err(errors.join(" "))
+            Err(DriverError::invalid(errors.join(" ")))
         }
     }
 
     /// Applies a profile of ours from the node's template, or reuses the one applied;
     /// returns the node changes (`applied_server_profile_uri`).
-    async fn allocate(&self, node: NodeInfo<'_>, name: String) -> Result<NodeChanges, String> {
+    async fn allocate(&self, node: NodeInfo<'_>, name: String) -> Result<NodeChanges, DriverError> {
         let d = node_data(node)?;
         let mut changes = NodeChanges::none();
         match self.owner(node).await? {
             Owner::Ironic => return Ok(changes),
             Owner::OneView(p) => {
-                return Err(format!(
+                return Err(DriverError::conflict(format!(
                     "Server hardware {} is already in use by OneView (server profile {p}).",
                     d.server_hardware_uri
-                ));
+                )));
             }
             Owner::Free => {}
         }
@@ -253,16 +270,19 @@ impl Core {
             .run("POST", "/rest/server-profiles", &p)
             .await
             .map_err(|e| {
-                format!(
+                let msg = format!(
                     "Error while creating a Server Profile for Server Hardware {}: {e}",
                     d.server_hardware_uri
-                )
+                );
+                ov(e).context(msg)
             })?;
         let uri = task
             .pointer("/associatedResource/resourceUri")
             .and_then(Value::as_str)
             .filter(|u| u.starts_with("/rest/server-profiles/"))
-            .ok_or_else(|| "OneView reported no server profile for the allocation".to_string())?;
+            .ok_or_else(|| {
+                DriverError::failed("OneView reported no server profile for the allocation")
+            })?;
         changes
             .driver_info
             .insert(APPLIED_PROFILE.into(), json!(uri));
@@ -271,7 +291,7 @@ impl Core {
 
     /// Powers off and removes our profile (if the hardware has it); the node forgets
     /// it.
-    async fn deallocate(&self, node: NodeInfo<'_>) -> Result<NodeChanges, String> {
+    async fn deallocate(&self, node: NodeInfo<'_>) -> Result<NodeChanges, DriverError> {
         let d = node_data(node)?;
         let mut changes = NodeChanges::none();
         let Some(mine) = d.applied_profile.clone() else {
@@ -284,9 +304,8 @@ impl Core {
                 Ok(_) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => {
-                    return Err(format!(
-                        "Error while deleting applied Server Profile {mine}: {e}"
-                    ));
+                    let msg = format!("Error while deleting applied Server Profile {mine}: {e}");
+                    return Err(ov(e).context(msg));
                 }
             }
         }
@@ -302,7 +321,7 @@ impl Core {
         d: &NodeData,
         state: &str,
         control: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DriverError> {
         let mut body = json!({"powerState": state});
         if let Some(c) = control {
             body["powerControl"] = json!(c);
@@ -316,10 +335,11 @@ impl Core {
             .await
             .map(|_| ())
             .map_err(|e| {
-                format!(
+                let msg = format!(
                     "Could not set the power of {} to {state}: {e}",
                     d.server_hardware_uri
-                )
+                );
+                ov(e).context(msg)
             })
     }
 }
@@ -345,15 +365,15 @@ impl Interface for Iface {
                 ("power", Owner::OneView(p))
                     if node.target_provision_state != Some("manageable") =>
                 {
-                    Err(format!(
+                    Err(DriverError::conflict(format!(
                         "Server hardware {} is in use by OneView (server profile {p}).",
                         d.server_hardware_uri
-                    ))
+                    )))
                 }
-                ("management", o) if o != Owner::Ironic => Err(format!(
+                ("management", o) if o != Owner::Ironic => Err(DriverError::conflict(format!(
                     "Server hardware {} is not in use by Ironic: the boot device is managed through Ironic's server profile, applied when deploying or cleaning.",
                     d.server_hardware_uri
-                )),
+                ))),
                 _ => Ok(()),
             }
         })
@@ -368,7 +388,10 @@ impl Interface for Iface {
             match (self.kind, step.step.as_str()) {
                 // The profile applied in `prepare` is the deployment; nothing more.
                 ("deploy", "deploy") => Ok(Outcome::Done),
-                _ => Err(format!("the oneview driver has no step {}", step.name())),
+                _ => Err(DriverError::invalid(format!(
+                    "the oneview driver has no step {}",
+                    step.name()
+                ))),
             }
         })
     }
@@ -411,10 +434,10 @@ impl PowerInterface for Iface {
             if d.dynamic
                 && let Owner::OneView(_) = self.core.owner(node).await?
             {
-                return Err(format!(
+                return Err(DriverError::conflict(format!(
                     "Cannot change the power state of node {}: the node is in use by OneView.",
                     node.uuid
-                ));
+                )));
             }
             let c = &self.core;
             match target {
@@ -429,7 +452,11 @@ impl PowerInterface for Iface {
                     c.power_to(&d, "Off", Some("MomentaryPress")).await?;
                     c.power_to(&d, "On", None).await?;
                 }
-                other => return Err(format!("unknown power state {other:?}")),
+                other => {
+                    return Err(DriverError::invalid(format!(
+                        "unknown power state {other:?}"
+                    )));
+                }
             }
             self.get_power_state(node).await
         })
@@ -453,10 +480,10 @@ impl ManagementInterface for Iface {
                 .await
                 .map_err(ov)?;
             let Some(sp) = sh.get("serverProfileUri").and_then(Value::as_str) else {
-                return Err(format!(
+                return Err(DriverError::conflict(format!(
                     "Server hardware {} has no server profile assigned.",
                     d.server_hardware_uri
-                ));
+                )));
             };
             let p = self.core.client()?.get(sp).await.map_err(ov)?;
             let first = p
@@ -482,10 +509,10 @@ impl ManagementInterface for Iface {
             let d = node_data(node)?;
             let Some((_, entry)) = BOOT_DEVICES.iter().find(|(dev, _)| *dev == device.device)
             else {
-                return Err(format!(
+                return Err(DriverError::invalid(format!(
                     "Invalid boot device {:?}: supported are pxe, disk, cdrom.",
                     device.device
-                ));
+                )));
             };
             let sh = self
                 .core
@@ -494,10 +521,10 @@ impl ManagementInterface for Iface {
                 .await
                 .map_err(ov)?;
             let Some(sp) = sh.get("serverProfileUri").and_then(Value::as_str) else {
-                return Err(format!(
+                return Err(DriverError::conflict(format!(
                     "Server hardware {} has no server profile assigned.",
                     d.server_hardware_uri
-                ));
+                )));
             };
             let mut p = self.core.client()?.get(sp).await.map_err(ov)?;
             let mut order: Vec<Value> = p
@@ -563,7 +590,10 @@ impl DeployInterface for Iface {
             self.core
                 .allocate(node, format!("Ironic Cleaning [{}]", node.uuid))
                 .await
-                .map_err(|e| format!("{ALLOCATION_ERROR}: {e}"))
+                .map_err(|e| {
+                    let msg = format!("{ALLOCATION_ERROR}: {e}");
+                    e.context(msg)
+                })
         })
     }
 
@@ -618,7 +648,7 @@ impl OneView {
     /// every call on a `oneview` node, validation first.
     pub fn new(settings: client::Settings) -> OneView {
         let core = Arc::new(Core {
-            client: Client::new(settings).map_err(ov),
+            client: Client::new(settings),
         });
         let i = |kind| Iface {
             kind,
@@ -693,7 +723,10 @@ mod tests {
     fn node_data_names_what_is_missing() {
         let empty = JsonObject::new();
         let e = node_data(info(&empty, &empty, &empty)).unwrap_err();
-        assert!(e.contains("driver_info: server_hardware_uri"), "{e}");
+        assert!(
+            e.message.contains("driver_info: server_hardware_uri"),
+            "{e}"
+        );
         let di =
             json!({"server_hardware_uri": "/rest/server-hardware/1", "dynamic_allocation": "True"});
         let di = di.as_object().unwrap();
@@ -701,7 +734,8 @@ mod tests {
         let props = props.as_object().unwrap();
         let e = node_data(info(di, props, &empty)).unwrap_err();
         assert!(
-            e.contains("properties/capabilities: server_profile_template_uri"),
+            e.message
+                .contains("properties/capabilities: server_profile_template_uri"),
             "{e}"
         );
         let props = json!({"capabilities": "server_hardware_type_uri:/rest/server-hardware-types/t,server_profile_template_uri:/rest/server-profile-templates/s,boot_mode:bios"});
