@@ -120,7 +120,7 @@ pub async fn create(
     Query::parse(q.as_deref())?.only(&[])?;
     let d = validate_doc(&body, "template")?;
     let t = DeployTemplate {
-        id: 0,
+        id: ironic_model::TemplateId::default(),
         uuid: d.uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         name: d.name,
         steps: d.steps,

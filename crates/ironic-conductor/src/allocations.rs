@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use ironic_db::allocations::{Claim, Shortage};
 use ironic_db::topology::Topology;
-use ironic_model::Error;
 use ironic_model::allocation::{
     self as alloc, Allocation, AllocationRef, AllocationState, NewAllocation,
 };
 use ironic_model::states::ProvisionState as P;
+use ironic_model::{AllocationId, ConductorId, Error};
 use ironic_rpc::NodeRef;
 
 use crate::Conductor;
@@ -26,7 +26,7 @@ use crate::Conductor;
 impl Conductor {
     /// This conductor's `conductors.id`, creating its row on a first start. Called by
     /// the service before it serves.
-    pub async fn init_conductor_id(&self) -> Result<i64, Error> {
+    pub async fn init_conductor_id(&self) -> Result<ConductorId, Error> {
         if let Some(id) = self.conductor_id.get() {
             return Ok(*id);
         }
@@ -41,7 +41,7 @@ impl Conductor {
         Ok(*self.conductor_id.get_or_init(|| id))
     }
 
-    fn my_id(&self) -> Result<i64, Error> {
+    fn my_id(&self) -> Result<ConductorId, Error> {
         self.conductor_id
             .get()
             .copied()
@@ -76,9 +76,9 @@ impl Conductor {
     }
 
     /// Reserves a node for the allocation `id`, if it is still ours and `allocating`.
-    async fn allocate(self: Arc<Self>, id: i64) {
+    async fn allocate(self: Arc<Self>, id: AllocationId) {
         if let Err(e) = self.try_allocate(id).await {
-            tracing::error!(allocation_id = id, error = %e, "allocation failed unexpectedly");
+            tracing::error!(allocation_id = %id, error = %e, "allocation failed unexpectedly");
             if let Ok(me) = self.my_id() {
                 let msg = format!("Unexpected exception during allocation: {e}");
                 let _ = self.db.allocation_fail(id, me, &msg).await;
@@ -86,7 +86,7 @@ impl Conductor {
         }
     }
 
-    async fn try_allocate(&self, id: i64) -> Result<(), Error> {
+    async fn try_allocate(&self, id: AllocationId) -> Result<(), Error> {
         let me = self.my_id()?;
         if !self.settings.allocation_delay.is_zero() {
             tokio::time::sleep(self.settings.allocation_delay).await;
@@ -294,7 +294,7 @@ impl Conductor {
                 continue;
             }
             if self.db.allocation_take_over(id, affinity, me).await? {
-                tracing::warn!(allocation_id = id, from = ?affinity, "took over an allocation of a dead conductor");
+                tracing::warn!(allocation_id = %id, from = ?affinity, "took over an allocation of a dead conductor");
                 won += 1;
                 // Inline, one at a time, as upstream: the periodic task finishes them.
                 self.clone().allocate(id).await;

@@ -97,12 +97,12 @@ pub struct Conductor {
     /// Itself, for background work started from `&self` RPC handlers.
     me: std::sync::Weak<Conductor>,
     /// Nodes whose (simulated) agent is starting to report clean steps.
-    agents_starting: std::sync::Mutex<std::collections::HashSet<i64>>,
+    agents_starting: std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>,
     /// The owner of every piece of background work.
     work: work::Runner,
     /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
     /// allocations it works on; known once the service has started.
-    conductor_id: std::sync::OnceLock<i64>,
+    conductor_id: std::sync::OnceLock<ironic_model::ConductorId>,
 }
 
 impl Conductor {

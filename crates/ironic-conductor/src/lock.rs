@@ -7,7 +7,7 @@
 //! Invariant: every node write happens while this conductor holds the node's lock.
 
 use ironic_db::Db;
-use ironic_model::{Error, Node};
+use ironic_model::{AllocationId, Error, Node, NodeId};
 use ironic_rpc::NodeRef;
 
 use crate::Conductor;
@@ -17,7 +17,7 @@ use crate::work::Runner;
 struct LockGuard {
     db: Db,
     work: Runner,
-    node_id: i64,
+    node_id: NodeId,
     host: String,
     armed: bool,
 }
@@ -33,13 +33,13 @@ impl Drop for LockGuard {
             std::mem::take(&mut self.host),
         );
         tracing::warn!(
-            node_id,
+            %node_id,
             "node lock holder stopped early; releasing the lock"
         );
         if tokio::runtime::Handle::try_current().is_ok() {
             self.work.spawn("lock release", async move {
                 if let Err(e) = db.node_release(node_id, &host).await {
-                    tracing::error!(node_id, error = %e, "could not release a node lock");
+                    tracing::error!(%node_id, error = %e, "could not release a node lock");
                 }
             });
         }
@@ -54,7 +54,7 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    pub(crate) fn new(node: Node, db: &Db, work: &Runner, host: &str, node_id: i64) -> Held {
+    pub(crate) fn new(node: Node, db: &Db, work: &Runner, host: &str, node_id: NodeId) -> Held {
         Held {
             node,
             guard: LockGuard {
@@ -74,7 +74,10 @@ impl Held {
 
     /// [`Held::save`], deleting the allocation `drop_allocation` in the same
     /// transaction.
-    pub async fn save_dropping(&mut self, drop_allocation: Option<i64>) -> Result<(), Error> {
+    pub async fn save_dropping(
+        &mut self,
+        drop_allocation: Option<AllocationId>,
+    ) -> Result<(), Error> {
         self.node.reservation = Some(self.guard.host.clone());
         let saved = self
             .guard
@@ -115,7 +118,7 @@ impl Held {
         {
             Ok(()) => self.guard.armed = false,
             Err(e) => tracing::error!(
-                node_id = self.guard.node_id,
+                node_id = %self.guard.node_id,
                 error = %e,
                 "could not release a node lock; trying again"
             ),
@@ -125,12 +128,12 @@ impl Held {
 
 impl Conductor {
     /// Takes the node lock, retrying while another operation holds it.
-    pub(crate) async fn acquire(&self, node_id: i64) -> Result<Node, Error> {
+    pub(crate) async fn acquire(&self, node_id: NodeId) -> Result<Node, Error> {
         let mut attempt = 1;
         loop {
             match self.db.node_reserve(node_id, &self.settings.host).await {
                 Err(Error::Locked(m)) if attempt < self.settings.lock_attempts => {
-                    tracing::debug!(node_id, attempt, "node locked, retrying: {m}");
+                    tracing::debug!(%node_id, attempt, "node locked, retrying: {m}");
                     attempt += 1;
                     tokio::time::sleep(self.settings.lock_retry_interval).await;
                 }
@@ -177,7 +180,7 @@ impl Conductor {
             // The caller's id and uuid disagree (a stale or forged reference): touch
             // nothing.
             if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
-                tracing::error!(node_id, error = %e, "could not release a node lock");
+                tracing::error!(%node_id, error = %e, "could not release a node lock");
             }
             return Err(Error::node_not_found(&target.uuid));
         }
@@ -191,7 +194,7 @@ impl Conductor {
         let res = f(node).await;
         guard.armed = false;
         if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
-            tracing::error!(node_id, error = %e, "could not release a node lock");
+            tracing::error!(%node_id, error = %e, "could not release a node lock");
         }
         res
     }

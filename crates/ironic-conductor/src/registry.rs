@@ -38,7 +38,7 @@ impl Conductor {
             .db
             .conductor_register(host, &self.settings.conductor_group, &self.drivers.names())
             .await?;
-        tracing::info!(host, conductor_id = c.id, drivers = ?c.drivers, group = %c.conductor_group, "conductor registered");
+        tracing::info!(host, conductor_id = %c.id, drivers = ?c.drivers, group = %c.conductor_group, "conductor registered");
         Ok(())
     }
 

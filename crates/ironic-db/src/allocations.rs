@@ -5,9 +5,9 @@
 //! it over wins, and the loser's whole transaction rolls back).
 
 use chrono::{DateTime, Utc};
-use ironic_model::Error;
 use ironic_model::allocation::{self, Allocation, AllocationState};
 use ironic_model::node::JsonObject;
+use ironic_model::{AllocationId, ConductorId, Error, NodeId};
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -46,17 +46,17 @@ impl Row {
             ))
         })?;
         Ok(Allocation {
-            id: self.id,
+            id: AllocationId(self.id),
             uuid: self.uuid,
             name: self.name,
-            node_id: self.node_id,
+            node_id: self.node_id.map(NodeId),
             node_uuid: self.node_uuid,
             resource_class: self.resource_class,
             candidate_nodes: self.candidate_nodes.0,
             traits: self.traits.0,
             state,
             last_error: self.last_error,
-            conductor_affinity: self.conductor_affinity,
+            conductor_affinity: self.conductor_affinity.map(ConductorId),
             owner: self.owner,
             extra: self.extra.0,
             created_at: self.created_at,
@@ -93,7 +93,7 @@ fn write_error(e: sqlx::Error, a: &Allocation) -> Error {
 pub struct AllocationFilter {
     pub state: Option<String>,
     pub resource_class: Option<String>,
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     pub owner: Option<String>,
 }
 
@@ -116,7 +116,7 @@ pub const SORT_KEYS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
     /// The node (id, uuid) is reserved and the allocation `active`.
-    Reserved(i64, String),
+    Reserved(NodeId, String),
     /// No matching node is free right now.
     NoneFree,
     /// The allocation is no longer ours (taken over, deleted, or no longer
@@ -201,7 +201,7 @@ impl Db {
         ))
         .bind(&a.uuid)
         .bind(&a.name)
-        .bind(a.node_id)
+        .bind(a.node_id.map(|i| i.0))
         .bind(a.state.as_str())
         .bind(&a.owner)
         .bind(&a.last_error)
@@ -209,7 +209,7 @@ impl Db {
         .bind(Json(&a.traits))
         .bind(Json(&a.candidate_nodes))
         .bind(Json(&a.extra))
-        .bind(a.conductor_affinity)
+        .bind(a.conductor_affinity.map(|i| i.0))
         .bind(a.created_at)
         .fetch_one(p)
         .await)
@@ -243,12 +243,14 @@ impl Db {
         self.allocation_where("name = $1", Arg::Text(name)).await
     }
 
-    pub async fn allocation_by_id(&self, id: i64) -> Result<Option<Allocation>, Error> {
+    pub async fn allocation_by_id(&self, id: AllocationId) -> Result<Option<Allocation>, Error> {
+        let id = id.0;
         self.allocation_where("id = $1", Arg::Int(id)).await
     }
 
     /// The allocation of a node (the one whose `node_id` it is).
-    pub async fn allocation_by_node(&self, node_id: i64) -> Result<Option<Allocation>, Error> {
+    pub async fn allocation_by_node(&self, node_id: NodeId) -> Result<Option<Allocation>, Error> {
+        let node_id = node_id.0;
         self.allocation_where("node_id = $1 ORDER BY id LIMIT 1", Arg::Int(node_id))
             .await
     }
@@ -285,7 +287,7 @@ impl Db {
             );
         }
         if let Some(n) = f.node_id {
-            push("node_id = ?", ListArg::Int(n), &mut conds, &mut args);
+            push("node_id = ?", ListArg::Int(n.0), &mut conds, &mut args);
         }
         if let Some(o) = &f.owner {
             push("owner = ?", ListArg::Text(o.clone()), &mut conds, &mut args);
@@ -294,10 +296,10 @@ impl Db {
         if let Some(m) = marker {
             // Rows after the marker in (sort key, id) order; NULLs sort first ascending.
             let (value, null) = match sort_key {
-                "id" => (ListArg::Int(m.id), false),
+                "id" => (ListArg::Int(m.id.0), false),
                 "uuid" => (ListArg::Text(m.uuid.clone()), false),
                 "name" => (ListArg::OptText(m.name.clone()), m.name.is_none()),
-                "node_id" => (ListArg::OptInt(m.node_id), m.node_id.is_none()),
+                "node_id" => (ListArg::OptInt(m.node_id.map(|i| i.0)), m.node_id.is_none()),
                 "state" => (ListArg::Text(m.state.as_str().into()), false),
                 "owner" => (ListArg::OptText(m.owner.clone()), m.owner.is_none()),
                 "last_error" => (
@@ -309,13 +311,13 @@ impl Db {
                     m.resource_class.is_none(),
                 ),
                 "conductor_affinity" => (
-                    ListArg::OptInt(m.conductor_affinity),
+                    ListArg::OptInt(m.conductor_affinity.map(|i| i.0)),
                     m.conductor_affinity.is_none(),
                 ),
                 "created_at" => (ListArg::Time(Some(m.created_at)), false),
                 _ => (ListArg::Time(m.updated_at), m.updated_at.is_none()),
             };
-            args.push(ListArg::Int(m.id));
+            args.push(ListArg::Int(m.id.0));
             let id_p = args.len();
             if sort_key == "id" {
                 conds.push(format!("id {cmp} ${id_p}"));
@@ -380,7 +382,7 @@ impl Db {
         .bind(&a.name)
         .bind(Json(&a.extra))
         .bind(ironic_model::node::now())
-        .bind(a.id)
+        .bind(a.id.0)
         .fetch_optional(p)
         .await)
         .map_err(|e| write_error(e, a))?;
@@ -392,10 +394,12 @@ impl Db {
     /// written).
     pub async fn allocation_fail(
         &self,
-        id: i64,
-        affinity: i64,
+        id: AllocationId,
+        affinity: ConductorId,
         last_error: &str,
     ) -> Result<bool, Error> {
+        let id = id.0;
+        let affinity = affinity.0;
         let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 \
                    WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'";
         let rows = with_pool!(self, |p| sqlx::query(sql)
@@ -421,9 +425,10 @@ impl Db {
     pub async fn allocation_claim(
         &self,
         a: &Allocation,
-        affinity: i64,
+        affinity: ConductorId,
         name: Option<&str>,
     ) -> Result<Claim, Error> {
+        let affinity = affinity.0;
         let c = candidates(a, 4, true, name);
         let skip = match self.backend() {
             Backend::Postgres => " FOR UPDATE SKIP LOCKED",
@@ -445,7 +450,7 @@ impl Db {
                 sqlx::AssertSqlSafe(claim.as_str()),
             )
             .bind(&a.uuid)
-            .bind(a.id)
+            .bind(a.id.0)
             .bind(now);
             for v in &c.args {
                 q = q.bind(v);
@@ -470,7 +475,7 @@ impl Db {
             )
             .bind(node_id)
             .bind(now)
-            .bind(a.id)
+            .bind(a.id.0)
             .bind(affinity)
             .execute(&mut *tx)
             .await?
@@ -480,7 +485,7 @@ impl Db {
                 return Ok(Claim::Lost);
             }
             tx.commit().await?;
-            Ok(Claim::Reserved(node_id, node_uuid))
+            Ok(Claim::Reserved(NodeId(node_id), node_uuid))
         }
         .await
         });
@@ -520,9 +525,10 @@ impl Db {
     pub async fn allocation_backfill(
         &self,
         a: &Allocation,
-        node_id: i64,
+        node_id: NodeId,
         holder: &str,
     ) -> Result<(), Error> {
+        let node_id = node_id.0;
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
         let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
@@ -534,7 +540,7 @@ impl Db {
                  RETURNING instance_info",
             )
             .bind(&a.uuid)
-            .bind(a.id)
+            .bind(a.id.0)
             .bind(now)
             .bind(node_id)
             .bind(holder)
@@ -555,7 +561,7 @@ impl Db {
             )
             .bind(node_id)
             .bind(now)
-            .bind(a.id)
+            .bind(a.id.0)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -574,7 +580,12 @@ impl Db {
     }
 
     /// Records a failed backfill (`error`, with the reason).
-    pub async fn allocation_set_error(&self, id: i64, last_error: &str) -> Result<(), Error> {
+    pub async fn allocation_set_error(
+        &self,
+        id: AllocationId,
+        last_error: &str,
+    ) -> Result<(), Error> {
+        let id = id.0;
         let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 WHERE id = $3";
         with_pool!(self, |p| sqlx::query(sql)
             .bind(last_error)
@@ -596,11 +607,11 @@ impl Db {
                 "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 WHERE allocation_id = $2",
             )
             .bind(ironic_model::node::now())
-            .bind(a.id)
+            .bind(a.id.0)
             .execute(&mut *tx)
             .await?;
             let n = sqlx::query("DELETE FROM allocations WHERE id = $1")
-                .bind(a.id)
+                .bind(a.id.0)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -619,29 +630,37 @@ impl Db {
     /// conductor or none (`!mine`), oldest first: `(id, affinity)`.
     pub async fn allocations_allocating(
         &self,
-        id: i64,
+        id: ConductorId,
         mine: bool,
-    ) -> Result<Vec<(i64, Option<i64>)>, Error> {
+    ) -> Result<Vec<(AllocationId, Option<ConductorId>)>, Error> {
+        let id = id.0;
         let sql = if mine {
             "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND conductor_affinity = $1 ORDER BY id"
         } else {
             "SELECT id, conductor_affinity FROM allocations WHERE state = 'allocating' AND (conductor_affinity IS NULL OR conductor_affinity <> $1) ORDER BY id"
         };
-        with_pool!(self, |p| sqlx::query_as::<_, (i64, Option<i64>)>(sql)
+        let rows = with_pool!(self, |p| sqlx::query_as::<_, (i64, Option<i64>)>(sql)
             .bind(id)
             .fetch_all(p)
             .await)
-        .map_err(|e| internal("listing allocations in progress", e))
+        .map_err(|e| internal("listing allocations in progress", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, affinity)| (AllocationId(id), affinity.map(ConductorId)))
+            .collect())
     }
 
     /// Moves an `allocating` allocation from conductor `old` to `new`; true for the one
     /// caller that wins.
     pub async fn allocation_take_over(
         &self,
-        id: i64,
-        old: Option<i64>,
-        new: i64,
+        id: AllocationId,
+        old: Option<ConductorId>,
+        new: ConductorId,
     ) -> Result<bool, Error> {
+        let id = id.0;
+        let old = old.map(|o| o.0);
+        let new = new.0;
         let sql = "UPDATE allocations SET conductor_affinity = $1, updated_at = $2 \
                    WHERE id = $3 AND state = 'allocating' \
                    AND (conductor_affinity = $4 OR (conductor_affinity IS NULL AND $4 IS NULL))";

@@ -1,7 +1,7 @@
 //! The conductor registry: registration, heartbeats, listing.
 
 use chrono::{DateTime, Utc};
-use ironic_model::Error;
+use ironic_model::{ConductorId, Error};
 use sqlx::types::Json;
 
 use crate::{Db, internal, with_pool};
@@ -9,7 +9,8 @@ use crate::{Db, internal, with_pool};
 /// A registered conductor.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Conductor {
-    pub id: i64,
+    #[sqlx(try_from = "i64")]
+    pub id: ConductorId,
     pub hostname: String,
     pub conductor_group: String,
     #[sqlx(json)]
@@ -71,7 +72,7 @@ impl Db {
         hostname: &str,
         group: &str,
         drivers: &[String],
-    ) -> Result<i64, Error> {
+    ) -> Result<ConductorId, Error> {
         let now = ironic_model::node::now();
         let insert = "INSERT INTO conductors (hostname, conductor_group, drivers, online, created_at, updated_at) \
                       VALUES ($1, $2, $3, FALSE, $4, $4) ON CONFLICT (hostname) DO NOTHING";

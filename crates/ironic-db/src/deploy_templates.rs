@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use ironic_model::Error;
 use ironic_model::deploy_template::{self as dt, DeployTemplate, TemplateStep};
 use ironic_model::node::JsonObject;
+use ironic_model::{Error, TemplateId};
 use sqlx::types::Json;
 
 use crate::{Db, internal, with_pool};
@@ -29,7 +29,7 @@ struct Row {
 impl Row {
     fn into_template(self, steps: Vec<TemplateStep>) -> DeployTemplate {
         DeployTemplate {
-            id: self.id,
+            id: TemplateId(self.id),
             uuid: self.uuid,
             name: self.name,
             steps,
@@ -109,7 +109,7 @@ impl Db {
         .await
         });
         let id = res.map_err(|e| write_error(e, t))?;
-        self.deploy_template_by_id(id)
+        self.deploy_template_by_id(TemplateId(id))
             .await?
             .ok_or_else(|| dt::not_found(&t.uuid))
     }
@@ -129,12 +129,12 @@ impl Db {
             .bind(&t.name)
             .bind(Json(&t.extra))
             .bind(now)
-            .bind(t.id)
+            .bind(t.id.0)
             .execute(&mut *tx)
             .await?
             .rows_affected();
             sqlx::query("DELETE FROM deploy_template_steps WHERE deploy_template_id = $1")
-                .bind(t.id)
+                .bind(t.id.0)
                 .execute(&mut *tx)
                 .await?;
             for s in &t.steps {
@@ -142,7 +142,7 @@ impl Db {
                     "INSERT INTO deploy_template_steps (deploy_template_id, interface, step, args, priority) \
                      VALUES ($1, $2, $3, $4, $5)",
                 )
-                .bind(t.id)
+                .bind(t.id.0)
                 .bind(&s.interface)
                 .bind(&s.step)
                 .bind(Json(&s.args))
@@ -168,11 +168,11 @@ impl Db {
         let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
             let mut tx = p.begin().await?;
             sqlx::query("DELETE FROM deploy_template_steps WHERE deploy_template_id = $1")
-                .bind(t.id)
+                .bind(t.id.0)
                 .execute(&mut *tx)
                 .await?;
             let n = sqlx::query("DELETE FROM deploy_templates WHERE id = $1")
-                .bind(t.id)
+                .bind(t.id.0)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -265,7 +265,8 @@ impl Db {
             .await
     }
 
-    async fn deploy_template_by_id(&self, id: i64) -> Result<Option<DeployTemplate>, Error> {
+    async fn deploy_template_by_id(&self, id: TemplateId) -> Result<Option<DeployTemplate>, Error> {
+        let id = id.0;
         self.deploy_template_one("WHERE id = CAST($1 AS BIGINT)", id.to_string())
             .await
     }

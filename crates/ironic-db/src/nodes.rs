@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use ironic_model::node::{Interfaces, JsonObject};
 use ironic_model::states::ProvisionState;
-use ironic_model::{Error, Node, NodeUuid};
+use ironic_model::{AllocationId, ConductorId, Error, Node, NodeId, NodeUuid};
 use sqlx::types::Json;
 
 use crate::{Backend, Db, internal, with_pool};
@@ -291,7 +291,7 @@ impl NodeRow {
             None => None,
         };
         Ok(Node {
-            id: self.id,
+            id: NodeId(self.id),
             uuid: NodeUuid::from_db(self.uuid),
             name: self.name,
             driver: self.driver,
@@ -327,11 +327,11 @@ impl NodeRow {
             owner: self.owner,
             lessee: self.lessee,
             description: self.description,
-            allocation_id: self.allocation_id,
+            allocation_id: self.allocation_id.map(AllocationId),
             allocation_uuid: self.allocation_uuid,
             retired: self.retired,
             retired_reason: self.retired_reason,
-            conductor_affinity: self.conductor_affinity,
+            conductor_affinity: self.conductor_affinity.map(ConductorId),
             interfaces: Interfaces([
                 self.bios_interface,
                 self.boot_interface,
@@ -424,10 +424,10 @@ fn write_args(n: &Node) -> Vec<Arg> {
         t(&n.owner),
         t(&n.lessee),
         t(&n.description),
-        Arg::I64(n.allocation_id),
+        Arg::I64(n.allocation_id.map(|i| i.0)),
         Arg::Bool(Some(n.retired)),
         t(&n.retired_reason),
-        Arg::I64(n.conductor_affinity),
+        Arg::I64(n.conductor_affinity.map(|i| i.0)),
     ];
     a.extend(n.interfaces.0.iter().map(t));
     a.push(Arg::Time(Some(n.created_at)));
@@ -595,7 +595,7 @@ impl Db {
         .await)
         .map_err(|e| write_error(e, node))?;
         let mut created = node.clone();
-        created.id = id;
+        created.id = NodeId(id);
         Ok(created)
     }
 
@@ -628,7 +628,8 @@ impl Db {
             .await
     }
 
-    pub async fn node_by_id(&self, id: i64) -> Result<Option<Node>, Error> {
+    pub async fn node_by_id(&self, id: NodeId) -> Result<Option<Node>, Error> {
+        let id = id.0;
         self.node_fetch("n.id = $1", Arg::I64(Some(id))).await
     }
 
@@ -717,10 +718,10 @@ impl Db {
             .map(NodeRow::into_node)
             .collect::<Result<Vec<_>, _>>()?;
         if q.with_traits && !nodes.is_empty() {
-            let ids: Vec<i64> = nodes.iter().map(|n| n.id).collect();
+            let ids: Vec<i64> = nodes.iter().map(|n| n.id.0).collect();
             let mut traits = self.node_traits_of(&ids).await?;
             for n in &mut nodes {
-                n.traits = traits.remove(&n.id).unwrap_or_default();
+                n.traits = traits.remove(&n.id.0).unwrap_or_default();
             }
         }
         Ok(nodes)
@@ -738,7 +739,8 @@ impl Db {
 
     /// Takes the node's exclusive lock for `host` and returns the node as locked.
     /// 404 if the node is gone, 409 `NodeLocked` naming the holder if it is taken.
-    pub async fn node_reserve(&self, node_id: i64, host: &str) -> Result<Node, Error> {
+    pub async fn node_reserve(&self, node_id: NodeId, host: &str) -> Result<Node, Error> {
+        let node_id = node_id.0;
         let sql = format!(
             "UPDATE nodes SET reservation = $1 WHERE id = $2 AND reservation IS NULL RETURNING {}, \
              (SELECT a.uuid FROM allocations a WHERE a.id = nodes.allocation_id) AS allocation_uuid",
@@ -769,13 +771,13 @@ impl Db {
                     Err(e) => Err(e),
                 };
                 if read.is_err()
-                    && let Err(e) = self.node_release(node_id, host).await
+                    && let Err(e) = self.node_release(NodeId(node_id), host).await
                 {
                     tracing::error!(node_id, error = %e, "could not give back a lock after a failed read");
                 }
                 read
             }
-            None => match self.node_by_id(node_id).await? {
+            None => match self.node_by_id(NodeId(node_id)).await? {
                 None => Err(Error::node_not_found(&node_id.to_string())),
                 Some(n) => Err(Error::node_locked(
                     n.uuid.as_str(),
@@ -786,7 +788,8 @@ impl Db {
     }
 
     /// Gives the lock back if `host` still holds it.
-    pub async fn node_release(&self, node_id: i64, host: &str) -> Result<(), Error> {
+    pub async fn node_release(&self, node_id: NodeId, host: &str) -> Result<(), Error> {
+        let node_id = node_id.0;
         let sql = "UPDATE nodes SET reservation = NULL WHERE id = $1 AND reservation = $2";
         with_pool!(self, |p| sqlx::query(sql)
             .bind(node_id)
@@ -801,10 +804,17 @@ impl Db {
     /// Every locked node: (id, uuid, driver, conductor_group, holder). Locks are few
     /// (one per operation in progress), so one query serves the orphan-lock check
     /// whatever the number of dead conductors.
-    pub async fn nodes_locked(&self) -> Result<Vec<(i64, String, String, String, String)>, Error> {
+    pub async fn nodes_locked(
+        &self,
+    ) -> Result<Vec<(NodeId, String, String, String, String)>, Error> {
         let sql = "SELECT id, uuid, driver, conductor_group, reservation FROM nodes WHERE reservation IS NOT NULL";
-        with_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)
-            .map_err(|e| internal("reading locked nodes", e))
+        let rows: Vec<(i64, String, String, String, String)> =
+            with_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)
+                .map_err(|e| internal("reading locked nodes", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, u, d, g, h)| (NodeId(id), u, d, g, h))
+            .collect())
     }
 
     /// Releases `holder`'s lock on a node only if `holder`'s heartbeat is still the one
@@ -812,10 +822,11 @@ impl Db {
     /// in between keeps its lock. Returns whether the lock was released.
     pub async fn node_release_orphan(
         &self,
-        node_id: i64,
+        node_id: NodeId,
         holder: &str,
         seen: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<bool, Error> {
+        let node_id = node_id.0;
         let sql = "UPDATE nodes SET reservation = NULL WHERE id = $1 AND reservation = $2 \
                    AND EXISTS (SELECT 1 FROM conductors WHERE hostname = $2 \
                    AND (updated_at = $3 OR (updated_at IS NULL AND $3 IS NULL)))";
@@ -836,7 +847,7 @@ impl Db {
     pub async fn nodes_unlocked_in(
         &self,
         states: &[&str],
-    ) -> Result<Vec<(i64, String, String, String)>, Error> {
+    ) -> Result<Vec<(NodeId, String, String, String)>, Error> {
         if states.is_empty() {
             return Ok(Vec::new());
         }
@@ -846,14 +857,18 @@ impl Db {
              WHERE provision_state IN ({}) AND reservation IS NULL",
             placeholders.join(", ")
         );
-        with_pool!(self, |p| {
+        let rows: Vec<(i64, String, String, String)> = with_pool!(self, |p| {
             let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
             for st in states {
                 q = q.bind(*st);
             }
             q.fetch_all(p).await
         })
-        .map_err(|e| internal("reading nodes by state", e))
+        .map_err(|e| internal("reading nodes by state", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, u, d, g)| (NodeId(id), u, d, g))
+            .collect())
     }
 
     /// Releases every lock `host` holds (a conductor starting after a crash).
@@ -880,8 +895,9 @@ impl Db {
         &self,
         node: &Node,
         holder: &str,
-        drop_allocation: Option<i64>,
+        drop_allocation: Option<AllocationId>,
     ) -> Result<Node, Error> {
+        let drop_allocation = drop_allocation.map(|a| a.0);
         let mut node = node.clone();
         node.updated_at = Some(ironic_model::node::now());
         let sets: Vec<String> = WRITE_COLS
@@ -897,7 +913,7 @@ impl Db {
             n + 2
         );
         let mut args = write_args(&node);
-        args.push(Arg::I64(Some(node.id)));
+        args.push(Arg::I64(Some(node.id.0)));
         args.push(Arg::Text(Some(holder.to_string())));
         let rows = with_pool!(self, |p| async {
             if drop_allocation.is_none() {
@@ -936,7 +952,8 @@ impl Db {
 
     /// Deletes the node (its traits, and its allocations) while `holder` holds its
     /// lock, in one transaction.
-    pub async fn node_destroy(&self, node_id: i64, holder: &str) -> Result<(), Error> {
+    pub async fn node_destroy(&self, node_id: NodeId, holder: &str) -> Result<(), Error> {
+        let node_id = node_id.0;
         let res: Result<u64, sqlx::Error> = with_pool!(self, |p| async {
             let mut tx = p.begin().await?;
             let rows = sqlx::query("DELETE FROM nodes WHERE id = $1 AND reservation = $2")
@@ -962,7 +979,8 @@ impl Db {
         Ok(())
     }
 
-    pub async fn node_traits(&self, node_id: i64) -> Result<Vec<String>, Error> {
+    pub async fn node_traits(&self, node_id: NodeId) -> Result<Vec<String>, Error> {
+        let node_id = node_id.0;
         let sql = "SELECT trait FROM node_traits WHERE node_id = $1 ORDER BY trait";
         with_pool!(self, |p| sqlx::query_scalar::<_, String>(sql)
             .bind(node_id)
@@ -994,11 +1012,12 @@ impl Db {
     /// More than `max` traits in the result is refused with 400.
     pub async fn node_add_traits(
         &self,
-        node_id: i64,
+        node_id: NodeId,
         traits: &[String],
         replace: bool,
         max: usize,
     ) -> Result<Vec<String>, Error> {
+        let node_id = node_id.0;
         let now = ironic_model::node::now();
         let res: Result<Result<Vec<String>, Error>, sqlx::Error> = with_pool!(self, |p| {
             async {
@@ -1038,7 +1057,12 @@ impl Db {
     }
 
     /// Removes one trait (`Some`) or all of them (`None`); false if the trait was absent.
-    pub async fn node_remove_traits(&self, node_id: i64, one: Option<&str>) -> Result<bool, Error> {
+    pub async fn node_remove_traits(
+        &self,
+        node_id: NodeId,
+        one: Option<&str>,
+    ) -> Result<bool, Error> {
+        let node_id = node_id.0;
         let now = ironic_model::node::now();
         let res: Result<bool, sqlx::Error> = with_pool!(self, |p| async {
             let mut tx = p.begin().await?;

@@ -4,6 +4,7 @@
 use ironic_db::{Db, NodeFilter, NodeListQuery};
 use ironic_model::node::{NodeDefaults, from_create_body};
 use ironic_model::states::ProvisionState;
+use ironic_model::{ConductorId, NodeId};
 use ironic_model::{Error, Node, Version};
 use serde_json::json;
 
@@ -57,7 +58,7 @@ async fn create_and_read_back(db: &Db) {
                "properties": {"cpus": 8}, "resource_class": "rc", "owner": "p1"}),
     )
     .await;
-    assert!(n.id > 0);
+    assert!(n.id.0 > 0);
     let by_uuid = db
         .node_by_uuid(n.uuid.as_str())
         .await
@@ -308,7 +309,7 @@ async fn locks_are_exclusive(db: &Db) {
         None
     );
     assert!(matches!(
-        db.node_reserve(999_999, "x").await,
+        db.node_reserve(NodeId(999_999), "x").await,
         Err(Error::NotFound(_))
     ));
     // Concurrent reservations: exactly one wins.
@@ -451,12 +452,16 @@ async fn conductors_register_and_heartbeat(db: &Db) {
 /// compare-and-set wins, and the former owner can no longer write it.
 async fn allocation_take_over_has_one_winner(db: &Db) {
     let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some("rc".into()));
-    a.conductor_affinity = Some(1);
+    a.conductor_affinity = Some(ConductorId(1));
     let a = db.allocation_create(&a).await.unwrap();
     let racers: Vec<_> = (2..10)
         .map(|new| {
             let db = db.clone();
-            tokio::spawn(async move { db.allocation_take_over(a.id, Some(1), new).await.unwrap() })
+            tokio::spawn(async move {
+                db.allocation_take_over(a.id, Some(ConductorId(1)), ConductorId(new))
+                    .await
+                    .unwrap()
+            })
         })
         .collect();
     let mut wins = 0;
@@ -468,9 +473,13 @@ async fn allocation_take_over_has_one_winner(db: &Db) {
     assert_eq!(wins, 1, "exactly one taker");
     let now = db.allocation_by_id(a.id).await.unwrap().unwrap();
     let winner = now.conductor_affinity.unwrap();
-    assert!((2..10).contains(&winner));
+    assert!((2..10).contains(&winner.0));
     // The dead owner's late write is refused; the winner's goes through.
-    assert!(!db.allocation_fail(a.id, 1, "late").await.unwrap());
+    assert!(
+        !db.allocation_fail(a.id, ConductorId(1), "late")
+            .await
+            .unwrap()
+    );
     assert!(db.allocation_fail(a.id, winner, "no nodes").await.unwrap());
     let done = db.allocation_by_id(a.id).await.unwrap().unwrap();
     assert_eq!(done.state, ironic_model::AllocationState::Error);
@@ -487,10 +496,10 @@ async fn allocation_never_picks_a_retired_node(db: &Db) {
     let n = db.node_create(&n).await.unwrap();
     let mut a =
         ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some("rc-r".into()));
-    a.conductor_affinity = Some(1);
+    a.conductor_affinity = Some(ConductorId(1));
     let a = db.allocation_create(&a).await.unwrap();
     assert_eq!(
-        db.allocation_claim(&a, 1, None).await.unwrap(),
+        db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
         ironic_db::allocations::Claim::NoneFree
     );
     assert_eq!(
@@ -503,7 +512,7 @@ async fn allocation_never_picks_a_retired_node(db: &Db) {
     m.power_state = Some("power off".into());
     let m = db.node_create(&m).await.unwrap();
     assert_eq!(
-        db.allocation_claim(&a, 1, None).await.unwrap(),
+        db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
         ironic_db::allocations::Claim::Reserved(m.id, m.uuid.to_string())
     );
     assert!(

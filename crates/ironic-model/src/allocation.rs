@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::ids::{AllocationId, ConductorId, NodeId};
 use crate::node::JsonObject;
 
 /// An allocation's state: `allocating` until a node is reserved (`active`) or none can
@@ -60,7 +61,7 @@ pub struct NewAllocation {
 
 impl NewAllocation {
     /// The allocation to store: `allocating`, worked on by `conductor`.
-    pub fn into_allocation(self, conductor: i64) -> Allocation {
+    pub fn into_allocation(self, conductor: ConductorId) -> Allocation {
         Allocation {
             name: self.name,
             candidate_nodes: self.candidate_nodes,
@@ -77,7 +78,7 @@ impl NewAllocation {
 /// reference touches nothing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocationRef {
-    pub id: i64,
+    pub id: AllocationId,
     pub uuid: String,
 }
 
@@ -86,11 +87,11 @@ pub const RESOURCE_CLASS_MAX: usize = 80;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {
-    pub id: i64,
+    pub id: AllocationId,
     pub uuid: String,
     pub name: Option<String>,
     /// The node reserved (`active`), or the node being backfilled.
-    pub node_id: Option<i64>,
+    pub node_id: Option<NodeId>,
     /// Read-only, from the nodes table: the uuid of `node_id`.
     pub node_uuid: Option<String>,
     pub resource_class: Option<String>,
@@ -100,7 +101,7 @@ pub struct Allocation {
     pub state: AllocationState,
     pub last_error: Option<String>,
     /// The conductor (`conductors.id`) working on it while `allocating`.
-    pub conductor_affinity: Option<i64>,
+    pub conductor_affinity: Option<ConductorId>,
     pub owner: Option<String>,
     pub extra: JsonObject,
     pub created_at: DateTime<Utc>,
@@ -111,7 +112,7 @@ impl Allocation {
     /// A new allocation, not stored yet.
     pub fn new(uuid: String, resource_class: Option<String>) -> Allocation {
         Allocation {
-            id: 0,
+            id: AllocationId::default(),
             uuid,
             name: None,
             node_id: None,

@@ -46,7 +46,7 @@ impl TemplateStep {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeployTemplate {
-    pub id: i64,
+    pub id: crate::ids::TemplateId,
     pub uuid: String,
     pub name: String,
     pub steps: Vec<TemplateStep>,

@@ -1,6 +1,41 @@
-//! Typed identifiers, so that a node uuid and any other string do not mix.
+//! Typed identifiers, so that a node uuid and any other string, or a node's row id and
+//! an allocation's, do not mix.
 
 use std::fmt;
+
+/// A database row id of one kind of row. The value is public (the database layer binds
+/// and reads it); the type keeps ids of different rows apart.
+macro_rules! row_id {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct $name(pub i64);
+
+        impl From<i64> for $name {
+            fn from(v: i64) -> Self {
+                $name(v)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    )*};
+}
+
+row_id! {
+    /// `nodes.id`.
+    NodeId;
+    /// `allocations.id`.
+    AllocationId;
+    /// `conductors.id`: also the `conductor_affinity` of the allocations a conductor
+    /// works on.
+    ConductorId;
+    /// `deploy_templates.id`.
+    TemplateId;
+}
 
 /// A node's UUID in canonical lower-case hyphenated form.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -19,6 +19,6 @@ pub mod version;
 
 pub use allocation::{Allocation, AllocationRef, AllocationState, NewAllocation};
 pub use error::{Error, Result};
-pub use ids::NodeUuid;
+pub use ids::{AllocationId, ConductorId, NodeId, NodeUuid, TemplateId};
 pub use node::Node;
 pub use version::Version;

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::ids::{NodeUuid, canonical_uuid};
+use crate::ids::{AllocationId, ConductorId, NodeId, NodeUuid, canonical_uuid};
 use crate::names::{is_valid_conductor_group, is_valid_node_name, py_repr_str};
 use crate::patch::py_repr;
 use crate::states::ProvisionState;
@@ -47,7 +47,7 @@ impl Interfaces {
 /// A bare metal node as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
-    pub id: i64,
+    pub id: NodeId,
     pub uuid: NodeUuid,
     pub name: Option<String>,
     pub driver: String,
@@ -84,13 +84,13 @@ pub struct Node {
     pub owner: Option<String>,
     pub lessee: Option<String>,
     pub description: Option<String>,
-    pub allocation_id: Option<i64>,
+    pub allocation_id: Option<AllocationId>,
     /// Read-only, from the allocations table: the uuid of `allocation_id`.
     pub allocation_uuid: Option<String>,
     pub retired: bool,
     pub retired_reason: Option<String>,
     /// Id of the conductor that last built local state for this node.
-    pub conductor_affinity: Option<i64>,
+    pub conductor_affinity: Option<ConductorId>,
     pub interfaces: Interfaces,
     pub traits: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -108,7 +108,7 @@ impl Node {
     /// A node with every field at its default, as a create request starts from.
     pub fn blank(uuid: NodeUuid, driver: String, version: Version) -> Self {
         Node {
-            id: 0,
+            id: NodeId::default(),
             uuid,
             name: None,
             driver,

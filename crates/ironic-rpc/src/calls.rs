@@ -674,7 +674,7 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         let node = NodeRef {
-            id: 3,
+            id: ironic_model::NodeId(3),
             uuid: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123".into(),
             driver: "fake-hardware".into(),
             conductor_group: "g".into(),
@@ -707,7 +707,7 @@ mod tests {
         });
         round_trip(DestroyAllocation {
             allocation: AllocationRef {
-                id: 9,
+                id: ironic_model::AllocationId(9),
                 uuid: "u".into(),
             },
         });

@@ -8,7 +8,9 @@ use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node, NodeUuid};
 
 use ironic_catalog::steps::Requested;
-use ironic_model::{Allocation, AllocationRef, AllocationState, NewAllocation};
+use ironic_model::{
+    Allocation, AllocationId, AllocationRef, AllocationState, ConductorId, NewAllocation, NodeId,
+};
 
 use crate::{NodeRef, pb};
 
@@ -41,7 +43,7 @@ fn json_obj(s: &str, field: &str) -> Result<JsonObject, Error> {
 
 pub fn node_to_pb(n: &Node) -> pb::Node {
     pb::Node {
-        id: n.id,
+        id: n.id.0,
         uuid: n.uuid.as_str().to_string(),
         name: n.name.clone(),
         driver: n.driver.clone(),
@@ -77,11 +79,11 @@ pub fn node_to_pb(n: &Node) -> pb::Node {
         owner: n.owner.clone(),
         lessee: n.lessee.clone(),
         description: n.description.clone(),
-        allocation_id: n.allocation_id,
+        allocation_id: n.allocation_id.map(|i| i.0),
         allocation_uuid: n.allocation_uuid.clone(),
         retired: n.retired,
         retired_reason: n.retired_reason.clone(),
-        conductor_affinity: n.conductor_affinity,
+        conductor_affinity: n.conductor_affinity.map(|i| i.0),
         interfaces: INTERFACE_TYPES
             .iter()
             .zip(n.interfaces.0.iter())
@@ -104,7 +106,7 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         interfaces.0[i] = Some(v);
     }
     Ok(Node {
-        id: p.id,
+        id: NodeId(p.id),
         uuid: NodeUuid::parse(&p.uuid).ok_or_else(|| bad("node uuid"))?,
         name: p.name,
         driver: p.driver,
@@ -144,11 +146,11 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         owner: p.owner,
         lessee: p.lessee,
         description: p.description,
-        allocation_id: p.allocation_id,
+        allocation_id: p.allocation_id.map(AllocationId),
         allocation_uuid: p.allocation_uuid,
         retired: p.retired,
         retired_reason: p.retired_reason,
-        conductor_affinity: p.conductor_affinity,
+        conductor_affinity: p.conductor_affinity.map(ConductorId),
         interfaces,
         traits: p.traits,
         created_at: from_us(p.created_at_us, "created_at")?,
@@ -158,17 +160,17 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
 
 pub fn allocation_to_pb(a: &Allocation) -> pb::Allocation {
     pb::Allocation {
-        id: a.id,
+        id: a.id.0,
         uuid: a.uuid.clone(),
         name: a.name.clone(),
-        node_id: a.node_id,
+        node_id: a.node_id.map(|i| i.0),
         node_uuid: a.node_uuid.clone(),
         resource_class: a.resource_class.clone(),
         candidate_nodes: a.candidate_nodes.clone(),
         traits: a.traits.clone(),
         state: a.state.as_str().to_string(),
         last_error: a.last_error.clone(),
-        conductor_affinity: a.conductor_affinity,
+        conductor_affinity: a.conductor_affinity.map(|i| i.0),
         owner: a.owner.clone(),
         extra_json: json_text(&a.extra),
         created_at_us: us(&a.created_at),
@@ -179,17 +181,17 @@ pub fn allocation_to_pb(a: &Allocation) -> pb::Allocation {
 pub fn allocation_from_pb(p: Option<pb::Allocation>) -> Result<Allocation, Error> {
     let p = p.ok_or_else(|| bad("allocation"))?;
     Ok(Allocation {
-        id: p.id,
+        id: AllocationId(p.id),
         uuid: p.uuid,
         name: p.name,
-        node_id: p.node_id,
+        node_id: p.node_id.map(NodeId),
         node_uuid: p.node_uuid,
         resource_class: p.resource_class,
         candidate_nodes: p.candidate_nodes,
         traits: p.traits,
         state: AllocationState::parse(&p.state).ok_or_else(|| bad("allocation state"))?,
         last_error: p.last_error,
-        conductor_affinity: p.conductor_affinity,
+        conductor_affinity: p.conductor_affinity.map(ConductorId),
         owner: p.owner,
         extra: json_obj(&p.extra_json, "allocation extra")?,
         created_at: from_us(p.created_at_us, "created_at")?,
@@ -227,7 +229,7 @@ pub fn new_allocation_from_pb(p: Option<pb::NewAllocation>) -> Result<NewAllocat
 
 pub fn allocation_ref_to_pb(a: &AllocationRef) -> pb::AllocationRef {
     pb::AllocationRef {
-        id: a.id,
+        id: a.id.0,
         uuid: a.uuid.clone(),
     }
 }
@@ -235,14 +237,14 @@ pub fn allocation_ref_to_pb(a: &AllocationRef) -> pb::AllocationRef {
 pub fn allocation_ref_from_pb(p: Option<pb::AllocationRef>) -> Result<AllocationRef, Error> {
     let p = p.ok_or_else(|| bad("allocation reference"))?;
     Ok(AllocationRef {
-        id: p.id,
+        id: AllocationId(p.id),
         uuid: p.uuid,
     })
 }
 
 pub fn node_ref_to_pb(n: &NodeRef) -> pb::NodeRef {
     pb::NodeRef {
-        id: n.id,
+        id: n.id.0,
         uuid: n.uuid.clone(),
         driver: n.driver.clone(),
         conductor_group: n.conductor_group.clone(),
@@ -252,7 +254,7 @@ pub fn node_ref_to_pb(n: &NodeRef) -> pb::NodeRef {
 pub fn node_ref_from_pb(n: Option<pb::NodeRef>) -> Result<NodeRef, Error> {
     let n = n.ok_or_else(|| bad("node reference"))?;
     Ok(NodeRef {
-        id: n.id,
+        id: NodeId(n.id),
         uuid: n.uuid,
         driver: n.driver,
         conductor_group: n.conductor_group,
@@ -366,7 +368,7 @@ mod tests {
     #[test]
     fn node_round_trips() {
         let mut n = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::new(51));
-        n.id = 7;
+        n.id = NodeId(7);
         n.name = Some("n1".into());
         n.extra.insert("k".into(), serde_json::json!({"a": [1, 2]}));
         n.interfaces.0[3] = Some("fake".into());

@@ -44,7 +44,7 @@ pub struct Context {
 /// the position on the ring the uuid.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRef {
-    pub id: i64,
+    pub id: ironic_model::NodeId,
     pub uuid: String,
     pub driver: String,
     pub conductor_group: String,

@@ -818,7 +818,7 @@ async fn allocations_of_a_dead_conductor_are_taken_over() {
     let hosts = ["alloc-a", "alloc-b", "alloc-c"];
     let (mut conductors, _api_proc, api) = start_cluster(&cluster, &hosts).await;
     common::available_nodes(&api, "rc-x", 12, 4).await;
-    let ids: BTreeMap<i64, String> =
+    let ids: BTreeMap<ironic_model::ConductorId, String> =
         t.db.conductor_list()
             .await
             .unwrap()
@@ -922,7 +922,8 @@ async fn six_hundred_allocations_for_five_hundred_nodes() {
         ..Default::default()
     };
     let nodes = t.db.node_list(&q).await.unwrap();
-    let allocated: BTreeSet<i64> = nodes.iter().filter_map(|n| n.allocation_id).collect();
+    let allocated: BTreeSet<ironic_model::AllocationId> =
+        nodes.iter().filter_map(|n| n.allocation_id).collect();
     assert_eq!(allocated.len(), 500);
     assert_eq!(
         nodes.iter().filter(|n| n.allocation_id.is_some()).count(),
