@@ -96,8 +96,6 @@ pub struct Conductor {
     boot_id: String,
     /// Itself, for background work started from `&self` RPC handlers.
     me: std::sync::Weak<Conductor>,
-    /// Nodes whose (simulated) agent is starting to report clean steps.
-    agents_starting: std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>,
     /// The owner of every piece of background work.
     work: work::Runner,
     /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
@@ -114,7 +112,6 @@ impl Conductor {
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             me: me.clone(),
             work: work::Runner::new(),
-            agents_starting: std::sync::Mutex::new(std::collections::HashSet::new()),
             conductor_id: std::sync::OnceLock::new(),
         })
     }

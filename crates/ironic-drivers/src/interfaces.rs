@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::HardwareType;
 use crate::fake;
-use crate::steps::Step;
+use crate::steps::{Step, StepDecl};
 
 /// The future of a driver call.
 pub type DriverFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, DriverError>> + Send + 'a>>;
@@ -303,6 +303,18 @@ pub trait Driver: Send + Sync {
         }
     }
 
+    /// A step of the node started, finished, failed or was aborted (`event`): what the
+    /// driver records of it on the node. Default: nothing.
+    fn step_event(&self, _node: NodeInfo<'_>, _step: &Step, _event: &str) -> NodeChanges {
+        NodeChanges::none()
+    }
+
+    /// The clean steps the driver offers for the node; `None` while it cannot tell yet
+    /// (an agent on the node has to report them first: ask again later).
+    fn clean_steps(&self, _node: NodeInfo<'_>) -> Option<&'static [StepDecl]> {
+        Some(self.hardware_type().clean_steps)
+    }
+
     /// Checks the interface of a type can work on the node.
     fn validate_interface<'a>(
         &'a self,
@@ -333,7 +345,20 @@ pub trait Driver: Send + Sync {
 /// `"deploy.deploy"`.
 pub struct Fake {
     pub hw: &'static HardwareType,
+    /// `fake-agent`: when each node's simulated agent started (it reports the steps
+    /// [`AGENT_BOOT`] later).
+    agents: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
 }
+
+/// How long a `fake-agent` node's simulated agent takes to report its clean steps after
+/// they are first asked for.
+pub const AGENT_BOOT: Duration = Duration::from_secs(1);
+
+/// `driver_internal_info` key of the journal of the steps a fake node ran (newest
+/// last, at most [`JOURNAL_MAX`]): tests read what ran, in which order, with which
+/// arguments.
+pub const FAKE_JOURNAL: &str = "fake_journal";
+const JOURNAL_MAX: usize = 100;
 
 /// One fake interface of a type.
 struct FakeInterface {
@@ -516,6 +541,40 @@ impl Driver for Fake {
         self.hw
     }
 
+    fn step_event(&self, node: NodeInfo<'_>, step: &Step, event: &str) -> NodeChanges {
+        let entry = serde_json::json!({
+            "step": step.name(),
+            "args": step.args,
+            "event": event,
+            "at": ironic_model::node::now().to_rfc3339(),
+        });
+        let mut list = match node.driver_internal_info.get(FAKE_JOURNAL) {
+            Some(Value::Array(l)) => l.clone(),
+            _ => Vec::new(),
+        };
+        list.push(entry);
+        if list.len() > JOURNAL_MAX {
+            let extra = list.len() - JOURNAL_MAX;
+            list.drain(..extra);
+        }
+        let mut changes = NodeChanges::none();
+        changes
+            .driver_internal_info
+            .insert(FAKE_JOURNAL.into(), Value::Array(list));
+        changes
+    }
+
+    fn clean_steps(&self, node: NodeInfo<'_>) -> Option<&'static [StepDecl]> {
+        if !self.hw.steps_from_agent {
+            return Some(self.hw.clean_steps);
+        }
+        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        let started = *agents
+            .entry(node.uuid.to_string())
+            .or_insert_with(std::time::Instant::now);
+        (started.elapsed() >= AGENT_BOOT).then_some(self.hw.clean_steps)
+    }
+
     fn power(&self) -> &dyn PowerInterface {
         &FAKE_POWER
     }
@@ -550,9 +609,11 @@ impl Driver for Fake {
 
 pub static FAKE_HARDWARE_DRIVER: Fake = Fake {
     hw: &crate::FAKE_HARDWARE,
+    agents: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 pub static FAKE_AGENT_DRIVER: Fake = Fake {
     hw: &crate::FAKE_AGENT,
+    agents: std::sync::Mutex::new(std::collections::BTreeMap::new()),
 };
 
 /// The implementation of a hardware type of this build.

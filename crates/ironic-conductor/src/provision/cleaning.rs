@@ -1,0 +1,396 @@
+//! Cleaning: manual (`clean_steps`) and automated, the steps and their `clean wait`
+//! continuations, abort, failure, and the clean steps a driver offers.
+
+use super::*;
+
+impl Conductor {
+    /// `do_node_clean`: manual cleaning of a `manageable` node.
+    pub(crate) async fn manual_clean(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        requested: Vec<Requested>,
+        disable_ramdisk: bool,
+    ) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        let uuid = held.node.uuid.to_string();
+        if held.node.maintenance {
+            return held.bail(Error::invalid(format!(
+                "The cleaning operation can't be performed on node {uuid} because it's in maintenance mode."
+            ))).await;
+        }
+        let t = match Self::transition(
+            &held.node,
+            "manual clean",
+            Event::Clean,
+            true,
+            Some(P::Manageable),
+        ) {
+            Ok(t) => t,
+            Err(e) => return held.bail(e).await,
+        };
+        if let Err(why) = self.validate_power_and_deploy(&held.node).await {
+            return held
+                .bail(Error::invalid(format!(
+                    "Validation of node {uuid} for cleaning failed: {why}"
+                )))
+                .await;
+        }
+        set_state(&mut held.node, t);
+        held.node.last_error = None;
+        held.save().await?;
+        tracing::info!(node = %uuid, steps = requested.len(), disable_ramdisk, "manual cleaning accepted");
+        let me = self.clone();
+        let manual = Manual {
+            requested,
+            disable_ramdisk,
+        };
+        self.work.spawn("manual cleaning", async move {
+            me.clean(held, Some(manual)).await
+        });
+        Ok(())
+    }
+
+    /// The cleaning worker: validates the steps (manual) or picks the automated ones,
+    /// then runs them.
+    pub(super) async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Manual>) {
+        let uuid = held.node.uuid.to_string();
+        let offered = self
+            .drivers
+            .get(&held.node.driver)
+            .map(|h| h.clean_steps)
+            .unwrap_or(&[]);
+        wipe_cleaning(&mut held.node);
+        let disable_ramdisk = manual.as_ref().is_some_and(|m| m.disable_ramdisk);
+        let list = match manual {
+            Some(m) => {
+                let checked = steps::validate_manual(&m.requested, offered).and_then(|l| {
+                    if m.disable_ramdisk {
+                        steps::without_ramdisk(&l, offered)?;
+                    }
+                    Ok(l)
+                });
+                match checked {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let msg = format!("Cannot clean node {uuid}: {e}");
+                        self.fail_cleaning(held, msg, false).await;
+                        return;
+                    }
+                }
+            }
+            None if held
+                .node
+                .automated_clean
+                .unwrap_or(self.settings.automated_clean) =>
+            {
+                steps::automated(offered)
+            }
+            // Automated cleaning is off: nothing to prepare, nothing runs.
+            None => {
+                self.run_clean_steps(held, Vec::new(), 0).await;
+                return;
+            }
+        };
+        // Without the ramdisk nothing is prepared (so nothing is torn down after).
+        if disable_ramdisk {
+            held.node
+                .driver_internal_info
+                .insert(CLEANING_DISABLE_RAMDISK.into(), json!(true));
+        } else {
+            if let Err(why) = self
+                .deploy_call(&mut held.node, DeployCall::PrepareCleaning)
+                .await
+            {
+                let msg = format!("Failed to prepare node {uuid} for cleaning: {why}");
+                self.fail_cleaning(held, msg, false).await;
+                return;
+            }
+            held.node
+                .driver_internal_info
+                .insert(CLEANING_PREPARED.into(), json!(true));
+        }
+        held.node.driver_internal_info.insert(
+            CLEAN_STEPS.into(),
+            Value::Array(list.iter().map(Step::to_json).collect()),
+        );
+        self.run_clean_steps(held, list, 0).await;
+    }
+
+    /// Runs `list` from `from` on; returns when the cleaning ends or waits.
+    pub(super) async fn run_clean_steps(
+        self: Arc<Self>,
+        mut held: Held,
+        list: Vec<Step>,
+        from: usize,
+    ) {
+        let uuid = held.node.uuid.to_string();
+        for (i, step) in list.iter().enumerate().skip(from) {
+            held.node.clean_step = step_json(step);
+            held.node
+                .driver_internal_info
+                .insert(CLEAN_STEP_INDEX.into(), json!(i));
+            tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
+            let driver = match self.driver_of(&held.node) {
+                Ok(d) => d,
+                Err(e) => {
+                    let msg = format!("Node {uuid}: {e}");
+                    self.fail_cleaning(held, msg, true).await;
+                    return;
+                }
+            };
+            let outcome = driver.execute_step(NodeInfo::from(&held.node), step).await;
+            match outcome {
+                Ok(Outcome::Done) => {
+                    self.step_event(&mut held.node, step, "done");
+                    if let Err(e) = held.save().await {
+                        tracing::error!(node = %uuid, error = %e, "could not save the node");
+                        return;
+                    }
+                }
+                Ok(Outcome::Wait(d)) => {
+                    self.step_event(&mut held.node, step, "started");
+                    let target = held.node.target_provision_state;
+                    match fsm::process(held.node.provision_state, Event::Wait, true, target) {
+                        Ok(t) => set_state(&mut held.node, t),
+                        Err(e) => {
+                            self.fail_cleaning(held, e.to_string(), true).await;
+                            return;
+                        }
+                    }
+                    // `<host>/<process run>/<this wait>`: the timer continues only this
+                    // very wait, never a later cleaning that reached the same index.
+                    let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
+                    held.node
+                        .driver_internal_info
+                        .insert(CLEAN_STEP_RUNNER.into(), json!(token));
+                    let deadline = now()
+                        + chrono::Duration::from_std(d + CLEAN_WAIT_GRACE).unwrap_or_default();
+                    held.node.driver_internal_info.insert(
+                        CLEAN_WAIT_DEADLINE.into(),
+                        json!(deadline.timestamp_millis()),
+                    );
+                    let nref = NodeRef::from(&held.node);
+                    if let Err(e) = held.save_and_release().await {
+                        tracing::error!(node = %uuid, error = %e, "could not save the node");
+                        return;
+                    }
+                    let me = self.clone();
+                    self.work.after("clean step timer", d, async move {
+                        me.continue_cleaning(nref, i, token).await;
+                    });
+                    return;
+                }
+                Err(why) => {
+                    self.step_event(&mut held.node, step, "failed");
+                    let msg = format!("Node {uuid} failed step {}: {why}", step.name());
+                    self.fail_cleaning(held, msg, true).await;
+                    return;
+                }
+            }
+        }
+        // All done: back to manageable (manual, or a retired node) or available.
+        if held
+            .node
+            .driver_internal_info
+            .remove(CLEANING_PREPARED)
+            .is_some()
+            && let Err(why) = self
+                .deploy_call(&mut held.node, DeployCall::TearDownCleaning)
+                .await
+        {
+            let msg = format!("Failed to tear down from cleaning for node {uuid}: {why}");
+            self.fail_cleaning(held, msg, false).await;
+            return;
+        }
+        wipe_cleaning(&mut held.node);
+        let manual = held.node.target_provision_state == Some(P::Manageable);
+        let event = if manual || held.node.retired {
+            Event::Manage
+        } else {
+            Event::Done
+        };
+        match fsm::process(held.node.provision_state, event, false, None) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => {
+                self.fail_cleaning(held, e.to_string(), false).await;
+                return;
+            }
+        }
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "cleaning finished"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+
+    /// After a waiting step's time: continues with the next step, if the node is still
+    /// waiting for that step here.
+    pub(super) fn continue_cleaning(
+        self: Arc<Self>,
+        nref: NodeRef,
+        index: usize,
+        token: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        // Boxed: cleaning and its continuation call each other.
+        Box::pin(async move { self.continue_cleaning_now(nref, index, token).await })
+    }
+
+    pub(super) async fn continue_cleaning_now(
+        self: Arc<Self>,
+        nref: NodeRef,
+        index: usize,
+        token: String,
+    ) {
+        // Patient: another operation (an abort, a read-modify-write) may hold the lock.
+        let Some(mut held) = self.lock_patiently(&nref).await else {
+            return;
+        };
+        let dii = &held.node.driver_internal_info;
+        let ours = held.node.provision_state == P::CleanWait
+            && dii.get(CLEAN_STEP_INDEX).and_then(Value::as_u64) == Some(index as u64)
+            && dii.get(CLEAN_STEP_RUNNER).and_then(Value::as_str) == Some(token.as_str());
+        if !ours {
+            tracing::info!(node = %nref.uuid, "cleaning was aborted or taken over meanwhile");
+            held.release().await;
+            return;
+        }
+        let list = match Step::list_from_json(dii.get(CLEAN_STEPS)) {
+            Ok(l) => l,
+            Err(why) => {
+                let msg = format!(
+                    "Cannot continue cleaning node {}: its stored clean steps cannot be read ({why}).",
+                    nref.uuid
+                );
+                self.fail_cleaning(held, msg, false).await;
+                return;
+            }
+        };
+        if let Some(step) = list.get(index) {
+            self.step_event(&mut held.node, step, "done");
+        }
+        held.node.driver_internal_info.remove(CLEAN_STEP_RUNNER);
+        held.node.driver_internal_info.remove(CLEAN_WAIT_DEADLINE);
+        let target = held.node.target_provision_state;
+        match fsm::process(P::CleanWait, Event::Resume, true, target) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => {
+                self.fail_cleaning(held, e.to_string(), true).await;
+                return;
+            }
+        }
+        if let Err(e) = held.save().await {
+            tracing::error!(node = %nref.uuid, error = %e, "could not save the node");
+            return;
+        }
+        self.run_clean_steps(held, list, index + 1).await;
+    }
+
+    /// Cleaning failed: `clean failed` keeping the target, `last_error`; with
+    /// `step_running`, maintenance too (a step was interrupted: someone should look).
+    pub(super) async fn fail_cleaning(&self, mut held: Held, msg: String, step_running: bool) {
+        let uuid = held.node.uuid.to_string();
+        tracing::warn!(node = %uuid, "cleaning failed: {msg}");
+        let target = held.node.target_provision_state;
+        held.node.last_error = Some(msg.clone());
+        self.tear_down_cleaning_if_prepared(&mut held.node).await;
+        wipe_cleaning(&mut held.node);
+        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
+            set_state(&mut held.node, t);
+        }
+        if step_running {
+            held.node.maintenance = true;
+            held.node.fault = Some("clean failure".into());
+            if held.node.maintenance_reason.is_none() {
+                held.node.maintenance_reason = Some(msg);
+            }
+        }
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %e, "could not save the node");
+        }
+    }
+
+    /// `abort`: in `clean wait` or `clean hold`, only when the running step allows it.
+    pub(super) async fn abort(&self, mut held: Held) -> Result<(), Error> {
+        let uuid = held.node.uuid.to_string();
+        let state = held.node.provision_state;
+        if fsm::next(state, Event::Abort).is_none() {
+            return held
+                .bail(fsm::invalid_state_requested("abort", &uuid, state))
+                .await;
+        }
+        if !matches!(state, P::CleanWait | P::CleanHold) {
+            return held
+                .bail(Error::invalid(format!(
+                    "Aborting in state \"{state}\" is not supported by this conductor."
+                )))
+                .await;
+        }
+        // Empty in `clean hold`; a step that cannot be read does not block the abort.
+        let step = Step::from_json(&Value::Object(held.node.clean_step.clone())).ok();
+        if let Some(s) = &step
+            && !s.abortable
+        {
+            return held.bail(Error::Conflict(format!(
+                "Node {uuid} is running the clean step {}, which cannot be aborted; retry once it has finished.",
+                s.name()
+            ))).await;
+        }
+        let target = held.node.target_provision_state;
+        let t = fsm::process(state, Event::Abort, true, target)?;
+        set_state(&mut held.node, t);
+        let mut msg = "By request, the clean operation was aborted".to_string();
+        if let Some(s) = &step {
+            msg.push_str(&format!(
+                " during or after the completion of step \"{}\"",
+                s.name()
+            ));
+            self.step_event(&mut held.node, s, "aborted");
+        }
+        held.node.last_error = Some(msg);
+        self.tear_down_cleaning_if_prepared(&mut held.node).await;
+        wipe_cleaning(&mut held.node);
+        held.save_and_release().await?;
+        tracing::info!(node = %uuid, "cleaning aborted");
+        Ok(())
+    }
+
+    /// Tears down what `prepare_cleaning` set up, if it did; a failure is logged and
+    /// added to `last_error` (the cleaning already ended).
+    pub(super) async fn tear_down_cleaning_if_prepared(&self, node: &mut Node) {
+        if node
+            .driver_internal_info
+            .remove(CLEANING_PREPARED)
+            .is_none()
+        {
+            return;
+        }
+        if let Err(why) = self.deploy_call(node, DeployCall::TearDownCleaning).await {
+            tracing::warn!(node = %node.uuid, "tearing down cleaning failed: {why}");
+            let msg = format!(
+                "Failed to tear down from cleaning for node {}: {why}",
+                node.uuid
+            );
+            node.last_error = Some(match node.last_error.take() {
+                Some(e) => format!("{e}; {msg}"),
+                None => msg,
+            });
+        }
+    }
+
+    /// `get_clean_steps`: the steps the node's driver offers with at least
+    /// `min_priority`, highest first; `None` while the driver cannot tell yet (a
+    /// `fake-agent` node's simulated agent is starting).
+    pub(crate) async fn clean_steps(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        min_priority: u32,
+    ) -> Result<Option<Vec<OfferedStep>>, Error> {
+        let node = self.read(target).await?;
+        let driver = self.driver_for(&node)?;
+        Ok(driver.clean_steps(NodeInfo::from(&node)).map(|offered| {
+            steps::listing(offered, min_priority)
+                .iter()
+                .map(OfferedStep::from)
+                .collect()
+        }))
+    }
+}

@@ -1,0 +1,201 @@
+//! Deploying (the deploy plan, its steps) and tearing down.
+
+use super::*;
+
+impl Conductor {
+    /// `do_node_deploy`: `available` or `deploy failed` (or, rebuilding, `active`,
+    /// `deploy failed`, `error`) → `deploying` → the deploy steps → `active`.
+    pub(crate) async fn deploy(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        rebuild: bool,
+        configdrive: Option<Value>,
+    ) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        let uuid = held.node.uuid.to_string();
+        let (action, event) = if rebuild {
+            ("rebuild", Event::Rebuild)
+        } else {
+            ("deploy", Event::Deploy)
+        };
+        let check = (|| {
+            if held.node.maintenance {
+                return Err(Error::invalid(format!(
+                    "The deploying operation can't be performed on node {uuid} because it's in maintenance mode."
+                )));
+            }
+            if rebuild && held.node.protected {
+                return Err(Error::Forbidden(format!(
+                    "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
+                )));
+            }
+            Self::transition(&held.node, action, event, true, None)
+        })();
+        let t = match check {
+            Ok(t) => t,
+            Err(e) => return held.bail(e).await,
+        };
+        // The interfaces, then the steps: both before anything moves.
+        let checked = match self.validate_power_and_deploy(&held.node).await {
+            Ok(()) => self.deploy_plan(&held.node).await,
+            Err(why) => Err(why.to_string()),
+        };
+        let plan = match checked {
+            Ok(p) => p,
+            Err(why) => {
+                return held
+                    .bail(Error::invalid(format!(
+                        "Failed to validate deploy or power info for node {uuid}: {why}"
+                    )))
+                    .await;
+            }
+        };
+        held.node.driver_internal_info.insert(
+            DEPLOY_STEPS.into(),
+            Value::Array(plan.iter().map(Step::to_json).collect()),
+        );
+        set_state(&mut held.node, t);
+        held.node.last_error = None;
+        match configdrive {
+            Some(c) => {
+                held.node.instance_info.insert("configdrive".into(), c);
+            }
+            None => {
+                held.node.instance_info.remove("configdrive");
+            }
+        }
+        held.save().await?;
+        tracing::info!(node = %uuid, rebuild, "deploy accepted");
+        let me = self.clone();
+        self.work
+            .spawn("deploy", async move { me.run_deploy(held, plan).await });
+        Ok(())
+    }
+
+    /// The deploy steps the node runs: the driver's, merged with the deploy templates
+    /// its instance traits select (`steps::deploy_plan`). `Err` is the reason the steps
+    /// are invalid.
+    pub(crate) async fn deploy_plan(&self, node: &Node) -> Result<Vec<Step>, String> {
+        let traits = ironic_model::deploy_template::instance_traits(node)?;
+        let templates = self
+            .db
+            .deploy_templates_by_names(&traits)
+            .await
+            .map_err(|e| e.to_string())?;
+        ironic_catalog::deploy_plan_for(node, templates)
+    }
+
+    /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
+    pub(super) async fn fail_deploy(&self, mut held: Held, msg: String) {
+        let uuid = held.node.uuid.to_string();
+        tracing::warn!(node = %uuid, "deploy failed: {msg}");
+        let target = held.node.target_provision_state;
+        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
+            set_state(&mut held.node, t);
+        }
+        held.node.deploy_step = JsonObject::new();
+        held.node.last_error = Some(msg);
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %e, "could not save the node");
+        }
+    }
+
+    pub(super) async fn run_deploy(self: Arc<Self>, mut held: Held, plan: Vec<Step>) {
+        let uuid = held.node.uuid.to_string();
+        if let Err(why) = self.deploy_call(&mut held.node, DeployCall::Prepare).await {
+            let msg = format!("Failed to prepare to deploy node {uuid}: {why}");
+            self.fail_deploy(held, msg).await;
+            return;
+        }
+        for step in plan {
+            held.node.deploy_step = step_json(&step);
+            if let Err(e) = held.save().await {
+                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                return;
+            }
+            tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
+            let outcome = match self.driver_of(&held.node) {
+                Ok(d) => d.execute_step(NodeInfo::from(&held.node), &step).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(Outcome::Done) => self.step_event(&mut held.node, &step, "done"),
+                Ok(Outcome::Wait(d)) => {
+                    // Deploy steps run to completion here (no deploy ramdisk to wait for).
+                    tokio::time::sleep(d).await;
+                    self.step_event(&mut held.node, &step, "done");
+                }
+                Err(why) => {
+                    self.step_event(&mut held.node, &step, "failed");
+                    let msg = format!("Deploy step {} failed on node {uuid}: {why}", step.name());
+                    self.fail_deploy(held, msg).await;
+                    return;
+                }
+            }
+        }
+        held.node.deploy_step = JsonObject::new();
+        held.node.power_state = Some("power on".into());
+        match fsm::process(held.node.provision_state, Event::Done, false, None) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "cannot finish the deploy"),
+        }
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "deployed"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+
+    /// `do_node_tear_down`: `deleting` → power off, instance data removed → automated
+    /// cleaning → `available` (`manageable` for a retired node).
+    pub(crate) async fn tear_down(self: &Arc<Self>, target: &NodeRef) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        let uuid = held.node.uuid.to_string();
+        if held.node.protected {
+            return held
+                .bail(Error::Forbidden(format!(
+                    "Node {uuid} is protected and cannot be undeployed, rebuilt or deleted"
+                )))
+                .await;
+        }
+        let t = match Self::transition(&held.node, "deleted", Event::Delete, true, None) {
+            Ok(t) => t,
+            Err(e) => return held.bail(e).await,
+        };
+        set_state(&mut held.node, t);
+        held.node.last_error = None;
+        held.save().await?;
+        tracing::info!(node = %uuid, "tear-down accepted");
+        let me = self.clone();
+        self.work.spawn("tear-down", async move {
+            // The deploy interface takes the instance away (and powers the node off).
+            if let Err(why) = me.deploy_call(&mut held.node, DeployCall::TearDown).await {
+                let msg = format!("Failed to tear down node {uuid}: {why}");
+                tracing::warn!(node = %uuid, "{msg}");
+                if let Ok(t) = fsm::process(P::Deleting, Event::Fail, false, None) {
+                    set_state(&mut held.node, t);
+                }
+                held.node.last_error = Some(msg);
+                if let Err(e) = held.save_and_release().await {
+                    tracing::error!(node = %uuid, error = %e, "could not save the node");
+                }
+                return;
+            }
+            held.node.instance_info = JsonObject::new();
+            held.node.instance_uuid = None;
+            held.node.deploy_step = JsonObject::new();
+            // The node's allocation ends with its instance (same transaction).
+            let allocation = held.node.allocation_id.take();
+            held.node.allocation_uuid = None;
+            match fsm::process(P::Deleting, Event::Clean, true, None) {
+                Ok(t) => set_state(&mut held.node, t),
+                Err(e) => tracing::error!(node = %uuid, error = %e, "cannot start cleaning"),
+            }
+            if let Err(e) = held.save_dropping(allocation).await {
+                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                return;
+            }
+            me.clean(held, None).await;
+        });
+        Ok(())
+    }
+}

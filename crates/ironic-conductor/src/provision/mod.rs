@@ -1,0 +1,185 @@
+//! Provisioning verbs and the background work they start: verification (`manage`),
+//! automated cleaning (`provide`), manual cleaning (`clean`), `abort`, and the fake
+//! `inspect` and `adopt`.
+//!
+//! A verb is checked and applied under the node lock (`fsm::process`); the RPC returns
+//! once the node is in its new state, and a task of its own carries the lock on. A step
+//! that takes time puts the node in `clean wait` and gives the lock back; a timer of this
+//! process continues the cleaning afterwards (`continue_cleaning`), and only if the node
+//! is still waiting for that very step, here (`clean_step_runner`): an abort or a
+//! take-over in between wins. Whatever a crash interrupts is failed by the node's owner
+//! (`fail_orphaned_work`).
+
+use std::sync::Arc;
+
+use ironic_catalog::steps::{self, OfferedStep, Requested, Step};
+use ironic_db::topology::Topology;
+use ironic_drivers::interfaces::{Driver, DriverError, NodeChanges, NodeInfo, Outcome};
+use ironic_model::fsm::{self, Event};
+use ironic_model::node::{JsonObject, now};
+use ironic_model::states::ProvisionState as P;
+use ironic_model::{Error, Node};
+use ironic_rpc::NodeRef;
+use serde_json::{Value, json};
+
+use crate::{Conductor, Held};
+
+mod cleaning;
+mod deploying;
+mod recovery;
+mod verbs;
+
+/// `driver_internal_info` keys of a cleaning in progress.
+const CLEAN_STEPS: &str = "clean_steps";
+const CLEAN_STEP_INDEX: &str = "clean_step_index";
+const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
+/// Set once the deploy interface prepared the node for cleaning: whoever ends the
+/// cleaning (done, failed, aborted, taken over) tears that down.
+const CLEANING_PREPARED: &str = "cleaning_prepared";
+/// The manual cleaning runs without the ramdisk (upstream's key).
+const CLEANING_DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
+/// When a waiting step should have finished (Unix ms, with a margin): past it, the
+/// wait is failed whoever ran it (upstream's clean callback timeout).
+const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
+/// The margin added to a waiting step's own duration.
+const CLEAN_WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+/// The deploy steps of the current (or last) deploy, in the order they run.
+const DEPLOY_STEPS: &str = "deploy_steps";
+fn set_state(node: &mut Node, t: fsm::Transition) {
+    node.provision_state = t.state;
+    node.target_provision_state = t.target;
+    node.provision_updated_at = Some(now());
+}
+
+fn wipe_cleaning(node: &mut Node) {
+    node.clean_step = JsonObject::new();
+    for k in [
+        CLEAN_STEPS,
+        CLEAN_STEP_INDEX,
+        CLEAN_STEP_RUNNER,
+        CLEAN_WAIT_DEADLINE,
+        CLEANING_PREPARED,
+        CLEANING_DISABLE_RAMDISK,
+    ] {
+        node.driver_internal_info.remove(k);
+    }
+}
+
+/// The deploy interface's calls that change the node.
+#[derive(Debug, Clone, Copy)]
+enum DeployCall {
+    Prepare,
+    TearDown,
+    PrepareCleaning,
+    TearDownCleaning,
+}
+
+impl DeployCall {
+    fn name(self) -> &'static str {
+        match self {
+            DeployCall::Prepare => "deploy.prepare",
+            DeployCall::TearDown => "deploy.tear_down",
+            DeployCall::PrepareCleaning => "deploy.prepare_cleaning",
+            DeployCall::TearDownCleaning => "deploy.tear_down_cleaning",
+        }
+    }
+}
+
+fn step_json(s: &Step) -> JsonObject {
+    match s.to_json() {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A manual cleaning as asked for.
+struct Manual {
+    requested: Vec<Requested>,
+    /// Run without booting the ramdisk: only steps that do not need it.
+    disable_ramdisk: bool,
+}
+
+impl Conductor {
+    /// Tells the node's driver that a step started, finished, failed or was aborted,
+    /// and applies what it records (the fake drivers' journal).
+    fn step_event(&self, node: &mut Node, step: &Step, event: &str) {
+        if let Ok(d) = self.driver_of(node) {
+            d.step_event(NodeInfo::from(&*node), step, event)
+                .apply(node);
+        }
+    }
+
+    fn runner_id(&self) -> String {
+        format!("{}/{}", self.settings.host, self.boot_id)
+    }
+
+    /// Takes the node lock in one attempt (no retry).
+    async fn lock_once(&self, nref: &NodeRef) -> Result<Held, Error> {
+        let mut node = self.db.node_reserve(nref.id, &self.settings.host).await?;
+        node.reservation = Some(self.settings.host.clone());
+        let held = Held::new(node, &self.db, &self.work, &self.settings.host, nref.id);
+        if held.node.uuid.as_str() != nref.uuid {
+            return held.bail(Error::node_not_found(&nref.uuid)).await;
+        }
+        Ok(held)
+    }
+
+    /// Takes the node lock for background work, waiting (bounded: 300 retries) while
+    /// another operation holds it; `None` if the node is gone or stays locked.
+    async fn lock_patiently(&self, nref: &NodeRef) -> Option<Held> {
+        for _ in 0..300 {
+            match self.lock(nref).await {
+                Ok(h) => return Some(h),
+                Err(Error::Locked(_)) => {
+                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                }
+                Err(e) => {
+                    tracing::warn!(node = %nref.uuid, error = %e, "cannot lock the node for background work");
+                    return None;
+                }
+            }
+        }
+        tracing::error!(node = %nref.uuid, "the node stayed locked; background work abandoned");
+        None
+    }
+
+    /// The node's driver, for work in progress (`Err` names the hardware type this
+    /// conductor does not enable).
+    fn driver_of(&self, node: &Node) -> Result<&dyn Driver, DriverError> {
+        self.driver_for(node).map_err(|_| {
+            DriverError::invalid(format!("hardware type {} is not enabled here", node.driver))
+        })
+    }
+
+    /// Validates the node's power and deploy interfaces before work starts on it; `Err`
+    /// is the driver's reason (callers word the 400).
+    async fn validate_power_and_deploy(&self, node: &Node) -> Result<(), DriverError> {
+        let driver = self
+            .driver_for(node)
+            .map_err(|e| DriverError::invalid(e.to_string()))?;
+        for t in ["power", "deploy"] {
+            driver.validate_interface(NodeInfo::from(node), t).await?;
+        }
+        Ok(())
+    }
+
+    /// Calls the node's deploy interface and applies the changes it reports to the
+    /// node in memory; `Err` is the driver's reason.
+    async fn deploy_call(&self, node: &mut Node, call: DeployCall) -> Result<(), DriverError> {
+        let driver = self.driver_of(node)?;
+        let mut info = NodeInfo::from(&*node);
+        info.skip_automated_cleaning = !node
+            .automated_clean
+            .unwrap_or(self.settings.automated_clean);
+        let d = driver.deploy();
+        tracing::debug!(node = %node.uuid, call = call.name(), "deploy interface call");
+        let changes: NodeChanges = match call {
+            DeployCall::Prepare => d.prepare(info).await,
+            DeployCall::TearDown => d.tear_down(info).await,
+            DeployCall::PrepareCleaning => d.prepare_cleaning(info).await,
+            DeployCall::TearDownCleaning => d.tear_down_cleaning(info).await,
+        }?;
+        changes.apply(node);
+        Ok(())
+    }
+}

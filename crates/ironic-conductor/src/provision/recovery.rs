@@ -1,0 +1,109 @@
+//! What a crash left behind on the nodes this conductor owns.
+
+use super::*;
+
+impl Conductor {
+    /// Fails what a crash left behind on the nodes this conductor owns: a transient
+    /// state nobody works on (unlocked), or `clean wait` whose step ran in a process
+    /// that is gone. Returns how many nodes were failed.
+    pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
+        let snap = topology.snapshot();
+        let me = self.settings.host.as_str();
+        let now_ms = now().timestamp_millis();
+        let mut states: Vec<&str> = ironic_model::states::ProvisionState::ALL
+            .iter()
+            .filter(|s| fsm::stuck_on_crash(**s))
+            .map(|s| s.as_str())
+            .collect();
+        states.push(P::CleanWait.as_str());
+        let host_alive = |host: &str| {
+            // Alive = heartbeating, even if offline: a conductor that is stopping still
+            // runs its timers until it has finished.
+            snap.conductors.iter().any(|(c, _)| {
+                c.hostname == host && !c.is_dead(chrono::Utc::now(), topology.timeout_secs())
+            })
+        };
+        let mut failed = 0;
+        for (id, uuid, driver, group) in self.db.nodes_unlocked_in(&states).await? {
+            // Look before locking: a healthy wait is left alone without touching its lock.
+            let Some(node) = self.db.node_by_id(id).await? else {
+                continue;
+            };
+            let owner = snap.owner(&group, &driver, &uuid) == Some(me);
+            let msg = if node.provision_state == P::CleanWait {
+                let dii = &node.driver_internal_info;
+                let runner = dii
+                    .get(CLEAN_STEP_RUNNER)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                let host = runner.split('/').next().unwrap_or("").to_string();
+                let mine = runner.starts_with(&format!("{}/", self.runner_id()));
+                let overdue = dii
+                    .get(CLEAN_WAIT_DEADLINE)
+                    .and_then(Value::as_i64)
+                    .is_some_and(|d| d < now_ms);
+                let step = node
+                    .clean_step
+                    .get("step")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
+                if overdue && (mine || owner) {
+                    format!(
+                        "Timeout reached while cleaning the node: the clean step {step} did not finish in time. Moving to fail state."
+                    )
+                } else if !mine && host == me {
+                    // An earlier run of this very conductor: its timer is gone. Failed
+                    // here whoever owns the node now.
+                    format!(
+                        "The clean step {step} was running on conductor {host}, which stopped. Moving to fail state."
+                    )
+                } else if owner && !mine && !host_alive(&host) {
+                    format!(
+                        "The clean step {step} was running on conductor {host}, which stopped. Moving to fail state."
+                    )
+                } else {
+                    continue;
+                }
+            } else if owner && fsm::stuck_on_crash(node.provision_state) {
+                format!(
+                    "The {} state can't be resumed by conductor {me}. Moving to fail state.",
+                    node.provision_state
+                )
+            } else {
+                continue;
+            };
+            // One attempt: a busy node is someone's live work.
+            let nref = NodeRef {
+                id,
+                uuid: uuid.clone(),
+                driver,
+                conductor_group: group,
+            };
+            let Ok(mut held) = self.lock_once(&nref).await else {
+                continue;
+            };
+            let state = held.node.provision_state;
+            if state != node.provision_state {
+                held.release().await;
+                continue;
+            }
+            if matches!(state, P::Cleaning | P::CleanWait) {
+                let step_running = !held.node.clean_step.is_empty();
+                self.fail_cleaning(held, msg, step_running).await;
+            } else {
+                let target = held.node.target_provision_state;
+                // No work follows: a stable state reached keeps no target.
+                if let Ok(t) = fsm::process(state, Event::Fail, false, target) {
+                    set_state(&mut held.node, t);
+                }
+                tracing::warn!(node = %uuid, "{msg}");
+                held.node.last_error = Some(msg);
+                held.save_and_release().await?;
+            }
+            failed += 1;
+        }
+        Ok(failed)
+    }
+}

@@ -1,0 +1,141 @@
+//! Provisioning verbs: each is checked against the state machine and applied under the
+//! node lock; verification, inspection and adoption finish here.
+
+use super::*;
+
+impl Conductor {
+    /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
+    /// not happen in the node's state.
+    pub(super) fn transition(
+        node: &Node,
+        action: &str,
+        event: Event,
+        background: bool,
+        target: Option<P>,
+    ) -> Result<fsm::Transition, Error> {
+        fsm::process(node.provision_state, event, background, target).map_err(|_| {
+            fsm::invalid_state_requested(action, node.uuid.as_str(), node.provision_state)
+        })
+    }
+
+    /// Where `action` takes the node, and whether background work follows.
+    pub(super) fn plan(node: &Node, action: &str) -> Result<(fsm::Transition, bool), Error> {
+        let uuid = node.uuid.as_str();
+        let event = match action {
+            "manage" if node.provision_state == P::Enroll => {
+                return Ok((
+                    Self::transition(node, action, Event::Manage, true, None)?,
+                    true,
+                ));
+            }
+            "provide" => {
+                if node.maintenance {
+                    return Err(Error::invalid(format!(
+                        "The providing operation can't be performed on node {uuid} because it's in maintenance mode."
+                    )));
+                }
+                if node.retired {
+                    return Err(Error::invalid(format!(
+                        "The providing operation can't be performed on node {uuid} because it is retired."
+                    )));
+                }
+                return Ok((
+                    Self::transition(node, action, Event::Provide, true, None)?,
+                    true,
+                ));
+            }
+            "inspect" | "adopt" => {
+                let e = if action == "inspect" {
+                    Event::Inspect
+                } else {
+                    Event::Adopt
+                };
+                return Ok((Self::transition(node, action, e, true, None)?, true));
+            }
+            "manage" => Event::Manage,
+            other => {
+                return Err(Error::invalid(format!(
+                    "The requested action \"{other}\" is not a provisioning action of this conductor."
+                )));
+            }
+        };
+        Ok((Self::transition(node, action, event, false, None)?, false))
+    }
+
+    /// `do_provisioning_action`.
+    pub(crate) async fn provisioning_action(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        action: &str,
+    ) -> Result<(), Error> {
+        let mut held = self.lock(target).await?;
+        if action == "abort" {
+            return self.abort(held).await;
+        }
+        let uuid = held.node.uuid.to_string();
+        let (t, background) = match Self::plan(&held.node, action) {
+            Ok(p) => p,
+            Err(e) => return held.bail(e).await,
+        };
+        set_state(&mut held.node, t);
+        if background {
+            // Starting work clears the last error.
+            held.node.last_error = None;
+        }
+        tracing::info!(node = %uuid, action, state = %held.node.provision_state, "provisioning action accepted");
+        match held.node.provision_state {
+            P::Verifying | P::Inspecting | P::Adopting => {
+                held.save().await?;
+                let me = self.clone();
+                self.work.spawn(
+                    "quick work",
+                    async move { me.finish_quick_work(held).await },
+                );
+            }
+            P::Cleaning => {
+                held.save().await?;
+                let me = self.clone();
+                self.work.spawn(
+                    "automated cleaning",
+                    async move { me.clean(held, None).await },
+                );
+            }
+            _ => {
+                held.save_and_release().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Verification, inspection and adoption: the power state is read through the
+    /// driver, then `done` (or `fail` with the driver's reason).
+    pub(super) async fn finish_quick_work(self: Arc<Self>, mut held: Held) {
+        let read = match self.driver_of(&held.node) {
+            Ok(d) => d.power().get_power_state(NodeInfo::from(&held.node)).await,
+            Err(e) => Err(e),
+        };
+        let event = match read {
+            Ok(p) => {
+                held.node.power_state = Some(p);
+                Event::Done
+            }
+            Err(why) => {
+                held.node.last_error = Some(format!(
+                    "Failed to read the power state of node {}: {why}",
+                    held.node.uuid
+                ));
+                Event::Fail
+            }
+        };
+        let target = held.node.target_provision_state;
+        match fsm::process(held.node.provision_state, event, false, target) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => tracing::error!(error = %e, "cannot finish"),
+        }
+        let uuid = held.node.uuid.clone();
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "done"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+}
