@@ -18,34 +18,27 @@ use ironic_model::allocation::{
     self as alloc, Allocation, AllocationRef, AllocationState, NewAllocation,
 };
 use ironic_model::states::ProvisionState as P;
-use ironic_model::{AllocationId, ConductorId, Error};
+use ironic_model::{AllocationId, Error};
 use ironic_rpc::NodeRef;
 
-use crate::Conductor;
+use crate::core::Core;
 
-impl Conductor {
-    /// This conductor's `conductors.id`, creating its row on a first start. Called by
-    /// the service before it serves.
-    pub async fn init_conductor_id(&self) -> Result<ConductorId, Error> {
-        if let Some(id) = self.conductor_id.get() {
-            return Ok(*id);
-        }
-        let id = self
-            .db
-            .conductor_ensure(
-                &self.settings.host,
-                &self.settings.conductor_group,
-                &self.drivers.names(),
-            )
-            .await?;
-        Ok(*self.conductor_id.get_or_init(|| id))
+/// Allocations: creating them, reserving nodes in the background, backfilling,
+/// deleting, resuming this conductor's own and taking over dead conductors'.
+pub struct Allocator {
+    core: Arc<Core>,
+}
+
+impl std::ops::Deref for Allocator {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
     }
+}
 
-    fn my_id(&self) -> Result<ConductorId, Error> {
-        self.conductor_id
-            .get()
-            .copied()
-            .ok_or_else(|| Error::Unavailable("The conductor is starting; retry.".into()))
+impl Allocator {
+    pub(crate) fn new(core: Arc<Core>) -> Allocator {
+        Allocator { core }
     }
 
     /// `create_allocation`.

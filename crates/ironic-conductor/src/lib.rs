@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use ironic_config::Config;
 use ironic_db::Db;
+use ironic_db::topology::Topology;
+use ironic_drivers::Registry;
 use ironic_drivers::interfaces::NodeInfo;
-use ironic_drivers::{HardwareType, Registry};
 use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
 use ironic_model::patch::{self, Op};
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node};
 
-use crate::lock::Held;
+pub use crate::core::Core;
 use ironic_catalog::steps::OfferedStep;
 use ironic_model::Allocation;
 use ironic_rpc::calls::{
@@ -25,9 +26,10 @@ use ironic_rpc::calls::{
     DestroyNode, DoNodeClean, DoNodeDeploy, DoNodeTearDown, DoProvisioningAction, GetCleanSteps,
     Ping, RemoveNodeTraits, SetMaintenance, UpdateNode, ValidateDriverInterfaces,
 };
-use ironic_rpc::{Context, Handlers, InterfaceCheck, NodeRef};
+use ironic_rpc::{Context, Handlers, InterfaceCheck};
 
 mod allocations;
+mod core;
 mod lock;
 pub mod oneview;
 mod provision;
@@ -86,110 +88,47 @@ impl ConductorSettings {
     }
 }
 
-/// One conductor's service.
+/// One conductor: the node calls of the contract (this file), provisioning
+/// ([`provision::Provisioner`]), allocations ([`allocations::Allocator`]), the registry
+/// and heartbeat (`registry.rs`) and the OneView checks (`oneview.rs`), over one shared
+/// [`Core`].
 pub struct Conductor {
-    db: Db,
-    drivers: Registry,
-    settings: ConductorSettings,
-    /// Names this process run: work a node records as running here (a step's timer)
-    /// is orphaned once the process is gone, even if the host comes back.
-    boot_id: String,
-    /// Itself, for background work started from `&self` RPC handlers.
-    me: std::sync::Weak<Conductor>,
-    /// The owner of every piece of background work.
-    work: work::Runner,
-    /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
-    /// allocations it works on; known once the service has started.
-    conductor_id: std::sync::OnceLock<ironic_model::ConductorId>,
+    core: Arc<Core>,
+    provision: Arc<provision::Provisioner>,
+    allocations: Arc<allocations::Allocator>,
+}
+
+impl std::ops::Deref for Conductor {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
 }
 
 impl Conductor {
     pub fn new(db: Db, drivers: Registry, settings: ConductorSettings) -> Arc<Self> {
-        Arc::new_cyclic(|me| Conductor {
-            db,
-            drivers,
-            settings,
-            boot_id: uuid::Uuid::new_v4().simple().to_string(),
-            me: me.clone(),
-            work: work::Runner::new(),
-            conductor_id: std::sync::OnceLock::new(),
+        let core = Arc::new(Core::new(db, drivers, settings));
+        Arc::new(Conductor {
+            provision: Arc::new(provision::Provisioner::new(core.clone())),
+            allocations: Arc::new(allocations::Allocator::new(core.clone())),
+            core,
         })
     }
 
-    pub fn host(&self) -> &str {
-        &self.settings.host
+    /// Fails what a crash left behind on the nodes this conductor owns (see
+    /// [`provision::Provisioner::fail_orphaned_work`]).
+    pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
+        self.provision.fail_orphaned_work(topology).await
     }
 
-    /// The implementation of the node's hardware type (400 `NoValidHost` if this
-    /// conductor does not enable it).
-    fn driver_for(&self, n: &Node) -> Result<&dyn ironic_drivers::interfaces::Driver, Error> {
-        self.drivers
-            .driver(&n.driver)
-            .ok_or_else(|| Error::no_valid_host(&n.driver, &n.conductor_group))
+    /// At start-up: continues this conductor's own `allocating` allocations.
+    pub async fn resume_allocations(&self) -> Result<usize, Error> {
+        self.allocations.resume_allocations().await
     }
 
-    /// Reads the node a reference names, without locking it (shared reads).
-    async fn read(&self, r: &NodeRef) -> Result<Node, Error> {
-        self.db
-            .node_by_id(r.id)
-            .await?
-            .filter(|n| n.uuid.as_str() == r.uuid)
-            .ok_or_else(|| Error::node_not_found(&r.uuid))
-    }
-
-    fn arc(&self) -> Result<Arc<Conductor>, Error> {
-        self.me
-            .upgrade()
-            .ok_or_else(|| Error::Unavailable("The conductor is shutting down.".into()))
-    }
-
-    pub fn db(&self) -> &Db {
-        &self.db
-    }
-
-    /// The owner of this conductor's background work.
-    pub fn work(&self) -> &work::Runner {
-        &self.work
-    }
-
-    pub fn settings(&self) -> &ConductorSettings {
-        &self.settings
-    }
-
-    /// Whether a live conductor serves `driver` in `group`.
-    async fn served(&self, driver: &str, group: &str) -> Result<bool, Error> {
-        let now = ironic_model::node::now();
-        Ok(self.db.conductor_list().await?.iter().any(|c| {
-            c.is_alive(now, self.settings.heartbeat_timeout_secs)
-                && c.conductor_group.eq_ignore_ascii_case(group)
-                && c.drivers.iter().any(|d| d == driver)
-        }))
-    }
-
-    fn hardware_type(&self, driver: &str, group: &str) -> Result<&HardwareType, Error> {
-        self.drivers
-            .get(driver)
-            .ok_or_else(|| Error::no_valid_host(driver, group))
-    }
-
-    /// Fills unset interfaces with the hardware type's defaults and refuses
-    /// implementations the hardware type does not enable.
-    fn complete_interfaces(&self, node: &mut Node) -> Result<(), Error> {
-        let hw = self.hardware_type(&node.driver, &node.conductor_group)?;
-        for (i, t) in INTERFACE_TYPES.iter().enumerate() {
-            match &node.interfaces.0[i] {
-                None => node.interfaces.0[i] = hw.default_interface(t).map(str::to_owned),
-                Some(x) if !hw.enabled_interfaces(t).contains(&x.as_str()) => {
-                    return Err(Error::invalid(format!(
-                        "{t} interface implementation '{x}' is not supported by hardware type {}. Enabled implementations: {}",
-                        hw.name,
-                        hw.enabled_interfaces(t).join(", ")
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
-        Ok(())
+    /// One round of the take-over of dead conductors' allocations.
+    pub async fn take_over(&self, topology: &Topology) -> Result<(), String> {
+        self.allocations.take_over(topology).await
     }
 
     async fn do_update(&self, node: Node, req: UpdateNode) -> Result<Node, Error> {
@@ -364,25 +303,25 @@ impl Handlers for Conductor {
         _ctx: &Context,
         req: DoProvisioningAction,
     ) -> Result<(), Error> {
-        self.arc()?
+        self.provision
             .provisioning_action(&req.node, &req.action)
             .await
     }
 
     async fn do_node_clean(&self, _ctx: &Context, req: DoNodeClean) -> Result<(), Error> {
-        self.arc()?
+        self.provision
             .manual_clean(&req.node, req.steps, req.disable_ramdisk.unwrap_or(false))
             .await
     }
 
     async fn do_node_deploy(&self, _ctx: &Context, req: DoNodeDeploy) -> Result<(), Error> {
-        self.arc()?
+        self.provision
             .deploy(&req.node, req.rebuild, req.configdrive)
             .await
     }
 
     async fn do_node_tear_down(&self, _ctx: &Context, req: DoNodeTearDown) -> Result<(), Error> {
-        self.arc()?.tear_down(&req.node).await
+        self.provision.tear_down(&req.node).await
     }
 
     async fn change_node_power_state(
@@ -435,7 +374,7 @@ impl Handlers for Conductor {
         let driver = self.driver_for(&n)?;
         let info = NodeInfo::from(&n);
         // The deploy interface is valid only if the deploy steps are.
-        let plan = self.deploy_plan(&n).await;
+        let plan = self.provision.deploy_plan(&n).await;
         let mut checks = Vec::new();
         for t in INTERFACE_TYPES.iter().filter(|t| **t != "vendor") {
             let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
@@ -467,7 +406,9 @@ impl Handlers for Conductor {
         _ctx: &Context,
         req: GetCleanSteps,
     ) -> Result<Option<Vec<OfferedStep>>, Error> {
-        self.arc()?.clean_steps(&req.node, req.min_priority).await
+        self.provision
+            .clean_steps(&req.node, req.min_priority)
+            .await
     }
 
     async fn create_allocation(
@@ -475,7 +416,7 @@ impl Handlers for Conductor {
         _ctx: &Context,
         req: CreateAllocation,
     ) -> Result<Allocation, Error> {
-        self.arc()?
+        self.allocations
             .new_allocation(req.allocation, req.backfill)
             .await
     }
@@ -485,6 +426,6 @@ impl Handlers for Conductor {
         _ctx: &Context,
         req: DestroyAllocation,
     ) -> Result<(), Error> {
-        self.delete_allocation(&req.allocation).await
+        self.allocations.delete_allocation(&req.allocation).await
     }
 }

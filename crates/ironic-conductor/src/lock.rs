@@ -1,6 +1,6 @@
 //! The node lock (the `reservation` column, taken by a conditional UPDATE) as the
-//! conductor holds it: [`Conductor::with_lock`] for work that ends with the call,
-//! [`Conductor::lock`] and [`Held`] for work handed to the background. Every path gives
+//! conductor holds it: [`Core::with_lock`] for work that ends with the call,
+//! [`Core::lock`] and [`Held`] for work handed to the background. Every path gives
 //! the lock back: explicitly, or, if the holder panicked or was cancelled, from the
 //! guard's `Drop` through the conductor's [`Runner`].
 //!
@@ -10,7 +10,7 @@ use ironic_db::Db;
 use ironic_model::{AllocationId, Error, Node, NodeId};
 use ironic_rpc::NodeRef;
 
-use crate::Conductor;
+use crate::core::Core;
 use crate::work::Runner;
 
 /// Gives a node lock back if the work holding it panicked or was cancelled.
@@ -126,7 +126,7 @@ impl Held {
     }
 }
 
-impl Conductor {
+impl Core {
     /// Takes the node lock, retrying while another operation holds it.
     pub(crate) async fn acquire(&self, node_id: NodeId) -> Result<Node, Error> {
         let mut attempt = 1;

@@ -205,7 +205,7 @@ impl Conductor {
         if retired {
             return Ok(());
         }
-        self.provisioning_action(nref, "provide").await
+        self.provision.provisioning_action(nref, "provide").await
     }
 
     /// One round of checks (a periodic task), logged when it checked anything.

@@ -100,7 +100,7 @@ impl Conductor {
         if let Err(e) = self.release_orphan_locks(topology).await {
             failed.push(format!("could not release orphan locks: {e}"));
         }
-        match self.fail_orphaned_work(topology).await {
+        match self.provision.fail_orphaned_work(topology).await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(host, nodes = n, "failed work a crash interrupted"),
             Err(e) => failed.push(format!("could not check for interrupted work: {e}")),

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Conductor {
+impl Provisioner {
     /// `do_node_clean`: manual cleaning of a `manageable` node.
     pub(crate) async fn manual_clean(
         self: &Arc<Self>,

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Conductor {
+impl Provisioner {
     /// `do_node_deploy`: `available` or `deploy failed` (or, rebuilding, `active`,
     /// `deploy failed`, `error`) → `deploying` → the deploy steps → `active`.
     pub(crate) async fn deploy(

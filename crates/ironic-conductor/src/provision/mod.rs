@@ -22,7 +22,8 @@ use ironic_model::{Error, Node};
 use ironic_rpc::NodeRef;
 use serde_json::{Value, json};
 
-use crate::{Conductor, Held};
+use crate::core::Core;
+use crate::lock::Held;
 
 mod cleaning;
 mod deploying;
@@ -99,7 +100,24 @@ struct Manual {
     disable_ramdisk: bool,
 }
 
-impl Conductor {
+/// Provisioning: the verbs and the background work they start (cleaning, deploying,
+/// tear-down), and the recovery of what a crash interrupted.
+pub struct Provisioner {
+    core: Arc<Core>,
+}
+
+impl std::ops::Deref for Provisioner {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Provisioner {
+    pub(crate) fn new(core: Arc<Core>) -> Provisioner {
+        Provisioner { core }
+    }
+
     /// Tells the node's driver that a step started, finished, failed or was aborted,
     /// and applies what it records (the fake drivers' journal).
     fn step_event(&self, node: &mut Node, step: &Step, event: &str) {

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Conductor {
+impl Provisioner {
     /// Fails what a crash left behind on the nodes this conductor owns: a transient
     /// state nobody works on (unlocked), or `clean wait` whose step ran in a process
     /// that is gone. Returns how many nodes were failed.

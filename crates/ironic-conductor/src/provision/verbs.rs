@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Conductor {
+impl Provisioner {
     /// `fsm::process`, with upstream's 400 `InvalidStateRequested` when the event may
     /// not happen in the node's state.
     pub(super) fn transition(
