@@ -14,6 +14,7 @@ on_both_backends!(
     verbs_and_automated_cleaning,
     manual_cleaning,
     aborting_a_clean_step,
+    unreadable_stored_steps_fail_the_cleaning,
     deploy_rebuild_and_tear_down,
     power_and_validate,
     forbidden_verbs_are_refused_in_every_stable_state,
@@ -360,6 +361,39 @@ async fn aborting_a_clean_step(s: &Server) {
             .await
             .status,
         400
+    );
+}
+
+/// A clean step list in `driver_internal_info` that cannot be read back (here: damaged
+/// in the database while the node waits on its first step) fails the cleaning with a
+/// message naming the bad step; nothing is skipped silently.
+async fn unreadable_stored_steps_fail_the_cleaning(s: &Server) {
+    manageable(s, "u1").await;
+    let r = s
+        .provision(
+            MAX,
+            "u1",
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "deploy", "step": "sleep", "args": {"seconds": 2}},
+                {"interface": "vendor", "step": "log_passthrough"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state(MAX, "u1", "clean wait").await;
+    let db = &s.testdb.as_ref().unwrap().db;
+    let uuid = node(s, "u1").await["uuid"].as_str().unwrap().to_string();
+    let id = db.node_by_uuid(&uuid).await.unwrap().unwrap().id;
+    // Under the node lock, as any writer: the step's timer waits for it.
+    let mut n = db.node_reserve(id, "tester").await.unwrap();
+    n.driver_internal_info["clean_steps"][1]["interface"] = json!(5);
+    n.reservation = None;
+    db.node_save(&n, "tester").await.unwrap();
+    let n = s.wait_state(MAX, "u1", "clean failed").await;
+    assert_eq!(
+        n["last_error"],
+        format!(
+            "Cannot continue cleaning node {uuid}: its stored clean steps cannot be read (step 1: \"interface\" is missing or not a string)."
+        )
     );
 }
 
