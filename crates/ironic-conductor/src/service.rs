@@ -59,8 +59,9 @@ pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settin
     }
 }
 
-/// Bus settings from the configuration; `who` names the connection in RabbitMQ.
-pub fn bus_settings(cfg: &Config, who: &str) -> BusSettings {
+/// Bus settings from the configuration; `who` names the connection in RabbitMQ,
+/// `cluster` is the deployment's id (`Db::cluster_id`).
+pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> BusSettings {
     BusSettings {
         url: cfg.amqp.url.clone(),
         exchange: cfg.amqp.exchange.clone(),
@@ -68,6 +69,7 @@ pub fn bus_settings(cfg: &Config, who: &str) -> BusSettings {
         prefetch: cfg.amqp.prefetch,
         max_backoff: Duration::from_secs(cfg.amqp.max_reconnect_backoff.max(1)),
         connection_name: format!("{who}@{}", cfg.default.host),
+        cluster: cluster.to_string(),
     }
 }
 

@@ -185,6 +185,20 @@ impl Db {
         .map_err(|e| internal("reading the schema version", e))
     }
 
+    /// The deployment's identity, written once by the migrations (`ironic-dbsync
+    /// upgrade`). Processes of one deployment share it; the message bus carries it so
+    /// that deployments sharing a RabbitMQ vhost never take each other's calls.
+    pub async fn cluster_id(&self) -> Result<String, Error> {
+        let sql = "SELECT cluster_id FROM cluster";
+        with_pool!(self, |p| sqlx::query_scalar::<_, String>(sql)
+            .fetch_optional(p)
+            .await)
+        .map_err(|e| internal("reading the cluster id", e))?
+        .ok_or_else(|| {
+            Error::Unavailable("the database has no cluster id: run `ironic-dbsync upgrade`".into())
+        })
+    }
+
     pub async fn close(&self) {
         with_pool!(self, |p| p.close().await)
     }

@@ -68,6 +68,16 @@ async fn main() -> Result<(), String> {
         .map_err(|_| "--concurrency")?;
     let method = arg("--method", "ping");
 
+    let db = Db::connect(
+        &db_url,
+        &DbOptions {
+            max_connections: 4,
+            create: false,
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let cluster = db.cluster_id().await.map_err(|e| e.to_string())?;
     let client = Client::start(BusSettings {
         url: amqp,
         exchange: "ironic".into(),
@@ -75,6 +85,7 @@ async fn main() -> Result<(), String> {
         prefetch: 64,
         max_backoff: Duration::from_secs(1),
         connection_name: "rpc-bench".into(),
+        cluster,
     });
     if !client.connected(Duration::from_secs(10)).await {
         return Err("cannot reach the message bus".into());
@@ -112,15 +123,6 @@ async fn main() -> Result<(), String> {
             );
         }
         "update" => {
-            let db = Db::connect(
-                &db_url,
-                &DbOptions {
-                    max_connections: 4,
-                    create: false,
-                },
-            )
-            .await
-            .map_err(|e| e.to_string())?;
             let topology = Arc::new(Topology::new(db, 60, 5));
             topology.refresh().await;
             let api = Arc::new(RemoteConductors::new(client.clone(), topology));

@@ -142,6 +142,8 @@ async fn open_db(cfg: &Config, role: Role) -> Result<Db, StartError> {
 /// Starts the service of `role`.
 pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> {
     let db = open_db(&cfg, role).await?;
+    let cluster = db.cluster_id().await?;
+    tracing::info!(cluster = %cluster, "deployment identified");
     let mut conductor = None;
     let mut client = None;
     let mut watcher = None;
@@ -153,7 +155,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             Some(local)
         }
         Role::Conductor => {
-            let bus = bus_settings(&cfg, role.name());
+            let bus = bus_settings(&cfg, role.name(), &cluster);
             conductor = Some(Service::start(&cfg, db.clone(), Some(bus)).await?);
             None
         }
@@ -182,7 +184,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     let conductors = match api {
         Some(a) => a,
         None => {
-            let c = Client::start(bus_settings(&cfg, role.name()));
+            let c = Client::start(bus_settings(&cfg, role.name(), &cluster));
             if !c.connected(Duration::from_secs(5)).await {
                 tracing::warn!("the message bus is not reachable yet; calls will wait for it");
             }

@@ -35,6 +35,10 @@ impl Handlers for Counting {
 }
 
 fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {
+    in_cluster(bus, timeout, prefetch, "test-cluster")
+}
+
+fn in_cluster(bus: &TestBus, timeout: Duration, prefetch: u16, cluster: &str) -> BusSettings {
     BusSettings {
         url: bus.url.clone(),
         exchange: "ironic".into(),
@@ -42,6 +46,7 @@ fn settings(bus: &TestBus, timeout: Duration, prefetch: u16) -> BusSettings {
         prefetch,
         max_backoff: Duration::from_secs(1),
         connection_name: "bus-test".into(),
+        cluster: cluster.into(),
     }
 }
 
@@ -214,4 +219,149 @@ async fn every_contract_method_is_dispatched() {
     }
     let r = api.wire(&Context::default(), "fly", &[]).await;
     assert_eq!(kind(r), pb::ErrorKind::Unimplemented as i32);
+}
+
+fn counting() -> Arc<Counting> {
+    Arc::new(Counting {
+        runs: AtomicUsize::new(0),
+        finished: AtomicUsize::new(0),
+        first_takes: Duration::ZERO,
+    })
+}
+
+/// Two deployments on one vhost, with the same conductor host name: calls to "any
+/// conductor" and to the host each reach only their own deployment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_on_one_vhost_take_only_their_own_calls() {
+    let bus = TestBus::new().unwrap();
+    let t = Duration::from_secs(5);
+    let (a, b) = (counting(), counting());
+    let sa = Server::start(
+        in_cluster(&bus, t, 4, "alpha"),
+        "c1".into(),
+        dispatcher(a.clone()),
+    );
+    let sb = Server::start(
+        in_cluster(&bus, t, 4, "beta"),
+        "c1".into(),
+        dispatcher(b.clone()),
+    );
+    assert!(sa.consuming(Duration::from_secs(10)).await);
+    assert!(sb.consuming(Duration::from_secs(10)).await);
+    let ca = Client::start(in_cluster(&bus, t, 4, "alpha"));
+    let cb = Client::start(in_cluster(&bus, t, 4, "beta"));
+    assert!(ca.connected(Duration::from_secs(10)).await);
+    assert!(cb.connected(Duration::from_secs(10)).await);
+    let ctx = Context::default();
+    for target in [Target::Any, Target::Host("c1".into())] {
+        for _ in 0..5 {
+            let r = ca
+                .call(&target, CreateNode::METHOD, &ctx, create_body())
+                .await;
+            assert!(r.is_ok(), "{r:?}");
+        }
+        for _ in 0..3 {
+            let r = cb
+                .call(&target, CreateNode::METHOD, &ctx, create_body())
+                .await;
+            assert!(r.is_ok(), "{r:?}");
+        }
+    }
+    assert_eq!(a.runs.load(Ordering::SeqCst), 10);
+    assert_eq!(b.runs.load(Ordering::SeqCst), 6);
+    ca.shutdown().await;
+    cb.shutdown().await;
+    assert!(sa.shutdown_within(Duration::from_secs(10)).await);
+    assert!(sb.shutdown_within(Duration::from_secs(10)).await);
+}
+
+/// A request that names another deployment (a misconfigured process publishing into
+/// this deployment's queue) is refused, answered with an error naming both ids, and
+/// never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_from_another_deployment_is_refused() {
+    use futures_lite::StreamExt;
+    use lapin::options::{BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+
+    let bus = TestBus::new().unwrap();
+    let s = in_cluster(&bus, Duration::from_secs(5), 4, "alpha");
+    let a = counting();
+    let server = Server::start(s.clone(), "c1".into(), dispatcher(a.clone()));
+    assert!(server.consuming(Duration::from_secs(10)).await);
+
+    let conn = lapin::Connection::connect(&bus.url, lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let q = ch
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut replies = ch
+        .basic_consume(
+            q.name().as_str().into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut headers = FieldTable::default();
+    headers.insert(
+        ironic_rpc::amqp::CLUSTER_HEADER.into(),
+        AMQPValue::LongString("beta".into()),
+    );
+    let envelope = pb::Request {
+        method: CreateNode::METHOD.into(),
+        body: create_body(),
+        ..Default::default()
+    };
+    ch.basic_publish(
+        "ironic".into(),
+        s.host_queue("c1").as_str().into(),
+        BasicPublishOptions::default(),
+        &envelope.encode_to_vec(),
+        lapin::BasicProperties::default()
+            .with_correlation_id("x1".into())
+            .with_reply_to(q.name().clone())
+            .with_headers(headers),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(10), replies.next())
+        .await
+        .expect("a reply")
+        .unwrap()
+        .unwrap();
+    let reply = pb::Reply::decode(&d.data[..]).unwrap();
+    match reply.result {
+        Some(pb::reply::Result::Error(e)) => {
+            assert!(
+                e.message.contains("alpha") && e.message.contains("beta"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        a.runs.load(Ordering::SeqCst),
+        0,
+        "the foreign request was not run"
+    );
+    let _ = conn.close(200, "done".into()).await;
+    assert!(server.shutdown_within(Duration::from_secs(10)).await);
 }

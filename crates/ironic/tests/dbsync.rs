@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
-//! `ironic-dbsync` applies the migrations idempotently and refuses an unknown database.
+//! `ironic-dbsync` applies the migrations idempotently (the cluster id is written once)
+//! and refuses an unknown database.
 
 use std::process::Command;
 
@@ -21,8 +22,11 @@ fn dbsync_upgrade_is_idempotent() {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     assert_eq!(run(&["upgrade"]), "schema is up to date");
+    let id = run(&["cluster-id"]);
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "a uuid: {id}");
     assert_eq!(run(&["upgrade"]), "schema is up to date");
-    assert_eq!(run(&["version"]), "3");
+    assert_eq!(run(&["version"]), "4");
+    assert_eq!(run(&["cluster-id"]), id, "the cluster id never changes");
     let bad = Command::new(env!("CARGO_BIN_EXE_ironic-dbsync"))
         .args(["--database", "mysql://nope", "upgrade"])
         .output()

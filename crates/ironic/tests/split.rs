@@ -931,3 +931,60 @@ async fn six_hundred_allocations_for_five_hundred_nodes() {
     );
     t.cleanup().await;
 }
+
+/// Two deployments (a staging and a production cluster, say) share one RabbitMQ vhost,
+/// with the same conductor host names: every allocation POSTed to one deployment's API
+/// is created by that deployment's conductors in that deployment's database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_deployments_on_one_vhost_never_cross() {
+    const VA: &str = "1.60";
+    let (t1, t2) = (
+        TestDb::postgres().await.unwrap(),
+        TestDb::postgres().await.unwrap(),
+    );
+    let (id1, id2) = (
+        t1.db.cluster_id().await.unwrap(),
+        t2.db.cluster_id().await.unwrap(),
+    );
+    assert_ne!(id1, id2, "each database has its own cluster id");
+    let settings = [("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0")];
+    let staging = Cluster::new(&t1.url, &settings);
+    let production = staging.sharing_bus(&t2.url, &settings);
+    let hosts = ["cond-a", "cond-b"];
+    let (_c1, _a1, api1) = start_cluster(&staging, &hosts).await;
+    let (_c2, _a2, api2) = start_cluster(&production, &hosts).await;
+    common::available_nodes(&api1, "rc-1", 8, 4).await;
+    common::available_nodes(&api2, "rc-2", 8, 4).await;
+    let (mut u1, mut u2) = (Vec::new(), Vec::new());
+    for i in 0..20 {
+        for (api, rc, uuids) in [(&api1, "rc-1", &mut u1), (&api2, "rc-2", &mut u2)] {
+            let r = api
+                .post(
+                    "/v1/allocations",
+                    VA,
+                    &json!({"resource_class": rc, "name": format!("x{i}")}),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            uuids.push(r.json()["uuid"].as_str().unwrap().to_string());
+        }
+    }
+    common::check_allocations(&api1, &u1, 8).await;
+    common::check_allocations(&api2, &u2, 8).await;
+    for (db, mine, theirs) in [(&t1.db, &u1, &u2), (&t2.db, &u2, &u1)] {
+        for u in mine {
+            assert!(
+                db.allocation_by_uuid(u).await.unwrap().is_some(),
+                "{u} is in its own database"
+            );
+        }
+        for u in theirs {
+            assert!(
+                db.allocation_by_uuid(u).await.unwrap().is_none(),
+                "{u} is not in the other database"
+            );
+        }
+    }
+    t1.cleanup().await;
+    t2.cleanup().await;
+}

@@ -19,8 +19,9 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::{
-    BusSettings, CallError, MEMBERSHIP, STABLE_LINK, Target, bus_error, connect, declare_exchange,
-    declare_exclusive_queue, now_ms, open_or_stop, pause, stop_and_join, wait_until,
+    BusSettings, CallError, MEMBERSHIP, STABLE_LINK, Target, bus_error, cluster_headers, connect,
+    declare_exchange, declare_exclusive_queue, now_ms, open_or_stop, pause, sender_cluster,
+    stop_and_join, wait_until,
 };
 use crate::calls::Ping;
 use crate::contract::Call;
@@ -59,6 +60,30 @@ impl ClientInner {
     }
 
     fn deliver(&self, d: Delivery) {
+        let mine = &self.settings.cluster;
+        match sender_cluster(&d.properties) {
+            Some(c) if c == *mine => {}
+            other => {
+                let theirs = other.as_deref().unwrap_or("none");
+                tracing::error!(
+                    this_cluster = %mine,
+                    sender_cluster = theirs,
+                    "refused a message from another deployment (check [amqp] url and [database] url of every process)"
+                );
+                // A caller waiting for this reply learns why instead of timing out.
+                let corr = d
+                    .properties
+                    .correlation_id()
+                    .as_ref()
+                    .map(|c| c.to_string());
+                if let Some(w) = corr.and_then(|c| self.waiters().remove(&c)) {
+                    let _ = w.send(Err(Error::Unavailable(format!(
+                        "A process of another deployment (cluster {theirs}) answered this call; this deployment is cluster {mine}. Check that every process of this deployment uses the same database."
+                    ))));
+                }
+                return;
+            }
+        }
         if d.properties.kind().as_ref().map(|k| k.as_str()) == Some(MEMBERSHIP) {
             self.membership.send_modify(|g| *g += 1);
             return;
@@ -178,7 +203,7 @@ impl Client {
         body: Vec<u8>,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<u8>, CallError> {
-        let rk = target.routing_key();
+        let rk = self.inner.settings.routing_key(target);
         let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk);
         self.call_in(rk, method, ctx, body, &span, deadline)
             .instrument(span.clone())
@@ -218,7 +243,7 @@ impl Client {
             corr: corr.clone(),
         };
         let trace = trace::of(span);
-        let mut headers = FieldTable::default();
+        let mut headers = cluster_headers(&self.inner.settings.cluster);
         if !trace.traceparent.is_empty() {
             headers.insert(
                 "traceparent".into(),
@@ -314,7 +339,7 @@ async fn open_client_link(s: &BusSettings) -> lapin::Result<(Connection, Link, l
         .queue_bind(
             reply_to.as_str().into(),
             s.exchange.as_str().into(),
-            MEMBERSHIP.into(),
+            s.membership_key().as_str().into(),
             QueueBindOptions::default(),
             FieldTable::default(),
         )

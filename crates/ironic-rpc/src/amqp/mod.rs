@@ -1,9 +1,12 @@
 //! The AMQP transport (RabbitMQ): protobuf requests on a durable direct exchange,
 //! replies on a private queue per caller, correlated by id.
 //!
-//! - Each conductor consumes its own queue `ironic.conductor_manager.<host>` (node calls,
-//!   routed by the hash ring) and the shared queue `ironic.conductor_manager` (calls for
-//!   any conductor; RabbitMQ balances them over the live consumers).
+//! - Each conductor consumes its own queue `ironic.conductor_manager.<cluster>.<host>`
+//!   (node calls, routed by the hash ring) and its deployment's shared queue
+//!   `ironic.conductor_manager.<cluster>` (calls for any conductor; RabbitMQ balances
+//!   them over the live consumers). `<cluster>` is the deployment's id from the
+//!   database; every message also carries it in a header, checked on receipt, so two
+//!   deployments on one vhost never take each other's calls.
 //! - Requests are published `mandatory` with publisher confirms: a call to a host whose
 //!   queue is gone (the conductor stopped or crashed: its queue is exclusive to its
 //!   connection) fails at once instead of waiting for the timeout.
@@ -41,18 +44,17 @@ pub use client::Client;
 pub use routing::RemoteConductors;
 pub use server::Server;
 
-/// The topic: name of the shared queue and prefix of the per-host queues.
+/// The topic: prefix of the shared queue and of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
 
-/// Routing key of membership announcements: a conductor publishes one when it
-/// registers or unregisters; every caller's reply queue is bound to it, so API processes
-/// re-read the conductor list at once instead of at their next periodic refresh.
+/// Prefix of the routing key of membership announcements: a conductor publishes one
+/// when it registers or unregisters; every caller's reply queue is bound to it, so API
+/// processes re-read the conductor list at once instead of at their next periodic
+/// refresh.
 pub const MEMBERSHIP: &str = "ironic.membership";
 
-/// The queue of one conductor.
-pub fn host_queue(host: &str) -> String {
-    format!("{TOPIC}.{host}")
-}
+/// The message header that carries the sender's cluster id.
+pub const CLUSTER_HEADER: &str = "x-ironic-cluster";
 
 #[derive(Debug, Clone)]
 pub struct BusSettings {
@@ -68,6 +70,55 @@ pub struct BusSettings {
     pub max_backoff: Duration,
     /// Shown in RabbitMQ's connection list, e.g. `ironic-conductor@host-a`.
     pub connection_name: String,
+    /// The deployment's identity (`Db::cluster_id`): part of every queue name and
+    /// routing key, and sent in the [`CLUSTER_HEADER`] of every message, so that two
+    /// deployments on one vhost never take each other's calls.
+    pub cluster: String,
+}
+
+impl BusSettings {
+    /// The shared queue of this deployment: calls any of its conductors may take.
+    pub fn shared_queue(&self) -> String {
+        format!("{TOPIC}.{}", self.cluster)
+    }
+
+    /// The queue of one conductor of this deployment.
+    pub fn host_queue(&self, host: &str) -> String {
+        format!("{TOPIC}.{}.{host}", self.cluster)
+    }
+
+    /// The routing key of this deployment's membership announcements.
+    pub fn membership_key(&self) -> String {
+        format!("{MEMBERSHIP}.{}", self.cluster)
+    }
+
+    /// The queue a call to `target` goes to.
+    pub fn routing_key(&self, target: &Target) -> String {
+        match target {
+            Target::Host(h) => self.host_queue(h),
+            Target::Any => self.shared_queue(),
+        }
+    }
+}
+
+/// The cluster a message says it comes from, if it says.
+pub(crate) fn sender_cluster(p: &lapin::BasicProperties) -> Option<String> {
+    let headers = p.headers().as_ref()?;
+    match headers.inner().get(CLUSTER_HEADER)? {
+        lapin::types::AMQPValue::LongString(s) => Some(s.to_string()),
+        lapin::types::AMQPValue::ShortString(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+/// A message header table carrying this deployment's id.
+pub(crate) fn cluster_headers(cluster: &str) -> FieldTable {
+    let mut h = FieldTable::default();
+    h.insert(
+        CLUSTER_HEADER.into(),
+        lapin::types::AMQPValue::LongString(cluster.to_string().into()),
+    );
+    h
 }
 
 /// Where a call goes.
@@ -77,15 +128,6 @@ pub enum Target {
     Host(String),
     /// The shared queue: whichever live conductor takes it first.
     Any,
-}
-
-impl Target {
-    pub fn routing_key(&self) -> String {
-        match self {
-            Target::Host(h) => host_queue(h),
-            Target::Any => TOPIC.to_string(),
-        }
-    }
 }
 
 /// Why a call failed.

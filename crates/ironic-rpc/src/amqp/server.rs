@@ -19,8 +19,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::{
-    BusSettings, MEMBERSHIP, STABLE_LINK, TOPIC, connect, declare_exchange,
-    declare_exclusive_queue, host_queue, now_ms, open_or_stop, pause, wait_until,
+    BusSettings, MEMBERSHIP, STABLE_LINK, cluster_headers, connect, declare_exchange,
+    declare_exclusive_queue, now_ms, open_or_stop, pause, sender_cluster, wait_until,
 };
 use crate::dispatch::{Dispatch, error_reply};
 use crate::{Context, pb, trace};
@@ -31,7 +31,7 @@ pub struct Server {
     consuming: watch::Receiver<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
     channel: watch::Receiver<Option<Channel>>,
-    exchange: String,
+    settings: BusSettings,
 }
 
 impl Server {
@@ -40,9 +40,8 @@ impl Server {
         let (stop, stop_rx) = watch::channel(false);
         let (consuming_tx, consuming) = watch::channel(false);
         let (channel_tx, channel) = watch::channel(None);
-        let exchange = settings.exchange.clone();
         let task = tokio::spawn(run_server(
-            settings,
+            settings.clone(),
             host,
             api,
             stop_rx,
@@ -54,7 +53,7 @@ impl Server {
             consuming,
             task: Mutex::new(Some(task)),
             channel,
-            exchange,
+            settings,
         }
     }
 
@@ -65,10 +64,13 @@ impl Server {
         let Some(channel) = channel else {
             return;
         };
-        let props = BasicProperties::default().with_type(MEMBERSHIP.into());
+        let props = BasicProperties::default()
+            .with_type(MEMBERSHIP.into())
+            .with_headers(cluster_headers(&self.settings.cluster));
+        let key = self.settings.membership_key();
         let publish = channel.basic_publish(
-            self.exchange.as_str().into(),
-            MEMBERSHIP.into(),
+            self.settings.exchange.as_str().into(),
+            key.as_str().into(),
             BasicPublishOptions::default(),
             &[],
             props,
@@ -120,13 +122,14 @@ async fn open_server_link(s: &BusSettings, host: &str) -> lapin::Result<ServerLi
     channel
         .basic_qos(s.prefetch, BasicQosOptions::default())
         .await?;
-    let own = host_queue(host);
+    let own = s.host_queue(host);
+    let topic = s.shared_queue();
     // Exclusive: the queue lives exactly as long as this connection, so calls to a dead
     // conductor are unroutable (fast failure) rather than queued for nobody.
     declare_exclusive_queue(&channel, &own).await?;
     channel
         .queue_declare(
-            TOPIC.into(),
+            topic.as_str().into(),
             QueueDeclareOptions {
                 durable: true,
                 ..Default::default()
@@ -136,7 +139,7 @@ async fn open_server_link(s: &BusSettings, host: &str) -> lapin::Result<ServerLi
         .await?;
     let mut tags = Vec::new();
     let mut consumers = Vec::new();
-    for q in [own.as_str(), TOPIC] {
+    for q in [own.as_str(), topic.as_str()] {
         channel
             .queue_bind(
                 q.into(),
@@ -194,7 +197,7 @@ async fn run_server(
         match opened {
             Ok(link) => {
                 let linked_at = Instant::now();
-                tracing::info!(queue = %host_queue(&host), shared = TOPIC, "consuming RPC requests");
+                tracing::info!(queue = %settings.host_queue(&host), shared = %settings.shared_queue(), "consuming RPC requests");
                 let ServerLink {
                     conn,
                     channel,
@@ -208,6 +211,7 @@ async fn run_server(
                     channel: channel.clone(),
                     host: host.clone(),
                     call_timeout: settings.call_timeout,
+                    cluster: settings.cluster.clone(),
                 };
                 let stopping = loop {
                     // Take a delivery only with a free slot in hand.
@@ -292,7 +296,7 @@ async fn drain(
     permits: &Arc<Semaphore>,
 ) {
     let channel = &ctx.channel;
-    let queue = host_queue(host);
+    let queue = settings.host_queue(host);
     if let Err(e) = channel
         .queue_unbind(
             queue.as_str().into(),
@@ -360,6 +364,7 @@ struct HandlerCtx {
     channel: Channel,
     host: String,
     call_timeout: Duration,
+    cluster: String,
 }
 
 /// Clocks of callers and conductors differ a little; a request is dropped only when
@@ -372,6 +377,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
         channel,
         host,
         call_timeout,
+        cluster,
     } = ctx;
     // At most once: acknowledged on receipt (see the module documentation). A request
     // that could not be acknowledged may be delivered again elsewhere: not run here.
@@ -384,7 +390,19 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
     }
     let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
     let corr = d.properties.correlation_id().clone();
+    let sender = sender_cluster(&d.properties);
     let reply = match pb::Request::decode(&d.data[..]) {
+        _ if sender.as_deref() != Some(cluster.as_str()) => {
+            let theirs = sender.as_deref().unwrap_or("none");
+            tracing::error!(
+                this_cluster = %cluster,
+                sender_cluster = theirs,
+                "refused a request from another deployment (check [amqp] url and [database] url of every process)"
+            );
+            error_reply(&Error::Unavailable(format!(
+                "Refused by a conductor of cluster {cluster}: the request came from cluster {theirs}."
+            )))
+        }
         Err(e) => error_reply(&Error::Invalid(format!("Malformed RPC request: {e}"))),
         Ok(req) if req.deadline_unix_ms > 0 && req.deadline_unix_ms + CLOCK_SKEW_MS < now_ms() => {
             tracing::warn!(method = %req.method, request_id = %req.request_id, "not running a request whose caller has given up");
@@ -434,7 +452,9 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
     let Some(reply_to) = reply_to else {
         return;
     };
-    let mut props = BasicProperties::default().with_content_type("application/x-protobuf".into());
+    let mut props = BasicProperties::default()
+        .with_content_type("application/x-protobuf".into())
+        .with_headers(cluster_headers(&cluster));
     if let Some(c) = corr {
         props = props.with_correlation_id(c);
     }

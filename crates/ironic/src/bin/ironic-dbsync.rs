@@ -1,4 +1,6 @@
-//! `ironic-dbsync upgrade`: applies the schema migrations to the configured database.
+//! `ironic-dbsync upgrade`: applies the schema migrations to the configured database
+//! (the first run also gives the database the deployment's cluster id, which
+//! `ironic-dbsync cluster-id` prints).
 
 use clap::{Parser, Subcommand};
 use ironic_config::Config;
@@ -26,6 +28,8 @@ enum Cmd {
     Upgrade,
     /// Print the newest applied migration.
     Version,
+    /// Print the deployment's cluster id (part of its message-bus queue names).
+    ClusterId,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -66,6 +70,7 @@ async fn main() -> std::process::ExitCode {
             Some(v) => println!("{v}"),
             None => println!("no migration applied"),
         }),
+        Cmd::ClusterId => db.cluster_id().await.map(|id| println!("{id}")),
     };
     db.close().await;
     match res {

@@ -99,7 +99,8 @@ impl Drop for Proc {
 /// The shared environment of a test cluster.
 pub struct Cluster {
     pub db_url: String,
-    pub bus: ironic_rpc::testing::TestBus,
+    /// The vhost; shared by clusters made with [`Cluster::sharing_bus`].
+    pub bus: std::sync::Arc<ironic_rpc::testing::TestBus>,
     pub dir: PathBuf,
     pub env: Vec<(String, String)>,
 }
@@ -108,6 +109,19 @@ impl Cluster {
     /// `settings` are extra `IRONIC_<SECTION>__<KEY>` values.
     pub fn new(db_url: &str, settings: &[(&str, &str)]) -> Cluster {
         let bus = ironic_rpc::testing::TestBus::new().expect("a RabbitMQ vhost");
+        Cluster::on(std::sync::Arc::new(bus), db_url, settings)
+    }
+
+    /// Another deployment (its own database) on this cluster's vhost.
+    pub fn sharing_bus(&self, db_url: &str, settings: &[(&str, &str)]) -> Cluster {
+        Cluster::on(self.bus.clone(), db_url, settings)
+    }
+
+    fn on(
+        bus: std::sync::Arc<ironic_rpc::testing::TestBus>,
+        db_url: &str,
+        settings: &[(&str, &str)],
+    ) -> Cluster {
         let dir =
             std::env::temp_dir().join(format!("ironic-split-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).expect("temp dir");
