@@ -150,7 +150,7 @@ pub async fn get_one(
         .into());
     }
     let c = st.db.conductor_get(&hostname).await?;
-    let alive = c.is_alive(chrono::Utc::now(), st.topology.timeout_secs());
+    let alive = c.is_alive(chrono::Utc::now(), st.topology.liveness());
     Ok(json_response(
         StatusCode::OK,
         &doc(&c, alive, &base, FIELDS),

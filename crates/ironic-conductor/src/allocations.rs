@@ -275,13 +275,12 @@ impl Allocator {
             return Ok(0);
         }
         let snap = topology.snapshot();
-        let now = chrono::Utc::now();
         let mut won = 0;
         for (id, affinity) in orphans {
             let owner_alive = affinity.is_some_and(|c| {
                 snap.conductors
                     .iter()
-                    .any(|(x, _)| x.id == c && !x.is_dead(now, topology.timeout_secs()))
+                    .any(|(x, _)| x.id == c && !snap.is_dead(x))
             });
             if owner_alive {
                 continue;

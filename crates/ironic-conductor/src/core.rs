@@ -24,6 +24,14 @@ pub struct Core {
     /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
     /// allocations it works on; known once the service has started.
     pub(crate) conductor_id: std::sync::OnceLock<ironic_model::ConductorId>,
+    /// The heartbeat and its database session (this conductor's presence), opened at
+    /// the first heartbeat; held until the process ends, even while stopping.
+    pub(crate) heartbeat: tokio::sync::Mutex<Option<ironic_db::heartbeat::Heartbeat>>,
+    /// The conductors this one has seen declared dead; a new one triggers the
+    /// allocation take-over at once.
+    pub(crate) known_dead: std::sync::Mutex<std::collections::BTreeSet<ConductorId>>,
+    /// Runs the allocation take-over now (set by the service).
+    pub(crate) takeover: std::sync::OnceLock<work::Trigger>,
 }
 
 impl Core {
@@ -35,6 +43,9 @@ impl Core {
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             work: work::Runner::new(),
             conductor_id: std::sync::OnceLock::new(),
+            heartbeat: tokio::sync::Mutex::new(None),
+            known_dead: std::sync::Mutex::new(Default::default()),
+            takeover: std::sync::OnceLock::new(),
         }
     }
 
@@ -79,7 +90,7 @@ impl Core {
     pub(crate) async fn served(&self, driver: &str, group: &str) -> Result<bool, Error> {
         let now = ironic_model::node::now();
         Ok(self.db.conductor_list().await?.iter().any(|c| {
-            c.is_alive(now, self.settings.heartbeat_timeout_secs)
+            c.is_alive(now, &self.settings.liveness)
                 && c.conductor_group.eq_ignore_ascii_case(group)
                 && c.drivers.iter().any(|d| d == driver)
         }))

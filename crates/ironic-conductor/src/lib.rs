@@ -50,7 +50,9 @@ pub struct ConductorSettings {
     pub lock_attempts: u32,
     pub lock_retry_interval: Duration,
     pub heartbeat_interval: Duration,
-    pub heartbeat_timeout_secs: u64,
+    /// When a conductor counts as dead (from `heartbeat_interval` and
+    /// `heartbeat_timeout`).
+    pub liveness: ironic_db::Liveness,
     /// 0: no take-over of dead conductors' allocations.
     pub check_allocations_interval: Duration,
     pub allocation_delay: Duration,
@@ -68,7 +70,10 @@ impl ConductorSettings {
             lock_attempts: cfg.conductor.node_locked_retry_attempts.max(1),
             lock_retry_interval: Duration::from_millis(cfg.conductor.node_locked_retry_interval_ms),
             heartbeat_interval: Duration::from_secs(cfg.conductor.heartbeat_interval),
-            heartbeat_timeout_secs: cfg.conductor.heartbeat_timeout,
+            liveness: ironic_db::Liveness::new(
+                cfg.conductor.heartbeat_interval,
+                cfg.conductor.heartbeat_timeout,
+            ),
             check_allocations_interval: Duration::from_secs(
                 cfg.conductor.check_allocations_interval,
             ),

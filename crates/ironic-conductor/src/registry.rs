@@ -53,13 +53,11 @@ impl Conductor {
     ) -> Result<usize, ironic_model::Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
-        let now = chrono::Utc::now();
         // Holder → the heartbeat we saw: released only if it has not moved since.
         let dead: std::collections::HashMap<&str, Option<chrono::DateTime<chrono::Utc>>> = snap
-            .conductors
-            .iter()
-            .filter(|(c, _)| c.hostname != me && c.is_dead(now, topology.timeout_secs()))
-            .map(|(c, _)| (c.hostname.as_str(), c.updated_at))
+            .dead()
+            .filter(|c| c.hostname != me)
+            .map(|c| (c.hostname.as_str(), c.updated_at))
             .collect();
         if dead.is_empty() {
             return Ok(0);
@@ -86,7 +84,7 @@ impl Conductor {
     pub async fn heartbeat(&self, topology: &Topology) -> Result<(), String> {
         let host = self.settings.host.as_str();
         let mut failed = Vec::new();
-        match self.db.conductor_heartbeat(host).await {
+        match self.beat().await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::warn!(host, "conductor row vanished; registering again");
@@ -97,6 +95,7 @@ impl Conductor {
             Err(e) => failed.push(format!("heartbeat failed: {e}")),
         }
         topology.refresh().await;
+        self.notice_deaths(topology);
         if let Err(e) = self.release_orphan_locks(topology).await {
             failed.push(format!("could not release orphan locks: {e}"));
         }
@@ -110,6 +109,34 @@ impl Conductor {
         } else {
             Err(failed.join("; "))
         }
+    }
+
+    /// Starts the allocation take-over at once when a conductor is newly declared dead
+    /// (instead of at the next periodic check).
+    fn notice_deaths(&self, topology: &Topology) {
+        let snap = topology.snapshot();
+        let dead: std::collections::BTreeSet<ironic_model::ConductorId> =
+            snap.dead().map(|c| c.id).collect();
+        let newly = {
+            let mut known = self.known_dead.lock().unwrap_or_else(|p| p.into_inner());
+            let newly = dead.difference(&known).count() > 0;
+            *known = dead;
+            newly
+        };
+        if newly && let Some(t) = self.takeover.get() {
+            t.run_now();
+        }
+    }
+
+    /// Records a heartbeat on the conductor's own database session (see
+    /// [`ironic_db::heartbeat`]); false if the conductor's row is gone.
+    async fn beat(&self) -> Result<bool, ironic_model::Error> {
+        let id = self.my_id()?;
+        let mut hb = self.heartbeat.lock().await;
+        let step = self.settings.liveness.timeout / 2;
+        hb.get_or_insert_with(|| self.db.heartbeat(self.host(), id, step))
+            .beat()
+            .await
     }
 
     /// Removes this conductor from the registry (graceful stop).

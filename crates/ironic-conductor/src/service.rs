@@ -114,7 +114,7 @@ impl Service {
         }
         let topology = Arc::new(Topology::new(
             db,
-            cfg.conductor.heartbeat_timeout,
+            conductor.settings().liveness,
             cfg.default.hash_partition_exponent,
         ));
         topology.refresh().await;
@@ -131,13 +131,16 @@ impl Service {
         if let Err(e) = conductor.resume_allocations().await {
             tracing::error!(error = %e, "could not resume allocations");
         }
-        work.periodic(
+        if let Some(t) = work.periodic(
             "allocation take-over",
             settings.check_allocations_interval,
             false,
             both.clone(),
             |(c, t)| async move { c.take_over(&t).await },
-        );
+        ) {
+            // The heartbeat starts it at once when it sees a conductor die.
+            let _ = conductor.takeover.set(t);
+        }
         work.periodic(
             "oneview checks",
             settings.oneview_check_interval,

@@ -23,7 +23,7 @@ fn settings() -> ConductorSettings {
         lock_attempts: 2,
         lock_retry_interval: Duration::from_millis(20),
         heartbeat_interval: Duration::from_secs(10),
-        heartbeat_timeout_secs: 60,
+        liveness: ironic_db::Liveness::new(10, 60),
         check_allocations_interval: Duration::ZERO,
         allocation_delay: Duration::ZERO,
         oneview_check_interval: Duration::ZERO,
@@ -137,7 +137,7 @@ async fn checks(t: &TestDb) {
     t.db.node_reserve(nodes[0].id, "ghost").await.unwrap();
     t.db.node_reserve(nodes[1].id, "busy").await.unwrap();
     t.db.node_reserve(nodes[2].id, "stranger").await.unwrap();
-    let topology = Topology::new(t.db.clone(), 60, 5);
+    let topology = Topology::new(t.db.clone(), ironic_db::Liveness::new(10, 60), 5);
     topology.refresh().await;
     assert_eq!(c.release_orphan_locks(&topology).await.unwrap(), 1);
     let holder = |i: usize| {
@@ -245,7 +245,7 @@ async fn stuck_states(t: &TestDb) {
         n = t.db.node_save(&locked, "ghost").await.unwrap();
         ids.push(n.id);
     }
-    let topology = Topology::new(t.db.clone(), 60, 5);
+    let topology = Topology::new(t.db.clone(), ironic_db::Liveness::new(10, 60), 5);
     topology.refresh().await;
     // Locked by the dead conductor: nothing happens before its lock is released.
     assert_eq!(c.fail_orphaned_work(&topology).await.unwrap(), 0);

@@ -142,7 +142,11 @@ pub struct DatabaseSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConductorSection {
+    /// Seconds between heartbeats (each on the conductor's own database session).
     pub heartbeat_interval: u64,
+    /// Seconds without a heartbeat after which a conductor is dead even though its
+    /// database session is still open; one whose session is gone is dead after three
+    /// intervals (`ironic_db::Liveness`).
     pub heartbeat_timeout: u64,
     pub allow_deleting_available_nodes: bool,
     /// Clean nodes on `provide` and after tear-down (a node's own `automated_clean`
@@ -228,8 +232,8 @@ impl Default for DatabaseSection {
 impl Default for ConductorSection {
     fn default() -> Self {
         ConductorSection {
-            heartbeat_interval: 10,
-            heartbeat_timeout: 60,
+            heartbeat_interval: 1,
+            heartbeat_timeout: 8,
             allow_deleting_available_nodes: true,
             automated_clean: true,
             node_locked_retry_attempts: 3,
@@ -414,7 +418,7 @@ mod tests {
         let c = Config::load(None, env(&[])).unwrap();
         assert_eq!(c.api.listen.to_string(), "127.0.0.1:6385");
         assert_eq!(c.api.max_limit, 1000);
-        assert_eq!(c.conductor.heartbeat_timeout, 60);
+        assert_eq!(c.conductor.heartbeat_timeout, 8);
         assert!(c.warnings().is_empty());
     }
 

@@ -1,4 +1,7 @@
-//! The conductor registry: registration, heartbeats, listing.
+//! The conductor registry: registration, heartbeats, listing, and the verdict on
+//! whether a conductor is alive ([`Liveness`]).
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ironic_model::{ConductorId, Error};
@@ -18,25 +21,75 @@ pub struct Conductor {
     pub online: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: Option<DateTime<Utc>>,
+    /// Whether the conductor's process holds its database session (PostgreSQL: the
+    /// session of its heartbeat, see [`crate::heartbeat`]); `None` where the backend
+    /// cannot tell (SQLite). A session ends the moment its process dies (`kill -9`: the
+    /// kernel closes the socket) or, when its host vanishes, once the server's TCP
+    /// keepalive gives up on it (about 5 s).
+    #[sqlx(default)]
+    pub present: Option<bool>,
+}
+
+/// When a conductor counts as dead. Two rules, either suffices:
+///
+/// - **gone**: its database session is gone ([`Conductor::present`] is `Some(false)`)
+///   and its last heartbeat is older than `grace`: the process died or its host
+///   vanished. `grace` lets a live conductor whose session merely broke (a database
+///   restart) connect again first.
+/// - **silent**: its last heartbeat is older than `timeout`, whatever the session says
+///   (a process that is wedged but still connected; SQLite, where sessions are not
+///   visible).
+///
+/// A conductor that is only slow keeps its session, so only the second rule applies to
+/// it: it must miss `timeout / interval` heartbeats in a row to be declared dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    pub timeout: Duration,
+    pub grace: Duration,
+}
+
+impl Liveness {
+    /// From `[conductor] heartbeat_interval` and `heartbeat_timeout` (seconds): `grace`
+    /// is three heartbeat intervals, at least 2 s and at most the timeout.
+    pub fn new(interval_secs: u64, timeout_secs: u64) -> Liveness {
+        let timeout = Duration::from_secs(timeout_secs.max(1));
+        let grace = Duration::from_secs(interval_secs.saturating_mul(3).max(2)).min(timeout);
+        Liveness { timeout, grace }
+    }
 }
 
 impl Conductor {
-    /// Heartbeat older than `timeout_secs`, whatever the online flag says: a stopping
-    /// conductor is offline but keeps heartbeating while it finishes its work, and its
-    /// locks must stay.
-    pub fn is_dead(&self, now: DateTime<Utc>, timeout_secs: u64) -> bool {
+    /// How long ago its last heartbeat was, as `now` sees it.
+    pub fn silence(&self, now: DateTime<Utc>) -> Duration {
         let last = self.updated_at.unwrap_or(self.created_at);
-        now.signed_duration_since(last).num_seconds() >= timeout_secs as i64
+        now.signed_duration_since(last)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
     }
 
-    /// Online and heartbeating within `timeout_secs`.
-    pub fn is_alive(&self, now: DateTime<Utc>, timeout_secs: u64) -> bool {
-        let last = self.updated_at.unwrap_or(self.created_at);
-        self.online && now.signed_duration_since(last).num_seconds() < timeout_secs as i64
+    /// Dead by one of the rules of [`Liveness`], whatever the online flag says: a
+    /// stopping conductor is offline but keeps heartbeating while it finishes its work,
+    /// and its locks must stay.
+    pub fn is_dead(&self, now: DateTime<Utc>, l: &Liveness) -> bool {
+        let silence = self.silence(now);
+        silence >= l.timeout || (self.present == Some(false) && silence >= l.grace)
+    }
+
+    /// Online and not dead.
+    pub fn is_alive(&self, now: DateTime<Utc>, l: &Liveness) -> bool {
+        self.online && !self.is_dead(now, l)
     }
 }
 
 const COLS: &str = "id, hostname, conductor_group, drivers, online, created_at, updated_at";
+
+/// PostgreSQL: [`COLS`] and whether the conductor's heartbeat session holds its
+/// presence lock (a session advisory lock, see [`crate::heartbeat`]).
+const PG_COLS: &str = "id, hostname, conductor_group, drivers, online, created_at, updated_at, \
+    EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
+        AND l.classid = 7181 AND l.objsubid = 2 AND l.objid = conductors.id::oid \
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())) \
+    AS present";
 
 impl Db {
     /// Registers (or re-registers after a restart) a conductor as online.
@@ -131,7 +184,11 @@ impl Db {
     }
 
     pub async fn conductor_list(&self) -> Result<Vec<Conductor>, Error> {
-        let sql = format!("SELECT {COLS} FROM conductors ORDER BY id");
+        let cols = match self.backend() {
+            crate::Backend::Postgres => PG_COLS,
+            crate::Backend::Sqlite => COLS,
+        };
+        let sql = format!("SELECT {cols} FROM conductors ORDER BY id");
         with_pool!(self, |p| sqlx::query_as::<_, Conductor>(
             sqlx::AssertSqlSafe(sql.as_str())
         )
@@ -141,7 +198,11 @@ impl Db {
     }
 
     pub async fn conductor_get(&self, hostname: &str) -> Result<Conductor, Error> {
-        let sql = format!("SELECT {COLS} FROM conductors WHERE hostname = $1");
+        let cols = match self.backend() {
+            crate::Backend::Postgres => PG_COLS,
+            crate::Backend::Sqlite => COLS,
+        };
+        let sql = format!("SELECT {cols} FROM conductors WHERE hostname = $1");
         with_pool!(self, |p| sqlx::query_as::<_, Conductor>(
             sqlx::AssertSqlSafe(sql.as_str())
         )

@@ -18,12 +18,13 @@ use sqlx::sqlite::{
 pub mod allocations;
 pub mod conductors;
 pub mod deploy_templates;
+pub mod heartbeat;
 pub mod nodes;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod topology;
 
-pub use conductors::Conductor;
+pub use conductors::{Conductor, Liveness};
 pub use nodes::{NodeFilter, NodeListQuery, is_sort_key};
 
 /// Which database a [`Db`] talks to.

@@ -1,30 +1,58 @@
-//! What the API knows of the conductors: who is alive, which hardware types and groups
-//! they serve, and the hash rings that name the conductor of each node. Rebuilt from the
-//! `conductors` table every `refresh` period (at most one heartbeat interval, so a
-//! registration, an unregistration or a death shows within one interval) and at once,
-//! rate-limited, when a lookup misses.
+//! What a process knows of the conductors: who is alive, who is dead, which hardware
+//! types and groups they serve, and the hash rings that name the conductor of each node.
+//! Rebuilt from the `conductors` table every `refresh` period (at most one heartbeat
+//! interval, so a registration, an unregistration or a death shows within one interval)
+//! and at once, rate-limited, when a lookup misses.
+//!
+//! The verdicts follow [`Liveness`], with one more rule against false deaths: an
+//! observer that has just (re)gained the database (its start, or the end of an outage
+//! that every heartbeat shared) gives every conductor `grace` to heartbeat again before
+//! it declares anyone newly dead; until then it keeps its earlier verdicts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::{Conductor, Db};
+use crate::{Conductor, Db, Liveness};
 use ironic_model::ring::{HashRing, ring_key};
 
 /// One immutable view of the cluster.
 #[derive(Debug, Default)]
 pub struct Snapshot {
+    /// Every registered conductor and whether it is alive (online and not dead).
     pub conductors: Vec<(Conductor, bool)>,
+    /// Ids of the conductors judged dead (their locks and allocations are up for
+    /// take-over). A stopping conductor is offline, not alive, but not dead either.
+    dead: std::collections::BTreeSet<ironic_model::ConductorId>,
     rings: HashMap<String, HashRing>,
 }
 
 impl Snapshot {
-    pub fn build(conductors: Vec<Conductor>, timeout_secs: u64, exponent: u32) -> Snapshot {
+    /// Judges `conductors`. While `settling` (the observer has just regained the
+    /// database), nobody `previous` did not already judge dead is declared dead.
+    pub fn build(
+        conductors: Vec<Conductor>,
+        liveness: &Liveness,
+        exponent: u32,
+        settling: Option<&Snapshot>,
+    ) -> Snapshot {
         let now = chrono::Utc::now();
+        let mut dead = std::collections::BTreeSet::new();
         let conductors: Vec<(Conductor, bool)> = conductors
             .into_iter()
             .map(|c| {
-                let alive = c.is_alive(now, timeout_secs);
+                let mut is_dead = c.is_dead(now, liveness);
+                if is_dead
+                    && let Some(prev) = settling
+                    && prev.conductors.iter().any(|(p, _)| p.id == c.id)
+                    && !prev.dead.contains(&c.id)
+                {
+                    is_dead = false;
+                }
+                if is_dead {
+                    dead.insert(c.id);
+                }
+                let alive = c.online && !is_dead;
                 (c, alive)
             })
             .collect();
@@ -44,7 +72,31 @@ impl Snapshot {
             .into_iter()
             .map(|(k, h)| (k, HashRing::new(h, exponent)))
             .collect();
-        Snapshot { conductors, rings }
+        Snapshot {
+            conductors,
+            dead,
+            rings,
+        }
+    }
+
+    /// Whether `c` is judged dead (see [`Liveness`]).
+    pub fn is_dead(&self, c: &Conductor) -> bool {
+        self.dead.contains(&c.id)
+    }
+
+    /// The conductors judged dead.
+    pub fn dead(&self) -> impl Iterator<Item = &Conductor> {
+        self.conductors
+            .iter()
+            .map(|(c, _)| c)
+            .filter(|c| self.dead.contains(&c.id))
+    }
+
+    /// Whether a conductor of that host name is registered and not dead.
+    pub fn host_not_dead(&self, host: &str) -> bool {
+        self.conductors
+            .iter()
+            .any(|(c, _)| c.hostname == host && !self.dead.contains(&c.id))
     }
 
     /// The conductor that owns the node, if one serves its driver and group.
@@ -78,20 +130,23 @@ impl Snapshot {
 
 pub struct Topology {
     db: Db,
-    timeout_secs: u64,
+    liveness: Liveness,
     exponent: u32,
     current: RwLock<Arc<Snapshot>>,
     last_refresh: std::sync::Mutex<Instant>,
+    /// Since when every refresh has succeeded (`None` after a failed one).
+    connected_since: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Topology {
-    pub fn new(db: Db, timeout_secs: u64, exponent: u32) -> Topology {
+    pub fn new(db: Db, liveness: Liveness, exponent: u32) -> Topology {
         Topology {
             db,
-            timeout_secs,
+            liveness,
             exponent,
             current: RwLock::new(Arc::new(Snapshot::default())),
             last_refresh: std::sync::Mutex::new(Instant::now() - Duration::from_secs(3600)),
+            connected_since: std::sync::Mutex::new(None),
         }
     }
 
@@ -106,7 +161,25 @@ impl Topology {
     pub async fn refresh(&self) {
         match self.db.conductor_list().await {
             Ok(list) => {
-                let snap = Arc::new(Snapshot::build(list, self.timeout_secs, self.exponent));
+                let settling = {
+                    let mut since = self
+                        .connected_since
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    since.get_or_insert_with(Instant::now).elapsed() < self.liveness.grace
+                };
+                let prev = self.snapshot();
+                let snap = Arc::new(Snapshot::build(
+                    list,
+                    &self.liveness,
+                    self.exponent,
+                    settling.then_some(&*prev),
+                ));
+                for c in snap.dead() {
+                    if !prev.is_dead(c) {
+                        tracing::warn!(host = %c.hostname, conductor_id = %c.id, present = ?c.present, silent_ms = c.silence(chrono::Utc::now()).as_millis() as u64, "conductor declared dead");
+                    }
+                }
                 match self.current.write() {
                     Ok(mut g) => *g = snap,
                     Err(p) => *p.into_inner() = snap,
@@ -115,7 +188,12 @@ impl Topology {
                     *t = Instant::now();
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "could not refresh the conductor list"),
+            Err(e) => {
+                if let Ok(mut since) = self.connected_since.lock() {
+                    *since = None;
+                }
+                tracing::warn!(error = %e, "could not refresh the conductor list")
+            }
         }
     }
 
@@ -155,9 +233,9 @@ impl Topology {
 }
 
 impl Topology {
-    /// Seconds after the last heartbeat when a conductor counts as dead.
-    pub fn timeout_secs(&self) -> u64 {
-        self.timeout_secs
+    /// When a conductor counts as dead.
+    pub fn liveness(&self) -> &Liveness {
+        &self.liveness
     }
 }
 

@@ -432,8 +432,9 @@ async fn conductors_register_and_heartbeat(db: &Db) {
     assert!(c.online);
     assert_eq!(c.drivers, vec!["fake-hardware".to_string()]);
     let now = chrono::Utc::now();
-    assert!(c.is_alive(now, 60));
-    assert!(!c.is_alive(now + chrono::Duration::seconds(61), 60));
+    let l = ironic_db::Liveness::new(10, 60);
+    assert!(c.is_alive(now, &l));
+    assert!(!c.is_alive(now + chrono::Duration::seconds(61), &l));
     assert!(db.conductor_heartbeat("c1").await.unwrap());
     assert!(!db.conductor_heartbeat("c2").await.unwrap());
     db.conductor_unregister("c1").await.unwrap();

@@ -123,7 +123,7 @@ async fn main() -> Result<(), String> {
             );
         }
         "update" => {
-            let topology = Arc::new(Topology::new(db, 60, 5));
+            let topology = Arc::new(Topology::new(db.clone(), ironic_db::Liveness::new(1, 8), 5));
             topology.refresh().await;
             let api = Arc::new(RemoteConductors::new(client.clone(), topology));
             let mut nodes = Vec::new();

@@ -174,7 +174,10 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     }
     let topology = Arc::new(Topology::new(
         db.clone(),
-        cfg.conductor.heartbeat_timeout,
+        ironic_db::Liveness::new(
+            cfg.conductor.heartbeat_interval,
+            cfg.conductor.heartbeat_timeout,
+        ),
         cfg.default.hash_partition_exponent,
     ));
     topology.refresh().await;

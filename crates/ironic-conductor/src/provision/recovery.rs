@@ -16,13 +16,9 @@ impl Provisioner {
             .map(|s| s.as_str())
             .collect();
         states.push(P::CleanWait.as_str());
-        let host_alive = |host: &str| {
-            // Alive = heartbeating, even if offline: a conductor that is stopping still
-            // runs its timers until it has finished.
-            snap.conductors.iter().any(|(c, _)| {
-                c.hostname == host && !c.is_dead(chrono::Utc::now(), topology.timeout_secs())
-            })
-        };
+        // Alive = not dead, even if offline: a conductor that is stopping still runs
+        // its timers until it has finished.
+        let host_alive = |host: &str| snap.host_not_dead(host);
         let mut failed = 0;
         for (id, uuid, driver, group) in self.db.nodes_unlocked_in(&states).await? {
             // Look before locking: a healthy wait is left alone without touching its lock.
