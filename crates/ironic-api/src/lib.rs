@@ -122,7 +122,10 @@ impl FromRequestParts<AppState> for Req {
             .unwrap_or_default();
         Ok(Req {
             version,
-            ctx: Context { request_id },
+            ctx: Context {
+                request_id,
+                attempt: 0,
+            },
         })
     }
 }

@@ -68,6 +68,27 @@ impl Allocator {
         }
     }
 
+    /// The allocation `new` describes, if an earlier attempt of the same call stored
+    /// it (same uuid and the same fields): what a repeated `create_allocation` answers.
+    pub(crate) async fn stored_by_earlier_attempt(
+        &self,
+        new: &NewAllocation,
+    ) -> Result<Option<Allocation>, Error> {
+        let Some(a) = self.db.allocation_by_uuid(&new.uuid).await? else {
+            return Ok(None);
+        };
+        let same = a.name == new.name
+            && a.resource_class == new.resource_class
+            && a.candidate_nodes == new.candidate_nodes
+            && a.traits == new.traits
+            && a.owner == new.owner
+            && a.extra == new.extra;
+        if same {
+            tracing::info!(allocation = %a.uuid, "allocation already stored by an earlier attempt of this call");
+        }
+        Ok(same.then_some(a))
+    }
+
     /// Reserves a node for the allocation `id`, if it is still ours and `allocating`.
     async fn allocate(self: Arc<Self>, id: AllocationId) {
         if let Err(e) = self.try_allocate(id).await {
@@ -288,8 +309,14 @@ impl Allocator {
             if self.db.allocation_take_over(id, affinity, me).await? {
                 tracing::warn!(allocation_id = %id, from = ?affinity, "took over an allocation of a dead conductor");
                 won += 1;
-                // Inline, one at a time, as upstream: the periodic task finishes them.
-                self.clone().allocate(id).await;
+                // In the background, side by side (upstream finishes them one at a
+                // time inside its periodic task): a dead conductor's allocations are
+                // all finished within one allocation's time.
+                let me = self.clone();
+                self.work.spawn(
+                    "taken-over allocation",
+                    async move { me.allocate(id).await },
+                );
             }
         }
         Ok(won)

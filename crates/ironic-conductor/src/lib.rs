@@ -418,19 +418,37 @@ impl Handlers for Conductor {
 
     async fn create_allocation(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: CreateAllocation,
     ) -> Result<Allocation, Error> {
-        self.allocations
+        let repeat = (ctx.attempt > 0).then(|| req.allocation.clone());
+        match self
+            .allocations
             .new_allocation(req.allocation, req.backfill)
             .await
+        {
+            // A repeat after the conductor of the first attempt died: if that attempt
+            // stored the allocation, this is it.
+            Err(Error::Conflict(m)) => match repeat {
+                Some(new) => self
+                    .allocations
+                    .stored_by_earlier_attempt(&new)
+                    .await?
+                    .ok_or(Error::Conflict(m)),
+                None => Err(Error::Conflict(m)),
+            },
+            r => r,
+        }
     }
 
-    async fn destroy_allocation(
-        &self,
-        _ctx: &Context,
-        req: DestroyAllocation,
-    ) -> Result<(), Error> {
-        self.allocations.delete_allocation(&req.allocation).await
+    async fn destroy_allocation(&self, ctx: &Context, req: DestroyAllocation) -> Result<(), Error> {
+        match self.allocations.delete_allocation(&req.allocation).await {
+            // A repeat: the first attempt deleted it.
+            Err(Error::NotFound(_)) if ctx.attempt > 0 => {
+                tracing::info!(allocation = %req.allocation.uuid, "allocation already deleted by an earlier attempt");
+                Ok(())
+            }
+            r => r,
+        }
     }
 }

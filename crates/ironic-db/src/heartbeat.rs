@@ -62,7 +62,10 @@ impl Heartbeat {
         if self.session.is_none() {
             let opts = pool.connect_options();
             let mut c = self
-                .bounded("opening the heartbeat session", PgConnection::connect_with(&opts))
+                .bounded(
+                    "opening the heartbeat session",
+                    PgConnection::connect_with(&opts),
+                )
                 .await?;
             self.bounded(
                 "configuring the heartbeat session",

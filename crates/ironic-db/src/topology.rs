@@ -271,6 +271,13 @@ impl ironic_model::cluster::Membership for Topology {
         self.snapshot().conductors.iter().any(|(_, alive)| *alive)
     }
 
+    fn is_dead(&self, host: &str) -> bool {
+        let snap = self.snapshot();
+        snap.conductors
+            .iter()
+            .any(|(c, _)| c.hostname == host && snap.is_dead(c))
+    }
+
     fn refresh_soon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(Topology::refresh_soon(self))
     }

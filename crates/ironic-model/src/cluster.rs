@@ -16,6 +16,9 @@ pub trait Membership: Send + Sync {
     -> Option<String>;
     /// Whether any conductor is alive.
     fn any_alive(&self) -> bool;
+    /// Whether the conductor `host` has been declared dead (not merely offline: a
+    /// conductor that is stopping gracefully finishes the calls it took).
+    fn is_dead(&self, host: &str) -> bool;
     /// Reads the membership again unless that happened a moment ago (after a miss).
     fn refresh_soon(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }

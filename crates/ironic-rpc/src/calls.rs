@@ -161,6 +161,9 @@ impl Call for Ping {
     fn route(&self) -> Route {
         Route::Any
     }
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn to_wire(self) -> pb::PingRequest {
         pb::PingRequest {}
     }
@@ -181,6 +184,12 @@ impl Call for CreateNode {
     type Wire = pb::CreateNodeRequest;
     fn route(&self) -> Route {
         Route::Owner(NodeRef::from(&self.node))
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {} to see whether it was created before trying again.",
+            self.node.uuid
+        )
     }
     fn to_wire(self) -> pb::CreateNodeRequest {
         pb::CreateNodeRequest {
@@ -284,6 +293,12 @@ impl Call for DestroyNode {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {} to see whether it was deleted before trying again.",
+            self.node.uuid
+        )
+    }
     fn to_wire(self) -> pb::DestroyNodeRequest {
         pb::DestroyNodeRequest {
             node: Some(node_ref_to_pb(&self.node)),
@@ -370,6 +385,12 @@ impl Call for DoProvisioningAction {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {}: its provision_state and last_error tell whether the action started.",
+            self.node.uuid
+        )
+    }
     fn to_wire(self) -> pb::DoProvisioningActionRequest {
         pb::DoProvisioningActionRequest {
             node: Some(node_ref_to_pb(&self.node)),
@@ -399,6 +420,12 @@ impl Call for DoNodeClean {
     type Wire = pb::DoNodeCleanRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {}: its provision_state and last_error tell whether the action started.",
+            self.node.uuid
+        )
     }
     fn to_wire(self) -> pb::DoNodeCleanRequest {
         pb::DoNodeCleanRequest {
@@ -430,6 +457,12 @@ impl Call for DoNodeDeploy {
     type Wire = pb::DoNodeDeployRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {}: its provision_state and last_error tell whether the action started.",
+            self.node.uuid
+        )
     }
     fn to_wire(self) -> pb::DoNodeDeployRequest {
         pb::DoNodeDeployRequest {
@@ -466,6 +499,12 @@ impl Call for DoNodeTearDown {
     type Wire = pb::DoNodeTearDownRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {}: its provision_state and last_error tell whether the action started.",
+            self.node.uuid
+        )
     }
     fn to_wire(self) -> pb::DoNodeTearDownRequest {
         pb::DoNodeTearDownRequest {
@@ -523,6 +562,10 @@ impl Call for ValidateDriverInterfaces {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    /// Reads only.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn to_wire(self) -> pb::ValidateDriverInterfacesRequest {
         pb::ValidateDriverInterfacesRequest {
             node: Some(node_ref_to_pb(&self.node)),
@@ -549,6 +592,10 @@ impl Call for GetCleanSteps {
     type Wire = pb::GetCleanStepsRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// Reads only.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn to_wire(self) -> pb::GetCleanStepsRequest {
         pb::GetCleanStepsRequest {
@@ -583,6 +630,11 @@ impl Call for CreateAllocation {
             None => Route::Any,
         }
     }
+    /// The allocation has its uuid before it is sent: a repeat that finds it stored
+    /// with the same fields answers with it.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn to_wire(self) -> pb::CreateAllocationRequest {
         pb::CreateAllocationRequest {
             allocation: Some(new_allocation_to_pb(self.allocation)),
@@ -613,6 +665,10 @@ impl Call for DestroyAllocation {
     type Wire = pb::DestroyAllocationRequest;
     fn route(&self) -> Route {
         Route::Any
+    }
+    /// A repeat that finds the allocation gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn to_wire(self) -> pb::DestroyAllocationRequest {
         pb::DestroyAllocationRequest {

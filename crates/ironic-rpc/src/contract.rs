@@ -43,6 +43,25 @@ pub trait Call: Sized + Send + 'static {
     /// Checks what it reads: a malformed request from a third-party client is an
     /// `Invalid` error, never a panic.
     fn from_wire(w: Self::Wire) -> Result<Self, Error>;
+
+    /// Whether the caller may send the call again when the conductor carrying it out
+    /// dies mid-call: it reads only, or its handler recognises a repeat
+    /// ([`crate::Context::attempt`]) and answers with what the first attempt did.
+    fn retry_safe(&self) -> bool {
+        false
+    }
+
+    /// What a client should check when the conductor carrying the call out died and
+    /// the call could not be repeated (the end of the error message).
+    fn lost_hint(&self) -> String {
+        match self.route() {
+            Route::Owner(n) => format!(
+                "Read node {} to see whether the change was made before trying again.",
+                n.uuid
+            ),
+            _ => "Check whether the change was made before trying again.".into(),
+        }
+    }
 }
 
 /// Decodes a request or reply body.

@@ -38,6 +38,10 @@ pub mod pb {
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     pub request_id: String,
+    /// 0 for the first attempt; more when the caller repeats a call whose conductor
+    /// died mid-call ([`Call::retry_safe`]): the handler then recognises what the
+    /// earlier attempt may have done.
+    pub attempt: u32,
 }
 
 /// A node as the caller routes on it: the hash ring key is (conductor_group, driver),

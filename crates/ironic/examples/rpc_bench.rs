@@ -92,6 +92,7 @@ async fn main() -> Result<(), String> {
     }
     let ctx = Context {
         request_id: "req-bench".into(),
+        attempt: 0,
     };
     let per = calls / conc;
     match method.as_str() {

@@ -365,3 +365,172 @@ async fn a_request_from_another_deployment_is_refused() {
     let _ = conn.close(200, "done".into()).await;
     assert!(server.shutdown_within(Duration::from_secs(10)).await);
 }
+
+/// A stand-in conductor that takes calls and, while `stalls` is set, never answers
+/// them (as a conductor that died with the call in hand); it records the attempt
+/// number of every call it runs.
+struct Stalling {
+    stalls: std::sync::atomic::AtomicBool,
+    attempts: std::sync::Mutex<Vec<u32>>,
+}
+
+impl Stalling {
+    fn new(stalls: bool) -> Arc<Stalling> {
+        Arc::new(Stalling {
+            stalls: std::sync::atomic::AtomicBool::new(stalls),
+            attempts: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    async fn run(&self, ctx: &Context) {
+        self.attempts.lock().unwrap().push(ctx.attempt);
+        if self.stalls.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+}
+
+impl Handlers for Stalling {
+    async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
+        self.run(ctx).await;
+        Ok(req.node)
+    }
+
+    async fn create_allocation(
+        &self,
+        ctx: &Context,
+        req: ironic_rpc::calls::CreateAllocation,
+    ) -> Result<ironic_model::Allocation, Error> {
+        self.run(ctx).await;
+        let mut a =
+            ironic_model::Allocation::new(req.allocation.uuid, req.allocation.resource_class);
+        a.name = req.allocation.name;
+        Ok(a)
+    }
+}
+
+/// The cluster as the test declares it: who owns every node, who is dead.
+#[derive(Default)]
+struct Declared {
+    owner: std::sync::Mutex<Option<String>>,
+    dead: std::sync::Mutex<Vec<String>>,
+}
+
+impl ironic_model::cluster::Membership for Declared {
+    fn owner(&self, _: &str, _: &str, _: &str) -> Option<String> {
+        self.owner.lock().unwrap().clone()
+    }
+    fn owner_without(&self, _: &str, _: &str, _: &str, _: &str) -> Option<String> {
+        None
+    }
+    fn any_alive(&self) -> bool {
+        true
+    }
+    fn is_dead(&self, host: &str) -> bool {
+        self.dead.lock().unwrap().iter().any(|h| h == host)
+    }
+    fn refresh_soon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
+}
+
+/// A call taken from the shared queue by a conductor that then dies: the caller learns
+/// who took it (the conductor's notice), sees it declared dead, and, for a call that is
+/// safe to repeat (an allocation: its uuid is fixed before it is sent), sends it again
+/// to a survivor, which runs it as a repeat; the client gets the survivor's answer long
+/// before the call timeout. A call that is not safe to repeat gets an error saying what
+/// to check, also long before the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
+    use ironic_rpc::amqp::RemoteConductors;
+    use ironic_rpc::calls::CreateAllocation;
+
+    let bus = TestBus::new().unwrap();
+    // A long timeout: the outcome must come from the death, not from the timeout.
+    let s = settings(&bus, Duration::from_secs(60), 4);
+    let dying = Stalling::new(true);
+    let a = Server::start(s.clone(), "a".into(), dispatcher(dying.clone()));
+    assert!(a.consuming(Duration::from_secs(10)).await);
+    let client = Client::start(s.clone());
+    assert!(client.connected(Duration::from_secs(10)).await);
+    let cluster = Arc::new(Declared::default());
+    let remote = Arc::new(RemoteConductors::new(client.clone(), cluster.clone()));
+
+    let new = ironic_model::NewAllocation {
+        uuid: uuid::Uuid::new_v4().to_string(),
+        name: Some("repeat-me".into()),
+        resource_class: Some("rc".into()),
+        candidate_nodes: vec![],
+        traits: vec![],
+        owner: None,
+        extra: Default::default(),
+    };
+    let ctx = Context {
+        request_id: "req-repeat".into(),
+        attempt: 0,
+    };
+    let (r2, c2, n2) = (remote.clone(), ctx.clone(), new.clone());
+    let call = tokio::spawn(async move {
+        let started = Instant::now();
+        let r = r2
+            .call(
+                &c2,
+                CreateAllocation {
+                    allocation: n2,
+                    backfill: None,
+                },
+            )
+            .await;
+        (r, started.elapsed())
+    });
+    // "a" took it (and only "a" consumes the shared queue so far).
+    let start = Instant::now();
+    while dying.attempts.lock().unwrap().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "a took the call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let survivor = Stalling::new(false);
+    let b = Server::start(s.clone(), "b".into(), dispatcher(survivor.clone()));
+    assert!(b.consuming(Duration::from_secs(10)).await);
+    // "a" dies (its consumers end with it) and is declared dead.
+    assert!(!a.shutdown_within(Duration::ZERO).await);
+    cluster.dead.lock().unwrap().push("a".into());
+    let (r, took) = call.await.unwrap();
+    let got = r.expect("the repeat's answer");
+    assert_eq!(got.uuid, new.uuid);
+    assert_eq!(
+        *survivor.attempts.lock().unwrap(),
+        vec![1],
+        "b ran it once, as a repeat"
+    );
+    assert_eq!(*dying.attempts.lock().unwrap(), vec![0]);
+    eprintln!("answered {} ms after the call started", took.as_millis());
+
+    // Not safe to repeat: an error naming the dead conductor and what to check.
+    assert!(b.shutdown_within(Duration::from_secs(10)).await);
+    let dying = Stalling::new(true);
+    let c = Server::start(s.clone(), "c".into(), dispatcher(dying.clone()));
+    assert!(c.consuming(Duration::from_secs(10)).await);
+    // A node call, to the node's owner.
+    *cluster.owner.lock().unwrap() = Some("c".into());
+    let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+    let uuid = node.uuid.as_str().to_string();
+    let r2 = remote.clone();
+    let call = tokio::spawn(async move { r2.call(&Context::default(), CreateNode { node }).await });
+    let start = Instant::now();
+    while dying.attempts.lock().unwrap().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "c took the call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!c.shutdown_within(Duration::ZERO).await);
+    cluster.dead.lock().unwrap().push("c".into());
+    match call.await.unwrap() {
+        Err(Error::Unavailable(m)) => {
+            assert!(m.contains("Conductor c stopped while carrying out"), "{m}");
+            assert!(m.contains(&format!("Read node {uuid}")), "{m}");
+        }
+        other => panic!("expected the lost-call error, got {other:?}"),
+    }
+    assert_eq!(*dying.attempts.lock().unwrap(), vec![0], "not repeated");
+    client.shutdown().await;
+}

@@ -988,3 +988,130 @@ async fn two_deployments_on_one_vhost_never_cross() {
     t1.cleanup().await;
     t2.cleanup().await;
 }
+
+/// `kill -9` of one of three conductors in the middle of an allocation burst from 8
+/// clients, with the default heartbeat settings: the dead conductor is found dead from
+/// its vanished database session, its nodes and its `allocating` allocations go to the
+/// survivors, every POST gets its true outcome (201 with an allocation that exists)
+/// within the call timeout, and nothing is allocated twice. The measured times are
+/// printed (they go to the notes, not to assertions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_allocation_burst_with_default_settings() {
+    const VA: &str = "1.60";
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0"),
+            // Allocations stay `allocating` a moment, so the victim holds some.
+            ("IRONIC_CONDUCTOR__ALLOCATION_DELAY_MS", "300"),
+        ],
+    );
+    let hosts = ["burst-a", "burst-b", "burst-c"];
+    let (mut conductors, api_proc, api) = start_cluster(&cluster, &hosts).await;
+    common::available_nodes(&api, "rc-k", 40, 8).await;
+    let before = node_owners(&api).await;
+    let victim = "burst-b";
+    let victim_id = t.db.conductor_get(victim).await.unwrap().id;
+    let victim_nodes: BTreeSet<String> = before
+        .iter()
+        .filter(|(_, o)| *o == victim)
+        .map(|(u, _)| u.clone())
+        .collect();
+    assert!(!victim_nodes.is_empty());
+
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for c in 0..8 {
+        let (api, sent) = (Server::client(api.addr), sent.clone());
+        set.spawn(async move {
+            let mut out = Vec::new();
+            for i in 0..20 {
+                let started = Instant::now();
+                let r = api
+                    .post(
+                        "/v1/allocations",
+                        VA,
+                        &json!({"resource_class": "rc-k", "name": format!("k{c}-{i}")}),
+                    )
+                    .await;
+                sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                out.push((r.status, r.body, started.elapsed()));
+            }
+            out
+        });
+    }
+    until("a third of the burst sent", Duration::from_secs(30), || {
+        let sent = sent.clone();
+        async move { sent.load(std::sync::atomic::Ordering::SeqCst) >= 40 }
+    })
+    .await;
+    conductors[1].kill9();
+    let killed = Instant::now();
+    until("the victim found dead", Duration::from_secs(30), || async {
+        !alive_conductors(&api).await.contains(victim)
+    })
+    .await;
+    let dead_after = killed.elapsed();
+    until(
+        "the victim's nodes moved",
+        Duration::from_secs(30),
+        || async {
+            let o = node_owners(&api).await;
+            victim_nodes.iter().all(|u| o[u] != victim)
+        },
+    )
+    .await;
+    let moved_after = killed.elapsed();
+    let mut results = Vec::new();
+    while let Some(r) = set.join_next().await {
+        results.extend(r.unwrap());
+    }
+    until(
+        "the victim's allocations finished",
+        Duration::from_secs(30),
+        || async {
+            t.db.allocations_allocating(victim_id, true)
+                .await
+                .unwrap()
+                .is_empty()
+        },
+    )
+    .await;
+    let finished_after = killed.elapsed();
+    let mut uuids = Vec::new();
+    let mut slowest = Duration::ZERO;
+    for (status, body, took) in &results {
+        assert_eq!(*status, 201, "every POST gets its true outcome: {body}");
+        assert!(*took < Duration::from_secs(60), "within the call timeout");
+        slowest = slowest.max(*took);
+        let u = serde_json::from_str::<Value>(body).unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            t.db.allocation_by_uuid(&u).await.unwrap().is_some(),
+            "a 201 whose allocation exists"
+        );
+        uuids.push(u);
+    }
+    common::check_allocations(&api, &uuids, 40).await;
+    let survivor_logs = conductors[0].log_text() + &conductors[2].log_text();
+    assert!(
+        survivor_logs
+            .lines()
+            .any(|l| l.contains("conductor declared dead")
+                && l.contains(victim)
+                && l.contains("present=Some(false)")),
+        "found dead from its vanished session"
+    );
+    eprintln!(
+        "kill -9 with defaults, from the kill: API saw it dead after {} ms, its nodes moved after {} ms, its allocations finished after {} ms; slowest POST {} ms; lost-call repeats: {}",
+        dead_after.as_millis(),
+        moved_after.as_millis(),
+        finished_after.as_millis(),
+        slowest.as_millis(),
+        api_proc.log_text().matches("sending it again").count()
+    );
+    t.cleanup().await;
+}

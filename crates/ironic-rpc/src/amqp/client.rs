@@ -19,16 +19,27 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::{
-    BusSettings, CallError, MEMBERSHIP, STABLE_LINK, Target, bus_error, cluster_headers, connect,
-    declare_exchange, declare_exclusive_queue, now_ms, open_or_stop, pause, sender_cluster,
-    stop_and_join, wait_until,
+    ACCEPTED, BusSettings, CallError, HOST_HEADER, MEMBERSHIP, STABLE_LINK, Target, bus_error,
+    cluster_headers, connect, declare_exchange, declare_exclusive_queue, header_text, now_ms,
+    open_or_stop, pause, sender_cluster, stop_and_join, wait_until,
 };
 use crate::calls::Ping;
 use crate::contract::Call;
 use crate::convert::error_from_pb;
 use crate::{Context, pb, trace};
 
-type Waiter = oneshot::Sender<Result<Vec<u8>, Error>>;
+/// A call waiting for its reply, and for the notice naming the conductor that took it
+/// (calls through the shared queue).
+struct Waiter {
+    reply: oneshot::Sender<Result<Vec<u8>, Error>>,
+    accepted: Option<oneshot::Sender<String>>,
+}
+
+/// How often a caller checks whether the conductor carrying out its call is still alive.
+const LOST_CHECK: Duration = Duration::from_millis(250);
+
+/// Tells whether a conductor (by host name) has been declared dead.
+pub type IsDead<'a> = &'a (dyn Fn(&str) -> bool + Send + Sync);
 
 struct Link {
     channel: Channel,
@@ -55,7 +66,7 @@ impl ClientInner {
             tracing::warn!(calls = drained.len(), "{why}");
         }
         for w in drained {
-            let _ = w.send(Err(Error::Unavailable(why.to_string())));
+            let _ = w.reply.send(Err(Error::Unavailable(why.to_string())));
         }
     }
 
@@ -77,15 +88,33 @@ impl ClientInner {
                     .as_ref()
                     .map(|c| c.to_string());
                 if let Some(w) = corr.and_then(|c| self.waiters().remove(&c)) {
-                    let _ = w.send(Err(Error::Unavailable(format!(
+                    let _ = w.reply.send(Err(Error::Unavailable(format!(
                         "A process of another deployment (cluster {theirs}) answered this call; this deployment is cluster {mine}. Check that every process of this deployment uses the same database."
                     ))));
                 }
                 return;
             }
         }
-        if d.properties.kind().as_ref().map(|k| k.as_str()) == Some(MEMBERSHIP) {
+        let kind = d.properties.kind().as_ref().map(|k| k.to_string());
+        if kind.as_deref() == Some(MEMBERSHIP) {
             self.membership.send_modify(|g| *g += 1);
+            return;
+        }
+        if kind.as_deref() == Some(ACCEPTED) {
+            let corr = d
+                .properties
+                .correlation_id()
+                .as_ref()
+                .map(|c| c.to_string());
+            let host = header_text(&d.properties, HOST_HEADER);
+            if let (Some(corr), Some(host)) = (corr, host)
+                && let Some(tx) = self
+                    .waiters()
+                    .get_mut(&corr)
+                    .and_then(|w| w.accepted.take())
+            {
+                let _ = tx.send(host);
+            }
             return;
         }
         let Some(corr) = d
@@ -100,6 +129,7 @@ impl ClientInner {
             tracing::debug!(correlation_id = %corr, "late reply dropped");
             return;
         };
+        let w = w.reply;
         let res = match pb::Reply::decode(&d.data[..]) {
             Ok(pb::Reply {
                 result: Some(pb::reply::Result::Ok(b)),
@@ -190,11 +220,15 @@ impl Client {
         body: Vec<u8>,
     ) -> Result<Vec<u8>, CallError> {
         let deadline = tokio::time::Instant::now() + self.inner.settings.call_timeout;
-        self.call_until(target, method, ctx, body, deadline).await
+        self.call_until(target, method, ctx, body, deadline, &|_| false)
+            .await
     }
 
     /// One round trip that gives up at `deadline`, whatever it is waiting for (the
-    /// connection, the broker's flow control, the confirm, the reply).
+    /// connection, the broker's flow control, the confirm, the reply), and as soon as
+    /// `is_dead` says the conductor carrying the call out (the target host, or the one
+    /// that took it from the shared queue) has been declared dead: then
+    /// [`CallError::Lost`].
     pub async fn call_until(
         &self,
         target: &Target,
@@ -202,22 +236,30 @@ impl Client {
         ctx: &Context,
         body: Vec<u8>,
         deadline: tokio::time::Instant,
+        is_dead: IsDead<'_>,
     ) -> Result<Vec<u8>, CallError> {
         let rk = self.inner.settings.routing_key(target);
-        let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk);
-        self.call_in(rk, method, ctx, body, &span, deadline)
+        let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk, rpc.attempt = ctx.attempt);
+        let host = match target {
+            Target::Host(h) => Some(h.clone()),
+            Target::Any => None,
+        };
+        self.call_in(rk, host, method, ctx, body, &span, deadline, is_dead)
             .instrument(span.clone())
             .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn call_in(
         &self,
         rk: String,
+        mut host: Option<String>,
         method: &str,
         ctx: &Context,
         body: Vec<u8>,
         span: &tracing::Span,
         deadline: tokio::time::Instant,
+        is_dead: IsDead<'_>,
     ) -> Result<Vec<u8>, CallError> {
         let timeout = self.inner.settings.call_timeout;
         let mut links = self.inner.link.subscribe();
@@ -236,8 +278,15 @@ impl Client {
         // the time this caller will still wait.
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         let corr = uuid::Uuid::new_v4().simple().to_string();
-        let (tx, rx) = oneshot::channel();
-        self.inner.waiters().insert(corr.clone(), tx);
+        let (tx, mut rx) = oneshot::channel();
+        let (acc_tx, mut acc_rx) = oneshot::channel();
+        self.inner.waiters().insert(
+            corr.clone(),
+            Waiter {
+                reply: tx,
+                accepted: host.is_none().then_some(acc_tx),
+            },
+        );
         let _guard = WaiterGuard {
             inner: &self.inner,
             corr: corr.clone(),
@@ -267,6 +316,7 @@ impl Client {
             trace: Some(trace),
             deadline_unix_ms: now_ms() + remaining.as_millis() as u64,
             body,
+            attempt: ctx.attempt,
         };
         let props = BasicProperties::default()
             .with_correlation_id(corr.as_str().into())
@@ -316,13 +366,35 @@ impl Client {
             }
             Ok(Ok(Confirmation::Ack(None) | Confirmation::NotRequested)) => {}
         }
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(r)) => r.map_err(CallError::Failed),
-            Ok(Err(_)) => Err(Error::Unavailable(
-                "The call was abandoned before its reply arrived.".into(),
-            )
-            .into()),
-            Err(_) => Err(timed_out().into()),
+        tracing::debug!(correlation_id = %corr, "request queued");
+        // Wait for the reply; meanwhile, watch the conductor carrying the call out.
+        let mut check = tokio::time::interval(LOST_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut awaiting_notice = host.is_none();
+        loop {
+            tokio::select! {
+                r = &mut rx => return match r {
+                    Ok(r) => r.map_err(CallError::Failed),
+                    Err(_) => Err(Error::Unavailable(
+                        "The call was abandoned before its reply arrived.".into(),
+                    )
+                    .into()),
+                },
+                h = &mut acc_rx, if awaiting_notice => {
+                    awaiting_notice = false;
+                    if let Ok(h) = h {
+                        tracing::debug!(host = %h, "call taken");
+                        host = Some(h);
+                    }
+                }
+                _ = check.tick(), if host.is_some() => {
+                    if let Some(h) = host.as_deref().filter(|h| is_dead(h)) {
+                        tracing::warn!(host = %h, "the conductor carrying out the call was declared dead");
+                        return Err(CallError::Lost { host: h.to_string() });
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => return Err(timed_out().into()),
+            }
         }
     }
 }

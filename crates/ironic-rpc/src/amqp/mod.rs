@@ -56,6 +56,14 @@ pub const MEMBERSHIP: &str = "ironic.membership";
 /// The message header that carries the sender's cluster id.
 pub const CLUSTER_HEADER: &str = "x-ironic-cluster";
 
+/// AMQP `type` of the notice a conductor sends to the caller when it takes a call from
+/// the shared queue (header [`HOST_HEADER`]: who took it), so that the caller knows
+/// whose death would lose the call.
+pub const ACCEPTED: &str = "ironic.accepted";
+
+/// The header naming the conductor that sent an [`ACCEPTED`] notice.
+pub const HOST_HEADER: &str = "x-ironic-host";
+
 #[derive(Debug, Clone)]
 pub struct BusSettings {
     /// `amqp://user:password@host:port/vhost` (vhost URL-encoded, `%2f` for `/`).
@@ -102,9 +110,14 @@ impl BusSettings {
 }
 
 /// The cluster a message says it comes from, if it says.
-pub(crate) fn sender_cluster(p: &lapin::BasicProperties) -> Option<String> {
+pub fn sender_cluster(p: &lapin::BasicProperties) -> Option<String> {
+    header_text(p, CLUSTER_HEADER)
+}
+
+/// A string header of a message.
+pub(crate) fn header_text(p: &lapin::BasicProperties, name: &str) -> Option<String> {
     let headers = p.headers().as_ref()?;
-    match headers.inner().get(CLUSTER_HEADER)? {
+    match headers.inner().get(name)? {
         lapin::types::AMQPValue::LongString(s) => Some(s.to_string()),
         lapin::types::AMQPValue::ShortString(s) => Some(s.to_string()),
         _ => None,
@@ -135,6 +148,11 @@ pub enum Target {
 pub enum CallError {
     /// Nobody consumes the target queue (the conductor is gone).
     Unroutable(String),
+    /// The conductor carrying the call out was declared dead before it replied: the
+    /// call may or may not have been carried out.
+    Lost {
+        host: String,
+    },
     Failed(Error),
 }
 
@@ -149,6 +167,9 @@ impl From<CallError> for Error {
         match e {
             CallError::Unroutable(rk) => Error::Unavailable(format!(
                 "No conductor is listening on {rk}: it stopped or is restarting. Please retry."
+            )),
+            CallError::Lost { host } => Error::Unavailable(format!(
+                "Conductor {host} stopped while carrying out the request; it may or may not have been carried out."
             )),
             CallError::Failed(e) => e,
         }

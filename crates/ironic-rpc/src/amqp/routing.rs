@@ -9,7 +9,11 @@ use ironic_model::Error;
 use ironic_model::cluster::Membership;
 use prost::Message;
 
+use super::client::IsDead;
 use super::{CallError, Client, Target};
+
+/// How many times a call that is safe to repeat is sent again after its conductor died.
+const MAX_REPEATS: u32 = 2;
 use crate::contract::{Call, Reply, Route, decode};
 use crate::{Context, NodeRef};
 
@@ -24,17 +28,60 @@ impl RemoteConductors {
         RemoteConductors { client, membership }
     }
 
-    /// One call: encoded, routed, its reply decoded.
+    /// One call: encoded, routed, its reply decoded. When the conductor carrying it
+    /// out is declared dead before it replies, a call that is safe to repeat
+    /// ([`Call::retry_safe`]) goes again (to the node's new owner, or the shared queue)
+    /// within the same deadline; any other gets an error saying what to check.
     pub async fn call<C: Call>(&self, ctx: &Context, req: C) -> Result<C::Reply, Error> {
         let route = req.route();
+        let (safe, hint) = (req.retry_safe(), req.lost_hint());
         let body = req.to_wire().encode_to_vec();
-        let reply = match &route {
-            Route::Owner(n) => self.call_node(n, C::METHOD, ctx, body).await?,
-            Route::Any => self.call_any(C::METHOD, ctx, body).await?,
-            Route::Host(h) => {
-                self.client
-                    .call(&Target::Host(h.clone()), C::METHOD, ctx, body)
-                    .await?
+        // One deadline for every attempt and re-route.
+        let deadline = tokio::time::Instant::now() + self.client.call_timeout();
+        let mut ctx = ctx.clone();
+        let reply = loop {
+            let is_dead = |h: &str| self.membership.is_dead(h);
+            let r = match &route {
+                Route::Owner(n) => {
+                    self.call_node(n, C::METHOD, &ctx, body.clone(), deadline, &is_dead)
+                        .await
+                }
+                Route::Any => {
+                    self.call_any(C::METHOD, &ctx, body.clone(), deadline, &is_dead)
+                        .await
+                }
+                Route::Host(h) => {
+                    self.client
+                        .call_until(
+                            &Target::Host(h.clone()),
+                            C::METHOD,
+                            &ctx,
+                            body.clone(),
+                            deadline,
+                            &is_dead,
+                        )
+                        .await
+                }
+            };
+            match r {
+                Ok(b) => break b,
+                Err(CallError::Lost { host }) if safe && ctx.attempt < MAX_REPEATS => {
+                    ctx.attempt += 1;
+                    tracing::warn!(
+                        method = C::METHOD,
+                        host,
+                        attempt = ctx.attempt,
+                        "conductor died during the call; sending it again"
+                    );
+                    self.membership.refresh_soon().await;
+                }
+                Err(CallError::Lost { host }) => {
+                    return Err(Error::Unavailable(format!(
+                        "Conductor {host} stopped while carrying out this request (request id {}); it may or may not have been carried out. {hint}",
+                        ctx.request_id
+                    )));
+                }
+                Err(e) => return Err(e.into()),
             }
         };
         let wire = decode(&reply, "reply from a conductor")
@@ -50,16 +97,26 @@ impl RemoteConductors {
 
     /// Calls any live conductor through the shared queue (RabbitMQ balances); 503 at
     /// once when none is alive, instead of waiting for the call timeout.
-    async fn call_any(&self, method: &str, ctx: &Context, body: Vec<u8>) -> Result<Vec<u8>, Error> {
+    async fn call_any(
+        &self,
+        method: &str,
+        ctx: &Context,
+        body: Vec<u8>,
+        deadline: tokio::time::Instant,
+        is_dead: IsDead<'_>,
+    ) -> Result<Vec<u8>, CallError> {
         if !self.membership.any_alive() {
             self.membership.refresh_soon().await;
             if !self.membership.any_alive() {
                 return Err(Error::Unavailable(
                     "No conductor service is available to process the request; retry later.".into(),
-                ));
+                )
+                .into());
             }
         }
-        Ok(self.client.call(&Target::Any, method, ctx, body).await?)
+        self.client
+            .call_until(&Target::Any, method, ctx, body, deadline, is_dead)
+            .await
     }
 
     async fn route(&self, n: &NodeRef) -> Result<String, Error> {
@@ -82,9 +139,9 @@ impl RemoteConductors {
         method: &str,
         ctx: &Context,
         body: Vec<u8>,
-    ) -> Result<Vec<u8>, Error> {
-        // One deadline for the call and its re-route.
-        let deadline = tokio::time::Instant::now() + self.client.call_timeout();
+        deadline: tokio::time::Instant,
+        is_dead: IsDead<'_>,
+    ) -> Result<Vec<u8>, CallError> {
         let host = self.route(n).await?;
         match self
             .client
@@ -94,6 +151,7 @@ impl RemoteConductors {
                 ctx,
                 body.clone(),
                 deadline,
+                is_dead,
             )
             .await
         {
@@ -110,15 +168,14 @@ impl RemoteConductors {
                 match next {
                     Some(h) => {
                         tracing::info!(from = %host, to = %h, "owner unreachable; calling the next conductor on the ring");
-                        Ok(self
-                            .client
-                            .call_until(&Target::Host(h), method, ctx, body, deadline)
-                            .await?)
+                        self.client
+                            .call_until(&Target::Host(h), method, ctx, body, deadline, is_dead)
+                            .await
                     }
-                    None => Err(CallError::Unroutable(rk).into()),
+                    None => Err(CallError::Unroutable(rk)),
                 }
             }
-            r => Ok(r?),
+            r => r,
         }
     }
 }

@@ -19,8 +19,9 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::{
-    BusSettings, MEMBERSHIP, STABLE_LINK, cluster_headers, connect, declare_exchange,
-    declare_exclusive_queue, now_ms, open_or_stop, pause, sender_cluster, wait_until,
+    ACCEPTED, BusSettings, HOST_HEADER, MEMBERSHIP, STABLE_LINK, cluster_headers, connect,
+    declare_exchange, declare_exclusive_queue, now_ms, open_or_stop, pause, sender_cluster,
+    wait_until,
 };
 use crate::dispatch::{Dispatch, error_reply};
 use crate::{Context, pb, trace};
@@ -225,7 +226,7 @@ async fn run_server(
                     };
                     tokio::select! {
                         d = own.next() => match d {
-                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit, false)); }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
@@ -233,7 +234,7 @@ async fn run_server(
                             None => break false,
                         },
                         d = shared.next() => match d {
-                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit, true)); }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
@@ -336,7 +337,7 @@ async fn drain(
         tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next()).await
     {
         if let Ok(p) = permits.clone().acquire_owned().await {
-            inflight.spawn(handle(ctx.clone(), d, p));
+            inflight.spawn(handle(ctx.clone(), d, p, false));
         }
     }
     if let Some(t) = tags.first() {
@@ -346,7 +347,7 @@ async fn drain(
         // The consumer ends once what it had buffered is out; all of it still runs.
         while let Ok(Some(Ok(d))) = tokio::time::timeout_at(bound, own.next()).await {
             if let Ok(p) = permits.clone().acquire_owned().await {
-                inflight.spawn(handle(ctx.clone(), d, p));
+                inflight.spawn(handle(ctx.clone(), d, p, false));
             }
         }
     }
@@ -371,7 +372,9 @@ struct HandlerCtx {
 /// its deadline passed longer ago than this (NTP keeps hosts far closer).
 const CLOCK_SKEW_MS: u64 = 1_000;
 
-async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
+/// Runs one request. `shared`: it came from the shared queue, so the caller does not
+/// know who took it: an [`ACCEPTED`] notice tells it.
+async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit, shared: bool) {
     let HandlerCtx {
         api,
         channel,
@@ -379,6 +382,42 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
         call_timeout,
         cluster,
     } = ctx;
+    let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
+    let corr = d.properties.correlation_id().clone();
+    // A call from the shared queue: tell the caller who took it *before* acknowledging
+    // it, so that whenever this process dies after the acknowledgement the caller
+    // knows whose death to watch for (and if it dies before, the broker hands the
+    // request to another conductor).
+    if shared
+        && sender_cluster(&d.properties).as_deref() == Some(cluster.as_str())
+        && let (Some(reply_to), Some(corr)) = (&reply_to, &corr)
+    {
+        let mut headers = cluster_headers(&cluster);
+        headers.insert(
+            HOST_HEADER.into(),
+            lapin::types::AMQPValue::LongString(host.clone().into()),
+        );
+        let props = BasicProperties::default()
+            .with_type(ACCEPTED.into())
+            .with_correlation_id(corr.clone())
+            .with_headers(headers);
+        let notice = channel.basic_publish(
+            "".into(),
+            reply_to.as_str().into(),
+            BasicPublishOptions::default(),
+            &[],
+            props,
+        );
+        if !matches!(tokio::time::timeout(call_timeout, notice).await, Ok(Ok(_))) {
+            tracing::warn!("could not tell a caller who took its call; handing the call back");
+            let requeue = BasicNackOptions {
+                requeue: true,
+                ..Default::default()
+            };
+            let _ = tokio::time::timeout(call_timeout, d.nack(requeue)).await;
+            return;
+        }
+    }
     // At most once: acknowledged on receipt (see the module documentation). A request
     // that could not be acknowledged may be delivered again elsewhere: not run here.
     match tokio::time::timeout(call_timeout, d.ack(BasicAckOptions::default())).await {
@@ -388,8 +427,6 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
             return;
         }
     }
-    let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
-    let corr = d.properties.correlation_id().clone();
     let sender = sender_cluster(&d.properties);
     let reply = match pb::Request::decode(&d.data[..]) {
         _ if sender.as_deref() != Some(cluster.as_str()) => {
@@ -423,6 +460,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
             }
             let ctx = Context {
                 request_id: req.request_id.clone(),
+                attempt: req.attempt,
             };
             let started = Instant::now();
             async {
