@@ -39,7 +39,7 @@ P=$(port)
 (
   export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="amqp://guest:guest@127.0.0.1:5672/$ID" RUST_LOG=warn \
     IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0
-  for h in c1 c2 c3; do "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
+  for h in c1 c2 c3; do IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
   "$T/ironic-api" --listen "127.0.0.1:$P" & echo $! >>"$DIR/pids"
 )
 mapfile -t PIDS <"$DIR/pids"

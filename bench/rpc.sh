@@ -28,7 +28,7 @@ trap cleanup EXIT
 "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
 export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" RUST_LOG=warn IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0
 for h in c1 c2 c3; do
-  "$T/ironic-conductor" --host "$h" & PIDS+=($!)
+  IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" & PIDS+=($!)
 done
 for _ in $(seq 1 100); do
   n=$(rabbitmqctl -q list_queues -p "$ID" name consumers 2>/dev/null | grep -c 'ironic.conductor_manager.c[123]' || true)

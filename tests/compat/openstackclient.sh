@@ -37,7 +37,7 @@ if [ $split = 1 ]; then
   export IRONIC_AMQP__URL="amqp://guest:guest@127.0.0.1:5672/$id"
   "$T/ironic-dbsync" upgrade >/dev/null
   for h in compat-a compat-b; do
-    "$T/ironic-conductor" --host "$h" >>"$dir/log" 2>&1 & pids+=($!)
+    IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" >>"$dir/log" 2>&1 & pids+=($!)
   done
   for _ in $(seq 1 100); do [ "$(grep -c 'ironic-conductor serving' "$dir/log")" = 2 ] && break; sleep 0.1; done
   "$T/ironic-api" --listen "127.0.0.1:$port" >>"$dir/log" 2>&1 & pids+=($!)

@@ -172,6 +172,9 @@ fn is_public(path: &str) -> bool {
 /// its headers, authentication.
 async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
+    let in_flight = metrics::gauge!("ironic_api_requests_in_flight");
+    in_flight.increment(1.0);
+    let _done = scopeguard(move || in_flight.decrement(1.0));
     let rid = format!("req-{}", uuid::Uuid::new_v4());
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -258,6 +261,7 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
             h.insert(H_MAX, HeaderValue::from_static(MAX_VERSION));
         }
         let status = resp.status().as_u16();
+        record(&method, &resp, started.elapsed().as_secs_f64());
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         if status >= 500 {
             tracing::error!(status, ms, "request failed");
@@ -382,10 +386,75 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/", get(root::v1))
         .nest("/v1", v1.clone())
         .merge(v1)
+        .route_layer(axum::middleware::from_fn(tag_route))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), edge))
         .with_state(state)
+}
+
+/// Runs `f` when dropped (however the request ends, cancellation included).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f()
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
+/// The route template a request matched (`/v1/nodes/{ident}`), for metrics labels.
+#[derive(Clone)]
+struct RouteTemplate(String);
+
+/// Copies the matched route template into the response, where [`edge`] records it.
+async fn tag_route(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| {
+            let p = m.as_str().trim_end_matches('/');
+            if p.starts_with("/v1") || p.is_empty() {
+                if p.is_empty() {
+                    "/".to_string()
+                } else {
+                    p.to_string()
+                }
+            } else {
+                format!("/v1{p}")
+            }
+        });
+    let mut resp = next.run(req).await;
+    if let Some(r) = route {
+        resp.extensions_mut().insert(RouteTemplate(r));
+    }
+    resp
+}
+
+/// Records one request in the metrics (`ironic_api_requests_total`,
+/// `ironic_api_request_duration_seconds`).
+fn record(method: &axum::http::Method, resp: &Response, seconds: f64) {
+    let route = resp
+        .extensions()
+        .get::<RouteTemplate>()
+        .map_or("unmatched".to_string(), |r| r.0.clone());
+    let method = method.as_str().to_string();
+    metrics::counter!(
+        "ironic_api_requests_total",
+        "route" => route.clone(),
+        "method" => method.clone(),
+        "status" => resp.status().as_u16().to_string()
+    )
+    .increment(1);
+    metrics::histogram!(
+        "ironic_api_request_duration_seconds",
+        "route" => route,
+        "method" => method
+    )
+    .record(seconds);
 }
 
 #[cfg(test)]

@@ -145,9 +145,12 @@ pub const FAKE_CLEAN_STEPS: &[StepDecl] = &[
 ];
 
 /// `fake-hardware`'s deploy steps: the core `deploy.deploy`, and RAID and BIOS steps
-/// that run only when a deploy template asks for them (priority 0).
+/// that run only when a deploy template asks for them (priority 0), and `deploy.sleep`
+/// (a step that takes time, under the node lock, so that failures mid-deploy can be
+/// observed).
 pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[
     step("deploy", "deploy", 100, false, &[]),
+    step("deploy", "sleep", 0, false, SECONDS),
     step(
         "raid",
         "apply_configuration",

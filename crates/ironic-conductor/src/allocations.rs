@@ -125,6 +125,7 @@ impl Allocator {
             match claim {
                 Claim::Reserved(_, node) => {
                     tracing::info!(allocation = %uuid, node, "allocation active");
+                    finished("active", &a);
                     return Ok(());
                 }
                 Claim::Lost => {
@@ -147,6 +148,7 @@ impl Allocator {
             let msg = a.failure_message(&why);
             if self.db.allocation_fail(a.id, me, &msg).await? {
                 tracing::warn!(allocation = %uuid, "{msg}");
+                finished("error", &a);
             }
             return Ok(());
         }
@@ -333,4 +335,15 @@ impl Allocator {
         }
         Ok(())
     }
+}
+
+/// Counts an allocation this conductor finished, and the time since its creation.
+fn finished(outcome: &'static str, a: &Allocation) {
+    metrics::counter!("ironic_allocations_total", "outcome" => outcome).increment(1);
+    let took = chrono::Utc::now()
+        .signed_duration_since(a.created_at)
+        .to_std()
+        .unwrap_or_default();
+    metrics::histogram!("ironic_allocation_duration_seconds", "outcome" => outcome)
+        .record(took.as_secs_f64());
 }

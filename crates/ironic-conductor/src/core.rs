@@ -32,6 +32,8 @@ pub struct Core {
     pub(crate) known_dead: std::sync::Mutex<std::collections::BTreeSet<ConductorId>>,
     /// Runs the allocation take-over now (set by the service).
     pub(crate) takeover: std::sync::OnceLock<work::Trigger>,
+    /// When the last heartbeat was recorded.
+    pub(crate) last_beat: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Core {
@@ -46,7 +48,16 @@ impl Core {
             heartbeat: tokio::sync::Mutex::new(None),
             known_dead: std::sync::Mutex::new(Default::default()),
             takeover: std::sync::OnceLock::new(),
+            last_beat: std::sync::Mutex::new(None),
         }
+    }
+
+    /// How long ago this conductor last recorded a heartbeat (`None`: not yet).
+    pub fn since_last_heartbeat(&self) -> Option<std::time::Duration> {
+        self.last_beat
+            .lock()
+            .ok()
+            .and_then(|t| t.map(|t| t.elapsed()))
     }
 
     pub fn host(&self) -> &str {

@@ -13,6 +13,40 @@ use ironic_rpc::NodeRef;
 use crate::core::Core;
 use crate::work::Runner;
 
+/// Gives the lock back, retrying (with a growing pause, at most 10 s) until the
+/// database takes it: a lock must never outlive its work because the database was
+/// down at that moment. Ends early only when the conductor stops (the next start
+/// releases every lock of this host).
+async fn release_until_done(db: Db, node_id: NodeId, host: String, mut stop: Stop) {
+    let mut pause = std::time::Duration::from_millis(250);
+    let mut attempt = 1u32;
+    loop {
+        match db.node_release(node_id, &host).await {
+            Ok(()) => {
+                if attempt > 1 {
+                    tracing::info!(%node_id, attempt, "node lock released after the database came back");
+                }
+                return;
+            }
+            Err(e) => {
+                metrics::counter!("ironic_node_lock_release_failures_total").increment(1);
+                tracing::warn!(%node_id, attempt, error = %e, retry_in_ms = pause.as_millis() as u64, "could not release a node lock; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.stopped() => {
+                tracing::warn!(%node_id, "stopping with a node lock not released; the next start of this conductor releases it");
+                return;
+            }
+        }
+        pause = (pause * 2).min(std::time::Duration::from_secs(10));
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+type Stop = crate::work::StopSignal;
+
 /// Gives a node lock back if the work holding it panicked or was cancelled.
 struct LockGuard {
     db: Db,
@@ -37,11 +71,9 @@ impl Drop for LockGuard {
             "node lock holder stopped early; releasing the lock"
         );
         if tokio::runtime::Handle::try_current().is_ok() {
-            self.work.spawn("lock release", async move {
-                if let Err(e) = db.node_release(node_id, &host).await {
-                    tracing::error!(%node_id, error = %e, "could not release a node lock");
-                }
-            });
+            let stop = self.work.stop_signal();
+            self.work
+                .spawn("lock release", release_until_done(db, node_id, host, stop));
         }
     }
 }
@@ -117,10 +149,10 @@ impl Held {
             .await
         {
             Ok(()) => self.guard.armed = false,
-            Err(e) => tracing::error!(
+            Err(e) => tracing::warn!(
                 node_id = %self.guard.node_id,
                 error = %e,
-                "could not release a node lock; trying again"
+                "could not release a node lock; trying again until the database takes it"
             ),
         }
     }
@@ -129,6 +161,19 @@ impl Held {
 impl Core {
     /// Takes the node lock, retrying while another operation holds it.
     pub(crate) async fn acquire(&self, node_id: NodeId) -> Result<Node, Error> {
+        let started = std::time::Instant::now();
+        let r = self.acquire_retrying(node_id).await;
+        let outcome = match &r {
+            Ok(_) => "acquired",
+            Err(Error::Locked(_)) => "busy",
+            Err(_) => "error",
+        };
+        metrics::histogram!("ironic_node_lock_wait_seconds", "outcome" => outcome)
+            .record(started.elapsed().as_secs_f64());
+        r
+    }
+
+    async fn acquire_retrying(&self, node_id: NodeId) -> Result<Node, Error> {
         let mut attempt = 1;
         loop {
             match self.db.node_reserve(node_id, &self.settings.host).await {
@@ -179,9 +224,7 @@ impl Core {
         if node.uuid.as_str() != target.uuid {
             // The caller's id and uuid disagree (a stale or forged reference): touch
             // nothing.
-            if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
-                tracing::error!(%node_id, error = %e, "could not release a node lock");
-            }
+            self.release_lock(node_id).await;
             return Err(Error::node_not_found(&target.uuid));
         }
         let mut guard = LockGuard {
@@ -193,9 +236,23 @@ impl Core {
         };
         let res = f(node).await;
         guard.armed = false;
-        if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
-            tracing::error!(%node_id, error = %e, "could not release a node lock");
-        }
+        self.release_lock(node_id).await;
         res
+    }
+
+    /// Gives a lock back now, or, if the database refuses, from a background task that
+    /// retries until it succeeds.
+    pub(crate) async fn release_lock(&self, node_id: NodeId) {
+        if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
+            metrics::counter!("ironic_node_lock_release_failures_total").increment(1);
+            tracing::warn!(%node_id, error = %e, "could not release a node lock; retrying in the background");
+            let (db, host, stop) = (
+                self.db.clone(),
+                self.settings.host.clone(),
+                self.work.stop_signal(),
+            );
+            self.work
+                .spawn("lock release", release_until_done(db, node_id, host, stop));
+        }
     }
 }

@@ -134,9 +134,16 @@ impl Conductor {
         let id = self.my_id()?;
         let mut hb = self.heartbeat.lock().await;
         let step = self.settings.liveness.timeout / 2;
-        hb.get_or_insert_with(|| self.db.heartbeat(self.host(), id, step))
+        let r = hb
+            .get_or_insert_with(|| self.db.heartbeat(self.host(), id, step))
             .beat()
-            .await
+            .await;
+        if matches!(r, Ok(true))
+            && let Ok(mut t) = self.last_beat.lock()
+        {
+            *t = Some(std::time::Instant::now());
+        }
+        r
     }
 
     /// Removes this conductor from the registry (graceful stop).
@@ -147,4 +154,52 @@ impl Conductor {
             Err(e) => tracing::error!(host, error = %e, "could not unregister"),
         }
     }
+}
+
+impl Conductor {
+    /// Sets `ironic_conductor_nodes` (the nodes this conductor owns, by provision state,
+    /// maintenance and power state); `seen` holds the label sets set before, so that a
+    /// state no node is in any more drops to zero.
+    pub async fn node_metrics(
+        &self,
+        topology: &Topology,
+        seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
+    ) -> Result<(), String> {
+        let rows = self
+            .db
+            .node_states()
+            .await
+            .map_err(|e| format!("could not read node states: {e}"))?;
+        let snap = topology.snapshot();
+        let me = self.settings.host.as_str();
+        let mut counts: std::collections::BTreeMap<(String, bool, String), f64> =
+            Default::default();
+        for (uuid, driver, group, state, maintenance, power) in rows {
+            if snap.owner(&group, &driver, &uuid) == Some(me) {
+                *counts
+                    .entry((state, maintenance, power.unwrap_or_else(|| "None".into())))
+                    .or_default() += 1.0;
+            }
+        }
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        for key in seen.iter() {
+            if !counts.contains_key(key) {
+                gauge(key).set(0.0);
+            }
+        }
+        for (key, n) in &counts {
+            gauge(key).set(*n);
+            seen.insert(key.clone());
+        }
+        Ok(())
+    }
+}
+
+fn gauge((state, maintenance, power): &(String, bool, String)) -> metrics::Gauge {
+    metrics::gauge!(
+        "ironic_conductor_nodes",
+        "provision_state" => state.clone(),
+        "maintenance" => maintenance.to_string(),
+        "power_state" => power.clone()
+    )
 }

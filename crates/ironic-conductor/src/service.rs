@@ -141,6 +141,14 @@ impl Service {
             // The heartbeat starts it at once when it sees a conductor die.
             let _ = conductor.takeover.set(t);
         }
+        let seen = Arc::new(std::sync::Mutex::new(Default::default()));
+        work.periodic(
+            "node metrics",
+            Duration::from_secs(15),
+            false,
+            (conductor.clone(), topology.clone(), seen),
+            |(c, t, seen)| async move { c.node_metrics(&t, &seen).await },
+        );
         work.periodic(
             "oneview checks",
             settings.oneview_check_interval,
@@ -155,6 +163,11 @@ impl Service {
             settle: Duration::from_secs(cfg.conductor.shutdown_settle_time),
             drain_timeout: Duration::from_secs(cfg.conductor.graceful_shutdown_timeout),
         })
+    }
+
+    /// Follows whether the RPC server is consuming (`None` in-process: no bus).
+    pub fn consuming_watch(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self.server.as_ref().map(Server::consuming_watch)
     }
 
     /// Whether the RPC server is consuming (always true in-process).

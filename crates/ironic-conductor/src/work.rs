@@ -32,6 +32,15 @@ struct Periodic {
     trigger: Notify,
 }
 
+/// Resolves when the conductor starts stopping.
+pub struct StopSignal(watch::Receiver<bool>);
+
+impl StopSignal {
+    pub async fn stopped(&mut self) {
+        stopped(&mut self.0).await
+    }
+}
+
 /// The owner of a conductor's background work. Cheap to clone.
 #[derive(Clone)]
 pub struct Runner {
@@ -63,6 +72,11 @@ impl Runner {
                 periodic: Mutex::new(Vec::new()),
             }),
         }
+    }
+
+    /// Resolves when a graceful stop begins.
+    pub fn stop_signal(&self) -> StopSignal {
+        StopSignal(self.inner.stop.subscribe())
     }
 
     /// Runs `work` in the background; a graceful stop waits for it.
@@ -147,6 +161,11 @@ impl Runner {
                     Ok(()) => tracing::debug!(task = name, ms = took.as_millis() as u64, "periodic task ran"),
                     Err(e) => tracing::warn!(task = name, ms = took.as_millis() as u64, error = %e, "periodic task failed"),
                 }
+                let outcome = if res.is_ok() { "ok" } else { "error" };
+                metrics::counter!("ironic_periodic_runs_total", "task" => name, "outcome" => outcome)
+                    .increment(1);
+                metrics::histogram!("ironic_periodic_duration_seconds", "task" => name)
+                    .record(took.as_secs_f64());
                 if let Ok(mut s) = me.status.lock() {
                     s.runs += 1;
                     s.last_start = Some(at);

@@ -129,6 +129,13 @@ pub struct ApiSection {
     pub http_basic_auth_user_file: Option<PathBuf>,
     /// Largest request body accepted; larger ones get 413.
     pub max_request_body_bytes: usize,
+    /// Seconds a client has to send its request headers; the connection is closed after.
+    pub header_read_timeout: u64,
+    /// Seconds a request may take (reading its body included): 503 after. Must exceed
+    /// `[amqp] call_timeout`.
+    pub request_timeout: u64,
+    /// Requests served at once; past it, 503 with `Retry-After` at once.
+    pub max_concurrent_requests: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -137,6 +144,11 @@ pub struct DatabaseSection {
     /// `sqlite://PATH` (all-in-one) or `postgres://user@host/db` (split deployment).
     pub url: String,
     pub max_connections: u32,
+    /// Seconds to wait for a free pool connection before failing (503).
+    pub acquire_timeout: u64,
+    /// PostgreSQL: milliseconds any one statement may run (`statement_timeout`); 0 is
+    /// no limit.
+    pub statement_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -165,6 +177,10 @@ pub struct ConductorSection {
     /// For tests of take-over: milliseconds an allocation waits before reserving its
     /// node. Leave at 0.
     pub allocation_delay_ms: u64,
+    /// `ironic-conductor` only: where it serves `/healthz`, `/readyz` and `/metrics`;
+    /// empty turns the listener off. (The all-in-one serves them on the API port.)
+    #[serde(deserialize_with = "optional_addr")]
+    pub http_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -180,6 +196,18 @@ pub struct LogSection {
     pub format: LogFormat,
     /// A `tracing` filter such as `info` or `info,ironic_db=debug`; `RUST_LOG` wins.
     pub filter: String,
+}
+
+/// An address, or the empty string for none.
+fn optional_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    s.trim()
+        .parse()
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("invalid address {s:?}: {e}")))
 }
 
 fn default_host() -> String {
@@ -216,6 +244,9 @@ impl Default for ApiSection {
             auth_strategy: AuthStrategy::Noauth,
             http_basic_auth_user_file: None,
             max_request_body_bytes: 1024 * 1024,
+            header_read_timeout: 10,
+            request_timeout: 90,
+            max_concurrent_requests: 512,
         }
     }
 }
@@ -225,6 +256,8 @@ impl Default for DatabaseSection {
         DatabaseSection {
             url: "sqlite://data/ironic.sqlite".into(),
             max_connections: 16,
+            acquire_timeout: 10,
+            statement_timeout_ms: 30_000,
         }
     }
 }
@@ -242,6 +275,7 @@ impl Default for ConductorSection {
             graceful_shutdown_timeout: 60,
             check_allocations_interval: 60,
             allocation_delay_ms: 0,
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 6388))),
         }
     }
 }
@@ -346,6 +380,17 @@ impl Config {
         if self.amqp.call_timeout == 0 || self.amqp.prefetch == 0 {
             return bad("[amqp] call_timeout and prefetch must be positive");
         }
+        if self.api.header_read_timeout == 0 || self.api.max_concurrent_requests == 0 {
+            return bad("[api] header_read_timeout and max_concurrent_requests must be positive");
+        }
+        if self.api.request_timeout <= self.amqp.call_timeout {
+            return bad(
+                "[api] request_timeout must be larger than [amqp] call_timeout (a request waits that long for a conductor)",
+            );
+        }
+        if self.database.acquire_timeout == 0 {
+            return bad("[database] acquire_timeout must be positive");
+        }
         if self.amqp.url.starts_with("amqps://") {
             return bad(
                 "[amqp] url: TLS to the broker (amqps://) is not built in; use amqp:// on a trusted network",
@@ -419,7 +464,28 @@ mod tests {
         assert_eq!(c.api.listen.to_string(), "127.0.0.1:6385");
         assert_eq!(c.api.max_limit, 1000);
         assert_eq!(c.conductor.heartbeat_timeout, 8);
+        assert_eq!(
+            c.conductor.http_listen.unwrap().to_string(),
+            "127.0.0.1:6388"
+        );
         assert!(c.warnings().is_empty());
+    }
+
+    #[test]
+    fn operational_limits() {
+        let off = Config::load(None, env(&[("IRONIC_CONDUCTOR__HTTP_LISTEN", "")])).unwrap();
+        assert_eq!(off.conductor.http_listen, None);
+        let any = Config::load(
+            None,
+            env(&[("IRONIC_CONDUCTOR__HTTP_LISTEN", "127.0.0.1:0")]),
+        )
+        .unwrap();
+        assert_eq!(any.conductor.http_listen.unwrap().port(), 0);
+        assert!(Config::load(None, env(&[("IRONIC_CONDUCTOR__HTTP_LISTEN", "nowhere")])).is_err());
+        let mut c = Config::load(None, env(&[])).unwrap();
+        c.api.request_timeout = c.amqp.call_timeout;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("request_timeout"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,11 @@ pub struct DbOptions {
     pub max_connections: u32,
     /// Create the SQLite file (and its directory) if missing.
     pub create: bool,
+    /// How long a query waits for a free pool connection before failing.
+    pub acquire_timeout: Duration,
+    /// PostgreSQL: how long one statement may run (`statement_timeout`), so that a
+    /// stuck query cannot hold a connection (and what waits on it) for ever.
+    pub statement_timeout: Option<Duration>,
 }
 
 impl Default for DbOptions {
@@ -71,6 +76,8 @@ impl Default for DbOptions {
         DbOptions {
             max_connections: 16,
             create: true,
+            acquire_timeout: Duration::from_secs(10),
+            statement_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -84,6 +91,7 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
         return Error::invalid("Text must not contain NUL characters.");
     }
     tracing::error!(error = %e, "database error while {context}");
+    metrics::counter!("ironic_db_errors_total", "context" => context.to_string()).increment(1);
     Error::Internal(format!("database error while {context}"))
 }
 
@@ -91,11 +99,14 @@ impl Db {
     /// Connects to `sqlite://PATH` (or `sqlite::memory:`) or `postgres://...`.
     pub async fn connect(url: &str, opts: &DbOptions) -> Result<Db, Error> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let co = PgConnectOptions::from_str(url)
+            let mut co = PgConnectOptions::from_str(url)
                 .map_err(|e| Error::Internal(format!("invalid database url: {e}")))?;
+            if let Some(t) = opts.statement_timeout.filter(|t| !t.is_zero()) {
+                co = co.options([("statement_timeout", t.as_millis().to_string())]);
+            }
             let pool = PgPoolOptions::new()
                 .max_connections(opts.max_connections.max(1))
-                .acquire_timeout(Duration::from_secs(10))
+                .acquire_timeout(opts.acquire_timeout)
                 .connect_with(co)
                 .await
                 .map_err(|e| internal("connecting to PostgreSQL", e))?;
@@ -122,6 +133,7 @@ impl Db {
                 .busy_timeout(Duration::from_secs(10));
             let pool = SqlitePoolOptions::new()
                 .max_connections(opts.max_connections.max(1))
+                .acquire_timeout(opts.acquire_timeout)
                 .min_connections(1)
                 .connect_with(co)
                 .await
@@ -198,6 +210,33 @@ impl Db {
         .ok_or_else(|| {
             Error::Unavailable("the database has no cluster id: run `ironic-dbsync upgrade`".into())
         })
+    }
+
+    /// A round trip to the database (`SELECT 1`), bounded by `within`: what readiness
+    /// checks ask.
+    pub async fn ping(&self, within: Duration) -> Result<(), String> {
+        let q = async {
+            with_pool!(self, |p| sqlx::query_scalar::<_, i32>("SELECT 1")
+                .fetch_one(p)
+                .await)
+        };
+        match tokio::time::timeout(within, q).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("database error: {e}")),
+            Err(_) => Err(format!(
+                "the database did not answer within {} ms",
+                within.as_millis()
+            )),
+        }
+    }
+
+    /// Pool connections: (open, idle, max).
+    pub fn pool_stats(&self) -> (u32, usize, u32) {
+        with_pool!(self, |p| (
+            p.size(),
+            p.num_idle(),
+            p.options().get_max_connections()
+        ))
     }
 
     pub async fn close(&self) {

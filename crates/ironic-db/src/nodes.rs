@@ -801,6 +801,17 @@ impl Db {
         Ok(())
     }
 
+    /// Every node's routing key and states, for the metrics of the nodes each conductor
+    /// owns: (uuid, driver, conductor_group, provision_state, maintenance, power_state).
+    #[allow(clippy::type_complexity)]
+    pub async fn node_states(
+        &self,
+    ) -> Result<Vec<(String, String, String, String, bool, Option<String>)>, Error> {
+        let sql = "SELECT uuid, driver, conductor_group, provision_state, maintenance, power_state FROM nodes";
+        with_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)
+            .map_err(|e| internal("reading node states", e))
+    }
+
     /// Every locked node: (id, uuid, driver, conductor_group, holder). Locks are few
     /// (one per operation in progress), so one query serves the orphan-lock check
     /// whatever the number of dead conductors.

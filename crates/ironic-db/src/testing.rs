@@ -59,6 +59,7 @@ impl TestDb {
             &DbOptions {
                 max_connections: 8,
                 create: false,
+                ..Default::default()
             },
         )
         .await?;

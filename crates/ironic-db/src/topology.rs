@@ -175,8 +175,28 @@ impl Topology {
                     self.exponent,
                     settling.then_some(&*prev),
                 ));
+                let (mut alive, mut offline, mut dead) = (0.0, 0.0, 0.0);
+                for (c, a) in &snap.conductors {
+                    if snap.is_dead(c) {
+                        dead += 1.0;
+                    } else if *a {
+                        alive += 1.0;
+                    } else {
+                        offline += 1.0;
+                    }
+                }
+                metrics::gauge!("ironic_conductors", "state" => "alive").set(alive);
+                metrics::gauge!("ironic_conductors", "state" => "offline").set(offline);
+                metrics::gauge!("ironic_conductors", "state" => "dead").set(dead);
                 for c in snap.dead() {
                     if !prev.is_dead(c) {
+                        let rule = if c.silence(chrono::Utc::now()) >= self.liveness.timeout {
+                            "silent"
+                        } else {
+                            "gone"
+                        };
+                        metrics::counter!("ironic_conductor_deaths_total", "rule" => rule)
+                            .increment(1);
                         tracing::warn!(host = %c.hostname, conductor_id = %c.id, present = ?c.present, silent_ms = c.silence(chrono::Utc::now()).as_millis() as u64, "conductor declared dead");
                     }
                 }

@@ -89,8 +89,23 @@ impl Conductors {
         Conductors(Transport::Remote(Arc::new(remote)))
     }
 
-    /// One call, to where its [`Route`] says.
+    /// One call, to where its [`Route`] says (counted in `ironic_rpc_calls_total` and
+    /// `ironic_rpc_call_duration_seconds`).
     pub async fn call<C: Call>(&self, ctx: &Context, req: C) -> Result<C::Reply, Error> {
+        let started = std::time::Instant::now();
+        let r = self.call_on(ctx, req).await;
+        let outcome = match &r {
+            Ok(_) => "ok",
+            Err(e) => outcome_of(e),
+        };
+        metrics::counter!("ironic_rpc_calls_total", "method" => C::METHOD, "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("ironic_rpc_call_duration_seconds", "method" => C::METHOD)
+            .record(started.elapsed().as_secs_f64());
+        r
+    }
+
+    async fn call_on<C: Call>(&self, ctx: &Context, req: C) -> Result<C::Reply, Error> {
         match &self.0 {
             Transport::Local(d) => d
                 .local(ctx.clone(), C::METHOD, Box::new(req))
@@ -101,4 +116,11 @@ impl Conductors {
             Transport::Remote(r) => r.call(ctx, req).await,
         }
     }
+}
+
+/// The metrics label of an error: its RPC error kind (`NOT_FOUND`, `UNAVAILABLE`, ...).
+pub fn outcome_of(e: &Error) -> &'static str {
+    pb::ErrorKind::try_from(convert::error_to_pb(e).kind)
+        .unwrap_or(pb::ErrorKind::Internal)
+        .as_str_name()
 }

@@ -73,6 +73,7 @@ async fn main() -> Result<(), String> {
         &DbOptions {
             max_connections: 4,
             create: false,
+            ..Default::default()
         },
     )
     .await

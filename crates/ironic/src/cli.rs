@@ -90,6 +90,7 @@ pub async fn run(role: Role) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    crate::ops::notify_ready();
     wait_for_signal().await;
     tracing::info!("shutting down");
     running.shutdown().await;

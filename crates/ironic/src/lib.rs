@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 
 pub mod cli;
 pub mod oneview_migrate;
+pub mod ops;
 pub mod telemetry;
 
 /// Which service a process runs.
@@ -54,12 +55,24 @@ struct ApiServer {
     watcher: Option<JoinHandle<()>>,
 }
 
+/// The conductor's own small HTTP listener (`/healthz`, `/readyz`, `/metrics`).
+struct OpsServer {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
 /// A running service.
 pub struct Running {
     /// Where the REST API listens (none for a conductor).
     pub addr: Option<SocketAddr>,
+    /// Where a conductor serves `/healthz`, `/readyz` and `/metrics` (`[conductor]
+    /// http_listen`; the API and the all-in-one serve them on the API port).
+    pub ops_addr: Option<SocketAddr>,
     pub db: Db,
     api: Option<ApiServer>,
+    ops: Option<OpsServer>,
+    /// Keeps the database pool gauges current.
+    pool_gauges: JoinHandle<()>,
     conductor: Option<Service>,
     client: Option<Arc<Client>>,
 }
@@ -74,6 +87,7 @@ impl Running {
     /// Graceful stop: the API stops accepting and finishes requests in flight, then the
     /// conductor goes offline and finishes what it accepted, then the bus closes.
     pub async fn shutdown(self) {
+        ops::notify_stopping();
         if let Some(api) = self.api {
             let _ = api.stop.send(true);
             let _ = api.task.await;
@@ -85,6 +99,11 @@ impl Running {
         if let Some(c) = self.conductor {
             c.shutdown().await;
         }
+        if let Some(o) = self.ops {
+            let _ = o.stop.send(true);
+            let _ = o.task.await;
+        }
+        self.pool_gauges.abort();
         if let Some(c) = self.client {
             c.shutdown().await;
         }
@@ -127,6 +146,8 @@ async fn open_db(cfg: &Config, role: Role) -> Result<Db, StartError> {
         &DbOptions {
             max_connections: cfg.database.max_connections,
             create: role == Role::AllInOne,
+            acquire_timeout: Duration::from_secs(cfg.database.acquire_timeout.max(1)),
+            statement_timeout: Some(Duration::from_millis(cfg.database.statement_timeout_ms)),
         },
     )
     .await?;
@@ -139,8 +160,71 @@ async fn open_db(cfg: &Config, role: Role) -> Result<Db, StartError> {
     Ok(db)
 }
 
+fn limits(cfg: &Config) -> ops::HttpLimits {
+    ops::HttpLimits {
+        header_read_timeout: Duration::from_secs(cfg.api.header_read_timeout.max(1)),
+        request_timeout: Duration::from_secs(cfg.api.request_timeout.max(1)),
+        max_concurrent_requests: cfg.api.max_concurrent_requests.max(1),
+    }
+}
+
+/// The checks every process's `/readyz` runs: the database answers and its schema is
+/// current.
+fn database_checks(db: &Db) -> Vec<(&'static str, ops::Check)> {
+    let (a, b) = (db.clone(), db.clone());
+    vec![
+        (
+            "database",
+            ops::check(move || {
+                let db = a.clone();
+                async move { db.ping(Duration::from_secs(2)).await }
+            }),
+        ),
+        (
+            "schema",
+            ops::check(move || {
+                let db = b.clone();
+                async move {
+                    match tokio::time::timeout(Duration::from_secs(2), db.check_schema()).await {
+                        Ok(r) => r.map_err(|e| e.to_string()),
+                        Err(_) => Err("the database did not answer within 2000 ms".into()),
+                    }
+                }
+            }),
+        ),
+    ]
+}
+
+/// Sets `ironic_db_pool_connections` every 5 s.
+fn spawn_pool_gauges(db: Db) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let (open, idle, max) = db.pool_stats();
+            let idle = idle as f64;
+            metrics::gauge!("ironic_db_pool_connections", "state" => "idle").set(idle);
+            metrics::gauge!("ironic_db_pool_connections", "state" => "in_use")
+                .set((f64::from(open) - idle).max(0.0));
+            metrics::gauge!("ironic_db_pool_connections", "state" => "max").set(f64::from(max));
+        }
+    })
+}
+
+/// Serves `app` in the background with the configured limits.
+fn spawn_server(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: ops::HttpLimits,
+) -> (watch::Sender<bool>, JoinHandle<()>) {
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(ops::serve(listener, app, limits, stop_rx));
+    (stop, task)
+}
+
 /// Starts the service of `role`.
 pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> {
+    ops::metrics();
     let db = open_db(&cfg, role).await?;
     let cluster = db.cluster_id().await?;
     tracing::info!(cluster = %cluster, "deployment identified");
@@ -163,12 +247,66 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     };
     let mut running = Running {
         addr: None,
+        ops_addr: None,
         db: db.clone(),
         api: None,
+        ops: None,
+        pool_gauges: spawn_pool_gauges(db.clone()),
         conductor,
         client: None,
     };
     if role == Role::Conductor {
+        if let (Some(addr), Some(svc)) = (cfg.conductor.http_listen, &running.conductor) {
+            let mut checks = database_checks(&db);
+            if let Some(rx) = svc.consuming_watch() {
+                checks.push((
+                    "message bus",
+                    ops::check(move || {
+                        let up = *rx.borrow();
+                        async move {
+                            if up {
+                                Ok(())
+                            } else {
+                                Err(
+                                    "not consuming RPC requests (no connection to the message bus)"
+                                        .into(),
+                                )
+                            }
+                        }
+                    }),
+                ));
+            }
+            let (c, limit) = (
+                svc.conductor.clone(),
+                svc.conductor.settings().liveness.timeout,
+            );
+            checks.push((
+                "heartbeat",
+                ops::check(move || {
+                    let since = c.since_last_heartbeat();
+                    async move {
+                        match since {
+                            Some(t) if t < limit => Ok(()),
+                            Some(t) => {
+                                Err(format!("no heartbeat recorded for {} ms", t.as_millis()))
+                            }
+                            None => Err("no heartbeat recorded yet".into()),
+                        }
+                    }
+                }),
+            ));
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?;
+            let bound = listener
+                .local_addr()
+                .map_err(|source| StartError::Listen { addr, source })?;
+            let (stop, task) =
+                spawn_server(listener, ops::router(ops::Readiness(checks)), limits(&cfg));
+            running.ops = Some(OpsServer { stop, task });
+            running.ops_addr = Some(bound);
+            tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
+        }
         tracing::info!(host = %cfg.default.host, "ironic-conductor serving");
         return Ok(running);
     }
@@ -223,6 +361,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         .await
         .map_err(listen)?;
     let addr = listener.local_addr().map_err(listen)?;
+    let db_for_checks = db.clone();
     let state = AppState(Arc::new(Inner {
         db,
         conductor: conductors,
@@ -239,18 +378,24 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             },
         },
     }));
-    let app = ironic_api::router(state);
-    let (stop, mut stop_srv) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let res = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_srv.wait_for(|s| *s).await;
-            })
-            .await;
-        if let Err(e) = res {
-            tracing::error!(error = %e, "server stopped with an error");
-        }
-    });
+    let mut checks = database_checks(&db_for_checks);
+    if let Some(c) = running.client.clone() {
+        checks.push((
+            "message bus",
+            ops::check(move || {
+                let c = c.clone();
+                async move {
+                    if c.connected(Duration::ZERO).await {
+                        Ok(())
+                    } else {
+                        Err("no connection to the message bus".into())
+                    }
+                }
+            }),
+        ));
+    }
+    let app = ironic_api::router(state).merge(ops::router(ops::Readiness(checks)));
+    let (stop, task) = spawn_server(listener, app, limits(&cfg));
     tracing::info!(%addr, host = %cfg.default.host, "{} serving", role.name());
     running.addr = Some(addr);
     running.api = Some(ApiServer {

@@ -298,6 +298,7 @@ pub async fn main_with(args: Vec<String>) -> std::process::ExitCode {
         &DbOptions {
             max_connections: 2,
             create: false,
+            ..Default::default()
         },
     )
     .await

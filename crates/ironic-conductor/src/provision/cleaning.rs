@@ -138,7 +138,9 @@ impl Provisioner {
                     return;
                 }
             };
+            let started = std::time::Instant::now();
             let outcome = driver.execute_step(NodeInfo::from(&held.node), step).await;
+            super::step_timed("clean", step, started, &outcome);
             match outcome {
                 Ok(Outcome::Done) => {
                     self.step_event(&mut held.node, step, "done");

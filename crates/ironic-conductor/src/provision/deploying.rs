@@ -114,10 +114,12 @@ impl Provisioner {
                 return;
             }
             tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
+            let started = std::time::Instant::now();
             let outcome = match self.driver_of(&held.node) {
                 Ok(d) => d.execute_step(NodeInfo::from(&held.node), &step).await,
                 Err(e) => Err(e),
             };
+            super::step_timed("deploy", &step, started, &outcome);
             match outcome {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, &step, "done"),
                 Ok(Outcome::Wait(d)) => {

@@ -86,6 +86,28 @@ impl DeployCall {
     }
 }
 
+/// Records how long a step's execution took (`ironic_step_duration_seconds`): the whole
+/// step for one that finishes at once, the part up to its wait otherwise.
+fn step_timed<E>(
+    kind: &'static str,
+    step: &Step,
+    started: std::time::Instant,
+    outcome: &Result<Outcome, E>,
+) {
+    let label = match outcome {
+        Ok(Outcome::Done) => "done",
+        Ok(Outcome::Wait(_)) => "waiting",
+        Err(_) => "failed",
+    };
+    metrics::histogram!(
+        "ironic_step_duration_seconds",
+        "kind" => kind,
+        "step" => step.name(),
+        "outcome" => label
+    )
+    .record(started.elapsed().as_secs_f64());
+}
+
 fn step_json(s: &Step) -> JsonObject {
     match s.to_json() {
         Value::Object(o) => o,

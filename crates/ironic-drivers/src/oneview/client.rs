@@ -316,14 +316,22 @@ impl Client {
                 body,
             })
         };
-        tokio::time::timeout(self.settings.request_timeout, fut)
+        let r = tokio::time::timeout(self.settings.request_timeout, fut)
             .await
             .map_err(|_| {
                 OvError::Unreachable(format!(
                     "{} did not answer {method} {path} within {:?}",
                     self.base, self.settings.request_timeout
                 ))
-            })?
+            })
+            .and_then(|r| r);
+        let outcome = match &r {
+            Ok(r) => format!("{}xx", r.status / 100),
+            Err(_) => "error".to_string(),
+        };
+        metrics::counter!("ironic_oneview_requests_total", "method" => method.to_string(), "outcome" => outcome)
+            .increment(1);
+        r
     }
 
     async fn login(&self) -> Result<String, OvError> {

@@ -470,6 +470,7 @@ async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<boo
                 if linked_at.elapsed() >= STABLE_LINK {
                     backoff = first;
                 }
+                metrics::counter!("ironic_bus_reconnects_total", "side" => "client").increment(1);
                 tracing::warn!("reconnecting to the message bus");
             }
             Err(e) => {

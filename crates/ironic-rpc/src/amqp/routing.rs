@@ -67,6 +67,8 @@ impl RemoteConductors {
                 Ok(b) => break b,
                 Err(CallError::Lost { host }) if safe && ctx.attempt < MAX_REPEATS => {
                     ctx.attempt += 1;
+                    metrics::counter!("ironic_rpc_repeats_total", "method" => C::METHOD)
+                        .increment(1);
                     tracing::warn!(
                         method = C::METHOD,
                         host,

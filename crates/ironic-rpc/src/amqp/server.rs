@@ -84,6 +84,11 @@ impl Server {
         }
     }
 
+    /// Whether the queues are consumed right now (a receiver that follows it).
+    pub fn consuming_watch(&self) -> watch::Receiver<bool> {
+        self.consuming.clone()
+    }
+
     /// Waits until the queues are consumed, at most `timeout`.
     pub async fn consuming(&self, timeout: Duration) -> bool {
         wait_until(self.consuming.clone(), timeout, |c| *c).await
@@ -268,6 +273,7 @@ async fn run_server(
                 if linked_at.elapsed() >= STABLE_LINK {
                     backoff = first;
                 }
+                metrics::counter!("ironic_bus_reconnects_total", "side" => "server").increment(1);
                 tracing::warn!("reconnecting to the message bus");
             }
             Err(e) => {
@@ -481,6 +487,10 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit, sha
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "rpc handled"
                 );
+                metrics::counter!("ironic_rpc_handled_total", "method" => req.method.clone(), "outcome" => outcome)
+                    .increment(1);
+                metrics::histogram!("ironic_rpc_handled_duration_seconds", "method" => req.method.clone())
+                    .record(started.elapsed().as_secs_f64());
                 reply
             }
             .instrument(span)

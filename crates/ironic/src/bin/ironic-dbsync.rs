@@ -51,6 +51,7 @@ async fn main() -> std::process::ExitCode {
         &DbOptions {
             max_connections: 1,
             create: true,
+            ..Default::default()
         },
     )
     .await

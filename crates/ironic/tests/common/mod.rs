@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 pub mod procs;
+pub mod proxy;
 
 use ironic_config::Config;
 use ironic_db::testing::TestDb;
@@ -49,6 +50,8 @@ pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Se
     cfg.default.host = "test-conductor".into();
     cfg.log.filter = "warn".into();
     cfg.conductor.shutdown_settle_time = 0;
+    // Tests run side by side: the conductor's ops listener on a port of its own.
+    cfg.conductor.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
     tweak(&mut cfg);
     if backend != Backend::Split {
         let running = ironic::start(cfg).await.expect("server starts");

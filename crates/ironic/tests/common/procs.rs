@@ -130,6 +130,8 @@ impl Cluster {
             ("IRONIC_AMQP__URL".into(), bus.url.clone()),
             ("IRONIC_LOG__FILTER".into(), "info".into()),
             ("RUST_LOG".into(), "info".into()),
+            // Several conductors on one host: each its own ops port.
+            ("IRONIC_CONDUCTOR__HTTP_LISTEN".into(), "127.0.0.1:0".into()),
         ];
         env.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         Cluster {

@@ -1,0 +1,384 @@
+//! What operators watch and what protects the service: the Prometheus metrics recorder,
+//! the `/healthz`, `/readyz` and `/metrics` endpoints (on the API port, and on the
+//! conductor's own small listener), the hardened HTTP serving loop (header-read and
+//! request timeouts, a global concurrency limit with 503 + `Retry-After`), and systemd
+//! readiness and watchdog notifications. `docs/operations.md` lists every metric.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::sync::watch;
+use tower::{BoxError, ServiceBuilder};
+
+/// The process-wide metrics recorder (installed once, by the first service started in
+/// the process).
+static METRICS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Latency buckets, in seconds, of every `*_seconds` histogram.
+const BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0, 300.0,
+];
+
+/// Installs the Prometheus recorder (once per process) and returns its handle.
+pub fn metrics() -> Option<PrometheusHandle> {
+    METRICS
+        .get_or_init(|| {
+            let built = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+                .and_then(|b| b.install_recorder());
+            match built {
+                Ok(h) => {
+                    // Histograms need their upkeep (draining samples into buckets) run
+                    // now and then, whatever runtime is around: a thread of its own.
+                    let upkeep = h.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("metrics-upkeep".into())
+                        .spawn(move || {
+                            loop {
+                                std::thread::sleep(Duration::from_secs(5));
+                                upkeep.run_upkeep();
+                            }
+                        });
+                    if let Err(e) = spawned {
+                        tracing::warn!(error = %e, "no metrics upkeep thread; histograms are drained at each scrape only");
+                    }
+                    describe();
+                    Some(h)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics are off: the recorder could not be installed");
+                    None
+                }
+            }
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "ironic_api_requests_total",
+        "REST API requests by route template, method and status"
+    );
+    describe_histogram!(
+        "ironic_api_request_duration_seconds",
+        metrics::Unit::Seconds,
+        "REST API request latency by route template and method"
+    );
+    describe_gauge!(
+        "ironic_api_requests_in_flight",
+        "REST API requests being served"
+    );
+    describe_counter!(
+        "ironic_api_requests_shed_total",
+        "REST API requests refused with 503 because the concurrency limit was reached"
+    );
+    describe_counter!(
+        "ironic_rpc_calls_total",
+        "RPC calls made by this process, by method and outcome (ok, or the error kind)"
+    );
+    describe_histogram!(
+        "ironic_rpc_call_duration_seconds",
+        metrics::Unit::Seconds,
+        "RPC call latency as the caller sees it, by method"
+    );
+    describe_counter!(
+        "ironic_rpc_handled_total",
+        "RPC requests a conductor handled, by method and outcome"
+    );
+    describe_histogram!(
+        "ironic_rpc_handled_duration_seconds",
+        metrics::Unit::Seconds,
+        "RPC handling time in the conductor, by method"
+    );
+    describe_counter!(
+        "ironic_rpc_repeats_total",
+        "calls sent again because the conductor carrying them out died, by method"
+    );
+    describe_counter!(
+        "ironic_bus_reconnects_total",
+        "connections to the message bus lost and opened again, by side (client, server)"
+    );
+    describe_gauge!(
+        "ironic_conductor_nodes",
+        "nodes this conductor owns, by provision state, maintenance and power state"
+    );
+    describe_gauge!(
+        "ironic_conductors",
+        "conductors as this process sees them, by state (alive, offline, dead)"
+    );
+    describe_counter!(
+        "ironic_conductor_deaths_total",
+        "conductors this process declared dead, by rule (gone, silent)"
+    );
+    describe_histogram!(
+        "ironic_node_lock_wait_seconds",
+        metrics::Unit::Seconds,
+        "time to take a node lock, by outcome (acquired, busy)"
+    );
+    describe_counter!(
+        "ironic_node_lock_release_failures_total",
+        "node lock releases that failed and were retried"
+    );
+    describe_counter!(
+        "ironic_allocations_total",
+        "allocations finished by this conductor, by outcome (active, error)"
+    );
+    describe_histogram!(
+        "ironic_allocation_duration_seconds",
+        metrics::Unit::Seconds,
+        "time from an allocation's creation to its outcome, by outcome"
+    );
+    describe_histogram!(
+        "ironic_step_duration_seconds",
+        metrics::Unit::Seconds,
+        "clean and deploy step durations, by kind (clean, deploy), step and outcome"
+    );
+    describe_counter!(
+        "ironic_periodic_runs_total",
+        "periodic task runs, by task and outcome (ok, error)"
+    );
+    describe_histogram!(
+        "ironic_periodic_duration_seconds",
+        metrics::Unit::Seconds,
+        "periodic task run time, by task"
+    );
+    describe_gauge!(
+        "ironic_db_pool_connections",
+        "database pool connections, by state (idle, in_use, max)"
+    );
+    describe_counter!(
+        "ironic_db_errors_total",
+        "database errors, by what was being done"
+    );
+    describe_counter!(
+        "ironic_oneview_requests_total",
+        "requests to the OneView appliance, by method and outcome (the HTTP status class, or error)"
+    );
+}
+
+/// One readiness check: `Ok` or why not.
+pub type Check =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// Makes a [`Check`] from an async closure.
+pub fn check<F, Fut>(f: F) -> Check
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    Arc::new(move || Box::pin(f()))
+}
+
+/// The readiness checks of a process, by name.
+#[derive(Clone, Default)]
+pub struct Readiness(pub Vec<(&'static str, Check)>);
+
+impl Readiness {
+    /// Runs every check; `(all passed, one line per check)`.
+    pub async fn run(&self) -> (bool, String) {
+        let mut ok = true;
+        let mut out = String::new();
+        for (name, c) in &self.0 {
+            match c().await {
+                Ok(()) => out.push_str(&format!("{name}: ok\n")),
+                Err(e) => {
+                    ok = false;
+                    out.push_str(&format!("{name}: {e}\n"));
+                }
+            }
+        }
+        (ok, out)
+    }
+}
+
+/// `/healthz` (the process answers), `/readyz` (every readiness check passes: 200,
+/// else 503 with the failing checks) and `/metrics` (Prometheus text format).
+pub fn router(ready: Readiness) -> Router {
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { text(StatusCode::OK, "ok\n".into()) }),
+        )
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.clone();
+                async move {
+                    let (ok, body) = ready.run().await;
+                    if !ok {
+                        tracing::warn!(checks = %body.trim().replace('\n', "; "), "not ready");
+                    }
+                    let status = if ok {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    text(status, body)
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(|| async {
+                match metrics() {
+                    Some(h) => {
+                        let mut r = text(StatusCode::OK, h.render());
+                        r.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                        );
+                        r
+                    }
+                    None => text(StatusCode::NOT_FOUND, "metrics are off\n".into()),
+                }
+            }),
+        )
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Limits of the HTTP server (`[api]` options).
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// A client must send its request headers within this time.
+    pub header_read_timeout: Duration,
+    /// A request (reading its body included) must be answered within this time: 503.
+    pub request_timeout: Duration,
+    /// Requests served at once; more get 503 with `Retry-After` at once.
+    pub max_concurrent_requests: usize,
+}
+
+async fn refuse(e: BoxError) -> Response {
+    let (status, msg) = if e.is::<tower::load_shed::error::Overloaded>() {
+        metrics::counter!("ironic_api_requests_shed_total").increment(1);
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The server is busy: too many requests at once. Please retry.",
+        )
+    } else if e.is::<tower::timeout::error::Elapsed>() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The request took too long and was abandoned; it may or may not have been carried out.",
+        )
+    } else {
+        (StatusCode::INTERNAL_SERVER_ERROR, "Internal error.")
+    };
+    let body = serde_json::json!({
+        "error_message": serde_json::json!({
+            "faultstring": msg, "faultcode": "Server", "debuginfo": null
+        }).to_string()
+    });
+    let mut r = (status, body.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    r
+}
+
+/// Serves `app` on `listener` until `stop` turns true, then stops accepting and waits
+/// for the connections in flight to finish. Every connection must send its headers
+/// within `header_read_timeout`; every request is bounded by `request_timeout`; past
+/// `max_concurrent_requests` requests at once, the next get 503 + `Retry-After` at once.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let svc = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(refuse))
+        .load_shed()
+        .concurrency_limit(limits.max_concurrent_requests.max(1))
+        .timeout(limits.request_timeout)
+        .service(app);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors, say: pause rather than spin.
+                    tracing::warn!(error = %e, "could not accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc.clone()));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Tells systemd (`Type=notify`) that the service is ready, and starts the watchdog
+/// pings if the unit has `WatchdogSec=`: `WATCHDOG=1` every half period from a task on
+/// the main runtime, so a wedged runtime stops them and systemd restarts the service.
+/// Does nothing outside systemd.
+pub fn notify_ready() {
+    if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+        tracing::debug!(error = %e, "could not notify systemd");
+    }
+    let mut usec = 0u64;
+    if sd_notify::watchdog_enabled(false, &mut usec) && usec > 0 {
+        let every = Duration::from_micros(usec / 2);
+        tracing::info!(
+            every_ms = every.as_millis() as u64,
+            "systemd watchdog enabled"
+        );
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+            }
+        });
+    }
+}
+
+/// Tells systemd the service is stopping.
+pub fn notify_stopping() {
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+}
