@@ -67,107 +67,145 @@ pub fn metrics() -> Option<PrometheusHandle> {
         .clone()
 }
 
-fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram};
-    describe_counter!(
+/// Every metric family this service exports: name, kind, help text. `docs/operations.md`
+/// lists them, and the Grafana dashboard in `deploy/grafana/` uses them (a test checks
+/// both).
+pub const FAMILIES: &[(&str, Kind, &str)] = &[
+    (
         "ironic_api_requests_total",
-        "REST API requests by route template, method and status"
-    );
-    describe_histogram!(
+        Kind::Counter,
+        "REST API requests by route template, method and status",
+    ),
+    (
         "ironic_api_request_duration_seconds",
-        metrics::Unit::Seconds,
-        "REST API request latency by route template and method"
-    );
-    describe_gauge!(
+        Kind::Histogram,
+        "REST API request latency by route template and method",
+    ),
+    (
         "ironic_api_requests_in_flight",
-        "REST API requests being served"
-    );
-    describe_counter!(
+        Kind::Gauge,
+        "REST API requests being served",
+    ),
+    (
         "ironic_api_requests_shed_total",
-        "REST API requests refused with 503 because the concurrency limit was reached"
-    );
-    describe_counter!(
+        Kind::Counter,
+        "REST API requests refused with 503 because the concurrency limit was reached",
+    ),
+    (
         "ironic_rpc_calls_total",
-        "RPC calls made by this process, by method and outcome (ok, or the error kind)"
-    );
-    describe_histogram!(
+        Kind::Counter,
+        "RPC calls made by this process, by method and outcome (ok, or the error kind)",
+    ),
+    (
         "ironic_rpc_call_duration_seconds",
-        metrics::Unit::Seconds,
-        "RPC call latency as the caller sees it, by method"
-    );
-    describe_counter!(
+        Kind::Histogram,
+        "RPC call latency as the caller sees it, by method",
+    ),
+    (
         "ironic_rpc_handled_total",
-        "RPC requests a conductor handled, by method and outcome"
-    );
-    describe_histogram!(
+        Kind::Counter,
+        "RPC requests a conductor handled, by method and outcome",
+    ),
+    (
         "ironic_rpc_handled_duration_seconds",
-        metrics::Unit::Seconds,
-        "RPC handling time in the conductor, by method"
-    );
-    describe_counter!(
+        Kind::Histogram,
+        "RPC handling time in the conductor, by method",
+    ),
+    (
         "ironic_rpc_repeats_total",
-        "calls sent again because the conductor carrying them out died, by method"
-    );
-    describe_counter!(
+        Kind::Counter,
+        "calls sent again because the conductor carrying them out died, by method",
+    ),
+    (
         "ironic_bus_reconnects_total",
-        "connections to the message bus lost and opened again, by side (client, server)"
-    );
-    describe_gauge!(
+        Kind::Counter,
+        "connections to the message bus lost and opened again, by side (client, server)",
+    ),
+    (
         "ironic_conductor_nodes",
-        "nodes this conductor owns, by provision state, maintenance and power state"
-    );
-    describe_gauge!(
+        Kind::Gauge,
+        "nodes this conductor owns, by provision state, maintenance and power state",
+    ),
+    (
         "ironic_conductors",
-        "conductors as this process sees them, by state (alive, offline, dead)"
-    );
-    describe_counter!(
+        Kind::Gauge,
+        "conductors as this process sees them, by state (alive, offline, dead)",
+    ),
+    (
         "ironic_conductor_deaths_total",
-        "conductors this process declared dead, by rule (gone, silent)"
-    );
-    describe_histogram!(
+        Kind::Counter,
+        "conductors this process declared dead, by rule (gone, silent)",
+    ),
+    (
         "ironic_node_lock_wait_seconds",
-        metrics::Unit::Seconds,
-        "time to take a node lock, by outcome (acquired, busy)"
-    );
-    describe_counter!(
+        Kind::Histogram,
+        "time to take a node lock, by outcome (acquired, busy)",
+    ),
+    (
         "ironic_node_lock_release_failures_total",
-        "node lock releases that failed and were retried"
-    );
-    describe_counter!(
+        Kind::Counter,
+        "node lock releases that failed and were retried",
+    ),
+    (
         "ironic_allocations_total",
-        "allocations finished by this conductor, by outcome (active, error)"
-    );
-    describe_histogram!(
+        Kind::Counter,
+        "allocations finished by this conductor, by outcome (active, error)",
+    ),
+    (
         "ironic_allocation_duration_seconds",
-        metrics::Unit::Seconds,
-        "time from an allocation's creation to its outcome, by outcome"
-    );
-    describe_histogram!(
+        Kind::Histogram,
+        "time from an allocation's creation to its outcome, by outcome",
+    ),
+    (
         "ironic_step_duration_seconds",
-        metrics::Unit::Seconds,
-        "clean and deploy step durations, by kind (clean, deploy), step and outcome"
-    );
-    describe_counter!(
+        Kind::Histogram,
+        "clean and deploy step durations, by kind (clean, deploy), step and outcome",
+    ),
+    (
         "ironic_periodic_runs_total",
-        "periodic task runs, by task and outcome (ok, error)"
-    );
-    describe_histogram!(
+        Kind::Counter,
+        "periodic task runs, by task and outcome (ok, error)",
+    ),
+    (
         "ironic_periodic_duration_seconds",
-        metrics::Unit::Seconds,
-        "periodic task run time, by task"
-    );
-    describe_gauge!(
+        Kind::Histogram,
+        "periodic task run time, by task",
+    ),
+    (
         "ironic_db_pool_connections",
-        "database pool connections, by state (idle, in_use, max)"
-    );
-    describe_counter!(
+        Kind::Gauge,
+        "database pool connections, by state (idle, in_use, max)",
+    ),
+    (
         "ironic_db_errors_total",
-        "database errors, by what was being done"
-    );
-    describe_counter!(
+        Kind::Counter,
+        "database errors, by what was being done",
+    ),
+    (
         "ironic_oneview_requests_total",
-        "requests to the OneView appliance, by method and outcome (the HTTP status class, or error)"
-    );
+        Kind::Counter,
+        "requests to the OneView appliance, by method and outcome (the HTTP status class, or error)",
+    ),
+];
+
+/// The kind of a metric family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+fn describe() {
+    for (name, kind, help) in FAMILIES {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(*name, *help),
+            Kind::Gauge => metrics::describe_gauge!(*name, *help),
+            Kind::Histogram => {
+                metrics::describe_histogram!(*name, metrics::Unit::Seconds, *help)
+            }
+        }
+    }
 }
 
 /// One readiness check: `Ok` or why not.
@@ -381,4 +419,55 @@ pub fn notify_ready() {
 /// Tells systemd the service is stopping.
 pub fn notify_stopping() {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FAMILIES;
+
+    fn names_in(text: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while let Some(at) = text[i..].find("ironic_") {
+            let start = i + at;
+            let mut end = start;
+            while end < bytes.len() && (bytes[end].is_ascii_lowercase() || bytes[end] == b'_') {
+                end += 1;
+            }
+            let name = &text[start..end];
+            let base = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(name);
+            out.insert(base.to_string());
+            i = end.max(start + 1);
+        }
+        out
+    }
+
+    /// The dashboard uses only families the service exports.
+    #[test]
+    fn the_dashboard_uses_exported_families() {
+        let dash = include_str!("../../../deploy/grafana/ironic.json");
+        let known: std::collections::BTreeSet<&str> = FAMILIES.iter().map(|f| f.0).collect();
+        for n in names_in(dash) {
+            assert!(
+                known.contains(n.as_str()),
+                "the dashboard uses {n}, which is not exported"
+            );
+        }
+    }
+
+    /// The operations guide lists every family.
+    #[test]
+    fn the_operations_guide_lists_every_family() {
+        let doc = include_str!("../../../docs/operations.md");
+        for (name, _, _) in FAMILIES {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "docs/operations.md does not list {name}"
+            );
+        }
+    }
 }
