@@ -31,7 +31,7 @@ for h in c1 c2 c3; do
   IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" & PIDS+=($!)
 done
 for _ in $(seq 1 100); do
-  n=$(rabbitmqctl -q list_queues -p "$ID" name consumers 2>/dev/null | grep -c 'ironic.conductor_manager.c[123]' || true)
+  n=$(rabbitmqctl -q list_queues -p "$ID" name consumers 2>/dev/null | grep -cE 'ironic\.conductor_manager\.[0-9a-f-]+\.c[123]\b' || true)
   [ "$n" = 3 ] && break; sleep 0.2
 done
 echo "== $CALLS calls each, one caller process, 3 conductors ($(nproc) cores shared by all)"

@@ -90,9 +90,34 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
     {
         return Error::invalid("Text must not contain NUL characters.");
     }
-    tracing::error!(error = %e, "database error while {context}");
     metrics::counter!("ironic_db_errors_total", "context" => context.to_string()).increment(1);
+    if unreachable(&e) {
+        tracing::warn!(error = %e, "database unavailable while {context}");
+        return Error::Unavailable(format!(
+            "The database is unavailable ({context}); the request was not completed. Please retry."
+        ));
+    }
+    tracing::error!(error = %e, "database error while {context}");
     Error::Internal(format!("database error while {context}"))
+}
+
+/// Whether `e` says the database could not be reached or gave up (rather than refused
+/// the query): the caller gets 503, worth a retry, not 500.
+fn unreachable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        // Connection exceptions (08), a cancelled statement (57014: statement_timeout),
+        // the server shutting down (57P01..57P03), too many connections (53300).
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+            c.starts_with("08") || c.starts_with("57") || c == "53300"
+        }),
+        _ => false,
+    }
 }
 
 impl Db {

@@ -377,6 +377,10 @@ async fn a_database_outage_during_a_held_lock_leaves_nothing_stuck() {
     .await;
     let r = s.call("GET", "/readyz", None, None).await;
     assert!(r.body.contains("database: "), "{}", r.body);
+    // A request that needs the database gets a clear 503, not a 500.
+    let r = s.get("/v1/nodes/held", V).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("The database is unavailable"), "{}", r.body);
     assert!(!r.body.contains("database: ok"), "{}", r.body);
     // The step ends, the node cannot be saved, and the lock release is retried.
     until(
