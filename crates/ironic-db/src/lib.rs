@@ -113,9 +113,9 @@ fn unreachable(e: &sqlx::Error) -> bool {
         | sqlx::Error::Protocol(_) => true,
         // Connection exceptions (08), a cancelled statement (57014: statement_timeout),
         // the server shutting down (57P01..57P03), too many connections (53300).
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
-            c.starts_with("08") || c.starts_with("57") || c == "53300"
-        }),
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57") || c == "53300"),
         _ => false,
     }
 }
