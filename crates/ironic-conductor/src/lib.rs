@@ -220,7 +220,20 @@ impl Handlers for Conductor {
     async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
         let mut node = req.node;
         self.complete_interfaces(&mut node)?;
-        let created = self.db.node_create(&node).await?;
+        let created = match self.db.node_create(&node).await {
+            // A repeat after the conductor of the first attempt died: if that attempt
+            // stored the node, this is it.
+            Err(Error::Conflict(m)) if ctx.attempt > 0 => {
+                return match self.db.node_by_uuid(node.uuid.as_str()).await? {
+                    Some(n) if n.driver == node.driver && n.name == node.name => {
+                        tracing::info!(node = %n.uuid, "node already created by an earlier attempt of this call");
+                        Ok(n)
+                    }
+                    _ => Err(Error::Conflict(m)),
+                };
+            }
+            r => r?,
+        };
         tracing::info!(node = %created.uuid, request_id = %ctx.request_id, "node created");
         Ok(created)
     }
@@ -248,14 +261,20 @@ impl Handlers for Conductor {
         .await
     }
 
-    async fn destroy_node(&self, _ctx: &Context, req: DestroyNode) -> Result<(), Error> {
-        self.with_lock(&req.node, |node| async move {
-            check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
-            self.db.node_destroy(node.id, &self.settings.host).await?;
-            tracing::info!(node = %node.uuid, "node deleted");
-            Ok(())
-        })
-        .await
+    async fn destroy_node(&self, ctx: &Context, req: DestroyNode) -> Result<(), Error> {
+        let r = self
+            .with_lock(&req.node, |node| async move {
+                check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
+                self.db.node_destroy(node.id, &self.settings.host).await?;
+                tracing::info!(node = %node.uuid, "node deleted");
+                Ok(())
+            })
+            .await;
+        match r {
+            // A repeat: the first attempt deleted it.
+            Err(Error::NotFound(_)) if ctx.attempt > 0 => Ok(()),
+            r => r,
+        }
     }
 
     async fn add_node_traits(
@@ -287,20 +306,26 @@ impl Handlers for Conductor {
         .await
     }
 
-    async fn remove_node_traits(&self, _ctx: &Context, req: RemoveNodeTraits) -> Result<(), Error> {
+    async fn remove_node_traits(&self, ctx: &Context, req: RemoveNodeTraits) -> Result<(), Error> {
         let RemoveNodeTraits { node, one } = req;
-        self.with_lock(&node, |node| async move {
-            let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
-            if !found {
-                return Err(Error::NotFound(format!(
-                    "Node {} doesn't have a trait '{}'",
-                    node.uuid,
-                    one.unwrap_or_default()
-                )));
-            }
-            Ok(())
-        })
-        .await
+        let r = self
+            .with_lock(&node, |node| async move {
+                let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
+                if !found {
+                    return Err(Error::NotFound(format!(
+                        "Node {} doesn't have a trait '{}'",
+                        node.uuid,
+                        one.unwrap_or_default()
+                    )));
+                }
+                Ok(())
+            })
+            .await;
+        match r {
+            // A repeat: the first attempt removed it.
+            Err(Error::NotFound(_)) if ctx.attempt > 0 => Ok(()),
+            r => r,
+        }
     }
 
     async fn do_provisioning_action(

@@ -343,3 +343,72 @@ async fn serves_every_call_of_the_contract() {
     assert!(c.work().shutdown(Duration::from_secs(30)).await);
     t.cleanup().await;
 }
+
+/// A call repeated because the conductor of its first attempt died (`attempt` > 0)
+/// answers with what the first attempt did; the same call as a first attempt gets the
+/// plain error.
+async fn repeats(t: &TestDb) {
+    use ironic_rpc::calls::{DestroyNode, RemoveNodeTraits};
+    let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+    let c = Conductor::new(t.db.clone(), drivers, settings());
+    c.start().await.unwrap();
+    let first = Context::default();
+    let repeat = Context {
+        request_id: "req-repeat".into(),
+        attempt: 1,
+    };
+    let body = json!({"driver": "fake-hardware", "name": "rep"});
+    let node = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+    let created = c
+        .create_node(&first, CreateNode { node: node.clone() })
+        .await
+        .unwrap();
+    // The same node again: a conflict as a first attempt, the stored node as a repeat.
+    let again = c
+        .create_node(&first, CreateNode { node: node.clone() })
+        .await;
+    assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
+    let again = c
+        .create_node(&repeat, CreateNode { node: node.clone() })
+        .await
+        .unwrap();
+    assert_eq!(again.uuid, created.uuid);
+    // Another node under that uuid is still a conflict, even as a repeat.
+    let mut other = node.clone();
+    other.name = Some("someone-else".into());
+    let r = c.create_node(&repeat, CreateNode { node: other }).await;
+    assert!(matches!(r, Err(Error::Conflict(_))), "{r:?}");
+
+    let nref = NodeRef::from(&created);
+    let gone = || RemoveNodeTraits {
+        node: nref.clone(),
+        one: Some("CUSTOM_NEVER".into()),
+    };
+    assert!(matches!(
+        c.remove_node_traits(&first, gone()).await,
+        Err(Error::NotFound(_))
+    ));
+    c.remove_node_traits(&repeat, gone()).await.unwrap();
+
+    let destroy = || DestroyNode { node: nref.clone() };
+    c.destroy_node(&first, destroy()).await.unwrap();
+    assert!(matches!(
+        c.destroy_node(&first, destroy()).await,
+        Err(Error::NotFound(_))
+    ));
+    c.destroy_node(&repeat, destroy()).await.unwrap();
+}
+
+#[tokio::test]
+async fn repeats_sqlite() {
+    let t = TestDb::sqlite().await.unwrap();
+    repeats(&t).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn repeats_postgres() {
+    let t = TestDb::postgres().await.unwrap();
+    repeats(&t).await;
+    t.cleanup().await;
+}

@@ -185,6 +185,11 @@ impl Call for CreateNode {
     fn route(&self) -> Route {
         Route::Owner(NodeRef::from(&self.node))
     }
+    /// The node has its uuid before it is sent: a repeat that finds it stored (same
+    /// driver and name) answers with it.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn lost_hint(&self) -> String {
         format!(
             "Read node {} to see whether it was created before trying again.",
@@ -264,6 +269,10 @@ impl Call for SetMaintenance {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    /// Sets the flag and reason to given values: the same outcome however often.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn to_wire(self) -> pb::SetMaintenanceRequest {
         pb::SetMaintenanceRequest {
             node: Some(node_ref_to_pb(&self.node)),
@@ -292,6 +301,10 @@ impl Call for DestroyNode {
     type Wire = pb::DestroyNodeRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds the node gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn lost_hint(&self) -> String {
         format!(
@@ -326,6 +339,10 @@ impl Call for AddNodeTraits {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    /// A set union (or replacement): the same outcome however often.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn to_wire(self) -> pb::AddNodeTraitsRequest {
         pb::AddNodeTraitsRequest {
             node: Some(node_ref_to_pb(&self.node)),
@@ -355,6 +372,10 @@ impl Call for RemoveNodeTraits {
     type Wire = pb::RemoveNodeTraitsRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds the trait gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn to_wire(self) -> pb::RemoveNodeTraitsRequest {
         pb::RemoveNodeTraitsRequest {
@@ -532,6 +553,13 @@ impl Call for ChangeNodePowerState {
     type Wire = pb::ChangeNodePowerStateRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// Power on and off reach the same state however often; a reboot is not repeated.
+    fn retry_safe(&self) -> bool {
+        matches!(
+            self.new_state.as_str(),
+            "power on" | "power off" | "soft power off"
+        )
     }
     fn to_wire(self) -> pb::ChangeNodePowerStateRequest {
         pb::ChangeNodePowerStateRequest {
@@ -720,6 +748,34 @@ mod tests {
         proto.sort_unstable();
         assert_eq!(rust, proto);
         assert_eq!(METHODS.len(), m::ALL.len());
+    }
+
+    /// Which calls may be sent again after their conductor died.
+    #[test]
+    fn only_calls_with_one_outcome_are_repeated() {
+        let node = NodeRef {
+            id: ironic_model::NodeId(1),
+            uuid: "6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into(),
+            driver: "fake-hardware".into(),
+            conductor_group: String::new(),
+        };
+        let power = |s: &str| ChangeNodePowerState {
+            node: node.clone(),
+            new_state: s.into(),
+            timeout_secs: None,
+        };
+        assert!(power("power off").retry_safe());
+        assert!(power("power on").retry_safe());
+        assert!(!power("rebooting").retry_safe());
+        assert!(!power("soft rebooting").retry_safe());
+        assert!(Ping.retry_safe());
+        assert!(DestroyNode { node: node.clone() }.retry_safe());
+        let verb = DoProvisioningAction {
+            node: node.clone(),
+            action: "provide".into(),
+        };
+        assert!(!verb.retry_safe());
+        assert!(verb.lost_hint().contains("provision_state"));
     }
 
     fn round_trip<C: Call + Clone + PartialEq + std::fmt::Debug>(c: C) {

@@ -391,9 +391,17 @@ impl Stalling {
 }
 
 impl Handlers for Stalling {
-    async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
+    async fn update_node(
+        &self,
+        ctx: &Context,
+        req: ironic_rpc::calls::UpdateNode,
+    ) -> Result<Node, Error> {
         self.run(ctx).await;
-        Ok(req.node)
+        Ok(Node::blank(
+            NodeUuid::new_v4(),
+            req.node.driver,
+            Version::MAX,
+        ))
     }
 
     async fn create_allocation(
@@ -516,7 +524,15 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
     let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
     let uuid = node.uuid.as_str().to_string();
     let r2 = remote.clone();
-    let call = tokio::spawn(async move { r2.call(&Context::default(), CreateNode { node }).await });
+    // A JSON Patch may add to a list: not safe to repeat.
+    let update = ironic_rpc::calls::UpdateNode {
+        node: ironic_rpc::NodeRef::from(&node),
+        ident: uuid.clone(),
+        patch: vec![],
+        version: Version::MAX,
+        reset_interfaces: None,
+    };
+    let call = tokio::spawn(async move { r2.call(&Context::default(), update).await });
     let start = Instant::now();
     while dying.attempts.lock().unwrap().is_empty() {
         assert!(start.elapsed() < Duration::from_secs(10), "c took the call");
