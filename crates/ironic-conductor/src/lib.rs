@@ -238,9 +238,20 @@ impl Handlers for Conductor {
         Ok(created)
     }
 
-    async fn update_node(&self, _ctx: &Context, req: UpdateNode) -> Result<Node, Error> {
-        self.with_lock(&req.node.clone(), |node| self.do_update(node, req))
-            .await
+    async fn update_node(&self, ctx: &Context, req: UpdateNode) -> Result<Node, Error> {
+        self.with_lock(&req.node.clone(), |mut node| async move {
+            // A repeat whose first attempt was applied: the node as it is.
+            if lock::applied_before(&node, ctx) {
+                tracing::info!(node = %node.uuid, request_id = %ctx.request_id, "update already applied by an earlier attempt of this call");
+                return Ok(Node {
+                    reservation: None,
+                    ..node
+                });
+            }
+            lock::stamp(&mut node, ctx);
+            self.do_update(node, req).await
+        })
+        .await
     }
 
     async fn set_maintenance(&self, _ctx: &Context, req: SetMaintenance) -> Result<Node, Error> {
@@ -330,28 +341,33 @@ impl Handlers for Conductor {
 
     async fn do_provisioning_action(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: DoProvisioningAction,
     ) -> Result<(), Error> {
         self.provision
-            .provisioning_action(&req.node, &req.action)
+            .provisioning_action(&req.node, &req.action, ctx)
             .await
     }
 
-    async fn do_node_clean(&self, _ctx: &Context, req: DoNodeClean) -> Result<(), Error> {
+    async fn do_node_clean(&self, ctx: &Context, req: DoNodeClean) -> Result<(), Error> {
         self.provision
-            .manual_clean(&req.node, req.steps, req.disable_ramdisk.unwrap_or(false))
+            .manual_clean(
+                &req.node,
+                req.steps,
+                req.disable_ramdisk.unwrap_or(false),
+                ctx,
+            )
             .await
     }
 
-    async fn do_node_deploy(&self, _ctx: &Context, req: DoNodeDeploy) -> Result<(), Error> {
+    async fn do_node_deploy(&self, ctx: &Context, req: DoNodeDeploy) -> Result<(), Error> {
         self.provision
-            .deploy(&req.node, req.rebuild, req.configdrive)
+            .deploy(&req.node, req.rebuild, req.configdrive, ctx)
             .await
     }
 
-    async fn do_node_tear_down(&self, _ctx: &Context, req: DoNodeTearDown) -> Result<(), Error> {
-        self.provision.tear_down(&req.node).await
+    async fn do_node_tear_down(&self, ctx: &Context, req: DoNodeTearDown) -> Result<(), Error> {
+        self.provision.tear_down(&req.node, ctx).await
     }
 
     async fn change_node_power_state(

@@ -8,7 +8,7 @@
 
 use ironic_db::Db;
 use ironic_model::{AllocationId, Error, Node, NodeId};
-use ironic_rpc::NodeRef;
+use ironic_rpc::{Context, NodeRef};
 
 use crate::core::Core;
 use crate::work::Runner;
@@ -46,6 +46,28 @@ async fn release_until_done(db: Db, node_id: NodeId, host: String, mut stop: Sto
 }
 
 type Stop = crate::work::StopSignal;
+
+/// What [`Core::lock_for`] found.
+pub(crate) enum Claim {
+    /// The node, locked and stamped with the call's request id.
+    Fresh(Box<Held>),
+    /// An earlier attempt of this very call wrote the node; not locked.
+    Applied,
+}
+
+/// Whether `node` was last written by an earlier attempt of the call `ctx`.
+pub(crate) fn applied_before(node: &Node, ctx: &Context) -> bool {
+    ctx.attempt > 0
+        && !ctx.request_id.is_empty()
+        && node.last_request_id.as_deref() == Some(ctx.request_id.as_str())
+}
+
+/// Marks `node` as written by the call `ctx` (kept by its next save).
+pub(crate) fn stamp(node: &mut Node, ctx: &Context) {
+    if !ctx.request_id.is_empty() {
+        node.last_request_id = Some(ctx.request_id.clone());
+    }
+}
 
 /// Gives a node lock back if the work holding it panicked or was cancelled.
 struct LockGuard {
@@ -211,6 +233,21 @@ impl Core {
         }
         node.reservation = Some(self.settings.host.clone());
         Ok(Held { node, guard })
+    }
+
+    /// [`Core::lock`] for a call that writes the node: stamps the node with the call's
+    /// request id (saved with the node's next write), and recognises a repeat of a call
+    /// whose first attempt was applied (its conductor died before answering): then the
+    /// lock is given back ([`Claim::Applied`]).
+    pub(crate) async fn lock_for(&self, target: &NodeRef, ctx: &Context) -> Result<Claim, Error> {
+        let mut held = self.lock(target).await?;
+        if applied_before(&held.node, ctx) {
+            tracing::info!(node = %held.node.uuid, request_id = %ctx.request_id, "already applied by an earlier attempt of this call");
+            held.release().await;
+            return Ok(Claim::Applied);
+        }
+        stamp(&mut held.node, ctx);
+        Ok(Claim::Fresh(Box::new(held)))
     }
 
     /// Runs `f` on the locked node and always gives the lock back.

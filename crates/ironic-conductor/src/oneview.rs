@@ -205,7 +205,9 @@ impl Conductor {
         if retired {
             return Ok(());
         }
-        self.provision.provisioning_action(nref, "provide").await
+        self.provision
+            .provisioning_action(nref, "provide", &ironic_rpc::Context::default())
+            .await
     }
 
     /// One round of checks (a periodic task), logged when it checked anything.

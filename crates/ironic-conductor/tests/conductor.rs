@@ -390,6 +390,81 @@ async fn repeats(t: &TestDb) {
     ));
     c.remove_node_traits(&repeat, gone()).await.unwrap();
 
+    // Node writes carry the request id: a repeat whose first attempt was applied does
+    // not apply it twice (here: an append to a list).
+    let call = Context {
+        request_id: "req-append".into(),
+        attempt: 0,
+    };
+    let append = || UpdateNode {
+        node: nref.clone(),
+        ident: "rep".into(),
+        patch: parse(&json!([{"op": "add", "path": "/extra/l", "value": []}])).unwrap(),
+        version: Version::MAX,
+        reset_interfaces: None,
+    };
+    c.update_node(&call, append()).await.unwrap();
+    let push = || UpdateNode {
+        patch: parse(&json!([{"op": "add", "path": "/extra/l/-", "value": 1}])).unwrap(),
+        ..append()
+    };
+    let call = Context {
+        request_id: "req-push".into(),
+        attempt: 0,
+    };
+    let once = c.update_node(&call, push()).await.unwrap();
+    assert_eq!(once.extra["l"], json!([1]));
+    let again = Context { attempt: 1, ..call };
+    let n = c.update_node(&again, push()).await.unwrap();
+    assert_eq!(n.extra["l"], json!([1]), "the repeat did not append again");
+    let other = Context {
+        request_id: "req-push-2".into(),
+        attempt: 0,
+    };
+    let n = c.update_node(&other, push()).await.unwrap();
+    assert_eq!(n.extra["l"], json!([1, 1]), "another call appends");
+    // A provisioning verb: the repeat of an applied `manage` is accepted, not refused
+    // as a move from `manageable`.
+    let manage = |ctx: Context| {
+        let c = &c;
+        let nref = nref.clone();
+        async move {
+            c.do_provisioning_action(
+                &ctx,
+                ironic_rpc::calls::DoProvisioningAction {
+                    node: nref,
+                    action: "manage".into(),
+                },
+            )
+            .await
+        }
+    };
+    let verb = Context {
+        request_id: "req-manage".into(),
+        attempt: 0,
+    };
+    manage(verb.clone()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while t
+        .db
+        .node_by_uuid(nref.uuid.as_str())
+        .await
+        .unwrap()
+        .unwrap()
+        .provision_state
+        != ironic_model::states::ProvisionState::Manageable
+    {
+        assert!(std::time::Instant::now() < deadline, "manageable");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    manage(Context { attempt: 1, ..verb }).await.unwrap();
+    let refused = manage(Context {
+        request_id: "req-manage-2".into(),
+        attempt: 0,
+    })
+    .await;
+    assert!(refused.is_err(), "{refused:?}");
+
     let destroy = || DestroyNode { node: nref.clone() };
     c.destroy_node(&first, destroy()).await.unwrap();
     assert!(matches!(

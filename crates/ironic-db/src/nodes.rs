@@ -55,6 +55,7 @@ const WRITE_COLS: &[&str] = &[
     "retired",
     "retired_reason",
     "conductor_affinity",
+    "last_request_id",
     "bios_interface",
     "boot_interface",
     "console_interface",
@@ -98,7 +99,10 @@ pub fn is_sort_key(key: &str) -> bool {
     key == "id"
         || (WRITE_COLS.contains(&key)
             && !JSON_COLS.contains(&key)
-            && !matches!(key, "allocation_id" | "conductor_affinity"))
+            && !matches!(
+                key,
+                "allocation_id" | "conductor_affinity" | "last_request_id"
+            ))
 }
 
 fn col_kind(col: &str) -> ColKind {
@@ -171,6 +175,7 @@ struct NodeRow {
     retired: bool,
     retired_reason: Option<String>,
     conductor_affinity: Option<i64>,
+    last_request_id: Option<String>,
     bios_interface: Option<String>,
     boot_interface: Option<String>,
     console_interface: Option<String>,
@@ -249,6 +254,7 @@ macro_rules! lenient_from_row {
                     retired: get(row, "retired")?,
                     retired_reason: get(row, "retired_reason")?,
                     conductor_affinity: get(row, "conductor_affinity")?,
+                    last_request_id: get(row, "last_request_id")?,
                     bios_interface: get(row, "bios_interface")?,
                     boot_interface: get(row, "boot_interface")?,
                     console_interface: get(row, "console_interface")?,
@@ -332,6 +338,7 @@ impl NodeRow {
             retired: self.retired,
             retired_reason: self.retired_reason,
             conductor_affinity: self.conductor_affinity.map(ConductorId),
+            last_request_id: self.last_request_id,
             interfaces: Interfaces([
                 self.bios_interface,
                 self.boot_interface,
@@ -428,6 +435,7 @@ fn write_args(n: &Node) -> Vec<Arg> {
         Arg::Bool(Some(n.retired)),
         t(&n.retired_reason),
         Arg::I64(n.conductor_affinity.map(|i| i.0)),
+        t(&n.last_request_id),
     ];
     a.extend(n.interfaces.0.iter().map(t));
     a.push(Arg::Time(Some(n.created_at)));

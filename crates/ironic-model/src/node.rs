@@ -91,6 +91,10 @@ pub struct Node {
     pub retired_reason: Option<String>,
     /// Id of the conductor that last built local state for this node.
     pub conductor_affinity: Option<ConductorId>,
+    /// Internal, never shown: the request id of the last RPC call that wrote the node,
+    /// so that a call repeated after its conductor died recognises that its first
+    /// attempt was applied.
+    pub last_request_id: Option<String>,
     pub interfaces: Interfaces,
     pub traits: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -153,6 +157,7 @@ impl Node {
             retired: false,
             retired_reason: None,
             conductor_affinity: None,
+            last_request_id: None,
             interfaces: Interfaces::default(),
             traits: Vec::new(),
             created_at: now(),

@@ -232,6 +232,11 @@ impl Call for UpdateNode {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    /// The node records the request id of the call that last wrote it: a repeat whose
+    /// first attempt was applied answers without applying it again.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn to_wire(self) -> pb::UpdateNodeRequest {
         pb::UpdateNodeRequest {
             node: Some(node_ref_to_pb(&self.node)),
@@ -406,6 +411,11 @@ impl Call for DoProvisioningAction {
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
     }
+    /// The node records the request id of the call that last wrote it: a repeat whose
+    /// first attempt was applied answers without applying it again.
+    fn retry_safe(&self) -> bool {
+        true
+    }
     fn lost_hint(&self) -> String {
         format!(
             "Read node {}: its provision_state and last_error tell whether the action started.",
@@ -441,6 +451,11 @@ impl Call for DoNodeClean {
     type Wire = pb::DoNodeCleanRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// The node records the request id of the call that last wrote it: a repeat whose
+    /// first attempt was applied answers without applying it again.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn lost_hint(&self) -> String {
         format!(
@@ -478,6 +493,11 @@ impl Call for DoNodeDeploy {
     type Wire = pb::DoNodeDeployRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// The node records the request id of the call that last wrote it: a repeat whose
+    /// first attempt was applied answers without applying it again.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn lost_hint(&self) -> String {
         format!(
@@ -520,6 +540,11 @@ impl Call for DoNodeTearDown {
     type Wire = pb::DoNodeTearDownRequest;
     fn route(&self) -> Route {
         Route::Owner(self.node.clone())
+    }
+    /// The node records the request id of the call that last wrote it: a repeat whose
+    /// first attempt was applied answers without applying it again.
+    fn retry_safe(&self) -> bool {
+        true
     }
     fn lost_hint(&self) -> String {
         format!(
@@ -774,7 +799,7 @@ mod tests {
             node: node.clone(),
             action: "provide".into(),
         };
-        assert!(!verb.retry_safe());
+        assert!(verb.retry_safe());
         assert!(verb.lost_hint().contains("provision_state"));
     }
 

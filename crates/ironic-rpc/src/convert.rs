@@ -151,6 +151,7 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         retired: p.retired,
         retired_reason: p.retired_reason,
         conductor_affinity: p.conductor_affinity.map(ConductorId),
+        last_request_id: None,
         interfaces,
         traits: p.traits,
         created_at: from_us(p.created_at_us, "created_at")?,

@@ -391,17 +391,13 @@ impl Stalling {
 }
 
 impl Handlers for Stalling {
-    async fn update_node(
+    async fn change_node_power_state(
         &self,
         ctx: &Context,
-        req: ironic_rpc::calls::UpdateNode,
-    ) -> Result<Node, Error> {
+        _req: ironic_rpc::calls::ChangeNodePowerState,
+    ) -> Result<(), Error> {
         self.run(ctx).await;
-        Ok(Node::blank(
-            NodeUuid::new_v4(),
-            req.node.driver,
-            Version::MAX,
-        ))
+        Ok(())
     }
 
     async fn create_allocation(
@@ -524,15 +520,13 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
     let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
     let uuid = node.uuid.as_str().to_string();
     let r2 = remote.clone();
-    // A JSON Patch may add to a list: not safe to repeat.
-    let update = ironic_rpc::calls::UpdateNode {
+    // A reboot is not repeated: it would reboot twice.
+    let reboot = ironic_rpc::calls::ChangeNodePowerState {
         node: ironic_rpc::NodeRef::from(&node),
-        ident: uuid.clone(),
-        patch: vec![],
-        version: Version::MAX,
-        reset_interfaces: None,
+        new_state: "rebooting".into(),
+        timeout_secs: None,
     };
-    let call = tokio::spawn(async move { r2.call(&Context::default(), update).await });
+    let call = tokio::spawn(async move { r2.call(&Context::default(), reboot).await });
     let start = Instant::now();
     while dying.attempts.lock().unwrap().is_empty() {
         assert!(start.elapsed() < Duration::from_secs(10), "c took the call");

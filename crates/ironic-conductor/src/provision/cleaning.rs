@@ -10,8 +10,12 @@ impl Provisioner {
         target: &NodeRef,
         requested: Vec<Requested>,
         disable_ramdisk: bool,
+        ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
-        let mut held = self.lock(target).await?;
+        let mut held = match self.lock_for(target, ctx).await? {
+            crate::lock::Claim::Fresh(h) => *h,
+            crate::lock::Claim::Applied => return Ok(()),
+        };
         let uuid = held.node.uuid.to_string();
         if held.node.maintenance {
             return held.bail(Error::invalid(format!(

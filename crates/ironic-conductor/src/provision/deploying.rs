@@ -10,8 +10,12 @@ impl Provisioner {
         target: &NodeRef,
         rebuild: bool,
         configdrive: Option<Value>,
+        ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
-        let mut held = self.lock(target).await?;
+        let mut held = match self.lock_for(target, ctx).await? {
+            crate::lock::Claim::Fresh(h) => *h,
+            crate::lock::Claim::Applied => return Ok(()),
+        };
         let uuid = held.node.uuid.to_string();
         let (action, event) = if rebuild {
             ("rebuild", Event::Rebuild)
@@ -149,8 +153,15 @@ impl Provisioner {
 
     /// `do_node_tear_down`: `deleting` → power off, instance data removed → automated
     /// cleaning → `available` (`manageable` for a retired node).
-    pub(crate) async fn tear_down(self: &Arc<Self>, target: &NodeRef) -> Result<(), Error> {
-        let mut held = self.lock(target).await?;
+    pub(crate) async fn tear_down(
+        self: &Arc<Self>,
+        target: &NodeRef,
+        ctx: &ironic_rpc::Context,
+    ) -> Result<(), Error> {
+        let mut held = match self.lock_for(target, ctx).await? {
+            crate::lock::Claim::Fresh(h) => *h,
+            crate::lock::Claim::Applied => return Ok(()),
+        };
         let uuid = held.node.uuid.to_string();
         if held.node.protected {
             return held

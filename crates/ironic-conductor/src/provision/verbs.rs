@@ -67,8 +67,12 @@ impl Provisioner {
         self: &Arc<Self>,
         target: &NodeRef,
         action: &str,
+        ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
-        let mut held = self.lock(target).await?;
+        let mut held = match self.lock_for(target, ctx).await? {
+            crate::lock::Claim::Fresh(h) => *h,
+            crate::lock::Claim::Applied => return Ok(()),
+        };
         if action == "abort" {
             return self.abort(held).await;
         }
