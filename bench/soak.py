@@ -233,7 +233,7 @@ def call(method, path, body=None, timeout=120, record=True):
 # Workload
 
 STOP = threading.Event()
-CREATED = {}  # allocation uuid -> "live" | "deleted"
+CREATED = {}  # allocation uuid -> "live" | "deleting" (a DELETE was sent) | "deleted"
 CREATED_LOCK = threading.Lock()
 
 
@@ -254,6 +254,10 @@ def alloc_client(i):
             if st == 200 and a["state"] != "allocating":
                 break
             time.sleep(0.1)
+        with CREATED_LOCK:
+            # From now on a 404 is no loss: a DELETE whose answer was lost (a 503 while
+            # the database connection broke mid-statement) may have been carried out.
+            CREATED[u] = "deleting"
         for _ in range(20):
             st, _b = call("DELETE", f"/v1/allocations/{u}")
             if st in (204, 404):
