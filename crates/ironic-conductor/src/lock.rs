@@ -47,14 +47,6 @@ async fn release_until_done(db: Db, node_id: NodeId, host: String, mut stop: Sto
 
 type Stop = crate::work::StopSignal;
 
-/// What [`Core::lock_for`] found.
-pub(crate) enum Claim {
-    /// The node, locked and stamped with the call's request id.
-    Fresh(Box<Held>),
-    /// An earlier attempt of this very call wrote the node; not locked.
-    Applied,
-}
-
 /// Whether `node` was last written by an earlier attempt of the call `ctx`.
 pub(crate) fn applied_before(node: &Node, ctx: &Context) -> bool {
     ctx.attempt > 0
@@ -238,16 +230,20 @@ impl Core {
     /// [`Core::lock`] for a call that writes the node: stamps the node with the call's
     /// request id (saved with the node's next write), and recognises a repeat of a call
     /// whose first attempt was applied (its conductor died before answering): then the
-    /// lock is given back ([`Claim::Applied`]).
-    pub(crate) async fn lock_for(&self, target: &NodeRef, ctx: &Context) -> Result<Claim, Error> {
+    /// lock is given back and there is nothing to do (`None`).
+    pub(crate) async fn lock_for(
+        &self,
+        target: &NodeRef,
+        ctx: &Context,
+    ) -> Result<Option<Held>, Error> {
         let mut held = self.lock(target).await?;
         if applied_before(&held.node, ctx) {
             tracing::info!(node = %held.node.uuid, request_id = %ctx.request_id, "already applied by an earlier attempt of this call");
             held.release().await;
-            return Ok(Claim::Applied);
+            return Ok(None);
         }
         stamp(&mut held.node, ctx);
-        Ok(Claim::Fresh(Box::new(held)))
+        Ok(Some(held))
     }
 
     /// Runs `f` on the locked node and always gives the lock back.

@@ -12,9 +12,9 @@ impl Provisioner {
         disable_ramdisk: bool,
         ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
-        let mut held = match self.lock_for(target, ctx).await? {
-            crate::lock::Claim::Fresh(h) => *h,
-            crate::lock::Claim::Applied => return Ok(()),
+        // `None`: a repeat whose first attempt was applied.
+        let Some(mut held) = self.lock_for(target, ctx).await? else {
+            return Ok(());
         };
         let uuid = held.node.uuid.to_string();
         if held.node.maintenance {
