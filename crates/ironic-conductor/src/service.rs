@@ -96,10 +96,14 @@ impl Service {
         // The row id is the affinity of the allocations this conductor works on: known
         // before the first request.
         conductor.init_conductor_id().await?;
+        // Names this run in every call it takes: a caller whose call an earlier run
+        // took knows that call is lost once it sees this one.
+        let incarnation = db.conductor_new_incarnation(&cfg.default.host).await?;
         let server = bus.map(|b| {
             let wait = b.call_timeout;
             let handlers = ironic_rpc::dispatcher(conductor.clone());
-            (Server::start(b, cfg.default.host.clone(), handlers), wait)
+            let host = cfg.default.host.clone();
+            (Server::start(b, host, incarnation, handlers), wait)
         });
         if let Some((s, wait)) = &server
             && !s.consuming(*wait).await

@@ -28,6 +28,10 @@ pub struct Conductor {
     /// keepalive gives up on it (about 5 s).
     #[sqlx(default)]
     pub present: Option<bool>,
+    /// How many times the conductor has started ([`Db::conductor_new_incarnation`]):
+    /// a call taken by an earlier run is lost once a later run shows up, however
+    /// quickly the host restarted.
+    pub incarnation: i64,
 }
 
 /// When a conductor counts as dead. Two rules, either suffices:
@@ -81,11 +85,12 @@ impl Conductor {
     }
 }
 
-const COLS: &str = "id, hostname, conductor_group, drivers, online, created_at, updated_at";
+const COLS: &str =
+    "id, hostname, conductor_group, drivers, online, created_at, updated_at, incarnation";
 
 /// PostgreSQL: [`COLS`] and whether the conductor's heartbeat session holds its
 /// presence lock (a session advisory lock, see [`crate::heartbeat`]).
-const PG_COLS: &str = "id, hostname, conductor_group, drivers, online, created_at, updated_at, \
+const PG_COLS: &str = "id, hostname, conductor_group, drivers, online, created_at, updated_at, incarnation, \
     EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted \
         AND l.classid = 7181 AND l.objsubid = 2 AND l.objid = conductors.id::oid \
         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())) \
@@ -139,6 +144,20 @@ impl Db {
             .map(|_| ()))
         .map_err(|e| internal("registering the conductor", e))?;
         Ok(self.conductor_get(hostname).await?.id)
+    }
+
+    /// Starts a new run of the conductor `hostname` (its row must exist, see
+    /// [`Db::conductor_ensure`]) and returns its incarnation, which the run names in
+    /// every call it takes. Called once per process, before it serves.
+    pub async fn conductor_new_incarnation(&self, hostname: &str) -> Result<i64, Error> {
+        let sql = "UPDATE conductors SET incarnation = incarnation + 1 WHERE hostname = $1 \
+                   RETURNING incarnation";
+        with_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
+            .bind(hostname)
+            .fetch_optional(p)
+            .await)
+        .map_err(|e| internal("registering the conductor", e))?
+        .ok_or_else(|| Error::NotFound(format!("Conductor {hostname} could not be found.")))
     }
 
     /// Records a heartbeat; false if the conductor row is gone.

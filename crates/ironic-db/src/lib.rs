@@ -93,9 +93,15 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
     metrics::counter!("ironic_db_errors_total", "context" => context.to_string()).increment(1);
     if unreachable(&e) {
         tracing::warn!(error = %e, "database unavailable while {context}");
-        return Error::Unavailable(format!(
-            "The database is unavailable ({context}); the request was not completed. Please retry."
-        ));
+        return Error::Unavailable(if never_sent(&e) {
+            format!("The database is unavailable ({context}); nothing was changed. Please retry.")
+        } else {
+            // The connection broke under a statement: a write may have been committed
+            // just before, and only reading it back tells.
+            format!(
+                "The database is unavailable ({context}); if the request changes something, the change may or may not have been saved: read it back before retrying."
+            )
+        });
     }
     tracing::error!(error = %e, "database error while {context}");
     Error::Internal(format!("database error while {context}"))
@@ -103,6 +109,19 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
 
 /// Whether `e` says the database could not be reached or gave up (rather than refused
 /// the query): the caller gets 503, worth a retry, not 500.
+/// An [`unreachable`] error that came before any statement reached the server: no
+/// connection could be had (pool exhausted or closed, the server refusing sessions).
+fn never_sent(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => true,
+        // Too many connections, cannot connect now, connection refused or rejected.
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| matches!(c.as_ref(), "53300" | "57P03" | "08001" | "08004")),
+        _ => false,
+    }
+}
+
 fn unreachable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)

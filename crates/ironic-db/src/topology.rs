@@ -298,6 +298,14 @@ impl ironic_model::cluster::Membership for Topology {
             .any(|(c, _)| c.hostname == host && snap.is_dead(c))
     }
 
+    fn incarnation(&self, host: &str) -> Option<i64> {
+        self.snapshot()
+            .conductors
+            .iter()
+            .find(|(c, _)| c.hostname == host)
+            .map(|(c, _)| c.incarnation)
+    }
+
     fn refresh_soon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(Topology::refresh_soon(self))
     }

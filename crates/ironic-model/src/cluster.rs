@@ -19,6 +19,12 @@ pub trait Membership: Send + Sync {
     /// Whether the conductor `host` has been declared dead (not merely offline: a
     /// conductor that is stopping gracefully finishes the calls it took).
     fn is_dead(&self, host: &str) -> bool;
+    /// The incarnation (how many times it has started) of the latest run of the
+    /// conductor `host` seen, if known: a call taken by an earlier run is lost even when
+    /// the host restarted too quickly to be declared dead.
+    fn incarnation(&self, _host: &str) -> Option<i64> {
+        None
+    }
     /// Reads the membership again unless that happened a moment ago (after a miss).
     fn refresh_soon(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }

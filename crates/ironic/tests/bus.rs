@@ -86,6 +86,7 @@ async fn late_requests_are_never_run() {
     let server = Server::start(
         settings(&bus, Duration::from_secs(1), 1),
         "solo".into(),
+        1,
         dispatcher(api.clone()),
     );
     assert!(server.consuming(Duration::from_secs(10)).await);
@@ -156,11 +157,13 @@ async fn calls_for_any_conductor_are_shared_among_the_live_ones() {
     let sa = Server::start(
         settings(&bus, Duration::from_secs(5), 1),
         "a".into(),
+        1,
         dispatcher(a.clone()),
     );
     let sb = Server::start(
         settings(&bus, Duration::from_secs(5), 1),
         "b".into(),
+        1,
         dispatcher(b.clone()),
     );
     assert!(sa.consuming(Duration::from_secs(10)).await);
@@ -239,11 +242,13 @@ async fn deployments_on_one_vhost_take_only_their_own_calls() {
     let sa = Server::start(
         in_cluster(&bus, t, 4, "alpha"),
         "c1".into(),
+        1,
         dispatcher(a.clone()),
     );
     let sb = Server::start(
         in_cluster(&bus, t, 4, "beta"),
         "c1".into(),
+        1,
         dispatcher(b.clone()),
     );
     assert!(sa.consuming(Duration::from_secs(10)).await);
@@ -287,7 +292,7 @@ async fn a_request_from_another_deployment_is_refused() {
     let bus = TestBus::new().unwrap();
     let s = in_cluster(&bus, Duration::from_secs(5), 4, "alpha");
     let a = counting();
-    let server = Server::start(s.clone(), "c1".into(), dispatcher(a.clone()));
+    let server = Server::start(s.clone(), "c1".into(), 1, dispatcher(a.clone()));
     assert!(server.consuming(Duration::from_secs(10)).await);
 
     let conn = lapin::Connection::connect(&bus.url, lapin::ConnectionProperties::default())
@@ -418,6 +423,8 @@ impl Handlers for Stalling {
 struct Declared {
     owner: std::sync::Mutex<Option<String>>,
     dead: std::sync::Mutex<Vec<String>>,
+    /// Host → the incarnation of its latest run.
+    runs: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl ironic_model::cluster::Membership for Declared {
@@ -432,6 +439,9 @@ impl ironic_model::cluster::Membership for Declared {
     }
     fn is_dead(&self, host: &str) -> bool {
         self.dead.lock().unwrap().iter().any(|h| h == host)
+    }
+    fn incarnation(&self, host: &str) -> Option<i64> {
+        self.runs.lock().unwrap().get(host).copied()
     }
     fn refresh_soon(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
@@ -453,7 +463,7 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
     // A long timeout: the outcome must come from the death, not from the timeout.
     let s = settings(&bus, Duration::from_secs(60), 4);
     let dying = Stalling::new(true);
-    let a = Server::start(s.clone(), "a".into(), dispatcher(dying.clone()));
+    let a = Server::start(s.clone(), "a".into(), 1, dispatcher(dying.clone()));
     assert!(a.consuming(Duration::from_secs(10)).await);
     let client = Client::start(s.clone());
     assert!(client.connected(Duration::from_secs(10)).await);
@@ -494,7 +504,7 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let survivor = Stalling::new(false);
-    let b = Server::start(s.clone(), "b".into(), dispatcher(survivor.clone()));
+    let b = Server::start(s.clone(), "b".into(), 1, dispatcher(survivor.clone()));
     assert!(b.consuming(Duration::from_secs(10)).await);
     // "a" dies (its consumers end with it) and is declared dead.
     assert!(!a.shutdown_within(Duration::ZERO).await);
@@ -513,7 +523,7 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
     // Not safe to repeat: an error naming the dead conductor and what to check.
     assert!(b.shutdown_within(Duration::from_secs(10)).await);
     let dying = Stalling::new(true);
-    let c = Server::start(s.clone(), "c".into(), dispatcher(dying.clone()));
+    let c = Server::start(s.clone(), "c".into(), 1, dispatcher(dying.clone()));
     assert!(c.consuming(Duration::from_secs(10)).await);
     // A node call, to the node's owner.
     *cluster.owner.lock().unwrap() = Some("c".into());
@@ -542,5 +552,70 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
         other => panic!("expected the lost-call error, got {other:?}"),
     }
     assert_eq!(*dying.attempts.lock().unwrap(), vec![0], "not repeated");
+    client.shutdown().await;
+}
+
+/// A conductor that takes a call and is restarted under the same name before anyone
+/// declares it dead (a quick `systemctl restart`, a kill and a supervisor's restart):
+/// its notice named the run that took the call, so once the caller sees a later run the
+/// call counts as lost and, being safe to repeat, goes again to the node's owner, now
+/// the new run, instead of waiting for the call timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_conductor_restarts_at_once_is_repeated() {
+    use ironic_rpc::amqp::RemoteConductors;
+
+    let bus = TestBus::new().unwrap();
+    // A long timeout: the outcome must come from the restart, not from the timeout.
+    let s = settings(&bus, Duration::from_secs(60), 4);
+    let dying = Stalling::new(true);
+    let first = Server::start(s.clone(), "d".into(), 1, dispatcher(dying.clone()));
+    assert!(first.consuming(Duration::from_secs(10)).await);
+    let client = Client::start(s.clone());
+    assert!(client.connected(Duration::from_secs(10)).await);
+    let cluster = Arc::new(Declared::default());
+    *cluster.owner.lock().unwrap() = Some("d".into());
+    cluster.runs.lock().unwrap().insert("d".into(), 1);
+    let remote = Arc::new(RemoteConductors::new(client.clone(), cluster.clone()));
+
+    let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+    let power_on = ironic_rpc::calls::ChangeNodePowerState {
+        node: ironic_rpc::NodeRef::from(&node),
+        new_state: "power on".into(),
+        timeout_secs: None,
+    };
+    let r2 = remote.clone();
+    let call = tokio::spawn(async move { r2.call(&Context::default(), power_on).await });
+    let start = Instant::now();
+    while dying.attempts.lock().unwrap().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "d took the call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The first run dies; the next starts at once under the same name. Nobody declares
+    // "d" dead: only its incarnation moves.
+    assert!(!first.shutdown_within(Duration::ZERO).await);
+    let survivor = Stalling::new(false);
+    let second = Server::start(s.clone(), "d".into(), 2, dispatcher(survivor.clone()));
+    assert!(second.consuming(Duration::from_secs(10)).await);
+    cluster.runs.lock().unwrap().insert("d".into(), 2);
+    tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("answered long before the call timeout")
+        .unwrap()
+        .expect("the repeat's answer");
+    assert_eq!(*dying.attempts.lock().unwrap(), vec![0]);
+    assert_eq!(
+        *survivor.attempts.lock().unwrap(),
+        vec![1],
+        "the new run ran it once, as a repeat"
+    );
+    // The new run's own calls are not mistaken for lost ones.
+    let again = ironic_rpc::calls::ChangeNodePowerState {
+        node: ironic_rpc::NodeRef::from(&node),
+        new_state: "power on".into(),
+        timeout_secs: None,
+    };
+    remote.call(&Context::default(), again).await.unwrap();
+    assert_eq!(*survivor.attempts.lock().unwrap(), vec![1, 0]);
+    assert!(second.shutdown_within(Duration::from_secs(10)).await);
     client.shutdown().await;
 }

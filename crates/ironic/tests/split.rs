@@ -483,6 +483,82 @@ async fn a_graceful_stop_finishes_the_calls_in_hand() {
     t.cleanup().await;
 }
 
+/// A conductor killed in the middle of a call and restarted at once under the same
+/// name, quicker than the death verdict (a supervisor's restart): the API learns from
+/// the new run's incarnation that the call died with the old run and sends it again
+/// (a node update is safe to repeat) to the new run, instead of waiting for the call
+/// timeout; the update is applied once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_survives_a_kill_and_an_immediate_restart() {
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            // A generous grace (3 intervals): the restart is never mistaken for a death,
+            // even on a loaded machine, so only the incarnation can tell.
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "3"),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", "60"),
+            ("IRONIC_CONDUCTOR__NODE_LOCKED_RETRY_ATTEMPTS", "1000"),
+            ("IRONIC_CONDUCTOR__NODE_LOCKED_RETRY_INTERVAL_MS", "100"),
+            // Far longer than the test waits: the answer must come from the restart.
+            ("IRONIC_AMQP__CALL_TIMEOUT", "300"),
+            ("IRONIC_API__REQUEST_TIMEOUT", "400"),
+            ("RUST_LOG", "info,ironic_conductor=debug"),
+        ],
+    );
+    let (mut procs, api_proc, api) = start_cluster(&cluster, &["phoenix"]).await;
+    let mut first = procs.remove(0);
+    api.node(json!({"driver": "fake-hardware", "name": "held"}))
+        .await;
+    let id = t.db.node_by_name("held").await.unwrap().unwrap().id;
+    let before = t.db.conductor_get("phoenix").await.unwrap().incarnation;
+    t.db.node_reserve(id, "someone-else").await.unwrap();
+    let addr = api.addr;
+    let call = tokio::spawn(async move {
+        Server::client(addr)
+            .patch(
+                "/v1/nodes/held",
+                V,
+                &json!([{"op": "add", "path": "/extra/count", "value": 1}]),
+            )
+            .await
+    });
+    assert!(first.wait_log("node locked, retrying", Duration::from_secs(10)));
+    first.kill9();
+    let second = cluster.conductor("phoenix");
+    assert!(
+        second.wait_log("ironic-conductor serving", Duration::from_secs(30)),
+        "{}",
+        second.log_text()
+    );
+    assert_eq!(
+        t.db.conductor_get("phoenix").await.unwrap().incarnation,
+        before + 1
+    );
+    // The repeat reaches the new run, which waits for the same lock.
+    assert!(
+        second.wait_log("node locked, retrying", Duration::from_secs(30)),
+        "the call was not sent again:\n{}",
+        api_proc.log_text()
+    );
+    t.db.node_release(id, "someone-else").await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("answered long before the call timeout")
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let n = t.db.node_by_id(id).await.unwrap().unwrap();
+    assert_eq!(n.extra["count"], json!(1));
+    assert_eq!(n.reservation, None);
+    let log = api_proc.log_text();
+    assert!(log.contains("sending it again"), "{log}");
+    assert!(
+        !log.contains("conductor declared dead"),
+        "only the incarnation could tell: {log}"
+    );
+    t.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn membership_changes_reach_the_api_at_once() {
     let t = TestDb::postgres().await.unwrap();

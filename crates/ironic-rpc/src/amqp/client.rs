@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use super::{
-    ACCEPTED, BusSettings, CallError, HOST_HEADER, MEMBERSHIP, STABLE_LINK, Target, bus_error,
-    cluster_headers, connect, declare_exchange, declare_exclusive_queue, header_text, now_ms,
-    open_or_stop, pause, sender_cluster, stop_and_join, wait_until,
+    ACCEPTED, BusSettings, CallError, HOST_HEADER, INCARNATION_HEADER, MEMBERSHIP, STABLE_LINK,
+    Taker, Target, bus_error, cluster_headers, connect, declare_exchange, declare_exclusive_queue,
+    header_text, now_ms, open_or_stop, pause, sender_cluster, stop_and_join, wait_until,
 };
 use crate::calls::Ping;
 use crate::contract::Call;
@@ -32,14 +32,15 @@ use crate::{Context, pb, trace};
 /// (calls through the shared queue).
 struct Waiter {
     reply: oneshot::Sender<Result<Vec<u8>, Error>>,
-    accepted: Option<oneshot::Sender<String>>,
+    accepted: Option<oneshot::Sender<Taker>>,
 }
 
 /// How often a caller checks whether the conductor carrying out its call is still alive.
 const LOST_CHECK: Duration = Duration::from_millis(250);
 
-/// Tells whether a conductor (by host name) has been declared dead.
-pub type IsDead<'a> = &'a (dyn Fn(&str) -> bool + Send + Sync);
+/// Tells whether the conductor run carrying a call out is gone: declared dead, or
+/// replaced by a later run of the same host.
+pub type IsLost<'a> = &'a (dyn Fn(&Taker) -> bool + Send + Sync);
 
 struct Link {
     channel: Channel,
@@ -107,13 +108,15 @@ impl ClientInner {
                 .as_ref()
                 .map(|c| c.to_string());
             let host = header_text(&d.properties, HOST_HEADER);
+            let incarnation =
+                header_text(&d.properties, INCARNATION_HEADER).and_then(|i| i.parse::<i64>().ok());
             if let (Some(corr), Some(host)) = (corr, host)
                 && let Some(tx) = self
                     .waiters()
                     .get_mut(&corr)
                     .and_then(|w| w.accepted.take())
             {
-                let _ = tx.send(host);
+                let _ = tx.send(Taker { host, incarnation });
             }
             return;
         }
@@ -226,9 +229,9 @@ impl Client {
 
     /// One round trip that gives up at `deadline`, whatever it is waiting for (the
     /// connection, the broker's flow control, the confirm, the reply), and as soon as
-    /// `is_dead` says the conductor carrying the call out (the target host, or the one
-    /// that took it from the shared queue) has been declared dead: then
-    /// [`CallError::Lost`].
+    /// `is_lost` says the conductor run carrying the call out (the target host, or the
+    /// one that took it from the shared queue, as its [`super::ACCEPTED`] notice names
+    /// it) is gone: then [`CallError::Lost`].
     pub async fn call_until(
         &self,
         target: &Target,
@@ -236,7 +239,7 @@ impl Client {
         ctx: &Context,
         body: Vec<u8>,
         deadline: tokio::time::Instant,
-        is_dead: IsDead<'_>,
+        is_lost: IsLost<'_>,
     ) -> Result<Vec<u8>, CallError> {
         let rk = self.inner.settings.routing_key(target);
         let span = tracing::info_span!("rpc.client", rpc.method = method, rpc.target = %rk, rpc.attempt = ctx.attempt);
@@ -244,7 +247,7 @@ impl Client {
             Target::Host(h) => Some(h.clone()),
             Target::Any => None,
         };
-        self.call_in(rk, host, method, ctx, body, &span, deadline, is_dead)
+        self.call_in(rk, host, method, ctx, body, &span, deadline, is_lost)
             .instrument(span.clone())
             .await
     }
@@ -253,13 +256,13 @@ impl Client {
     async fn call_in(
         &self,
         rk: String,
-        mut host: Option<String>,
+        host: Option<String>,
         method: &str,
         ctx: &Context,
         body: Vec<u8>,
         span: &tracing::Span,
         deadline: tokio::time::Instant,
-        is_dead: IsDead<'_>,
+        is_lost: IsLost<'_>,
     ) -> Result<Vec<u8>, CallError> {
         let timeout = self.inner.settings.call_timeout;
         let mut links = self.inner.link.subscribe();
@@ -284,7 +287,7 @@ impl Client {
             corr.clone(),
             Waiter {
                 reply: tx,
-                accepted: host.is_none().then_some(acc_tx),
+                accepted: Some(acc_tx),
             },
         );
         let _guard = WaiterGuard {
@@ -370,7 +373,11 @@ impl Client {
         // Wait for the reply; meanwhile, watch the conductor carrying the call out.
         let mut check = tokio::time::interval(LOST_CHECK);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut awaiting_notice = host.is_none();
+        let mut taker = host.map(|host| Taker {
+            host,
+            incarnation: None,
+        });
+        let mut awaiting_notice = true;
         loop {
             tokio::select! {
                 r = &mut rx => return match r {
@@ -380,17 +387,17 @@ impl Client {
                     )
                     .into()),
                 },
-                h = &mut acc_rx, if awaiting_notice => {
+                t = &mut acc_rx, if awaiting_notice => {
                     awaiting_notice = false;
-                    if let Ok(h) = h {
-                        tracing::debug!(host = %h, "call taken");
-                        host = Some(h);
+                    if let Ok(t) = t {
+                        tracing::debug!(host = %t.host, incarnation = ?t.incarnation, "call taken");
+                        taker = Some(t);
                     }
                 }
-                _ = check.tick(), if host.is_some() => {
-                    if let Some(h) = host.as_deref().filter(|h| is_dead(h)) {
-                        tracing::warn!(host = %h, "the conductor carrying out the call was declared dead");
-                        return Err(CallError::Lost { host: h.to_string() });
+                _ = check.tick(), if taker.is_some() => {
+                    if let Some(t) = taker.as_ref().filter(|t| is_lost(t)) {
+                        tracing::warn!(host = %t.host, incarnation = ?t.incarnation, "the conductor run carrying out the call is gone");
+                        return Err(CallError::Lost { host: t.host.clone() });
                     }
                 }
                 _ = tokio::time::sleep_until(deadline) => return Err(timed_out().into()),

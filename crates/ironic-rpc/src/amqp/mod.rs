@@ -56,13 +56,26 @@ pub const MEMBERSHIP: &str = "ironic.membership";
 /// The message header that carries the sender's cluster id.
 pub const CLUSTER_HEADER: &str = "x-ironic-cluster";
 
-/// AMQP `type` of the notice a conductor sends to the caller when it takes a call from
-/// the shared queue (header [`HOST_HEADER`]: who took it), so that the caller knows
-/// whose death would lose the call.
+/// AMQP `type` of the notice a conductor sends to the caller when it takes a call
+/// (headers [`HOST_HEADER`] and [`INCARNATION_HEADER`]: which run of which conductor
+/// took it), so that the caller knows whose death or restart would lose the call.
 pub const ACCEPTED: &str = "ironic.accepted";
 
 /// The header naming the conductor that sent an [`ACCEPTED`] notice.
 pub const HOST_HEADER: &str = "x-ironic-host";
+
+/// The header carrying the incarnation (`conductors.incarnation`) of the conductor run
+/// that sent an [`ACCEPTED`] notice.
+pub const INCARNATION_HEADER: &str = "x-ironic-incarnation";
+
+/// The conductor run carrying a call out, as the caller knows it: the host its call
+/// went to (or that took it from the shared queue) and, once its [`ACCEPTED`] notice
+/// has arrived, that run's incarnation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taker {
+    pub host: String,
+    pub incarnation: Option<i64>,
+}
 
 #[derive(Debug, Clone)]
 pub struct BusSettings {

@@ -9,8 +9,8 @@ use ironic_model::Error;
 use ironic_model::cluster::Membership;
 use prost::Message;
 
-use super::client::IsDead;
-use super::{CallError, Client, Target};
+use super::client::IsLost;
+use super::{CallError, Client, Taker, Target};
 
 /// How many times a call that is safe to repeat is sent again after its conductor died.
 const MAX_REPEATS: u32 = 2;
@@ -40,14 +40,14 @@ impl RemoteConductors {
         let deadline = tokio::time::Instant::now() + self.client.call_timeout();
         let mut ctx = ctx.clone();
         let reply = loop {
-            let is_dead = |h: &str| self.membership.is_dead(h);
+            let is_lost = |t: &Taker| self.is_lost(t);
             let r = match &route {
                 Route::Owner(n) => {
-                    self.call_node(n, C::METHOD, &ctx, body.clone(), deadline, &is_dead)
+                    self.call_node(n, C::METHOD, &ctx, body.clone(), deadline, &is_lost)
                         .await
                 }
                 Route::Any => {
-                    self.call_any(C::METHOD, &ctx, body.clone(), deadline, &is_dead)
+                    self.call_any(C::METHOD, &ctx, body.clone(), deadline, &is_lost)
                         .await
                 }
                 Route::Host(h) => {
@@ -58,7 +58,7 @@ impl RemoteConductors {
                             &ctx,
                             body.clone(),
                             deadline,
-                            &is_dead,
+                            &is_lost,
                         )
                         .await
                 }
@@ -92,6 +92,16 @@ impl RemoteConductors {
             .map_err(|e| Error::Internal(format!("malformed reply from a conductor: {e}")))
     }
 
+    /// The run of a conductor carrying out a call is gone when the conductor has been
+    /// declared dead, or when a later run of it has started (a restart quicker than
+    /// the death verdict: the call died with the earlier run).
+    fn is_lost(&self, t: &Taker) -> bool {
+        self.membership.is_dead(&t.host)
+            || t.incarnation
+                .zip(self.membership.incarnation(&t.host))
+                .is_some_and(|(took, latest)| latest > took)
+    }
+
     fn owner(&self, n: &NodeRef) -> Option<String> {
         self.membership
             .owner(&n.conductor_group, &n.driver, &n.uuid)
@@ -105,7 +115,7 @@ impl RemoteConductors {
         ctx: &Context,
         body: Vec<u8>,
         deadline: tokio::time::Instant,
-        is_dead: IsDead<'_>,
+        is_lost: IsLost<'_>,
     ) -> Result<Vec<u8>, CallError> {
         if !self.membership.any_alive() {
             self.membership.refresh_soon().await;
@@ -117,7 +127,7 @@ impl RemoteConductors {
             }
         }
         self.client
-            .call_until(&Target::Any, method, ctx, body, deadline, is_dead)
+            .call_until(&Target::Any, method, ctx, body, deadline, is_lost)
             .await
     }
 
@@ -142,7 +152,7 @@ impl RemoteConductors {
         ctx: &Context,
         body: Vec<u8>,
         deadline: tokio::time::Instant,
-        is_dead: IsDead<'_>,
+        is_lost: IsLost<'_>,
     ) -> Result<Vec<u8>, CallError> {
         let host = self.route(n).await?;
         match self
@@ -153,7 +163,7 @@ impl RemoteConductors {
                 ctx,
                 body.clone(),
                 deadline,
-                is_dead,
+                is_lost,
             )
             .await
         {
@@ -171,7 +181,7 @@ impl RemoteConductors {
                     Some(h) => {
                         tracing::info!(from = %host, to = %h, "owner unreachable; calling the next conductor on the ring");
                         self.client
-                            .call_until(&Target::Host(h), method, ctx, body, deadline, is_dead)
+                            .call_until(&Target::Host(h), method, ctx, body, deadline, is_lost)
                             .await
                     }
                     None => Err(CallError::Unroutable(rk)),

@@ -19,9 +19,9 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::{
-    ACCEPTED, BusSettings, HOST_HEADER, MEMBERSHIP, STABLE_LINK, cluster_headers, connect,
-    declare_exchange, declare_exclusive_queue, now_ms, open_or_stop, pause, sender_cluster,
-    wait_until,
+    ACCEPTED, BusSettings, HOST_HEADER, INCARNATION_HEADER, MEMBERSHIP, STABLE_LINK,
+    cluster_headers, connect, declare_exchange, declare_exclusive_queue, now_ms, open_or_stop,
+    pause, sender_cluster, wait_until,
 };
 use crate::dispatch::{Dispatch, error_reply};
 use crate::{Context, pb, trace};
@@ -37,13 +37,21 @@ pub struct Server {
 
 impl Server {
     /// Starts consuming for `host` in the background (reconnecting as needed).
-    pub fn start(settings: BusSettings, host: String, api: Arc<dyn Dispatch>) -> Server {
+    /// `incarnation` names this run of the conductor in every call it takes (see
+    /// [`ACCEPTED`]).
+    pub fn start(
+        settings: BusSettings,
+        host: String,
+        incarnation: i64,
+        api: Arc<dyn Dispatch>,
+    ) -> Server {
         let (stop, stop_rx) = watch::channel(false);
         let (consuming_tx, consuming) = watch::channel(false);
         let (channel_tx, channel) = watch::channel(None);
         let task = tokio::spawn(run_server(
             settings.clone(),
             host,
+            incarnation,
             api,
             stop_rx,
             consuming_tx,
@@ -184,6 +192,7 @@ async fn open_server_link(s: &BusSettings, host: &str) -> lapin::Result<ServerLi
 async fn run_server(
     settings: BusSettings,
     host: String,
+    incarnation: i64,
     api: Arc<dyn Dispatch>,
     mut stop: watch::Receiver<bool>,
     consuming: watch::Sender<bool>,
@@ -216,6 +225,7 @@ async fn run_server(
                     api: api.clone(),
                     channel: channel.clone(),
                     host: host.clone(),
+                    incarnation,
                     call_timeout: settings.call_timeout,
                     cluster: settings.cluster.clone(),
                 };
@@ -231,7 +241,7 @@ async fn run_server(
                     };
                     tokio::select! {
                         d = own.next() => match d {
-                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit, false)); }
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
@@ -239,7 +249,7 @@ async fn run_server(
                             None => break false,
                         },
                         d = shared.next() => match d {
-                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit, true)); }
+                            Some(Ok(d)) => { inflight.spawn(handle(ctx.clone(), d, permit)); }
                             Some(Err(e)) => {
                                 tracing::warn!(error = %e, "message bus connection failed");
                                 break false;
@@ -343,7 +353,7 @@ async fn drain(
         tokio::time::timeout_at(bound.min(tokio::time::Instant::now() + quiet), own.next()).await
     {
         if let Ok(p) = permits.clone().acquire_owned().await {
-            inflight.spawn(handle(ctx.clone(), d, p, false));
+            inflight.spawn(handle(ctx.clone(), d, p));
         }
     }
     if let Some(t) = tags.first() {
@@ -353,7 +363,7 @@ async fn drain(
         // The consumer ends once what it had buffered is out; all of it still runs.
         while let Ok(Some(Ok(d))) = tokio::time::timeout_at(bound, own.next()).await {
             if let Ok(p) = permits.clone().acquire_owned().await {
-                inflight.spawn(handle(ctx.clone(), d, p, false));
+                inflight.spawn(handle(ctx.clone(), d, p));
             }
         }
     }
@@ -370,6 +380,7 @@ struct HandlerCtx {
     api: Arc<dyn Dispatch>,
     channel: Channel,
     host: String,
+    incarnation: i64,
     call_timeout: Duration,
     cluster: String,
 }
@@ -378,30 +389,33 @@ struct HandlerCtx {
 /// its deadline passed longer ago than this (NTP keeps hosts far closer).
 const CLOCK_SKEW_MS: u64 = 1_000;
 
-/// Runs one request. `shared`: it came from the shared queue, so the caller does not
-/// know who took it: an [`ACCEPTED`] notice tells it.
-async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit, shared: bool) {
+/// Runs one request.
+async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
     let HandlerCtx {
         api,
         channel,
         host,
+        incarnation,
         call_timeout,
         cluster,
     } = ctx;
     let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
     let corr = d.properties.correlation_id().clone();
-    // A call from the shared queue: tell the caller who took it *before* acknowledging
-    // it, so that whenever this process dies after the acknowledgement the caller
-    // knows whose death to watch for (and if it dies before, the broker hands the
-    // request to another conductor).
-    if shared
-        && sender_cluster(&d.properties).as_deref() == Some(cluster.as_str())
+    // Tell the caller which run of which conductor took the call *before*
+    // acknowledging it, so that whenever this process dies after the acknowledgement
+    // the caller knows whose death (or restart) to watch for; if it dies before, the
+    // broker hands the request to another conductor, or to this host's next run.
+    if sender_cluster(&d.properties).as_deref() == Some(cluster.as_str())
         && let (Some(reply_to), Some(corr)) = (&reply_to, &corr)
     {
         let mut headers = cluster_headers(&cluster);
         headers.insert(
             HOST_HEADER.into(),
             lapin::types::AMQPValue::LongString(host.clone().into()),
+        );
+        headers.insert(
+            INCARNATION_HEADER.into(),
+            lapin::types::AMQPValue::LongString(incarnation.to_string().into()),
         );
         let props = BasicProperties::default()
             .with_type(ACCEPTED.into())
