@@ -8,11 +8,11 @@
 # and rabbitmqctl (root). Cleans up after itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 CLIENT=("$@")
 cargo build -q --release --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
 T="${CARGO_TARGET_DIR:-target}/release"
 ID="prov$$"
-DB="postgres://postgres@127.0.0.1:5432/ironic_$ID"
 DIR=$(mktemp -d)
 PIDS=()
 stop_all() {
@@ -23,21 +23,18 @@ stop_all() {
 }
 cleanup() {
   stop_all
-  rabbitmqctl -q delete_vhost "$ID" >/dev/null 2>&1 || true
-  psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "DROP DATABASE IF EXISTS ironic_$ID WITH (FORCE)" || true
+  split_env_drop "$ID"
   rm -rf "$DIR"
 }
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
 
-psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "CREATE DATABASE ironic_$ID"
-rabbitmqctl -q add_vhost "$ID" >/dev/null
-rabbitmqctl -q set_permissions -p "$ID" guest '.*' '.*' '.*' >/dev/null
+split_env_create "$ID"
 "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
 P=$(port)
 (
-  export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="amqp://guest:guest@127.0.0.1:5672/$ID" RUST_LOG=warn \
+  export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" RUST_LOG=warn \
     IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0
   for h in c1 c2 c3; do IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
   "$T/ironic-api" --listen "127.0.0.1:$P" & echo $! >>"$DIR/pids"

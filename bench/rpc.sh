@@ -8,21 +8,17 @@
 # and rabbitmqctl (run as root). Cleans up after itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 CALLS="${CALLS:-20000}"
 cargo build -q --release --bin ironic-conductor --bin ironic-dbsync --example rpc_bench
 T="${CARGO_TARGET_DIR:-target}/release"
 ID="bench$$"
-DB="postgres://postgres@127.0.0.1:5432/ironic_$ID"
-psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "CREATE DATABASE ironic_$ID"
-rabbitmqctl -q add_vhost "$ID" >/dev/null
-rabbitmqctl -q set_permissions -p "$ID" guest '.*' '.*' '.*' >/dev/null
-AMQP="amqp://guest:guest@127.0.0.1:5672/$ID"
+split_env_create "$ID"
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rabbitmqctl -q delete_vhost "$ID" >/dev/null 2>&1 || true
-  psql -q "postgres://postgres@127.0.0.1:5432/postgres" -c "DROP DATABASE IF EXISTS ironic_$ID WITH (FORCE)" || true
+  split_env_drop "$ID"
 }
 trap cleanup EXIT
 "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null

@@ -22,6 +22,7 @@
 # 127.0.0.1:5432 (trust, user postgres), RabbitMQ on 127.0.0.1:5672, rabbitmqctl, psql.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 PROFILE="${PROFILE:-release}"
 if [ "$PROFILE" = release ]; then
   cargo build -q --release --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
@@ -30,17 +31,13 @@ else
 fi
 T="$(cd "${CARGO_TARGET_DIR:-target}/$PROFILE" && pwd)"
 ID="soak$$"
-ADMIN="postgres://postgres@127.0.0.1:5432/postgres"
-psql -q "$ADMIN" -c "CREATE DATABASE ironic_$ID"
-rabbitmqctl -q add_vhost "$ID" >/dev/null
-rabbitmqctl -q set_permissions -p "$ID" guest '.*' '.*' '.*' >/dev/null
+split_env_create "$ID"
 WORK="$(mktemp -d /tmp/ironic-soak.XXXXXX)"
 cleanup() {
   rabbitmqctl -q start_app >/dev/null 2>&1 || true
-  rabbitmqctl -q delete_vhost "$ID" >/dev/null 2>&1 || true
-  psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS ironic_$ID WITH (FORCE)" >/dev/null || true
+  split_env_drop "$ID"
   echo "process logs: $WORK"
 }
 trap cleanup EXIT
-"$T/ironic-dbsync" --database "postgres://postgres@127.0.0.1:5432/ironic_$ID" upgrade >/dev/null
+"$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
 T="$T" DB_NAME="ironic_$ID" VHOST="$ID" WORK="$WORK" python3 bench/soak.py

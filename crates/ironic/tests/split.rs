@@ -11,8 +11,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::Server;
 use common::procs::{Cluster, Proc};
+use common::{Server, until};
 use ironic_db::testing::TestDb;
 use serde_json::{Value, json};
 
@@ -49,22 +49,6 @@ fn created_by(p: &Proc) -> BTreeSet<String> {
         .filter_map(|l| l.split("node=").nth(1))
         .map(|r| r.split_whitespace().next().unwrap_or("").to_string())
         .collect()
-}
-
-/// Polls (bounded) until `f` holds; returns how long it took.
-async fn until<F, Fut>(what: &str, within: Duration, mut f: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if f().await {
-            return start.elapsed();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {within:?}");
 }
 
 async fn alive_conductors(api: &Server) -> BTreeSet<String> {

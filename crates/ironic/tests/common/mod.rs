@@ -14,6 +14,23 @@ use ironic_db::testing::TestDb;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Polls `f` every 100 ms until it holds (panics naming `what` after `within`); returns
+/// how long that took.
+pub async fn until<F, Fut>(what: &str, within: Duration, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if f().await {
+            return start.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within {within:?}");
+}
+
 pub struct Server {
     pub running: Option<ironic::Running>,
     pub addr: std::net::SocketAddr,
