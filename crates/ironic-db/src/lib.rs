@@ -107,8 +107,6 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
     Error::Internal(format!("database error while {context}"))
 }
 
-/// Whether `e` says the database could not be reached or gave up (rather than refused
-/// the query): the caller gets 503, worth a retry, not 500.
 /// An [`unreachable`] error that came before any statement reached the server: no
 /// connection could be had (pool exhausted or closed, the server refusing sessions).
 fn never_sent(e: &sqlx::Error) -> bool {
@@ -122,6 +120,8 @@ fn never_sent(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether `e` says the database could not be reached or gave up (rather than refused
+/// the query): the caller gets 503, worth a retry, not 500.
 fn unreachable(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)
@@ -285,5 +285,34 @@ impl Db {
 
     pub async fn close(&self) {
         with_pool!(self, |p| p.close().await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 503 says whether anything may have been saved: nothing when no connection
+    /// could be had, "may or may not" when one broke under a statement.
+    #[test]
+    fn unreachable_database_errors_say_what_may_have_been_saved() {
+        let Error::Unavailable(m) = internal("saving a node", sqlx::Error::PoolTimedOut) else {
+            panic!("503 expected");
+        };
+        assert!(
+            m.starts_with("The database is unavailable (saving a node)"),
+            "{m}"
+        );
+        assert!(m.contains("nothing was changed"), "{m}");
+        let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        let Error::Unavailable(m) = internal("saving a node", sqlx::Error::Io(broken)) else {
+            panic!("503 expected");
+        };
+        assert!(m.contains("may or may not have been saved"), "{m}");
+        assert!(!m.contains("nothing was changed"), "{m}");
+        // A refused query is not an outage.
+        let Error::Internal(_) = internal("saving a node", sqlx::Error::RowNotFound) else {
+            panic!("500 expected");
+        };
     }
 }

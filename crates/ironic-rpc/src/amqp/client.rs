@@ -28,8 +28,8 @@ use crate::contract::Call;
 use crate::convert::error_from_pb;
 use crate::{Context, pb, trace};
 
-/// A call waiting for its reply, and for the notice naming the conductor that took it
-/// (calls through the shared queue).
+/// A call waiting for its reply, and for the notice naming the conductor run that took
+/// it (`accepted`, taken by the first notice).
 struct Waiter {
     reply: oneshot::Sender<Result<Vec<u8>, Error>>,
     accepted: Option<oneshot::Sender<Taker>>,
