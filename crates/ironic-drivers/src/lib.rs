@@ -7,6 +7,7 @@
 pub mod fake;
 pub mod interfaces;
 pub mod oneview;
+pub mod outbound;
 
 pub use ironic_catalog::{FAKE_AGENT, FAKE_HARDWARE, HardwareType, KNOWN, known, steps};
 

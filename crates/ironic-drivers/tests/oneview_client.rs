@@ -384,3 +384,46 @@ async fn driver_allocation_and_boot_order() {
         Owner::Free
     );
 }
+
+/// A path from a node's driver_info (anyone who may PATCH a node sets it) or from an
+/// answer never sends the request, and with it the appliance's session, anywhere but
+/// under /rest/ of the configured appliance: each hostile value is refused before
+/// anything is sent, and a listener standing for "another host" sees no connection.
+#[tokio::test]
+async fn hostile_paths_never_leave_the_appliance() {
+    let (url, sim) = simulator(10).await;
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = other.local_addr().unwrap().port();
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = reached.clone();
+    tokio::spawn(async move {
+        while let Ok((_s, _)) = other.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let c = Client::new(settings(&url, "password")).unwrap();
+    for hostile in [
+        format!("@127.0.0.1:{port}/rest/server-hardware/x"),
+        format!("//127.0.0.1:{port}/rest/server-hardware/x"),
+        format!("http://127.0.0.1:{port}/rest/server-hardware/x"),
+        format!(":{port}@127.0.0.1/rest/server-hardware/x"),
+        "/rest/../control/reset".to_string(),
+        "/rest/%2e%2e/control/reset".to_string(),
+        "/control/reset".to_string(),
+        "/rest/x\r\nHost: evil".to_string(),
+    ] {
+        match c.get(&hostile).await {
+            Err(OvError::Refused(m)) => assert!(m.contains("/rest/"), "{m}"),
+            other => panic!("{hostile:?}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(sim.calls(), 0, "nothing reached the appliance either");
+    // The same client still works for a real path, and an absolute URL on the
+    // appliance itself (as a task's Location may be) is followed.
+    c.get("/rest/server-hardware/sh-encl1-1").await.unwrap();
+    c.get(&format!("{url}/rest/server-hardware/sh-encl1-1"))
+        .await
+        .unwrap();
+    assert_eq!(sim.calls(), 2);
+}

@@ -14,6 +14,8 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::outbound::Origin;
+
 /// The API version we speak (Gen B's).
 pub const API_VERSION: &str = "300";
 
@@ -58,6 +60,9 @@ pub enum OvError {
     Garbage(String),
     /// A setting is wrong (e.g. the manager URL).
     Config(String),
+    /// A path that is not under `/rest/` of the configured appliance (from a node's
+    /// `driver_info` or an answer): refused before anything was sent.
+    Refused(String),
 }
 
 impl std::fmt::Display for OvError {
@@ -74,6 +79,7 @@ impl std::fmt::Display for OvError {
             OvError::Task { code, message } => write!(f, "OneView task failed ({code}): {message}"),
             OvError::Garbage(m) => write!(f, "OneView answered something unreadable: {m}"),
             OvError::Config(m) => write!(f, "OneView configuration error: {m}"),
+            OvError::Refused(m) => write!(f, "OneView request refused: {m}"),
         }
     }
 }
@@ -94,34 +100,23 @@ struct Reply {
 }
 
 pub struct Client {
-    base: String,
+    origin: Origin,
     settings: Settings,
     http: HttpClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
     session: Mutex<Option<String>>,
 }
 
-/// `host[:port]` with an optional scheme (and path, ignored) → `scheme://authority`.
-fn base_url(manager_url: &str) -> Result<String, OvError> {
+/// The appliance's origin from `[oneview] manager_url`: `host[:port]` with an optional
+/// scheme (HTTPS by default) and path (ignored).
+fn origin(manager_url: &str) -> Result<Origin, OvError> {
     if manager_url.trim().is_empty() {
         return Err(OvError::Config("[oneview] manager_url is not set".into()));
     }
-    let (scheme, rest) = match manager_url.split_once("://") {
-        Some((s, r)) => (s.to_ascii_lowercase(), r),
-        None => ("https".to_string(), manager_url),
-    };
-    let authority = rest.split('/').next().unwrap_or("");
-    if authority.is_empty() {
-        return Err(OvError::Config(format!(
-            "manager_url {manager_url:?} has no host"
-        )));
-    }
-    match scheme.as_str() {
-        "http" | "https" => Ok(format!("{scheme}://{authority}")),
-        s => Err(OvError::Config(format!(
-            "manager_url {manager_url:?}: unknown scheme {s:?}"
-        ))),
-    }
+    Origin::parse(manager_url, "https").map_err(|e| OvError::Config(format!("manager_url {e}")))
 }
+
+/// Every request goes under this prefix of the appliance (see [`crate::outbound`]).
+const REST: &str = "/rest/";
 
 /// An error with its causes (`client error (Connect): … : invalid peer certificate …`).
 fn chain(e: &dyn std::error::Error) -> String {
@@ -245,7 +240,7 @@ fn error_from(status: u16, body: &Value) -> OvError {
 
 impl Client {
     pub fn new(settings: Settings) -> Result<Client, OvError> {
-        let base = base_url(&settings.manager_url)?;
+        let origin = origin(&settings.manager_url)?;
         let mut http = HttpConnector::new();
         http.set_connect_timeout(Some(settings.request_timeout));
         http.enforce_http(false);
@@ -255,11 +250,18 @@ impl Client {
             .enable_http1()
             .wrap_connector(http);
         Ok(Client {
-            base,
+            origin,
             http: HttpClient::builder(TokioExecutor::new()).build(connector),
             settings,
             session: Mutex::new(None),
         })
+    }
+
+    /// The URL of `path` on the appliance; only a path under `/rest/` is accepted.
+    fn url(&self, path: &str) -> Result<String, OvError> {
+        self.origin
+            .url(path, REST)
+            .map_err(|e| OvError::Refused(e.to_string()))
     }
 
     async fn raw(
@@ -269,9 +271,12 @@ impl Client {
         body: Option<&Value>,
         session: Option<&str>,
     ) -> Result<Reply, OvError> {
+        // Only a path under /rest/ of the configured appliance: the path may come from a
+        // node's driver_info or from the appliance's answers.
+        let url = self.url(path)?;
         let mut req = hyper::Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.base))
+            .uri(url)
             .header("accept", "application/json")
             .header("content-type", "application/json")
             .header("x-api-version", API_VERSION);
@@ -283,11 +288,9 @@ impl Client {
             .body(Full::new(bytes))
             .map_err(|e| OvError::Config(format!("bad request to {path}: {e}")))?;
         let fut = async {
-            let r = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| OvError::Unreachable(format!("{} ({})", self.base, chain(&e))))?;
+            let r = self.http.request(req).await.map_err(|e| {
+                OvError::Unreachable(format!("{} ({})", self.origin.base(), chain(&e)))
+            })?;
             let status = r.status().as_u16();
             let location = r
                 .headers()
@@ -298,7 +301,7 @@ impl Client {
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| OvError::Unreachable(format!("{} ({e})", self.base)))?
+                .map_err(|e| OvError::Unreachable(format!("{} ({e})", self.origin.base())))?
                 .to_bytes();
             let body = if bytes.is_empty() {
                 Value::Null
@@ -321,7 +324,8 @@ impl Client {
             .map_err(|_| {
                 OvError::Unreachable(format!(
                     "{} did not answer {method} {path} within {:?}",
-                    self.base, self.settings.request_timeout
+                    self.origin.base(),
+                    self.settings.request_timeout
                 ))
             })
             .and_then(|r| r);
@@ -353,6 +357,8 @@ impl Client {
     /// a call the appliance answers 408 or 409 (busy) is retried, `max_retries` times
     /// at most, after `retry_pause`.
     async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, OvError> {
+        // Refused before logging in: nothing at all is sent for a hostile path.
+        self.url(path)?;
         let mut busy = 0;
         let mut relogged = false;
         // Bounded: one re-login plus the retries.
@@ -459,16 +465,18 @@ mod tests {
 
     #[test]
     fn manager_urls() {
+        let base = |u: &str| origin(u).map(|o| o.base());
         assert_eq!(
-            base_url("http://10.0.0.1:8443/x"),
+            base("http://10.0.0.1:8443/x"),
             Ok("http://10.0.0.1:8443".into())
         );
         assert_eq!(
-            base_url("10.0.0.1"),
+            base("10.0.0.1"),
             Ok("https://10.0.0.1".into()),
             "HTTPS by default"
         );
-        assert!(matches!(base_url("ftp://x"), Err(OvError::Config(_))));
-        assert!(matches!(base_url("http://"), Err(OvError::Config(_))));
+        for bad in ["", "ftp://x", "http://", "https://admin:pw@ov"] {
+            assert!(matches!(base(bad), Err(OvError::Config(_))), "{bad}");
+        }
     }
 }

@@ -120,11 +120,49 @@ pub fn node_data(node: NodeInfo<'_>) -> Result<NodeData, DriverError> {
         )));
     }
     let applied = text(node.driver_info.get(APPLIED_PROFILE));
+    // Every URI is a path on the appliance, in its own collection: the client refuses
+    // anything else anyway (see `crate::outbound`); this names the field.
+    let eg = cap("enclosure_group_uri");
+    for (field, value, prefix) in [
+        (
+            "driver_info/server_hardware_uri",
+            Some(&sh),
+            "/rest/server-hardware/",
+        ),
+        (
+            "properties/capabilities server_hardware_type_uri",
+            cap("server_hardware_type_uri").as_ref(),
+            "/rest/server-hardware-types/",
+        ),
+        (
+            "properties/capabilities server_profile_template_uri",
+            cap("server_profile_template_uri").as_ref(),
+            "/rest/server-profile-templates/",
+        ),
+        (
+            "properties/capabilities enclosure_group_uri",
+            eg.as_ref(),
+            "/rest/enclosure-groups/",
+        ),
+        (
+            "driver_info/applied_server_profile_uri",
+            Some(&applied).filter(|a| !a.is_empty()),
+            "/rest/server-profiles/",
+        ),
+    ] {
+        if let Some(value) = value
+            && let Err(why) = crate::outbound::check_path(value, prefix)
+        {
+            return Err(DriverError::invalid(format!(
+                "The node's {field} {value:?} must be a path on the OneView appliance under {prefix}: {why}."
+            )));
+        }
+    }
     Ok(NodeData {
         server_hardware_uri: sh,
         server_hardware_type_uri: cap("server_hardware_type_uri").unwrap_or_default(),
         server_profile_template_uri: cap("server_profile_template_uri").unwrap_or_default(),
-        enclosure_group_uri: cap("enclosure_group_uri"),
+        enclosure_group_uri: eg,
         applied_profile: (!applied.is_empty()).then_some(applied),
         dynamic: dynamic_allocation(node)?,
     })
@@ -138,7 +176,7 @@ impl From<OvError> for DriverError {
     fn from(e: OvError) -> DriverError {
         let kind = match &e {
             OvError::Unreachable(_) => DriverErrorKind::Unreachable,
-            OvError::Config(_) => DriverErrorKind::Invalid,
+            OvError::Config(_) | OvError::Refused(_) => DriverErrorKind::Invalid,
             _ => DriverErrorKind::Failed,
         };
         DriverError {
@@ -719,6 +757,13 @@ mod tests {
         }
     }
 
+    fn props_ok() -> JsonObject {
+        json!({"capabilities": "server_hardware_type_uri:/rest/server-hardware-types/t,server_profile_template_uri:/rest/server-profile-templates/s"})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
     #[test]
     fn node_data_names_what_is_missing() {
         let empty = JsonObject::new();
@@ -745,6 +790,24 @@ mod tests {
             d.server_profile_template_uri,
             "/rest/server-profile-templates/s"
         );
+        // A URI that is not a path in its collection on the appliance is refused, by name.
+        for hostile in [
+            "@other.host/rest/server-hardware/1",
+            "https://other.host/rest/server-hardware/1",
+            "/rest/server-hardware/../login-sessions",
+            "/rest/server-profiles/1",
+        ] {
+            let di = json!({"server_hardware_uri": hostile});
+            let e = node_data(info(di.as_object().unwrap(), &props_ok(), &empty)).unwrap_err();
+            assert!(
+                e.message.contains("driver_info/server_hardware_uri")
+                    && e.message.contains("under /rest/server-hardware/"),
+                "{hostile}: {e}"
+            );
+        }
+        let props = json!({"capabilities": "server_hardware_type_uri:/rest/server-hardware-types/t,server_profile_template_uri://evil/rest/x"});
+        let e = node_data(info(di, props.as_object().unwrap(), &empty)).unwrap_err();
+        assert!(e.message.contains("server_profile_template_uri"), "{e}");
         let bad = json!({"server_hardware_uri": "x", "dynamic_allocation": "maybe"});
         assert!(dynamic_allocation(info(bad.as_object().unwrap(), &empty, &empty)).is_err());
     }
