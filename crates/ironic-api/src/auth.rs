@@ -11,13 +11,30 @@ use std::time::SystemTime;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-/// A bcrypt hash checked against for unknown users (made once, on first use).
-static DUMMY_HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// Bcrypt hashes of a random password, by cost, checked against for unknown users
+/// (each made once, on first use).
+static DUMMY_HASHES: Mutex<Vec<(u32, String)>> = Mutex::new(Vec::new());
 
-fn dummy_hash() -> String {
-    DUMMY_HASH
-        .get_or_init(|| bcrypt::hash(uuid::Uuid::new_v4().to_string(), 10).unwrap_or_default())
-        .clone()
+/// A hash for unknown users at `cost`: the cost of the file's own entries, so that an
+/// unknown user takes as long as a known one with a wrong password (`htpasswd -B` uses
+/// cost 5; a fixed cost of 10 made unknown names 32 times slower, which told them apart).
+fn dummy_hash(cost: u32) -> String {
+    let mut cache = DUMMY_HASHES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, h)) = cache.iter().find(|(c, _)| *c == cost) {
+        return h.clone();
+    }
+    let h = bcrypt::hash(uuid::Uuid::new_v4().to_string(), cost).unwrap_or_default();
+    cache.push((cost, h.clone()));
+    h
+}
+
+/// The cost of a bcrypt hash (`$2y$05$...` → 5); bcrypt's default when unreadable.
+fn cost_of(hash: &str) -> u32 {
+    hash.split('$')
+        .nth(2)
+        .and_then(|c| c.parse().ok())
+        .filter(|c| (4..=31).contains(c))
+        .unwrap_or(bcrypt::DEFAULT_COST)
 }
 
 pub enum Auth {
@@ -30,6 +47,8 @@ struct Loaded {
     mtime: Option<SystemTime>,
     users: HashMap<String, String>,
     verified: HashSet<[u8; 32]>,
+    /// The highest cost among the entries: what an unknown user's check costs.
+    dummy_cost: u32,
 }
 
 pub struct Htpasswd {
@@ -76,10 +95,16 @@ impl Htpasswd {
             }
         }
         tracing::info!(path = %self.path.display(), users = users.len(), "loaded htpasswd file");
+        let dummy_cost = users
+            .values()
+            .map(|h| cost_of(h))
+            .max()
+            .unwrap_or(bcrypt::DEFAULT_COST);
         *l = Loaded {
             mtime,
             users,
             verified: HashSet::new(),
+            dummy_cost,
         };
         Ok(())
     }
@@ -97,18 +122,18 @@ impl Htpasswd {
         let (user, password) = raw.split_once(':').ok_or("malformed Basic credentials")?;
         self.reload_if_changed()?;
         let key: [u8; 32] = Sha256::digest(raw.as_bytes()).into();
-        let hash = {
+        let (hash, dummy_cost) = {
             let l = self.loaded.lock().map_err(|_| "htpasswd state poisoned")?;
             if l.verified.contains(&key) {
                 return Ok(user.to_string());
             }
-            l.users.get(user).cloned()
+            (l.users.get(user).cloned(), l.dummy_cost)
         };
         // An unknown user costs a bcrypt check too, so timing does not tell users apart.
         let known = hash.is_some();
         let pw = password.to_string();
         let ok = tokio::task::spawn_blocking(move || {
-            let hash = hash.unwrap_or_else(dummy_hash);
+            let hash = hash.unwrap_or_else(|| dummy_hash(dummy_cost));
             bcrypt::verify(pw, &hash).unwrap_or(false)
         })
         .await
@@ -123,5 +148,33 @@ impl Htpasswd {
             l.verified.insert(key);
         }
         Ok(user.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unknown user's check costs what a known user's does: the dummy hash has the
+    /// cost of the file's entries.
+    #[test]
+    fn the_dummy_hash_costs_what_the_entries_cost() {
+        assert_eq!(cost_of("$2y$05$abcdefghijklmnopqrstuu"), 5);
+        assert_eq!(cost_of("$2b$12$abcdefghijklmnopqrstuu"), 12);
+        assert_eq!(cost_of("garbage"), bcrypt::DEFAULT_COST);
+        for cost in [4, 5] {
+            let h = dummy_hash(cost);
+            assert_eq!(cost_of(&h), cost, "{h}");
+            assert_eq!(dummy_hash(cost), h, "made once per cost");
+        }
+        let dir = std::env::temp_dir().join(format!("htpasswd-{}", uuid::Uuid::new_v4()));
+        std::fs::write(
+            &dir,
+            format!("a:{}\n", bcrypt::hash("pw", 5).unwrap_or_default()),
+        )
+        .unwrap_or_default();
+        let h = Htpasswd::open(&dir).expect("readable");
+        assert_eq!(h.loaded.lock().map(|l| l.dummy_cost).ok(), Some(5));
+        let _ = std::fs::remove_file(&dir);
     }
 }
