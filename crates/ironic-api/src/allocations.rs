@@ -16,7 +16,8 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::load_node;
+use crate::nodes::{authorized_node, load_node};
+use crate::policy::{Authz, Policy, Target};
 use crate::query::Query;
 use crate::view::{Ts, links_value};
 use crate::{AppState, Base, Req, json_response};
@@ -176,6 +177,7 @@ fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiE
 
 pub async fn create(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
@@ -183,6 +185,10 @@ pub async fn create(
 ) -> ApiResult {
     let v = req.version;
     gate_write(v)?;
+    authz.check(Policy::AllocationCreate)?;
+    // A project's allocations are its own, and choose among the nodes it owns or leases;
+    // only a system member may name another owner or any node.
+    let restricted = !authz.allows(Policy::AllocationCreateRestricted, Target::default());
     Query::parse(q.as_deref())?.only(&[])?;
     let Value::Object(body) = body else {
         return Err(schema_type_error(&body, "'object'"));
@@ -210,7 +216,24 @@ pub async fn create(
     let resource_class = opt_string(&body, "resource_class", RESOURCE_CLASS_MAX)?;
     let name = opt_string(&body, "name", 255)?;
     let uuid = opt_string(&body, "uuid", 36)?;
-    let owner = opt_string(&body, "owner", 255)?;
+    let mut owner = opt_string(&body, "owner", 255)?;
+    if let Some(mine) = authz.project() {
+        match &owner {
+            Some(o) if o != mine && restricted => {
+                return Err(Error::Forbidden(format!(
+                    "Cannot create allocation with an owner Project ID value {o} not matching the requester Project ID {mine}. Policy {} is required for this capability.",
+                    Policy::AllocationCreateRestricted.name()
+                ))
+                .into());
+            }
+            Some(_) => {}
+            None => owner = Some(mine.to_string()),
+        }
+    }
+    // A node the caller may not see is "not found", as one that does not exist.
+    let usable = |n: &ironic_model::Node| {
+        !restricted || Policy::NodeGet.allows(authz.creds(), Target::node(n))
+    };
     let node_ident = opt_string(&body, "node", 255)?;
     let traits = string_list(&body, "traits")?;
     for t in &traits {
@@ -245,7 +268,8 @@ pub async fn create(
     let mut missing = Vec::new();
     for c in &candidates {
         match load_node(&st, c, v).await {
-            Ok(n) => candidate_nodes.push(n.uuid.to_string()),
+            Ok(n) if usable(&n) => candidate_nodes.push(n.uuid.to_string()),
+            Ok(_) => missing.push(c.clone()),
             Err(Error::NotFound(_) | Error::Invalid(_)) => missing.push(c.clone()),
             Err(e) => return Err(e.into()),
         }
@@ -257,10 +281,21 @@ pub async fn create(
         )));
     }
     let backfill = match &node_ident {
-        Some(n) => Some(load_node(&st, n, v).await.map_err(|e| match e {
-            Error::NotFound(m) => Error::Invalid(m),
-            e => e,
-        })?),
+        Some(n) => Some(
+            load_node(&st, n, v)
+                .await
+                .and_then(|node| {
+                    if usable(&node) {
+                        Ok(node)
+                    } else {
+                        Err(Error::node_not_found(n))
+                    }
+                })
+                .map_err(|e| match e {
+                    Error::NotFound(m) => Error::Invalid(m),
+                    e => e,
+                })?,
+        ),
         None => None,
     };
     if resource_class.is_none() && backfill.is_none() {
@@ -301,6 +336,7 @@ pub async fn create(
 
 pub async fn list(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
@@ -323,17 +359,31 @@ pub async fn list(
         return Err(Error::not_acceptable().into());
     }
     let fields = fields_of(&q, v)?;
+    let scope = authz.list_scope(
+        Policy::AllocationListAll,
+        Policy::AllocationList,
+        q.get("owner"),
+    )?;
     let mut f = AllocationFilter {
         state: q.get("state").map(str::to_owned),
         resource_class: q.get("resource_class").map(str::to_owned),
-        owner: q.get("owner").map(str::to_owned),
+        owner: scope.or_else(|| q.get("owner").map(str::to_owned)),
         node_id: None,
     };
     if let Some(n) = q.get("node") {
-        let node = load_node(&st, n, v).await.map_err(|e| match e {
-            Error::NotFound(m) => Error::Invalid(m),
-            e => e,
-        })?;
+        let node = load_node(&st, n, v)
+            .await
+            .and_then(|node| {
+                if Policy::NodeGet.allows(authz.creds(), Target::node(&node)) {
+                    Ok(node)
+                } else {
+                    Err(Error::node_not_found(n))
+                }
+            })
+            .map_err(|e| match e {
+                Error::NotFound(m) => Error::Invalid(m),
+                e => e,
+            })?;
         f.node_id = Some(node.id);
     }
     let limit = q.limit(st.settings.max_limit)? as usize;
@@ -352,6 +402,13 @@ pub async fn list(
         .db
         .allocation_list(&f, sort_key, desc, marker.as_ref(), limit)
         .await?;
+    // Each one must be readable too (a project's service user may list, not read).
+    if page
+        .iter()
+        .any(|a| !Policy::AllocationGet.allows(authz.creds(), Target::allocation(a)))
+    {
+        return Err(Policy::AllocationGet.denied());
+    }
     let docs: Vec<Value> = page.iter().map(|a| doc(a, &base, &fields)).collect();
     let mut body = Map::new();
     body.insert("allocations".into(), Value::Array(docs));
@@ -368,6 +425,7 @@ pub async fn list(
 
 pub async fn get_one(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -378,11 +436,13 @@ pub async fn get_one(
     q.only(&["fields"])?;
     let fields = fields_of(&q, req.version)?;
     let a = load(&st, &ident).await?;
+    authz.allocation(&a, &ident, Policy::AllocationGet)?;
     one_response(&a, &base, &fields, StatusCode::OK)
 }
 
 pub async fn patch(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -406,6 +466,7 @@ pub async fn patch(
         }
     }
     let mut a = load(&st, &ident).await?;
+    authz.allocation(&a, &ident, Policy::AllocationUpdate)?;
     let mut d = Map::new();
     d.insert("name".into(), json!(a.name));
     d.insert("extra".into(), Value::Object(a.extra.clone()));
@@ -434,6 +495,7 @@ pub async fn patch(
 
 pub async fn delete(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
@@ -441,6 +503,7 @@ pub async fn delete(
     gate_write(req.version)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let a = load(&st, &ident).await?;
+    authz.allocation(&a, &ident, Policy::AllocationDelete)?;
     let destroy = DestroyAllocation {
         allocation: a.reference(),
     };
@@ -457,16 +520,30 @@ fn node_gate(v: Version) -> Result<(), ApiError> {
     }
 }
 
-async fn node_allocation(st: &AppState, ident: &str, v: Version) -> Result<Allocation, Error> {
-    let node = load_node(st, ident, v).await?;
-    st.db
+/// The allocation of a node the caller may see (404 otherwise), if the caller may do
+/// `p` on it (403 otherwise: the node is visible).
+async fn node_allocation(
+    st: &AppState,
+    authz: &Authz,
+    ident: &str,
+    v: Version,
+    p: Policy,
+) -> Result<Allocation, ApiError> {
+    let node = authorized_node(st, authz, ident, v, Policy::NodeGet).await?;
+    let a = st
+        .db
         .allocation_by_node(node.id)
         .await?
-        .ok_or_else(|| Error::NotFound(format!("Allocation for node {ident} was not found")))
+        .ok_or_else(|| Error::NotFound(format!("Allocation for node {ident} was not found")))?;
+    if !authz.allows(p, Target::allocation(&a)) {
+        return Err(p.denied());
+    }
+    Ok(a)
 }
 
 pub async fn node_get(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -476,19 +553,20 @@ pub async fn node_get(
     let q = Query::parse(q.as_deref())?;
     q.only(&["fields"])?;
     let fields = fields_of(&q, req.version)?;
-    let a = node_allocation(&st, &ident, req.version).await?;
+    let a = node_allocation(&st, &authz, &ident, req.version, Policy::AllocationGet).await?;
     one_response(&a, &base, &fields, StatusCode::OK)
 }
 
 pub async fn node_delete(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     node_gate(req.version)?;
     Query::parse(q.as_deref())?.only(&[])?;
-    let a = node_allocation(&st, &ident, req.version).await?;
+    let a = node_allocation(&st, &authz, &ident, req.version, Policy::AllocationDelete).await?;
     let destroy = DestroyAllocation {
         allocation: a.reference(),
     };

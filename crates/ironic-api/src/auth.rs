@@ -2,11 +2,20 @@
 //! against an Apache-style htpasswd file with bcrypt entries. The file is re-read when
 //! its modification time changes; verified credentials are remembered (as a SHA-256 of
 //! user and password) until then, so bcrypt's cost is paid once per client.
+//!
+//! With `http_basic`, each user's project and roles come from a roles file
+//! ([`RolesFile`], re-read on change too), which makes the [`Credentials`] that
+//! [`crate::policy`] decides on. Failed logins are counted per user name and per client
+//! address ([`LoginLimiter`]): past the limit the client gets 429 until the window ends,
+//! without a password check.
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::policy::{Credentials, Roles};
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
@@ -39,7 +48,242 @@ fn cost_of(hash: &str) -> u32 {
 
 pub enum Auth {
     NoAuth,
-    HttpBasic(Htpasswd),
+    HttpBasic(Box<Basic>),
+}
+
+/// `http_basic`: who may log in, their projects and roles, and the failed-login limit.
+pub struct Basic {
+    pub users: Htpasswd,
+    pub roles: RolesFile,
+    pub limiter: LoginLimiter,
+}
+
+/// Why a request was not authenticated.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 401, with the reason for the log.
+    Unauthorized(String),
+    /// 429: too many failed logins for this user or address; retry after this long.
+    TooMany(Duration),
+}
+
+impl Basic {
+    /// Authenticates an `Authorization` header value from `peer`.
+    pub async fn authenticate(
+        &self,
+        header: Option<&str>,
+        peer: Option<IpAddr>,
+    ) -> Result<Credentials, Refusal> {
+        let claimed = header.and_then(claimed_user);
+        if let Some(wait) = self.limiter.blocked(claimed.as_deref(), peer) {
+            return Err(Refusal::TooMany(wait));
+        }
+        match self.users.check(header).await {
+            Ok(user) => Ok(self.roles.credentials(&user)),
+            Err(reason) => {
+                // Only a wrong password or an unknown user counts against the limit;
+                // a malformed header costs no bcrypt check.
+                if matches!(reason.as_str(), "wrong password" | "unknown user") {
+                    self.limiter.failed(claimed.as_deref(), peer);
+                }
+                Err(Refusal::Unauthorized(reason))
+            }
+        }
+    }
+}
+
+/// The user name a Basic header claims, whether or not the password is right.
+fn claimed_user(value: &str) -> Option<String> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(value.strip_prefix("Basic ")?.trim())
+        .ok()?;
+    let raw = String::from_utf8(raw).ok()?;
+    raw.split_once(':').map(|(u, _)| u.to_string())
+}
+
+/// One user's project and roles, as written in the roles file.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleEntry {
+    /// The project the user acts in; absent: system scope.
+    project: Option<String>,
+    roles: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RolesDoc {
+    #[serde(default)]
+    users: HashMap<String, RoleEntry>,
+}
+
+/// The users' projects and roles (TOML):
+///
+/// ```toml
+/// [users.admin]
+/// roles = ["admin"]                 # no project: system scope
+/// [users.alice]
+/// project = "5f1d0e4c..."           # the project in nodes' owner/lessee
+/// roles = ["member"]
+/// ```
+///
+/// A user without an entry authenticates but has no role, so every policy denies it.
+/// Re-read when the file changes; a file that no longer parses keeps the last good
+/// contents (and says so in the log).
+pub struct RolesFile {
+    path: PathBuf,
+    loaded: Mutex<(Option<SystemTime>, HashMap<String, Credentials>)>,
+}
+
+impl RolesFile {
+    /// Reads the file, failing on a missing or malformed one.
+    pub fn open(path: &Path) -> Result<RolesFile, String> {
+        let f = RolesFile {
+            path: path.to_path_buf(),
+            loaded: Mutex::new((None, HashMap::new())),
+        };
+        f.reload_if_changed()?;
+        Ok(f)
+    }
+
+    fn parse(text: &str) -> Result<HashMap<String, Credentials>, String> {
+        let doc: RolesDoc = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut users = HashMap::new();
+        for (user, e) in doc.users {
+            let roles = Roles::parse(e.roles.iter().map(String::as_str))
+                .map_err(|m| format!("user {user:?}: {m}"))?;
+            if e.project.as_deref().is_some_and(|p| p.trim().is_empty()) {
+                return Err(format!("user {user:?}: project must not be empty"));
+            }
+            users.insert(
+                user.clone(),
+                Credentials {
+                    user,
+                    project: e.project,
+                    roles,
+                },
+            );
+        }
+        Ok(users)
+    }
+
+    fn reload_if_changed(&self) -> Result<(), String> {
+        let mtime = std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let mut l = self
+            .loaded
+            .lock()
+            .map_err(|_| "roles state poisoned".to_string())?;
+        if l.0 == Some(mtime) {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(&self.path)
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let users =
+            Self::parse(&text).map_err(|e| format!("roles file {}: {e}", self.path.display()))?;
+        tracing::info!(path = %self.path.display(), users = users.len(), "loaded roles file");
+        *l = (Some(mtime), users);
+        Ok(())
+    }
+
+    /// The credentials of an authenticated `user`.
+    pub fn credentials(&self, user: &str) -> Credentials {
+        if let Err(e) = self.reload_if_changed() {
+            tracing::warn!(error = %e, "roles file not re-read; the last good contents apply");
+        }
+        let found = self.loaded.lock().ok().and_then(|l| l.1.get(user).cloned());
+        found.unwrap_or_else(|| {
+            tracing::warn!(
+                user,
+                "authenticated user has no entry in the roles file: no role"
+            );
+            Credentials {
+                user: user.to_string(),
+                project: None,
+                roles: Roles::default(),
+            }
+        })
+    }
+}
+
+/// Failed logins per user name and per client address, in fixed windows: at `max`
+/// failures within `window` further attempts are refused (429) until the window ends.
+pub struct LoginLimiter {
+    max: u32,
+    window: Duration,
+    seen: Mutex<HashMap<Key, (Instant, u32)>>,
+}
+
+#[derive(Hash, PartialEq, Eq, Clone)]
+enum Key {
+    User(String),
+    Addr(IpAddr),
+}
+
+/// Entries kept before expired ones are swept (bounds the memory an attacker can use).
+const SWEEP_AT: usize = 4096;
+
+impl LoginLimiter {
+    /// `max` 0 turns the limit off.
+    pub fn new(max: u32, window: Duration) -> LoginLimiter {
+        LoginLimiter {
+            max,
+            window,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn keys(user: Option<&str>, peer: Option<IpAddr>) -> impl Iterator<Item = Key> {
+        user.map(|u| Key::User(u.to_string()))
+            .into_iter()
+            .chain(peer.map(Key::Addr))
+    }
+
+    /// How long this user or address must wait, if it is over the limit.
+    pub fn blocked(&self, user: Option<&str>, peer: Option<IpAddr>) -> Option<Duration> {
+        if self.max == 0 {
+            return None;
+        }
+        let seen = self.seen.lock().ok()?;
+        let now = Instant::now();
+        Self::keys(user, peer)
+            .filter_map(|k| seen.get(&k))
+            .filter(|(start, n)| *n >= self.max && now.duration_since(*start) < self.window)
+            .map(|(start, _)| self.window.saturating_sub(now.duration_since(*start)))
+            .max()
+    }
+
+    /// Counts a failed login.
+    pub fn failed(&self, user: Option<&str>, peer: Option<IpAddr>) {
+        if self.max == 0 {
+            return;
+        }
+        let Ok(mut seen) = self.seen.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        if seen.len() >= SWEEP_AT {
+            let window = self.window;
+            seen.retain(|_, (start, _)| now.duration_since(*start) < window);
+        }
+        for k in Self::keys(user, peer) {
+            let e = seen.entry(k).or_insert((now, 0));
+            if now.duration_since(e.0) >= self.window {
+                *e = (now, 0);
+            }
+            e.1 += 1;
+            if e.1 == self.max {
+                metrics::counter!("ironic_api_login_lockouts_total").increment(1);
+                tracing::warn!(
+                    target: "ironic::audit",
+                    user = user.unwrap_or(""),
+                    peer = ?peer,
+                    "too many failed logins; refused until the window ends"
+                );
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -154,6 +398,57 @@ impl Htpasswd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roles_file_gives_projects_and_roles() {
+        let users = RolesFile::parse(
+            "[users.admin]\nroles = [\"admin\"]\n[users.alice]\nproject = \"p1\"\nroles = [\"member\"]\n",
+        )
+        .expect("parses");
+        assert_eq!(users["admin"].project, None);
+        assert_eq!(
+            users["admin"].roles,
+            Roles::parse(["admin"]).expect("known")
+        );
+        assert_eq!(users["alice"].project.as_deref(), Some("p1"));
+        for bad in [
+            "[users.x]\nroles = [\"root\"]\n",
+            "[users.x]\nproject = \"\"\nroles = []\n",
+            "[users.x]\nrole = [\"admin\"]\n",
+            "users = 1",
+        ] {
+            assert!(RolesFile::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn failed_logins_are_limited_per_user_and_address() {
+        let l = LoginLimiter::new(3, Duration::from_secs(60));
+        let a: IpAddr = "192.0.2.1".parse().expect("ip");
+        let b: IpAddr = "192.0.2.2".parse().expect("ip");
+        for _ in 0..2 {
+            l.failed(Some("alice"), Some(a));
+        }
+        assert_eq!(l.blocked(Some("alice"), Some(a)), None);
+        l.failed(Some("alice"), Some(a));
+        assert!(
+            l.blocked(Some("alice"), Some(b)).is_some(),
+            "the user is limited"
+        );
+        assert!(
+            l.blocked(Some("bob"), Some(a)).is_some(),
+            "so is the address"
+        );
+        assert_eq!(l.blocked(Some("bob"), Some(b)), None);
+        let off = LoginLimiter::new(0, Duration::from_secs(60));
+        for _ in 0..10 {
+            off.failed(Some("alice"), Some(a));
+        }
+        assert_eq!(off.blocked(Some("alice"), Some(a)), None);
+        let short = LoginLimiter::new(1, Duration::ZERO);
+        short.failed(Some("alice"), None);
+        assert_eq!(short.blocked(Some("alice"), None), None, "the window ended");
+    }
 
     /// An unknown user's check costs what a known user's does: the dummy hash has the
     /// cost of the file's entries.

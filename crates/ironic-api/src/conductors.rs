@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::P;
 use crate::error::ApiError;
+use crate::policy::{Authz, Policy};
 use crate::query::Query;
 use crate::view::Ts;
 use crate::{AppState, Base, Req, json_response};
@@ -55,11 +56,13 @@ fn doc(c: &Conductor, alive: bool, base: &str, fields: &[&str]) -> Value {
 
 pub async fn list(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     gate(&req)?;
+    authz.check(Policy::ConductorGet)?;
     let q = Query::parse(q.as_deref())?;
     q.only(&[
         "limit", "marker", "detail", "fields", "sort_key", "sort_dir",
@@ -135,12 +138,14 @@ pub async fn list(
 
 pub async fn get_one(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(hostname): P<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     gate(&req)?;
+    authz.check(Policy::ConductorGet)?;
     Query::parse(q.as_deref())?.only(&[])?;
     if hostname.contains('\0') {
         return Err(Error::NotFound(format!(

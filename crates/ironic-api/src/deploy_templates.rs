@@ -14,7 +14,8 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::load_node;
+use crate::nodes::authorized_node;
+use crate::policy::{Authz, Policy};
 use crate::query::Query;
 use crate::view::{Ts, links_value, masked};
 use crate::{AppState, Base, Req, json_response};
@@ -111,12 +112,14 @@ async fn load(st: &AppState, ident: &str) -> Result<DeployTemplate, Error> {
 
 pub async fn create(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     gate_write(req.version)?;
+    authz.check(Policy::DeployTemplateCreate)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let d = validate_doc(&body, "template")?;
     let t = DeployTemplate {
@@ -140,11 +143,13 @@ pub async fn create(
 
 pub async fn list(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     gate(req.version)?;
+    authz.check(Policy::DeployTemplateGet)?;
     let q = Query::parse(q.as_deref())?;
     q.only(&[
         "fields", "detail", "limit", "marker", "sort_key", "sort_dir",
@@ -192,12 +197,14 @@ pub async fn list(
 
 pub async fn get_one(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     gate(req.version)?;
+    authz.check(Policy::DeployTemplateGet)?;
     let q = Query::parse(q.as_deref())?;
     q.only(&["fields"])?;
     let fields = match q.get("fields") {
@@ -210,6 +217,7 @@ pub async fn get_one(
 
 pub async fn patch(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -217,6 +225,7 @@ pub async fn patch(
     JsonBody(body): JsonBody,
 ) -> ApiResult {
     gate_write(req.version)?;
+    authz.check(Policy::DeployTemplateUpdate)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let ops = patch::parse(&body)?;
     for op in &ops {
@@ -243,11 +252,13 @@ pub async fn patch(
 
 pub async fn delete(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     gate_write(req.version)?;
+    authz.check(Policy::DeployTemplateDelete)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let t = load(&st, &ident).await?;
     st.db.deploy_template_destroy(&t).await?;
@@ -260,13 +271,14 @@ pub async fn delete(
 /// with the reason when they are invalid (what a deploy would answer).
 pub async fn node_deploy_steps(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     gate(req.version)?;
     Query::parse(q.as_deref())?.only(&[])?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGet).await?;
     if ironic_catalog::known(&node.driver).is_none() {
         return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
     }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::P;
 use crate::error::ApiError;
+use crate::policy::{Authz, Policy};
 use crate::query::Query;
 use crate::{AppState, Base, Req, json_response};
 
@@ -62,10 +63,12 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
 
 pub async fn list(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
+    authz.check(Policy::DriverGet)?;
     let q = Query::parse(q.as_deref())?;
     q.only(&["type", "detail"])?;
     let detail = q.bool("detail")?.unwrap_or(false);
@@ -90,11 +93,13 @@ pub async fn list(
 
 pub async fn get_one(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(name): P<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
+    authz.check(Policy::DriverGet)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let drivers = st.topology.snapshot().drivers();
     let hosts = drivers.get(&name).ok_or_else(|| {
@@ -112,9 +117,11 @@ pub async fn get_one(
 /// hardware type needs none, so it is an empty object for the hardware types we have.
 pub async fn properties(
     State(st): State<AppState>,
+    authz: Authz,
     P(name): P<String>,
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
+    authz.check(Policy::DriverGetProperties)?;
     Query::parse(q.as_deref())?.only(&[])?;
     if !st.topology.snapshot().drivers().contains_key(&name) {
         return Err(Error::NotFound(format!(

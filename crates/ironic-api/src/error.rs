@@ -25,6 +25,8 @@ pub enum ApiError {
     Unauthorized(String),
     /// A body over the configured limit.
     TooLarge(usize),
+    /// Too many failed logins for the user or the client address (429); retry after.
+    TooManyLogins(std::time::Duration),
     /// A method the negotiated microversion does not allow (405, handler body).
     MethodNotAllowed(String),
 }
@@ -134,6 +136,20 @@ impl IntoResponse for ApiError {
                 StatusCode::METHOD_NOT_ALLOWED,
                 fault_text(StatusCode::METHOD_NOT_ALLOWED, &msg),
             ),
+            ApiError::TooManyLogins(wait) => {
+                let secs = wait.as_secs().max(1);
+                let mut r = error_response(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    fault_text(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        &format!("Too many failed logins; retry in {secs} seconds."),
+                    ),
+                );
+                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                r
+            }
             ApiError::TooLarge(limit) => error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 fault_text(

@@ -30,14 +30,16 @@ mod deploy_templates;
 mod drivers;
 pub mod error;
 mod nodes;
+pub mod policy;
 mod provision;
 mod query;
 mod root;
 pub use ironic_db::topology;
 pub mod view;
 
-use auth::Auth;
+use auth::{Auth, Refusal};
 use error::{ApiError, NoVersionHeaders};
+use policy::{Credentials, Decided};
 use topology::Topology;
 
 /// Settings of the API process.
@@ -219,31 +221,39 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
             Ok(v) => {
                 req.extensions_mut().insert(v);
                 req.extensions_mut().insert(RequestId(rid.clone()));
-                let denied = match &st.auth {
-                    Auth::HttpBasic(h) if !is_public(&path) => {
+                let peer = req
+                    .extensions()
+                    .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                    .map(|c| c.0.ip());
+                let creds = match &st.auth {
+                    Auth::NoAuth => Ok(Credentials::noauth()),
+                    // Discovery needs no credentials (and gets no role).
+                    Auth::HttpBasic(_) if is_public(&path) => Ok(Credentials::anonymous()),
+                    Auth::HttpBasic(b) => {
                         let hv = req
                             .headers()
                             .get(header::AUTHORIZATION)
                             .and_then(|v| v.to_str().ok());
-                        match h.check(hv).await {
-                            Ok(user) => {
-                                tracing::debug!(user, "authenticated");
-                                None
-                            }
-                            Err(reason) => {
-                                tracing::info!(reason, "authentication failed");
-                                Some(
-                                    ApiError::Unauthorized("Authentication required".into())
-                                        .into_response(),
-                                )
-                            }
-                        }
+                        b.authenticate(hv, peer).await
                     }
-                    _ => None,
                 };
-                let mut resp = match denied {
-                    Some(r) => r,
-                    None => next.run(req).await,
+                let mut resp = match creds {
+                    Ok(creds) => {
+                        tracing::debug!(user = %creds.user, "authenticated");
+                        let decided = Arc::new(Decided::default());
+                        req.extensions_mut().insert(Arc::new(creds));
+                        req.extensions_mut().insert(decided.clone());
+                        let resp = next.run(req).await;
+                        fail_closed(resp, &path, &decided)
+                    }
+                    Err(Refusal::Unauthorized(reason)) => {
+                        tracing::info!(reason, ?peer, "authentication failed");
+                        ApiError::Unauthorized("Authentication required".into()).into_response()
+                    }
+                    Err(Refusal::TooMany(wait)) => {
+                        tracing::info!(?peer, "too many failed logins");
+                        ApiError::TooManyLogins(wait).into_response()
+                    }
                 };
                 if resp.extensions().get::<NoVersionHeaders>().is_none() {
                     resp.headers_mut().insert(
@@ -280,6 +290,26 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
     resp
 }
 
+/// A matched, non-public route that answered 2xx without any policy decision is a
+/// handler that forgot to ask [`policy::Authz`]: the answer is withheld (500), not sent.
+fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
+    let matched = resp.extensions().get::<RouteTemplate>().cloned();
+    match matched {
+        Some(route) if !decided.get() && !is_public(path) && resp.status().is_success() => {
+            tracing::error!(
+                route = %route.0,
+                "a handler answered without a policy decision; refused"
+            );
+            ApiError::Domain(ironic_model::Error::Internal(format!(
+                "no policy decision for {}",
+                route.0
+            )))
+            .into_response()
+        }
+        _ => resp,
+    }
+}
+
 const MIN_VERSION: &str = "1.1";
 const MAX_VERSION: &str = "1.61";
 
@@ -291,9 +321,14 @@ async fn method_not_allowed() -> ApiError {
     ApiError::routing(StatusCode::METHOD_NOT_ALLOWED, "")
 }
 
-/// Every route of the API, with and without the `/v1` prefix.
-pub fn router(state: AppState) -> Router {
-    let routes: Vec<(&str, MethodRouter<AppState>)> = vec![
+/// The path templates of every route below `/v1` (each also served without the
+/// prefix and with a trailing slash); for tests that walk every route.
+pub fn route_paths() -> Vec<&'static str> {
+    routes().into_iter().map(|(p, _)| p).collect()
+}
+
+fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
         ("/nodes", get(nodes::list).post(nodes::create)),
         ("/nodes/detail", get(nodes::detail)),
         (
@@ -374,7 +409,12 @@ pub fn router(state: AppState) -> Router {
         ("/drivers/{name}/properties", get(drivers::properties)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
-    ];
+    ]
+}
+
+/// Every route of the API, with and without the `/v1` prefix.
+pub fn router(state: AppState) -> Router {
+    let routes = routes();
     // Clients sometimes add a trailing slash (`GET /v1/nodes/?...`): both forms route.
     let mut v1 = Router::new();
     for (path, mr) in routes {
@@ -410,23 +450,24 @@ fn scopeguard(f: impl FnOnce()) -> impl Drop {
 #[derive(Clone)]
 struct RouteTemplate(String);
 
+/// A matched path as a label: with the `/v1` prefix, without a trailing slash.
+pub(crate) fn route_label(matched: &str) -> String {
+    let p = matched.trim_end_matches('/');
+    if p.is_empty() {
+        "/".to_string()
+    } else if p.starts_with("/v1") {
+        p.to_string()
+    } else {
+        format!("/v1{p}")
+    }
+}
+
 /// Copies the matched route template into the response, where [`edge`] records it.
 async fn tag_route(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<axum::extract::MatchedPath>()
-        .map(|m| {
-            let p = m.as_str().trim_end_matches('/');
-            if p.starts_with("/v1") || p.is_empty() {
-                if p.is_empty() {
-                    "/".to_string()
-                } else {
-                    p.to_string()
-                }
-            } else {
-                format!("/v1{p}")
-            }
-        });
+        .map(|m| route_label(m.as_str()));
     let mut resp = next.run(req).await;
     if let Some(r) = route {
         resp.extensions_mut().insert(RouteTemplate(r));

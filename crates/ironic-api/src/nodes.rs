@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use crate::body::P;
 use crate::body::{JsonBody, RawBody, parse_json};
 use crate::error::ApiError;
+use crate::policy::{Authz, Policy, Redaction, Target};
 use crate::query::Query;
 use crate::view::{NodeView, Ts, ViewCtx};
 use crate::{AppState, Base, Req, json_response};
@@ -63,6 +64,20 @@ pub(crate) async fn load_node(st: &AppState, ident: &str, v: Version) -> Result<
     }
 }
 
+/// `{ident}` loaded and `p` decided for the caller: 404 when the caller may not see the
+/// node (or it does not exist), 403 when it may see it but not do `p`.
+pub(crate) async fn authorized_node(
+    st: &AppState,
+    authz: &Authz,
+    ident: &str,
+    v: Version,
+    p: Policy,
+) -> Result<Node, ApiError> {
+    let node = load_node(st, ident, v).await?;
+    authz.node(&node, ident, p)?;
+    Ok(node)
+}
+
 async fn find_node(st: &AppState, ident: &str, v: Version) -> Result<Node, Error> {
     let found = match parse_ident(ident, v)? {
         NodeIdent::Uuid(u) => st.db.node_by_uuid(u.as_str()).await?,
@@ -78,6 +93,7 @@ fn node_response(
     v: Version,
     base: &str,
     mask: Option<FieldMask>,
+    redaction: Option<Redaction>,
 ) -> Response {
     let topology = st.topology.snapshot();
     let ctx = ViewCtx {
@@ -86,12 +102,14 @@ fn node_response(
         mask,
         link_arrays: mask.is_none(),
         topology: &topology,
+        redaction,
     };
     json_response(status, &NodeView { node, ctx: &ctx })
 }
 
 pub async fn get_one(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -108,7 +126,7 @@ pub async fn get_one(
         }
         None => None,
     };
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGet).await?;
     Ok(node_response(
         &st,
         StatusCode::OK,
@@ -116,6 +134,7 @@ pub async fn get_one(
         req.version,
         &base,
         mask,
+        authz.redaction(),
     ))
 }
 
@@ -146,20 +165,24 @@ const LIST_ARGS: &[(&str, u16)] = &[
 
 pub async fn list(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    list_nodes(&st, req.version, &base, Query::parse(q.as_deref())?, false).await
+    let q = Query::parse(q.as_deref())?;
+    list_nodes(&st, &authz, req.version, &base, q, false).await
 }
 
 pub async fn detail(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    list_nodes(&st, req.version, &base, Query::parse(q.as_deref())?, true).await
+    let q = Query::parse(q.as_deref())?;
+    list_nodes(&st, &authz, req.version, &base, q, true).await
 }
 
 /// Percent-encodes a query value, keeping commas readable as upstream does.
@@ -171,6 +194,7 @@ pub(crate) fn enc(s: &str) -> String {
 
 async fn list_nodes(
     st: &AppState,
+    authz: &Authz,
     v: Version,
     base: &str,
     q: Query,
@@ -192,6 +216,9 @@ async fn list_nodes(
             return Err(Error::not_acceptable().into());
         }
     }
+    // A project-scoped caller lists the nodes its project owns or leases.
+    let scope = authz.list_scope(Policy::NodeListAll, Policy::NodeList, q.get("project"))?;
+    let redaction = authz.redaction();
     let detail = detail_path || q.bool("detail")?.unwrap_or(false);
     if detail && q.has("fields") {
         return Err(ApiError::invalid(
@@ -226,7 +253,7 @@ async fn list_nodes(
         fault: q.get("fault").map(str::to_owned),
         owner: q.get("owner").map(str::to_owned),
         lessee: q.get("lessee").map(str::to_owned),
-        project: q.get("project").map(str::to_owned),
+        project: scope.or_else(|| q.get("project").map(str::to_owned)),
         description_contains: q.get("description_contains").map(str::to_owned),
     };
     let limit = q.limit(st.settings.max_limit)?;
@@ -265,6 +292,11 @@ async fn list_nodes(
         if q.has("conductor") {
             // The conductor filter runs on the ring, which needs driver and group.
             f.push("conductor".into());
+        }
+        if redaction.is_some() {
+            // Which restricted fields show depends on each node's owner and lessee,
+            // whether or not the client asked for them (they stay masked out).
+            f.extend(["owner".to_string(), "lessee".to_string()]);
         }
         f
     });
@@ -315,6 +347,7 @@ async fn list_nodes(
         mask,
         link_arrays: detail,
         topology: &topology,
+        redaction,
     };
     Ok(json_response(
         StatusCode::OK,
@@ -360,11 +393,32 @@ impl Serialize for NodeList<'_> {
 
 pub async fn create(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let node = from_create_body(&body, req.version, &st.settings.defaults)?;
+    // A project admin (or service user) enrols nodes owned by its project; a system
+    // admin or service user any node.
+    let project = authz.project().map(str::to_owned);
+    let allowed = match &project {
+        Some(_) => authz.allows(Policy::NodeCreateSelfOwned, Target::default()),
+        None => authz.allows(Policy::NodeCreate, Target::default()),
+    };
+    if !allowed {
+        return Err(Policy::NodeCreate.denied());
+    }
+    let mut node = from_create_body(&body, req.version, &st.settings.defaults)?;
+    if let Some(p) = project {
+        match &node.owner {
+            Some(o) if *o != p => {
+                return Err(ApiError::invalid(
+                    "Cannot create a node as a project scoped admin with an owner other than your own project.",
+                ));
+            }
+            _ => node.owner = Some(p),
+        }
+    }
     if !st
         .topology
         .serves(&node.conductor_group, &node.driver)
@@ -373,15 +427,94 @@ pub async fn create(
         return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
     }
     let created = st.conductor.call(&req.ctx, CreateNode { node }).await?;
-    let mut resp = node_response(&st, StatusCode::CREATED, &created, req.version, &base, None);
+    let mut resp = node_response(
+        &st,
+        StatusCode::CREATED,
+        &created,
+        req.version,
+        &base,
+        None,
+        authz.redaction(),
+    );
     if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}", created.uuid)) {
         resp.headers_mut().insert(header::LOCATION, loc);
     }
     Ok(resp)
 }
 
+/// The policy a node PATCH operation needs, by the field it changes (upstream's table).
+fn patch_policy(op: &patch::PatchOp) -> Policy {
+    match op.root() {
+        "extra" => Policy::NodeUpdateExtra,
+        "instance_info" | "instance_name" => Policy::NodeUpdateInstanceInfo,
+        "driver_info" => Policy::NodeUpdateDriverInfo,
+        "properties" => Policy::NodeUpdateProperties,
+        "instance_uuid" => Policy::NodeUpdateInstanceUuid,
+        "lessee" => Policy::NodeUpdateLessee,
+        "name" => Policy::NodeUpdateName,
+        "retired" | "retired_reason" => Policy::NodeUpdateRetired,
+        "owner" => Policy::NodeUpdateOwner,
+        "conductor_group" => Policy::NodeUpdateConductorGroup,
+        "chassis_uuid" => Policy::NodeUpdateChassisUuid,
+        "automated_clean"
+            if op.op != patch::Op::Remove
+                && op.value.as_ref().and_then(Value::as_bool) == Some(false) =>
+        {
+            Policy::NodeDisableCleaning
+        }
+        f if f == "driver" || f.ends_with("_interface") => Policy::NodeUpdateDriverInterfaces,
+        _ => Policy::NodeUpdate,
+    }
+}
+
+/// Every policy the operations need (404 if the node is hidden from the caller, 403 for
+/// the first one denied); a new `owner` of a deployed node needs a system admin, and one
+/// tied to an owned allocation cannot change (409, as upstream).
+async fn authorize_patch(
+    st: &AppState,
+    authz: &Authz,
+    node: &Node,
+    ident: &str,
+    ops: &[patch::PatchOp],
+) -> Result<(), ApiError> {
+    authz.visible(node, ident)?;
+    let mut needed: Vec<Policy> = ops.iter().map(patch_policy).collect();
+    needed.dedup();
+    if needed.is_empty() {
+        needed.push(Policy::NodeUpdate);
+    }
+    for p in &needed {
+        authz.on_node(node, *p)?;
+    }
+    if needed.contains(&Policy::NodeUpdateOwner) {
+        if node.provision_state == ProvisionState::Active
+            && !authz.allows(Policy::NodeUpdateOwnerProvisioned, Target::node(node))
+        {
+            return Err(Error::Conflict(format!(
+                "Cannot change the owner of node {} while it is active: {} is required.",
+                node.uuid,
+                Policy::NodeUpdateOwnerProvisioned.name()
+            ))
+            .into());
+        }
+        if let Some(a) = st.db.allocation_by_node(node.id).await?
+            && a.owner.as_deref().is_some_and(|o| !o.is_empty())
+        {
+            return Err(Error::Conflict(format!(
+                "Cannot change the owner of node {}: allocation {} of project {} holds it.",
+                node.uuid,
+                a.uuid,
+                a.owner.as_deref().unwrap_or_default()
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
 pub async fn patch(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -415,6 +548,7 @@ pub async fn patch(
             return Err(Error::not_acceptable().into());
         }
     }
+    authorize_patch(&st, &authz, &node, &ident, &ops).await?;
     // A new driver or conductor group must be served by some conductor.
     let mut driver = node.driver.clone();
     let mut group = node.conductor_group.clone();
@@ -465,7 +599,15 @@ pub async fn patch(
             },
         )
         .await?;
-    Ok(node_response(&st, StatusCode::OK, &updated, v, &base, None))
+    Ok(node_response(
+        &st,
+        StatusCode::OK,
+        &updated,
+        v,
+        &base,
+        None,
+        authz.redaction(),
+    ))
 }
 
 /// Refuses every query argument (for endpoints that take none).
@@ -475,12 +617,20 @@ pub(crate) fn no_args(q: &Option<String>) -> Result<(), ApiError> {
 
 pub async fn delete(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     no_args(&q)?;
     let node = load_node(&st, &ident, req.version).await?;
+    authz.visible(&node, &ident)?;
+    // A system admin deletes any node; a project admin the nodes its project owns.
+    if !(authz.allows(Policy::NodeDelete, Target::node(&node))
+        || authz.allows(Policy::NodeDeleteSelfOwned, Target::node(&node)))
+    {
+        return Err(Policy::NodeDelete.denied());
+    }
     st.conductor
         .call(
             &req.ctx,
@@ -494,13 +644,14 @@ pub async fn delete(
 
 pub async fn states(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     no_args(&q)?;
     let v = req.version;
-    let n = load_node(&st, &ident, v).await?;
+    let n = authorized_node(&st, &authz, &ident, v, Policy::NodeGetStates).await?;
     let mut doc = serde_json::Map::new();
     doc.insert("console_enabled".into(), json!(n.console_enabled));
     doc.insert("last_error".into(), json!(n.last_error));
@@ -530,6 +681,7 @@ pub async fn states(
 
 pub async fn maintenance_on(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
@@ -557,7 +709,8 @@ pub async fn maintenance_on(
             }
         }
     };
-    let node = load_node(&st, &ident, req.version).await?;
+    let node =
+        authorized_node(&st, &authz, &ident, req.version, Policy::NodeSetMaintenance).await?;
     st.conductor
         .call(
             &req.ctx,
@@ -573,12 +726,20 @@ pub async fn maintenance_on(
 
 pub async fn maintenance_off(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     no_args(&q)?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(
+        &st,
+        &authz,
+        &ident,
+        req.version,
+        Policy::NodeClearMaintenance,
+    )
+    .await?;
     st.conductor
         .call(
             &req.ctx,
@@ -605,13 +766,14 @@ fn traits_gate(v: Version, write: bool) -> Result<(), ApiError> {
 
 pub async fn traits_get(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     traits_gate(req.version, false)?;
     no_args(&q)?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeTraitsList).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "traits": node.traits }),
@@ -664,6 +826,7 @@ fn trait_list(body: &Value) -> Result<Vec<String>, ApiError> {
 
 pub async fn traits_put(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
@@ -672,7 +835,7 @@ pub async fn traits_put(
     traits_gate(req.version, true)?;
     no_args(&q)?;
     let traits = trait_list(&parse_json(&raw.0)?)?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeTraitsSet).await?;
     st.conductor
         .call(
             &req.ctx,
@@ -688,6 +851,7 @@ pub async fn traits_put(
 
 pub async fn trait_put(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P((ident, name)): P<(String, String)>,
@@ -701,7 +865,7 @@ pub async fn trait_put(
     }
     validate_trait(&name)
         .map_err(|e| ApiError::invalid(trait_error_message("trait", &name, &e)))?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeTraitsSet).await?;
     st.conductor
         .call(
             &req.ctx,
@@ -725,13 +889,14 @@ pub async fn trait_put(
 
 pub async fn traits_delete_all(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     traits_gate(req.version, true)?;
     no_args(&q)?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeTraitsDelete).await?;
     st.conductor
         .call(
             &req.ctx,
@@ -746,13 +911,14 @@ pub async fn traits_delete_all(
 
 pub async fn trait_delete(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P((ident, name)): P<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     traits_gate(req.version, true)?;
     no_args(&q)?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeTraitsDelete).await?;
     if validate_trait(&name).is_err() {
         // No node can carry an invalid trait.
         return Err(

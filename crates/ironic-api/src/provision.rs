@@ -23,7 +23,8 @@ use serde_json::Value;
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::{enc, load_node, no_args};
+use crate::nodes::{authorized_node, enc, no_args};
+use crate::policy::{Authz, Policy};
 use crate::{AppState, Base, Req};
 
 type ApiResult = Result<axum::response::Response, ApiError>;
@@ -132,6 +133,7 @@ fn check_members(
 
 pub async fn set_provision_state(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -186,7 +188,10 @@ pub async fn set_provision_state(
         Some(Value::Bool(b)) => Some(*b),
         Some(_) => return Err(ApiError::invalid("disable_ramdisk must be a boolean")),
     };
-    let node = load_node(&st, &ident, v).await?;
+    let node = authorized_node(&st, &authz, &ident, v, Policy::NodeSetProvisionState).await?;
+    if steps.is_some() {
+        authz.on_node(&node, Policy::NodeSetProvisionStateCleanSteps)?;
+    }
     let state = node.provision_state;
     if fsm::next(state, verb.event).is_none() {
         return Err(fsm::invalid_state_requested(target, &ident, state).into());
@@ -243,6 +248,7 @@ const POWER_TARGETS: &[(&str, u16)] = &[
 /// (soft variants and `timeout` from 1.27). 202 with a `Location` header.
 pub async fn set_power_state(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     Base(base): Base,
     P(ident): P<String>,
@@ -264,7 +270,7 @@ pub async fn set_power_state(
             _ => return Err(ApiError::invalid("timeout has to be positive integer")),
         },
     };
-    let node = load_node(&st, &ident, v).await?;
+    let node = authorized_node(&st, &authz, &ident, v, Policy::NodeSetPowerState).await?;
     match POWER_TARGETS.iter().find(|(t, _)| *t == target) {
         None => {
             return Err(ApiError::invalid(format!(
@@ -288,12 +294,13 @@ pub async fn set_power_state(
 /// first as upstream shows them.
 pub async fn validate(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     no_args(&q)?;
-    let node = load_node(&st, &ident, req.version).await?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeValidate).await?;
     let mut list = st
         .conductor
         .call(
@@ -329,6 +336,7 @@ const RETRY_AFTER_SECS: u32 = 2;
 /// When the driver cannot list them yet: 202, `Retry-Request-After` and a message.
 pub async fn cleaning_steps(
     State(st): State<AppState>,
+    authz: Authz,
     req: Req,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
@@ -347,7 +355,7 @@ pub async fn cleaning_steps(
             ))
         })?,
     };
-    let node = load_node(&st, &ident, v).await?;
+    let node = authorized_node(&st, &authz, &ident, v, Policy::NodeGet).await?;
     match st
         .conductor
         .call(

@@ -8,6 +8,7 @@ use ironic_model::{Node, Version};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
+use crate::policy::{Policy, Redaction};
 use crate::topology::Snapshot;
 
 /// Everything a node rendering depends on besides the node.
@@ -20,6 +21,31 @@ pub struct ViewCtx<'a> {
     /// Add the `ports`/`states`/`portgroups`/`volume` link arrays (detail views).
     pub link_arrays: bool,
     pub topology: &'a Snapshot,
+    /// `None`: restricted fields show (system readers). `Some`: each node's
+    /// `last_error`, `reservation`, `driver_info` and `driver_internal_info` show only
+    /// if the caller passes that field's policy for the node (its owner does, a lessee
+    /// does not), else upstream's redaction text.
+    pub redaction: Option<Redaction>,
+}
+
+/// What a caller without a field's policy sees instead of it (upstream's texts, with
+/// their differences in capitalisation).
+fn redacted(p: Policy) -> Value {
+    let name = p.name();
+    match p {
+        Policy::NodeGetLastError => Value::String(format!(
+            "** Value Redacted - Requires {name} permission. **"
+        )),
+        Policy::NodeGetReservation => {
+            Value::String(format!("** Redacted - requires {name} permission. **"))
+        }
+        Policy::NodeGetDriverInternalInfo => {
+            serde_json::json!({"content": format!("** Redacted - Requires {name} permission. **")})
+        }
+        _ => {
+            serde_json::json!({"content": format!("** Redacted - requires {name} permission. **")})
+        }
+    }
 }
 
 pub struct NodeView<'a> {
@@ -163,6 +189,20 @@ impl Serialize for NodeView<'_> {
                 continue;
             }
             let key = spec.name;
+            let hidden = c.redaction.as_ref().and_then(|r| {
+                let p = match spec.field {
+                    F::LastError => Policy::NodeGetLastError,
+                    F::Reservation => Policy::NodeGetReservation,
+                    F::DriverInfo => Policy::NodeGetDriverInfo,
+                    F::DriverInternalInfo => Policy::NodeGetDriverInternalInfo,
+                    _ => return None,
+                };
+                (!r.shows(p, n)).then_some(p)
+            });
+            if let Some(p) = hidden {
+                m.serialize_entry(key, &redacted(p))?;
+                continue;
+            }
             match spec.field {
                 F::Uuid => m.serialize_entry(key, n.uuid.as_str())?,
                 F::CreatedAt => m.serialize_entry(key, &Ts(&n.created_at))?,

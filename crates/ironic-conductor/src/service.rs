@@ -67,6 +67,7 @@ pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> BusSettings {
         exchange: cfg.amqp.exchange.clone(),
         call_timeout: Duration::from_secs(cfg.amqp.call_timeout),
         prefetch: cfg.amqp.prefetch,
+        accept_timeout: Duration::from_secs(cfg.amqp.accept_timeout.max(1)),
         max_backoff: Duration::from_secs(cfg.amqp.max_reconnect_backoff.max(1)),
         connection_name: format!("{who}@{}", cfg.default.host),
         cluster: cluster.to_string(),

@@ -83,6 +83,11 @@ pub struct AmqpSection {
     pub call_timeout: u64,
     /// Requests a conductor runs at once; more wait in the broker.
     pub prefetch: u16,
+    /// Seconds a request may wait for a conductor to take it: past that it is dropped
+    /// unrun and the caller sends it again (at most twice) or answers 503 "not carried
+    /// out", instead of waiting `call_timeout` for a request the bus lost. At most
+    /// what is left of `call_timeout` applies.
+    pub accept_timeout: u64,
     /// Largest wait, in seconds, between reconnection attempts.
     pub max_reconnect_backoff: u64,
 }
@@ -127,6 +132,13 @@ pub struct ApiSection {
     pub auth_strategy: AuthStrategy,
     /// Apache-style htpasswd file (bcrypt entries) for `http_basic`.
     pub http_basic_auth_user_file: Option<PathBuf>,
+    /// Each `http_basic` user's project and roles (TOML; `docs/security.md`). Required
+    /// with `http_basic`: without it nobody would have a role.
+    pub http_basic_roles_file: Option<PathBuf>,
+    /// Failed logins per user name, and per client address, within
+    /// `failed_login_window` seconds before further attempts get 429; 0: no limit.
+    pub max_failed_logins: u32,
+    pub failed_login_window: u64,
     /// Largest request body accepted; larger ones get 413.
     pub max_request_body_bytes: usize,
     /// Seconds a client has to send its request headers; the connection is closed after.
@@ -243,6 +255,9 @@ impl Default for ApiSection {
             max_limit: 1000,
             auth_strategy: AuthStrategy::Noauth,
             http_basic_auth_user_file: None,
+            http_basic_roles_file: None,
+            max_failed_logins: 10,
+            failed_login_window: 300,
             max_request_body_bytes: 1024 * 1024,
             header_read_timeout: 10,
             request_timeout: 90,
@@ -287,6 +302,7 @@ impl Default for AmqpSection {
             exchange: "ironic".into(),
             call_timeout: 60,
             prefetch: 64,
+            accept_timeout: 10,
             max_reconnect_backoff: 10,
         }
     }
@@ -370,6 +386,13 @@ impl Config {
         {
             return bad("[api] auth_strategy = \"http_basic\" needs http_basic_auth_user_file");
         }
+        if self.api.auth_strategy == AuthStrategy::HttpBasic
+            && self.api.http_basic_roles_file.is_none()
+        {
+            return bad(
+                "[api] auth_strategy = \"http_basic\" needs http_basic_roles_file (each user's project and roles; see docs/security.md)",
+            );
+        }
         if self.conductor.heartbeat_interval == 0
             || self.conductor.heartbeat_timeout <= self.conductor.heartbeat_interval
         {
@@ -379,6 +402,9 @@ impl Config {
         }
         if self.amqp.call_timeout == 0 || self.amqp.prefetch == 0 {
             return bad("[amqp] call_timeout and prefetch must be positive");
+        }
+        if self.amqp.accept_timeout == 0 {
+            return bad("[amqp] accept_timeout must be positive");
         }
         if self.api.header_read_timeout == 0 || self.api.max_concurrent_requests == 0 {
             return bad("[api] header_read_timeout and max_concurrent_requests must be positive");
@@ -540,5 +566,20 @@ mod tests {
         assert!(Config::load(None, env(&[("IRONIC_API__NOPE", "1")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_API__AUTH_STRATEGY", "http_basic")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_DATABASE__URL", "mysql://x")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_AMQP__ACCEPT_TIMEOUT", "0")])).is_err());
+        // http_basic without a roles file: nobody would have a role.
+        let no_roles = Config::load(
+            None,
+            env(&[
+                ("IRONIC_API__AUTH_STRATEGY", "http_basic"),
+                (
+                    "IRONIC_API__HTTP_BASIC_AUTH_USER_FILE",
+                    "/etc/ironic/htpasswd",
+                ),
+            ]),
+        );
+        assert!(
+            matches!(no_roles, Err(ConfigError::Invalid(m)) if m.contains("http_basic_roles_file"))
+        );
     }
 }

@@ -84,6 +84,7 @@ async fn main() -> Result<(), String> {
         exchange: "ironic".into(),
         call_timeout: Duration::from_secs(30),
         prefetch: 64,
+        accept_timeout: Duration::from_secs(10),
         max_backoff: Duration::from_secs(1),
         connection_name: "rpc-bench".into(),
         cluster,

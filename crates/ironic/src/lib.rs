@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ironic_api::auth::{Auth, Htpasswd};
+use ironic_api::auth::{Auth, Basic, Htpasswd, LoginLimiter, RolesFile};
 use ironic_api::{ApiSettings, AppState, Inner};
 use ironic_conductor::service::{Service, bus_settings};
 use ironic_config::{AuthStrategy, Config};
@@ -345,12 +345,25 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     let auth = match cfg.api.auth_strategy {
         AuthStrategy::Noauth => Auth::NoAuth,
         AuthStrategy::HttpBasic => {
-            let path = cfg
+            let missing = |what: &str| StartError::Auth(format!("http_basic needs {what}"));
+            let users = cfg
                 .api
                 .http_basic_auth_user_file
                 .as_deref()
-                .ok_or_else(|| StartError::Auth("http_basic needs a user file".into()))?;
-            Auth::HttpBasic(Htpasswd::open(path).map_err(StartError::Auth)?)
+                .ok_or_else(|| missing("a user file"))?;
+            let roles = cfg
+                .api
+                .http_basic_roles_file
+                .as_deref()
+                .ok_or_else(|| missing("a roles file"))?;
+            Auth::HttpBasic(Box::new(Basic {
+                users: Htpasswd::open(users).map_err(StartError::Auth)?,
+                roles: RolesFile::open(roles).map_err(StartError::Auth)?,
+                limiter: LoginLimiter::new(
+                    cfg.api.max_failed_logins,
+                    Duration::from_secs(cfg.api.failed_login_window),
+                ),
+            }))
         }
     };
     let listen = |source| StartError::Listen {

@@ -374,8 +374,12 @@ pub async fn serve(
             _ = stopped(&mut stop) => break,
         };
         let _ = stream.set_nodelay(true);
-        let conn =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc.clone()));
+        // Handlers see the client's address (failed-login limits, the audit log).
+        let svc = tower::Layer::layer(
+            &axum::Extension(axum::extract::ConnectInfo(peer)),
+            svc.clone(),
+        );
+        let conn = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {

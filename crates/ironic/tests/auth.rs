@@ -24,10 +24,17 @@ async fn http_basic_guards_everything_but_discovery() {
     std::fs::create_dir_all(&dir).expect("dir");
     let file = dir.join("htpasswd");
     std::fs::write(&file, format!("# operators\n{}", entry("admin", "s3cret"))).expect("write");
+    let roles = dir.join("roles.toml");
+    std::fs::write(
+        &roles,
+        "[users.admin]\nroles = [\"admin\"]\n[users.ops]\nroles = [\"reader\"]\n",
+    )
+    .expect("write");
     let f = file.clone();
     let s = common::start_with(common::Backend::Sqlite, move |c| {
         c.api.auth_strategy = AuthStrategy::HttpBasic;
         c.api.http_basic_auth_user_file = Some(f);
+        c.api.http_basic_roles_file = Some(roles);
     })
     .await;
     let get = |auth: Option<String>, path: &'static str| {
@@ -91,6 +98,58 @@ async fn http_basic_guards_everything_but_discovery() {
             .status,
         401
     );
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Failed logins are limited per user name and per client address: past the limit the
+/// client gets 429 with `Retry-After` (even with the right password) until the window
+/// ends, and no password is checked meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_are_limited() {
+    let dir = std::env::temp_dir().join(format!("ironic-auth-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("htpasswd");
+    std::fs::write(&file, entry("admin", "s3cret")).expect("write");
+    let roles = dir.join("roles.toml");
+    std::fs::write(&roles, "[users.admin]\nroles = [\"admin\"]\n").expect("write");
+    let s = common::start_with(common::Backend::Sqlite, move |c| {
+        c.api.auth_strategy = AuthStrategy::HttpBasic;
+        c.api.http_basic_auth_user_file = Some(file);
+        c.api.http_basic_roles_file = Some(roles);
+        c.api.max_failed_logins = 3;
+        c.api.failed_login_window = 600;
+    })
+    .await;
+    let get = |auth: String| {
+        let s = &s;
+        async move {
+            let h = vec![
+                ("X-OpenStack-Ironic-API-Version", "1.51".to_string()),
+                ("Authorization", auth),
+            ];
+            s.raw("GET", "/v1/nodes", &h, None).await
+        }
+    };
+    assert_eq!(get(basic("admin", "s3cret")).await.status, 200);
+    for _ in 0..3 {
+        assert_eq!(get(basic("admin", "guess")).await.status, 401);
+    }
+    let r = get(basic("admin", "s3cret")).await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    let wait: u64 = r
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .expect("seconds");
+    assert!(wait > 0 && wait <= 600, "{wait}");
+    assert!(
+        r.fault().starts_with("Too many failed logins"),
+        "{}",
+        r.fault()
+    );
+    // The address is limited too: another user from it waits as well.
+    assert_eq!(get(basic("someone", "x")).await.status, 429);
     s.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -44,6 +44,7 @@ fn in_cluster(bus: &TestBus, timeout: Duration, prefetch: u16, cluster: &str) ->
         exchange: "ironic".into(),
         call_timeout: timeout,
         prefetch,
+        accept_timeout: Duration::from_secs(10).min(timeout / 2),
         max_backoff: Duration::from_secs(1),
         connection_name: "bus-test".into(),
         cluster: cluster.into(),
@@ -618,4 +619,169 @@ async fn a_call_whose_conductor_restarts_at_once_is_repeated() {
     assert_eq!(*survivor.attempts.lock().unwrap(), vec![1, 0]);
     assert!(second.shutdown_within(Duration::from_secs(10)).await);
     client.shutdown().await;
+}
+
+/// A call that no conductor takes within the accept window (here its queue swallows the
+/// first request and vanishes, as when the broker loses it) is not left waiting for the
+/// call timeout: no notice came, so it was not carried out, and it goes again, even a
+/// reboot, which is never repeated after a conductor that took it died. A copy taken
+/// after the window is dropped unrun, and with nobody taking it at all the caller gets
+/// a 503 saying it was not carried out, also long before the call timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
+    use futures_lite::StreamExt;
+    use ironic_rpc::amqp::RemoteConductors;
+    use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+
+    let bus = TestBus::new().unwrap();
+    let mut s = settings(&bus, Duration::from_secs(60), 4);
+    s.accept_timeout = Duration::from_secs(1);
+    let client = Client::start(s.clone());
+    assert!(client.connected(Duration::from_secs(10)).await);
+    let cluster = Arc::new(Declared::default());
+    *cluster.owner.lock().unwrap() = Some("ghost".into());
+    let remote = Arc::new(RemoteConductors::new(client.clone(), cluster.clone()));
+
+    // "ghost"'s queue, held by a consumer that takes the first request and drops it.
+    let conn = lapin::Connection::connect(&bus.url, lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let queue = s.host_queue("ghost");
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions {
+            exclusive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        queue.as_str().into(),
+        s.exchange.as_str().into(),
+        queue.as_str().into(),
+        Default::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let mut swallow = ch
+        .basic_consume(
+            queue.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+    let reboot = ironic_rpc::calls::ChangeNodePowerState {
+        node: ironic_rpc::NodeRef::from(&node),
+        new_state: "rebooting".into(),
+        timeout_secs: None,
+    };
+    let r2 = remote.clone();
+    let call = tokio::spawn({
+        let reboot = reboot.clone();
+        async move {
+            let started = Instant::now();
+            (
+                r2.call(&Context::default(), reboot).await,
+                started.elapsed(),
+            )
+        }
+    });
+    let first = tokio::time::timeout(Duration::from_secs(10), swallow.next())
+        .await
+        .expect("the request reached ghost's queue")
+        .unwrap()
+        .unwrap();
+    first.ack(BasicAckOptions::default()).await.unwrap();
+    drop(swallow);
+    conn.close(0, "gone".into()).await.unwrap();
+    // The real "ghost" comes up and takes the call when it goes again.
+    let survivor = Stalling::new(false);
+    let ghost = Server::start(s.clone(), "ghost".into(), 1, dispatcher(survivor.clone()));
+    assert!(ghost.consuming(Duration::from_secs(10)).await);
+    let (r, took) = call.await.unwrap();
+    r.expect("the call's real outcome");
+    assert_eq!(
+        *survivor.attempts.lock().unwrap(),
+        vec![1],
+        "run once, as the second sending"
+    );
+    eprintln!("answered {} ms after the call started", took.as_millis());
+
+    // Nobody takes it at all (the owner's queue exists, nobody consumes it): 503 "not
+    // carried out" after the repeats, not the call timeout; the late copies are never run.
+    assert!(ghost.shutdown_within(Duration::from_secs(10)).await);
+    let conn = lapin::Connection::connect(&bus.url, lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    ch.queue_declare(
+        queue.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        queue.as_str().into(),
+        s.exchange.as_str().into(),
+        queue.as_str().into(),
+        Default::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    match remote.call(&Context::default(), reboot.clone()).await {
+        Err(Error::Unavailable(m)) => {
+            assert!(m.contains("it was not carried out"), "{m}");
+        }
+        other => panic!("expected 503 not carried out, got {other:?}"),
+    }
+    ch.queue_delete(queue.as_str().into(), Default::default())
+        .await
+        .unwrap();
+
+    // A copy a conductor takes after its window (it sat in a busy conductor's queue) is
+    // dropped unrun: here one sent with a window already over, then a fresh call
+    // behind it; when the fresh one is answered, the late one has been dropped.
+    let counted = Stalling::new(false);
+    let ghost = Server::start(s.clone(), "ghost".into(), 1, dispatcher(counted.clone()));
+    assert!(ghost.consuming(Duration::from_secs(10)).await);
+    let late = pb::Request {
+        method: ironic_rpc::calls::ChangeNodePowerState::METHOD.into(),
+        request_id: "req-late".into(),
+        body: reboot.clone().to_wire().encode_to_vec(),
+        accept_by_unix_ms: 1,
+        ..Default::default()
+    };
+    let mut headers = FieldTable::default();
+    headers.insert(
+        ironic_rpc::amqp::CLUSTER_HEADER.into(),
+        lapin::types::AMQPValue::LongString(s.cluster.clone().into()),
+    );
+    ch.basic_publish(
+        s.exchange.as_str().into(),
+        queue.as_str().into(),
+        Default::default(),
+        &late.encode_to_vec(),
+        lapin::BasicProperties::default().with_headers(headers),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    remote.call(&Context::default(), reboot).await.unwrap();
+    assert_eq!(
+        *counted.attempts.lock().unwrap(),
+        vec![0],
+        "only the fresh call ran"
+    );
+    assert!(ghost.shutdown_within(Duration::from_secs(10)).await);
 }

@@ -28,6 +28,11 @@ use crate::contract::Call;
 use crate::convert::error_from_pb;
 use crate::{Context, pb, trace};
 
+/// How long past the accept window a caller still waits for the notice of a conductor
+/// that took the call: the clocks of the two hosts may differ a little (the conductor
+/// judges the window by its own) and the notice takes a moment to arrive.
+const ACCEPT_MARGIN: Duration = Duration::from_millis(1_500);
+
 /// A call waiting for its reply, and for the notice naming the conductor run that took
 /// it (`accepted`, taken by the first notice).
 struct Waiter {
@@ -280,6 +285,10 @@ impl Client {
         // Whatever waiting for the connection used up is gone: the conductor gets only
         // the time this caller will still wait.
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // A conductor must take the call within the accept window, or it is dropped
+        // unrun (by the broker, or by a conductor that takes it late).
+        let window = self.inner.settings.accept_timeout.min(remaining);
+        let accept_by = tokio::time::Instant::now() + window + ACCEPT_MARGIN;
         let corr = uuid::Uuid::new_v4().simple().to_string();
         let (tx, mut rx) = oneshot::channel();
         let (acc_tx, mut acc_rx) = oneshot::channel();
@@ -320,11 +329,12 @@ impl Client {
             deadline_unix_ms: now_ms() + remaining.as_millis() as u64,
             body,
             attempt: ctx.attempt,
+            accept_by_unix_ms: now_ms() + window.as_millis() as u64,
         };
         let props = BasicProperties::default()
             .with_correlation_id(corr.as_str().into())
             .with_reply_to(link.reply_to.as_str().into())
-            .with_expiration(ShortString::from(remaining.as_millis().max(1).to_string()))
+            .with_expiration(ShortString::from(window.as_millis().max(1).to_string()))
             .with_content_type("application/x-protobuf".into())
             .with_type(method.into())
             .with_headers(headers);
@@ -393,6 +403,10 @@ impl Client {
                         tracing::debug!(host = %t.host, incarnation = ?t.incarnation, "call taken");
                         taker = Some(t);
                     }
+                }
+                _ = tokio::time::sleep_until(accept_by), if awaiting_notice => {
+                    tracing::warn!(routing_key = %rk, window_ms = window.as_millis() as u64, "no conductor took the call in time; it was not carried out");
+                    return Err(CallError::NotTaken(rk));
                 }
                 _ = check.tick(), if taker.is_some() => {
                     if let Some(t) = taker.as_ref().filter(|t| is_lost(t)) {

@@ -87,6 +87,9 @@ pub struct BusSettings {
     pub call_timeout: Duration,
     /// Requests a conductor takes from the broker before finishing earlier ones.
     pub prefetch: u16,
+    /// How long a request may wait to be taken by a conductor (see
+    /// `Request.accept_by_unix_ms`); past it, it is dropped unrun.
+    pub accept_timeout: Duration,
     /// Largest wait between reconnection attempts.
     pub max_backoff: Duration,
     /// Shown in RabbitMQ's connection list, e.g. `ironic-conductor@host-a`.
@@ -166,6 +169,9 @@ pub enum CallError {
     Lost {
         host: String,
     },
+    /// No conductor took the call within the accept window: it was not carried out
+    /// (conductors drop what they take later, the broker what is left unread).
+    NotTaken(String),
     Failed(Error),
 }
 
@@ -180,6 +186,9 @@ impl From<CallError> for Error {
         match e {
             CallError::Unroutable(rk) => Error::Unavailable(format!(
                 "No conductor is listening on {rk}: it stopped or is restarting. Please retry."
+            )),
+            CallError::NotTaken(rk) => Error::Unavailable(format!(
+                "No conductor took the request from {rk} in time (the conductors are overloaded or the message bus lost it); it was not carried out. Please retry."
             )),
             CallError::Lost { host } => Error::Unavailable(format!(
                 "Conductor {host} stopped while carrying out the request; it may or may not have been carried out."

@@ -77,6 +77,20 @@ impl RemoteConductors {
                     );
                     self.membership.refresh_soon().await;
                 }
+                // Never carried out: any call may go again (the conductors drop a copy
+                // they take after the window, so it cannot run twice).
+                Err(CallError::NotTaken(rk)) if ctx.attempt < MAX_REPEATS => {
+                    ctx.attempt += 1;
+                    metrics::counter!("ironic_rpc_repeats_total", "method" => C::METHOD)
+                        .increment(1);
+                    tracing::warn!(
+                        method = C::METHOD,
+                        routing_key = %rk,
+                        attempt = ctx.attempt,
+                        "no conductor took the call in time; sending it again"
+                    );
+                    self.membership.refresh_soon().await;
+                }
                 Err(CallError::Lost { host }) => {
                     return Err(Error::Unavailable(format!(
                         "Conductor {host} stopped while carrying out this request (request id {}); it may or may not have been carried out. {hint}",

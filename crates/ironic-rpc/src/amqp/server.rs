@@ -401,6 +401,23 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
     } = ctx;
     let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
     let corr = d.properties.correlation_id().clone();
+    // Taken too late: the caller has given up waiting for the notice and may have sent
+    // the call again, so this one is dropped unrun and unannounced.
+    if let Ok(req) = pb::Request::decode(&d.data[..])
+        && req.accept_by_unix_ms > 0
+        && now_ms() > req.accept_by_unix_ms
+    {
+        tracing::warn!(
+            method = %req.method,
+            request_id = %req.request_id,
+            late_ms = now_ms() - req.accept_by_unix_ms,
+            "dropped a request taken after its accept window (the caller treats it as not carried out)"
+        );
+        metrics::counter!("ironic_rpc_dropped_late_total", "method" => req.method.clone())
+            .increment(1);
+        let _ = tokio::time::timeout(call_timeout, d.ack(BasicAckOptions::default())).await;
+        return;
+    }
     // Tell the caller which run of which conductor took the call *before*
     // acknowledging it, so that whenever this process dies after the acknowledgement
     // the caller knows whose death (or restart) to watch for; if it dies before, the
