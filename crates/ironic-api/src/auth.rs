@@ -277,7 +277,7 @@ impl LoginLimiter {
                 metrics::counter!("ironic_api_login_lockouts_total").increment(1);
                 tracing::warn!(
                     target: "ironic::audit",
-                    user = user.unwrap_or(""),
+                    user = %ironic_model::secrets::log_safe(user.unwrap_or("")),
                     peer = ?peer,
                     "too many failed logins; refused until the window ends"
                 );

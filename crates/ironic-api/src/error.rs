@@ -5,7 +5,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use ironic_model::Error;
+use ironic_model::{Error, secrets};
 
 /// Marks a response that must not carry the microversion headers (routing errors).
 #[derive(Debug, Clone, Copy)]
@@ -99,14 +99,21 @@ impl IntoResponse for ApiError {
         match self {
             ApiError::Domain(e) => {
                 let status = status_of(&e);
+                // A message may quote what the client sent, or a driver's answer:
+                // secrets are masked in what is shown and logged, and control characters
+                // escaped in the log.
                 let shown = match &e {
                     Error::Internal(_) => {
                         "An internal error occurred; the server log has the details.".to_string()
                     }
-                    other => other.message().to_string(),
+                    other => secrets::mask_text(other.message()).into_owned(),
                 };
                 if status.is_client_error() {
-                    tracing::info!(status = status.as_u16(), "{}", e.message());
+                    tracing::info!(
+                        status = status.as_u16(),
+                        "{}",
+                        secrets::log_safe(e.message())
+                    );
                 }
                 error_response(status, fault_text(status, &shown))
             }

@@ -48,6 +48,8 @@ pub struct ApiSettings {
     pub public_endpoint: Option<String>,
     /// Base URL used when a request carries no `Host` header.
     pub fallback_base: String,
+    /// `http` or `https`: the scheme of links built from the request's `Host`.
+    pub scheme: &'static str,
     pub max_limit: u32,
     pub max_body: usize,
     pub defaults: NodeDefaults,
@@ -92,7 +94,7 @@ impl FromRequestParts<AppState> for Base {
             .and_then(|h| h.to_str().ok());
         Ok(Base(match host {
             Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) => {
-                format!("http://{h}")
+                format!("{}://{h}", st.settings.scheme)
             }
             _ => st.settings.fallback_base.clone(),
         }))
@@ -237,6 +239,10 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                         b.authenticate(hv, peer).await
                     }
                 };
+                let who = creds
+                    .as_ref()
+                    .map(|c| (c.user.clone(), c.project.clone()))
+                    .unwrap_or_default();
                 let mut resp = match creds {
                     Ok(creds) => {
                         tracing::debug!(user = %creds.user, "authenticated");
@@ -255,6 +261,7 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                         ApiError::TooManyLogins(wait).into_response()
                     }
                 };
+                audit(&method, &resp, &who, peer);
                 if resp.extensions().get::<NoVersionHeaders>().is_none() {
                     resp.headers_mut().insert(
                         H_VER,
@@ -288,6 +295,40 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
         resp.headers_mut().insert("openstack-request-id", v);
     }
     resp
+}
+
+/// The audit trail (target `ironic::audit`, INFO): every request that changes something
+/// or was refused (401, 403, 429), with who, from where, what and the outcome. Reads
+/// that succeed are not audited (the request log has them).
+fn audit(
+    method: &axum::http::Method,
+    resp: &Response,
+    who: &(String, Option<String>),
+    peer: Option<std::net::IpAddr>,
+) {
+    let status = resp.status().as_u16();
+    let writes = !matches!(
+        *method,
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    );
+    if !(writes || matches!(status, 401 | 403 | 429)) {
+        return;
+    }
+    let route = resp
+        .extensions()
+        .get::<RouteTemplate>()
+        .map_or("unmatched", |r| r.0.as_str());
+    let user = if who.0.is_empty() { "-" } else { &who.0 };
+    tracing::info!(
+        target: "ironic::audit",
+        user,
+        project = who.1.as_deref().unwrap_or("(system)"),
+        client = %peer.map_or_else(|| "-".to_string(), |p| p.to_string()),
+        %method,
+        route,
+        status,
+        "audit"
+    );
 }
 
 /// A matched, non-public route that answered 2xx without any policy decision is a

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use ironic_model::node::{F, FIELDS, FieldMask, JsonObject};
-use ironic_model::{Node, Version};
+use ironic_model::{Node, Version, secrets};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
@@ -66,61 +66,22 @@ fn ts(t: &Option<DateTime<Utc>>) -> Option<Ts<'_>> {
     t.as_ref().map(Ts)
 }
 
-/// Keys whose values are never shown (upstream masks these with `******`).
-const SECRET_WORDS: &[&str] = &[
-    "password",
-    "passwd",
-    "pswd",
-    "secret",
-    "token",
-    "credential",
-    "private_key",
-    "cert_key",
-    "encryption_key",
-    "adminpass",
-    "admin_pass",
-    "new_pass",
-];
-
-fn is_secret(key: &str, extra: &[&str]) -> bool {
-    let k = key.to_ascii_lowercase();
-    SECRET_WORDS.iter().any(|w| k.contains(w)) || extra.contains(&key)
-}
-
-/// An object with secret-looking keys masked, recursively.
+/// An object with secrets hidden ([`ironic_model::secrets`]: secret keys at any depth,
+/// arrays included, and secret patterns in strings), plus the `extra` keys whole.
 struct Masked<'a> {
     obj: &'a JsonObject,
     extra: &'a [&'a str],
 }
 
-struct MaskedValue<'a>(&'a Value);
-
-impl Serialize for MaskedValue<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Object(o) => Masked { obj: o, extra: &[] }.serialize(s),
-            other => other.serialize(s),
-        }
-    }
-}
-
 impl Serialize for Masked<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.obj.len()))?;
-        for (k, v) in self.obj {
-            if is_secret(k, self.extra) {
-                m.serialize_entry(k, "******")?;
-            } else {
-                m.serialize_entry(k, &MaskedValue(v))?;
-            }
-        }
-        m.end()
+        secrets::masked_object(self.obj, self.extra).serialize(s)
     }
 }
 
-/// `obj` with secret-looking keys masked, recursively, as a JSON value.
+/// `obj` with secrets hidden, as a JSON value.
 pub fn masked(obj: &JsonObject) -> Value {
-    serde_json::to_value(Masked { obj, extra: &[] }).unwrap_or(Value::Null)
+    Value::Object(secrets::masked_object(obj, &[]))
 }
 
 /// `[{"href": <base>/v1/<path>, "rel": "self"}, {"href": <base>/<path>, "rel": "bookmark"}]`.
@@ -243,7 +204,9 @@ impl Serialize for NodeView<'_> {
                     },
                 )?,
                 F::InstanceUuid => m.serialize_entry(key, &n.instance_uuid)?,
-                F::LastError => m.serialize_entry(key, &n.last_error)?,
+                F::LastError => {
+                    m.serialize_entry(key, &n.last_error.as_deref().map(secrets::mask_text))?
+                }
                 F::Lessee => m.serialize_entry(key, &n.lessee)?,
                 F::Maintenance => m.serialize_entry(key, &n.maintenance)?,
                 F::MaintenanceReason => m.serialize_entry(key, &n.maintenance_reason)?,

@@ -34,6 +34,8 @@ pub struct Core {
     pub(crate) takeover: std::sync::OnceLock<work::Trigger>,
     /// When the last heartbeat was recorded.
     pub(crate) last_beat: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The node locks this process holds (see [`crate::lock::LockBook`]).
+    pub(crate) locks: std::sync::Arc<crate::lock::LockBook>,
 }
 
 impl Core {
@@ -49,6 +51,7 @@ impl Core {
             known_dead: std::sync::Mutex::new(Default::default()),
             takeover: std::sync::OnceLock::new(),
             last_beat: std::sync::Mutex::new(None),
+            locks: Default::default(),
         }
     }
 

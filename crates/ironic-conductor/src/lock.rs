@@ -47,6 +47,101 @@ async fn release_until_done(db: Db, node_id: NodeId, host: String, mut stop: Sto
 
 type Stop = crate::work::StopSignal;
 
+/// Stripes of the per-node gate (see [`LockBook`]).
+const STRIPES: usize = 64;
+
+/// The node locks this process holds, as it knows them: a node is noted when its lock
+/// is taken and forgotten when the work holding it ends (its [`LockGuard`] drops). Taking
+/// a lock and settling a doubtful one pass through a gate per node (striped), so that
+/// "the database says this host holds it, and nothing here does" is a fact, not a race.
+pub struct LockBook {
+    held: std::sync::Mutex<std::collections::HashMap<NodeId, usize>>,
+    gates: Vec<tokio::sync::Mutex<()>>,
+}
+
+impl Default for LockBook {
+    fn default() -> Self {
+        LockBook {
+            held: Default::default(),
+            gates: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+        }
+    }
+}
+
+impl LockBook {
+    fn gate(&self, node_id: NodeId) -> &tokio::sync::Mutex<()> {
+        &self.gates[(node_id.0.unsigned_abs() % STRIPES as u64) as usize]
+    }
+
+    fn note(&self, node_id: NodeId) {
+        if let Ok(mut h) = self.held.lock() {
+            *h.entry(node_id).or_default() += 1;
+        }
+    }
+
+    fn forget(&self, node_id: NodeId) {
+        if let Ok(mut h) = self.held.lock()
+            && let Some(n) = h.get_mut(&node_id)
+        {
+            *n -= 1;
+            if *n == 0 {
+                h.remove(&node_id);
+            }
+        }
+    }
+
+    /// Whether work in this process holds the node's lock.
+    pub fn holds(&self, node_id: NodeId) -> bool {
+        self.held.lock().is_ok_and(|h| h.contains_key(&node_id))
+    }
+}
+
+/// After taking a lock failed because the connection broke under the statement, the
+/// lock may have been taken all the same (the database committed, the answer was lost):
+/// then it would stay with this live conductor, holding no work, for good. Once the
+/// database answers again, under the node's gate: if the node is locked by this host
+/// and no work here holds it, the lock is that orphan, and is released.
+async fn settle_doubtful_lock(
+    db: Db,
+    book: std::sync::Arc<LockBook>,
+    node_id: NodeId,
+    host: String,
+    mut stop: Stop,
+) {
+    let mut pause = std::time::Duration::from_millis(250);
+    loop {
+        {
+            let _gate = book.gate(node_id).lock().await;
+            match db.node_by_id(node_id).await {
+                Ok(Some(n)) if n.reservation.as_deref() == Some(host.as_str()) => {
+                    if book.holds(node_id) {
+                        return;
+                    }
+                    match db.node_release(node_id, &host).await {
+                        Ok(()) => {
+                            tracing::warn!(%node_id, "released a node lock that a request took while its database connection broke");
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::warn!(%node_id, error = %e, "could not check a doubtful node lock yet; retrying");
+                        }
+                    }
+                }
+                // Not locked by this host (the lock was never taken), or gone.
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(%node_id, error = %e, "could not check a doubtful node lock yet; retrying");
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.stopped() => return,
+        }
+        pause = (pause * 2).min(std::time::Duration::from_secs(10));
+    }
+}
+
 /// Whether `node` was last written by an earlier attempt of the call `ctx`.
 pub(crate) fn applied_before(node: &Node, ctx: &Context) -> bool {
     ctx.attempt > 0
@@ -65,6 +160,7 @@ pub(crate) fn stamp(node: &mut Node, ctx: &Context) {
 struct LockGuard {
     db: Db,
     work: Runner,
+    book: std::sync::Arc<LockBook>,
     node_id: NodeId,
     host: String,
     armed: bool,
@@ -72,6 +168,8 @@ struct LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
+        // The work holding the lock is over, whether or not the release is done.
+        self.book.forget(self.node_id);
         if !self.armed {
             return;
         }
@@ -100,14 +198,15 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    pub(crate) fn new(node: Node, db: &Db, work: &Runner, host: &str, node_id: NodeId) -> Held {
+    pub(crate) fn new(core: &Core, node: Node, node_id: NodeId) -> Held {
         Held {
             node,
             guard: LockGuard {
-                db: db.clone(),
-                work: work.clone(),
+                db: core.db.clone(),
+                work: core.work.clone(),
+                book: core.locks.clone(),
                 node_id,
-                host: host.to_string(),
+                host: core.settings.host.clone(),
                 armed: true,
             },
         }
@@ -187,10 +286,36 @@ impl Core {
         r
     }
 
+    /// One attempt at the node lock, the only way this conductor takes one: noted in
+    /// [`LockBook`] when taken; when the connection broke under the statement (the lock
+    /// may have been taken regardless), a background task settles it once the database
+    /// is back ([`settle_doubtful_lock`]).
+    pub(crate) async fn reserve(&self, node_id: NodeId) -> Result<Node, Error> {
+        let _gate = self.locks.gate(node_id).lock().await;
+        let r = self.db.node_reserve(node_id, &self.settings.host).await;
+        match &r {
+            Ok(_) => self.locks.note(node_id),
+            Err(Error::Unavailable(_)) => {
+                let (db, book, host, stop) = (
+                    self.db.clone(),
+                    self.locks.clone(),
+                    self.settings.host.clone(),
+                    self.work.stop_signal(),
+                );
+                self.work.spawn(
+                    "doubtful lock",
+                    settle_doubtful_lock(db, book, node_id, host, stop),
+                );
+            }
+            Err(_) => {}
+        }
+        r
+    }
+
     async fn acquire_retrying(&self, node_id: NodeId) -> Result<Node, Error> {
         let mut attempt = 1;
         loop {
-            match self.db.node_reserve(node_id, &self.settings.host).await {
+            match self.reserve(node_id).await {
                 Err(Error::Locked(m)) if attempt < self.settings.lock_attempts => {
                     tracing::debug!(%node_id, attempt, "node locked, retrying: {m}");
                     attempt += 1;
@@ -215,6 +340,7 @@ impl Core {
         let guard = LockGuard {
             db: self.db.clone(),
             work: self.work.clone(),
+            book: self.locks.clone(),
             node_id: target.id,
             host: self.settings.host.clone(),
             armed: true,
@@ -254,19 +380,22 @@ impl Core {
     {
         let node_id = target.id;
         let node = self.acquire(node_id).await?;
-        if node.uuid.as_str() != target.uuid {
-            // The caller's id and uuid disagree (a stale or forged reference): touch
-            // nothing.
-            self.release_lock(node_id).await;
-            return Err(Error::node_not_found(&target.uuid));
-        }
         let mut guard = LockGuard {
             db: self.db.clone(),
             work: self.work.clone(),
+            book: self.locks.clone(),
             node_id,
             host: self.settings.host.clone(),
             armed: true,
         };
+        if node.uuid.as_str() != target.uuid {
+            // The caller's id and uuid disagree (a stale or forged reference): touch
+            // nothing.
+            guard.armed = false;
+            drop(guard);
+            self.release_lock(node_id).await;
+            return Err(Error::node_not_found(&target.uuid));
+        }
         let res = f(node).await;
         guard.armed = false;
         self.release_lock(node_id).await;
@@ -287,5 +416,48 @@ impl Core {
             self.work
                 .spawn("lock release", release_until_done(db, node_id, host, stop));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use ironic_model::{NodeUuid, Version};
+
+    /// A lock the database took while its answer was lost is released once checked,
+    /// but only if nothing in this process holds it; another host's lock is untouched.
+    #[tokio::test]
+    async fn a_doubtful_lock_is_released_only_when_nothing_here_holds_it() {
+        let t = ironic_db::testing::TestDb::sqlite().await.unwrap();
+        let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+        let id = t.db.node_create(&node).await.unwrap().id;
+        let work = Runner::new();
+        let book = std::sync::Arc::new(LockBook::default());
+        let reservation =
+            |db: Db| async move { db.node_by_id(id).await.unwrap().unwrap().reservation };
+        let settle = |book: std::sync::Arc<LockBook>| {
+            settle_doubtful_lock(t.db.clone(), book, id, "me".into(), work.stop_signal())
+        };
+
+        // Taken, its answer lost: nothing here holds it, so it is an orphan.
+        t.db.node_reserve(id, "me").await.unwrap();
+        settle(book.clone()).await;
+        assert_eq!(reservation(t.db.clone()).await, None);
+
+        // Taken and held by work here: kept.
+        t.db.node_reserve(id, "me").await.unwrap();
+        book.note(id);
+        settle(book.clone()).await;
+        assert_eq!(reservation(t.db.clone()).await.as_deref(), Some("me"));
+        book.forget(id);
+        assert!(!book.holds(id));
+        t.db.node_release(id, "me").await.unwrap();
+
+        // Another host's lock: not ours to release.
+        t.db.node_reserve(id, "other").await.unwrap();
+        settle(book.clone()).await;
+        assert_eq!(reservation(t.db.clone()).await.as_deref(), Some("other"));
+        t.cleanup().await;
     }
 }

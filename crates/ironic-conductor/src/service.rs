@@ -60,9 +60,17 @@ pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settin
 }
 
 /// Bus settings from the configuration; `who` names the connection in RabbitMQ,
-/// `cluster` is the deployment's id (`Db::cluster_id`).
-pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> BusSettings {
-    BusSettings {
+/// `cluster` is the deployment's id (`Db::cluster_id`). Fails on an unreadable
+/// `[amqp] tls_cacert_file`.
+pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> Result<BusSettings, String> {
+    let tls_ca_pem =
+        match &cfg.amqp.tls_cacert_file {
+            Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+                format!("cannot read [amqp] tls_cacert_file {}: {e}", path.display())
+            })?),
+            None => None,
+        };
+    Ok(BusSettings {
         url: cfg.amqp.url.clone(),
         exchange: cfg.amqp.exchange.clone(),
         call_timeout: Duration::from_secs(cfg.amqp.call_timeout),
@@ -71,7 +79,8 @@ pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> BusSettings {
         max_backoff: Duration::from_secs(cfg.amqp.max_reconnect_backoff.max(1)),
         connection_name: format!("{who}@{}", cfg.default.host),
         cluster: cluster.to_string(),
-    }
+        tls_ca_pem,
+    })
 }
 
 impl Service {

@@ -90,6 +90,9 @@ pub struct AmqpSection {
     pub accept_timeout: u64,
     /// Largest wait, in seconds, between reconnection attempts.
     pub max_reconnect_backoff: u64,
+    /// With `amqps://`: a PEM bundle of the certificate authorities to trust besides
+    /// the built-in web roots (a private CA).
+    pub tls_cacert_file: Option<PathBuf>,
 }
 
 /// OpenTelemetry traces.
@@ -139,6 +142,12 @@ pub struct ApiSection {
     /// `failed_login_window` seconds before further attempts get 429; 0: no limit.
     pub max_failed_logins: u32,
     pub failed_login_window: u64,
+    /// PEM certificate chain and private key: the API serves HTTPS (both or neither).
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    /// `noauth` on an address other than loopback gives anyone who reaches it full
+    /// control: the API refuses to start so unless this says it is meant.
+    pub allow_public_noauth: bool,
     /// Largest request body accepted; larger ones get 413.
     pub max_request_body_bytes: usize,
     /// Seconds a client has to send its request headers; the connection is closed after.
@@ -258,6 +267,9 @@ impl Default for ApiSection {
             http_basic_roles_file: None,
             max_failed_logins: 10,
             failed_login_window: 300,
+            tls_cert_file: None,
+            tls_key_file: None,
+            allow_public_noauth: false,
             max_request_body_bytes: 1024 * 1024,
             header_read_timeout: 10,
             request_timeout: 90,
@@ -304,6 +316,7 @@ impl Default for AmqpSection {
             prefetch: 64,
             accept_timeout: 10,
             max_reconnect_backoff: 10,
+            tls_cacert_file: None,
         }
     }
 }
@@ -417,13 +430,11 @@ impl Config {
         if self.database.acquire_timeout == 0 {
             return bad("[database] acquire_timeout must be positive");
         }
-        if self.amqp.url.starts_with("amqps://") {
-            return bad(
-                "[amqp] url: TLS to the broker (amqps://) is not built in; use amqp:// on a trusted network",
-            );
+        if !(self.amqp.url.starts_with("amqp://") || self.amqp.url.starts_with("amqps://")) {
+            return bad("[amqp] url must start with amqp:// or amqps://");
         }
-        if !self.amqp.url.starts_with("amqp://") {
-            return bad("[amqp] url must start with amqp://");
+        if self.api.tls_cert_file.is_some() != self.api.tls_key_file.is_some() {
+            return bad("[api] tls_cert_file and tls_key_file go together (both or neither)");
         }
         if self.amqp.exchange.is_empty() {
             return bad("[amqp] exchange must not be empty");
@@ -443,13 +454,23 @@ impl Config {
     /// Risky but legal combinations, to log at start.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
-        if self.api.auth_strategy == AuthStrategy::Noauth && !self.api.listen.ip().is_loopback() {
+        if self.public_noauth() && self.api.allow_public_noauth {
             w.push(format!(
-                "auth_strategy is noauth and the API listens on {}: anyone who can reach it has full control; use http_basic or listen on loopback",
+                "auth_strategy is noauth and the API listens on {} (allowed by [api] allow_public_noauth): anyone who can reach it has full control",
                 self.api.listen
             ));
         }
+        if self.api.auth_strategy == AuthStrategy::HttpBasic && self.api.tls_cert_file.is_none() {
+            w.push(
+                "http_basic without TLS: passwords cross the network in clear text unless a TLS proxy is in front ([api] tls_cert_file)".into(),
+            );
+        }
         w
+    }
+
+    /// `noauth` on an address other than loopback.
+    pub fn public_noauth(&self) -> bool {
+        self.api.auth_strategy == AuthStrategy::Noauth && !self.api.listen.ip().is_loopback()
     }
 }
 
@@ -559,7 +580,8 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        assert!(Config::load(None, env(&[("IRONIC_AMQP__URL", "amqps://h/")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_AMQP__URL", "amqps://h/")])).is_ok());
+        assert!(Config::load(None, env(&[("IRONIC_API__TLS_CERT_FILE", "/c.pem")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_AMQP__URL", "http://h/")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_AMQP__PREFETCH", "0")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_API__MAX_LIMIT", "0")])).is_err());

@@ -107,6 +107,18 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
     Error::Internal(format!("database error while {context}"))
 }
 
+/// A failed start-up connection, with its cause (refused, TLS, authentication, ...): what
+/// the operator needs to mend it. Only start-up paths (`Db::connect`) use it.
+fn connect_error(what: &str, e: sqlx::Error) -> Error {
+    metrics::counter!("ironic_db_errors_total", "context" => "connecting").increment(1);
+    let msg = format!("cannot connect to {what}: {e}");
+    if unreachable(&e) {
+        Error::Unavailable(msg)
+    } else {
+        Error::Internal(msg)
+    }
+}
+
 /// An [`unreachable`] error that came before any statement reached the server: no
 /// connection could be had (pool exhausted or closed, the server refusing sessions).
 fn never_sent(e: &sqlx::Error) -> bool {
@@ -153,7 +165,7 @@ impl Db {
                 .acquire_timeout(opts.acquire_timeout)
                 .connect_with(co)
                 .await
-                .map_err(|e| internal("connecting to PostgreSQL", e))?;
+                .map_err(|e| connect_error("PostgreSQL", e))?;
             Ok(Db {
                 pool: Pool::Postgres(pool),
             })
@@ -181,7 +193,7 @@ impl Db {
                 .min_connections(1)
                 .connect_with(co)
                 .await
-                .map_err(|e| internal("opening the SQLite database", e))?;
+                .map_err(|e| connect_error("the SQLite database", e))?;
             Ok(Db {
                 pool: Pool::Sqlite(pool),
             })
@@ -271,6 +283,22 @@ impl Db {
                 "the database did not answer within {} ms",
                 within.as_millis()
             )),
+        }
+    }
+
+    /// Whether this process's database connections are encrypted: `Some(true)` when a
+    /// PostgreSQL session uses TLS (`sslmode=require`, `verify-ca`, `verify-full` in the
+    /// URL), `None` on SQLite (a local file).
+    pub async fn tls_in_use(&self) -> Result<Option<bool>, Error> {
+        match &self.pool {
+            Pool::Postgres(p) => sqlx::query_scalar::<_, bool>(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            )
+            .fetch_one(p)
+            .await
+            .map(Some)
+            .map_err(|e| internal("reading the session's TLS state", e)),
+            Pool::Sqlite(_) => Ok(None),
         }
     }
 

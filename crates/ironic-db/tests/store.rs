@@ -525,3 +525,50 @@ async fn allocation_never_picks_a_retired_node(db: &Db) {
             .is_none()
     );
 }
+
+/// PostgreSQL over TLS: `sslmode=require` in the URL gives an encrypted session (the
+/// server says so in `pg_stat_ssl`), `sslmode=disable` a plain one, and
+/// `sslmode=verify-full` against a certificate the CA file does not vouch for is refused
+/// with the reason. Needs a server with `ssl = on` (Debian's default, with its snakeoil
+/// certificate); says so and checks nothing else when it is off.
+#[tokio::test]
+async fn postgres_sessions_use_tls_as_the_url_says() {
+    let t = ironic_db::testing::TestDb::postgres().await.unwrap();
+    let opts = ironic_db::DbOptions::default();
+    let sep = if t.url.contains('?') { '&' } else { '?' };
+    let plain = Db::connect(&format!("{}{sep}sslmode=disable", t.url), &opts)
+        .await
+        .unwrap();
+    assert_eq!(plain.tls_in_use().await.unwrap(), Some(false));
+    match Db::connect(&format!("{}{sep}sslmode=require", t.url), &opts).await {
+        Ok(tls) => assert_eq!(tls.tls_in_use().await.unwrap(), Some(true)),
+        Err(e) => {
+            eprintln!("the PostgreSQL server has no TLS (ssl = off?): {e}; not checked");
+            t.cleanup().await;
+            return;
+        }
+    }
+    // A CA that signed nothing of the server's: refused, naming the cause.
+    let ca = std::env::temp_dir().join(format!("no-such-ca-{}.pem", std::process::id()));
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=unrelated-ca", "-keyout", "/dev/null", "-out"])
+        .arg(&ca)
+        .output()
+        .expect("openssl is installed");
+    assert!(out.status.success());
+    let strict = format!(
+        "{}{sep}sslmode=verify-full&sslrootcert={}",
+        t.url,
+        ca.display()
+    );
+    let refused = Db::connect(&strict, &opts).await;
+    let _ = std::fs::remove_file(&ca);
+    match refused {
+        Err(e) => assert!(e.to_string().to_lowercase().contains("certificate"), "{e}"),
+        Ok(_) => panic!("a server certificate no trusted CA signed was accepted"),
+    }
+    t.cleanup().await;
+}

@@ -14,6 +14,7 @@ pub mod names;
 pub mod node;
 pub mod patch;
 pub mod ring;
+pub mod secrets;
 pub mod states;
 pub mod version;
 

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::names::py_repr_str;
+use crate::secrets;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -79,7 +80,7 @@ pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
     let Value::Array(items) = doc else {
         return Err(schema_err(format_args!(
             "{} is not of type 'array'",
-            py_repr(doc)
+            py_repr(&secrets::masked(doc))
         )));
     };
     let mut ops = Vec::with_capacity(items.len());
@@ -87,7 +88,7 @@ pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
         let Value::Object(obj) = item else {
             return Err(schema_err(format_args!(
                 "{} is not of type 'object'",
-                py_repr(item)
+                py_repr(&secrets::masked(item))
             )));
         };
         if let Some(extra) = obj
@@ -144,6 +145,8 @@ pub fn parse(doc: &Value) -> Result<Vec<PatchOp>> {
     Ok(ops)
 }
 
+/// The operation as upstream's messages show it, with its value masked when the path
+/// or the value holds a secret (these messages are answered and logged).
 fn describe(op: &PatchOp) -> String {
     let mut s = format!(
         "{{'op': '{}', 'path': {}",
@@ -151,7 +154,12 @@ fn describe(op: &PatchOp) -> String {
         py_repr_str(&op.path)
     );
     if let Some(v) = &op.value {
-        s.push_str(&format!(", 'value': {}", py_repr(v)));
+        let shown = if secrets::is_secret_path(&op.path) {
+            Value::String(secrets::MASK.into())
+        } else {
+            secrets::masked(v)
+        };
+        s.push_str(&format!(", 'value': {}", py_repr(&shown)));
     }
     s.push('}');
     s

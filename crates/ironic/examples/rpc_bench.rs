@@ -85,6 +85,7 @@ async fn main() -> Result<(), String> {
         call_timeout: Duration::from_secs(30),
         prefetch: 64,
         accept_timeout: Duration::from_secs(10),
+        tls_ca_pem: None,
         max_backoff: Duration::from_secs(1),
         connection_name: "rpc-bench".into(),
         cluster,

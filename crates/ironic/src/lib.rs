@@ -127,6 +127,9 @@ pub enum StartError {
     /// The API's authentication is misconfigured (no user file, an unreadable one).
     #[error("{0}")]
     Auth(String),
+    /// The API's certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -156,7 +159,13 @@ async fn open_db(cfg: &Config, role: Role) -> Result<Db, StartError> {
     } else {
         db.check_schema().await?;
     }
-    tracing::info!(url = %redact(&cfg.database.url), "database ready");
+    let tls = match db.tls_in_use().await {
+        Ok(Some(true)) => "on",
+        Ok(Some(false)) => "off",
+        Ok(None) => "local file",
+        Err(_) => "unknown",
+    };
+    tracing::info!(url = %redact(&cfg.database.url), tls, "database ready");
     Ok(db)
 }
 
@@ -165,6 +174,7 @@ fn limits(cfg: &Config) -> ops::HttpLimits {
         header_read_timeout: Duration::from_secs(cfg.api.header_read_timeout.max(1)),
         request_timeout: Duration::from_secs(cfg.api.request_timeout.max(1)),
         max_concurrent_requests: cfg.api.max_concurrent_requests.max(1),
+        tls: None,
     }
 }
 
@@ -224,6 +234,19 @@ fn spawn_server(
 
 /// Starts the service of `role`.
 pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> {
+    if role != Role::Conductor && cfg.public_noauth() && !cfg.api.allow_public_noauth {
+        return Err(StartError::Auth(format!(
+            "auth_strategy is noauth and the API would listen on {}: anyone who can reach it would have full control. Use http_basic (docs/security.md), listen on loopback, or set [api] allow_public_noauth = true if that is meant",
+            cfg.api.listen
+        )));
+    }
+    // Fail before anything starts on a certificate that cannot be used.
+    let tls = match (&cfg.api.tls_cert_file, &cfg.api.tls_key_file) {
+        (Some(cert), Some(key)) if role != Role::Conductor => {
+            Some(ops::tls_acceptor(cert, key).map_err(StartError::Tls)?)
+        }
+        _ => None,
+    };
     ops::metrics();
     let db = open_db(&cfg, role).await?;
     let cluster = db.cluster_id().await?;
@@ -239,7 +262,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             Some(local)
         }
         Role::Conductor => {
-            let bus = bus_settings(&cfg, role.name(), &cluster);
+            let bus = bus_settings(&cfg, role.name(), &cluster).map_err(StartError::Tls)?;
             conductor = Some(Service::start(&cfg, db.clone(), Some(bus)).await?);
             None
         }
@@ -325,7 +348,8 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     let conductors = match api {
         Some(a) => a,
         None => {
-            let c = Client::start(bus_settings(&cfg, role.name(), &cluster));
+            let c =
+                Client::start(bus_settings(&cfg, role.name(), &cluster).map_err(StartError::Tls)?);
             if !c.connected(Duration::from_secs(5)).await {
                 tracing::warn!("the message bus is not reachable yet; calls will wait for it");
             }
@@ -366,6 +390,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             }))
         }
     };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listen = |source| StartError::Listen {
         addr: cfg.api.listen,
         source,
@@ -382,7 +407,8 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         auth,
         settings: ApiSettings {
             public_endpoint: cfg.api.public_endpoint.clone(),
-            fallback_base: format!("http://{addr}"),
+            fallback_base: format!("{scheme}://{addr}"),
+            scheme,
             max_limit: cfg.api.max_limit,
             max_body: cfg.api.max_request_body_bytes,
             defaults: NodeDefaults {
@@ -408,8 +434,15 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         ));
     }
     let app = ironic_api::router(state).merge(ops::router(ops::Readiness(checks)));
-    let (stop, task) = spawn_server(listener, app, limits(&cfg));
-    tracing::info!(%addr, host = %cfg.default.host, "{} serving", role.name());
+    let (stop, task) = spawn_server(
+        listener,
+        app,
+        ops::HttpLimits {
+            tls,
+            ..limits(&cfg)
+        },
+    );
+    tracing::info!(%addr, %scheme, host = %cfg.default.host, "{} serving", role.name());
     running.addr = Some(addr);
     running.api = Some(ApiServer {
         stop,

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -297,7 +298,7 @@ fn text(status: StatusCode, body: String) -> Response {
 }
 
 /// Limits of the HTTP server (`[api]` options).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct HttpLimits {
     /// A client must send its request headers within this time.
     pub header_read_timeout: Duration,
@@ -305,6 +306,33 @@ pub struct HttpLimits {
     pub request_timeout: Duration,
     /// Requests served at once; more get 503 with `Retry-After` at once.
     pub max_concurrent_requests: usize,
+    /// HTTPS: every connection is a TLS one (its handshake bounded by
+    /// `header_read_timeout`). `None`: plain HTTP.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// A TLS acceptor from a PEM certificate chain and private key (`[api] tls_cert_file`,
+/// `tls_key_file`): TLS 1.2 and 1.3, HTTP/1.1.
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|i| i.collect::<Result<_, _>>())
+        .map_err(|e| format!("cannot read the certificate chain {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{} holds no certificate", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read the private key {}: {e}", key.display()))?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("the certificate and key do not make a TLS identity: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }
 
 async fn refuse(e: BoxError) -> Response {
@@ -379,10 +407,35 @@ pub async fn serve(
             &axum::Extension(axum::extract::ConnectInfo(peer)),
             svc.clone(),
         );
-        let conn = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
-        let conn = graceful.watch(conn);
+        let (http, watcher) = (http.clone(), graceful.watcher());
+        let (tls, handshake_timeout) = (limits.tls.clone(), limits.header_read_timeout);
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let svc = TowerToHyperService::new(svc);
+            let ended = match tls {
+                None => {
+                    watcher
+                        .watch(http.serve_connection(TokioIo::new(stream), svc))
+                        .await
+                }
+                Some(acceptor) => {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            watcher
+                                .watch(http.serve_connection(TokioIo::new(tls), svc))
+                                .await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    }
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

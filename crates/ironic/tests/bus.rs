@@ -45,6 +45,7 @@ fn in_cluster(bus: &TestBus, timeout: Duration, prefetch: u16, cluster: &str) ->
         call_timeout: timeout,
         prefetch,
         accept_timeout: Duration::from_secs(10).min(timeout / 2),
+        tls_ca_pem: None,
         max_backoff: Duration::from_secs(1),
         connection_name: "bus-test".into(),
         cluster: cluster.into(),
@@ -784,4 +785,93 @@ async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
         "only the fresh call ran"
     );
     assert!(ghost.shutdown_within(Duration::from_secs(10)).await);
+}
+
+/// `amqps://`: the API's client and a conductor reach RabbitMQ over TLS (here through a
+/// TLS terminator of the test in front of the broker, with a throwaway certificate that
+/// `tls_ca_pem` trusts) and a call goes through; without that CA the connection is
+/// refused (the certificate is not trusted), so TLS was really in the path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_over_amqps() {
+    use tokio::io::copy_bidirectional;
+
+    let dir = std::env::temp_dir().join(format!("ironic-amqps-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-keyout", "key.pem", "-out", "cert.pem"])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl is installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let acceptor = ironic::ops::tls_acceptor(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let seen = handshakes.clone();
+    let terminator = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                seen.fetch_add(1, Ordering::SeqCst);
+                if let Ok(mut broker) = tokio::net::TcpStream::connect("127.0.0.1:5672").await {
+                    let _ = copy_bidirectional(&mut tls, &mut broker).await;
+                }
+            });
+        }
+    });
+
+    let bus = TestBus::new().unwrap();
+    let mut s = settings(&bus, Duration::from_secs(10), 4);
+    let vhost = bus.url.rsplit('/').next().unwrap().to_string();
+    s.url = format!("amqps://guest:guest@127.0.0.1:{port}/{vhost}");
+    s.tls_ca_pem = Some(std::fs::read_to_string(dir.join("cert.pem")).unwrap());
+    let a = counting();
+    let server = Server::start(s.clone(), "tls-c".into(), 1, dispatcher(a.clone()));
+    assert!(server.consuming(Duration::from_secs(10)).await);
+    let client = Client::start(s.clone());
+    assert!(client.connected(Duration::from_secs(10)).await);
+    client
+        .call(
+            &Target::Any,
+            CreateNode::METHOD,
+            &Context::default(),
+            create_body(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        a.runs.load(Ordering::SeqCst),
+        1,
+        "the conductor ran the call"
+    );
+    assert!(
+        handshakes.load(Ordering::SeqCst) >= 2,
+        "both sides came over TLS"
+    );
+
+    // The same address without the CA: the broker's certificate is not trusted.
+    let mut untrusted = s.clone();
+    untrusted.tls_ca_pem = None;
+    let refused = Client::start(untrusted);
+    assert!(!refused.connected(Duration::from_secs(3)).await);
+    assert!(server.shutdown_within(Duration::from_secs(10)).await);
+    terminator.abort();
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -155,9 +155,9 @@ impl Provisioner {
 
     /// Takes the node lock in one attempt (no retry).
     async fn lock_once(&self, nref: &NodeRef) -> Result<Held, Error> {
-        let mut node = self.db.node_reserve(nref.id, &self.settings.host).await?;
+        let mut node = self.reserve(nref.id).await?;
         node.reservation = Some(self.settings.host.clone());
-        let held = Held::new(node, &self.db, &self.work, &self.settings.host, nref.id);
+        let held = Held::new(self, node, nref.id);
         if held.node.uuid.as_str() != nref.uuid {
             return held.bail(Error::node_not_found(&nref.uuid)).await;
         }

@@ -87,6 +87,9 @@ pub struct BusSettings {
     pub call_timeout: Duration,
     /// Requests a conductor takes from the broker before finishing earlier ones.
     pub prefetch: u16,
+    /// With `amqps://`: PEM certificates of the authorities to trust besides the
+    /// built-in web roots (`[amqp] tls_cacert_file`, read at start).
+    pub tls_ca_pem: Option<String>,
     /// How long a request may wait to be taken by a conductor (see
     /// `Request.accept_by_unix_ms`); past it, it is dropped unrun.
     pub accept_timeout: Duration,
@@ -202,10 +205,16 @@ pub(crate) fn bus_error(what: &str, e: lapin::Error) -> Error {
     Error::Unavailable(format!("The message bus is unavailable ({what}: {e})."))
 }
 
+/// Opens a connection: `amqp://` plain, `amqps://` over TLS (rustls), verified against
+/// the built-in web roots and [`BusSettings::tls_ca_pem`].
 pub(crate) async fn connect(s: &BusSettings) -> lapin::Result<Connection> {
     let props = ConnectionProperties::default()
         .with_connection_name(LongString::from(s.connection_name.clone()));
-    Connection::connect(&s.url, props).await
+    let tls = lapin::tcp::OwnedTLSConfig {
+        identity: None,
+        cert_chain: s.tls_ca_pem.clone(),
+    };
+    Connection::connect_with_config(&s.url, props, tls, lapin::runtime::default_runtime()?).await
 }
 
 /// Declares a queue that lives exactly as long as this connection (an empty name lets

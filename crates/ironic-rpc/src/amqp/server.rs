@@ -507,7 +507,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
                         let kind =
                             pb::ErrorKind::try_from(e.kind).unwrap_or(pb::ErrorKind::Internal);
                         if matches!(kind, pb::ErrorKind::Internal | pb::ErrorKind::Unimplemented) {
-                            tracing::error!(error = %e.message, "rpc failed");
+                            tracing::error!(error = %ironic_model::secrets::log_safe(&e.message), "rpc failed");
                         }
                         kind.as_str_name()
                     }

@@ -1,0 +1,275 @@
+#![allow(clippy::unwrap_used)]
+//! Secrets never leak: every kind of secret sent through every path (create, PATCH that
+//! succeeds and that fails, schema and validation errors, an error from the conductor)
+//! of the real binaries, with debug logging; neither an answer nor a line of any
+//! process's log carries one. Client input cannot forge a log line. Changes are audited.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Server;
+use common::procs::Cluster;
+use ironic_db::testing::TestDb;
+use serde_json::{Value, json};
+
+const V: &str = "1.61";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_reach_answers_or_logs() {
+    let t = TestDb::postgres().await.unwrap();
+    let filter = "debug,lapin=info,sqlx=warn,hyper=info,hyper_util=info,h2=info,tower=info";
+    let cluster = Cluster::new(
+        &t.url,
+        &[("IRONIC_LOG__FILTER", filter), ("RUST_LOG", filter)],
+    );
+    let conductor = cluster.conductor("sec-a");
+    let (api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+
+    let mut answers: Vec<String> = Vec::new();
+    let node = json!({
+        "driver": "fake-hardware",
+        "name": "sec",
+        "driver_info": {
+            "ipmi_password": "sekrit-1",
+            "bmcs": [{"address": "10.0.0.1", "password": "sekrit-2"}],
+            "note": "password=sekrit-3",
+        },
+        "instance_info": {"configdrive": "sekrit-4", "image_source": "img"},
+    });
+    // The conductor registers a moment after it starts: until then, 400 "no valid host".
+    common::until(
+        "a conductor serves fake-hardware",
+        Duration::from_secs(30),
+        || {
+            let (api, node) = (&api, &node);
+            async move {
+                let r = api.post("/v1/nodes", V, node).await;
+                r.status == 201
+            }
+        },
+    )
+    .await;
+    for path in [
+        "/v1/nodes/sec",
+        "/v1/nodes/detail",
+        "/v1/nodes?fields=driver_info",
+    ] {
+        let r = api.get(path, V).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        answers.push(r.body);
+    }
+    let got = api.get("/v1/nodes/sec", V).await.json();
+    assert_eq!(got["driver_info"]["ipmi_password"], "******");
+    assert_eq!(got["driver_info"]["bmcs"][0]["password"], "******");
+    assert_eq!(got["driver_info"]["bmcs"][0]["address"], "10.0.0.1");
+    assert_eq!(got["driver_info"]["note"], "password=******");
+    assert_eq!(got["instance_info"]["configdrive"], "******");
+
+    let patches: Vec<(Value, u16)> = vec![
+        // Succeeds.
+        (
+            json!([{"op": "replace", "path": "/driver_info/ipmi_password", "value": "sekrit-5"}]),
+            200,
+        ),
+        // Fails while applying: the operation is quoted in the message.
+        (
+            json!([{"op": "replace", "path": "/driver_info/nope/ipmi_password", "value": "sekrit-6"}]),
+            400,
+        ),
+        (
+            json!([{"op": "replace", "path": "/driver_info/missing", "value": {"password": "sekrit-7"}}]),
+            400,
+        ),
+        // Not a patch at all: the body is quoted in the message.
+        (json!({"driver_info": {"ipmi_password": "sekrit-8"}}), 400),
+        // Refused by validation, quoting the value.
+        (
+            json!([{"op": "replace", "path": "/deploy_interface", "value": "x password=sekrit-9"}]),
+            400,
+        ),
+    ];
+    for (body, status) in &patches {
+        let r = api.patch("/v1/nodes/sec", V, body).await;
+        assert_eq!(r.status, *status, "{body}: {}", r.body);
+        answers.push(r.body);
+    }
+    let r = api
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "fake-hardware", "driver_info": "password=sekrit-10"}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    answers.push(r.body);
+    // A newline in a query parameter: refused, and logged escaped.
+    let r = api.get("/v1/nodes?x%0Aforged=1", V).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    answers.push(r.body);
+
+    let logs = format!("{}\n{}", api_proc.log_text(), conductor.log_text());
+    // The paths above were logged (so the search below means something).
+    assert!(logs.contains("Couldn't apply patch"), "{logs}");
+    assert!(
+        logs.contains("rpc handled"),
+        "the conductor logged its calls"
+    );
+    for n in 1..=10 {
+        let secret = format!("sekrit-{n}");
+        // "sekrit-1" is a prefix of "sekrit-10": match whole tokens.
+        let leaked = |text: &str| {
+            text.match_indices(&secret).any(|(i, _)| {
+                !text[i + secret.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit())
+            })
+        };
+        for a in &answers {
+            assert!(!leaked(a), "{secret} in an answer: {a}");
+        }
+        assert!(
+            !leaked(&logs),
+            "{secret} in the logs of {}",
+            cluster.dir.display()
+        );
+    }
+    assert!(
+        !logs.lines().any(|l| l.trim_start().starts_with("forged")),
+        "a client forged a log line"
+    );
+    assert!(logs.contains("\\nforged"), "the newline is logged escaped");
+
+    // The audit trail names who changed what, from where, and the outcome.
+    let audit: Vec<&str> = api_proc_log_lines(&logs, "ironic::audit");
+    assert!(
+        audit.iter().any(|l| l.contains("method=PATCH")
+            && l.contains("route=\"/v1/nodes/{ident}\"")
+            && l.contains("status=200")
+            && l.contains("client=127.0.0.1")
+            && l.contains("user=\"noauth\"")),
+        "{audit:#?}"
+    );
+    assert!(
+        !audit
+            .iter()
+            .any(|l| l.contains("method=GET") && l.contains("status=200")),
+        "successful reads are not audited"
+    );
+    drop(conductor);
+    drop(api_proc);
+    t.cleanup().await;
+}
+
+fn api_proc_log_lines<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
+    logs.lines().filter(|l| l.contains(target)).collect()
+}
+
+/// A throwaway self-signed certificate for 127.0.0.1 (`openssl`, which the test script
+/// installs): (directory, cert.pem, key.pem).
+fn throwaway_certificate() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ironic-tls-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-keyout", "key.pem", "-out", "cert.pem"])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl is installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir.clone(), dir.join("cert.pem"), dir.join("key.pem"))
+}
+
+/// One HTTP/1.1 request over TLS, trusting only `ca`.
+async fn https_get(addr: std::net::SocketAddr, ca: &std::path::Path, path: &str) -> String {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+    let mut tls = connector.connect(name, tcp).await.expect("TLS handshake");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    tls.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    let _ = tls.read_to_end(&mut buf).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// With a certificate and key the API serves HTTPS only: a client that trusts the
+/// certificate gets its answers (and links with `https://`), plain HTTP gets nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_serves_https() {
+    let (dir, cert, key) = throwaway_certificate();
+    let (c, k) = (cert.clone(), key.clone());
+    let s = common::start_with(common::Backend::Sqlite, move |cfg| {
+        cfg.api.tls_cert_file = Some(c);
+        cfg.api.tls_key_file = Some(k);
+    })
+    .await;
+    let answer = tokio::time::timeout(Duration::from_secs(30), https_get(s.addr, &cert, "/v1"))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains(&format!("\"href\":\"https://{}/v1/", s.addr)),
+        "links say https: {answer}"
+    );
+    let plain = s.call("GET", "/v1", None, None).await;
+    assert_ne!(plain.status, 200, "plain HTTP is not served");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `noauth` on an address other than loopback refuses to start (before it opens the
+/// database or a port), saying what to do; a certificate without its key too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn public_noauth_and_half_tls_refuse_to_start() {
+    let mut cfg = ironic_config::Config::default();
+    cfg.api.listen = "0.0.0.0:0".parse().unwrap();
+    cfg.database.url = "sqlite://unused-never-created.sqlite".into();
+    match ironic::start(cfg.clone()).await {
+        Err(e) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("allow_public_noauth") && m.contains("0.0.0.0"),
+                "{m}"
+            );
+        }
+        Ok(_) => panic!("noauth on 0.0.0.0 started"),
+    }
+    assert!(!std::path::Path::new("unused-never-created.sqlite").exists());
+    let mut bad = ironic_config::Config::default();
+    bad.api.tls_cert_file = Some("/nonexistent/cert.pem".into());
+    bad.api.tls_key_file = Some("/nonexistent/key.pem".into());
+    bad.database.url = "sqlite::memory:".into();
+    match ironic::start(bad).await {
+        Err(e) => assert!(e.to_string().contains("/nonexistent/cert.pem"), "{e}"),
+        Ok(_) => panic!("started without its certificate"),
+    }
+}
