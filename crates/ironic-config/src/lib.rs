@@ -557,7 +557,12 @@ mod tests {
         assert_eq!(c.api.max_limit, 50);
         assert_eq!(c.api.listen.to_string(), "0.0.0.0:7001");
         assert_eq!(c.conductor.heartbeat_interval, 5);
-        assert_eq!(c.warnings().len(), 1);
+        // noauth on 0.0.0.0: the API refuses to start, unless allowed (then a warning).
+        assert!(c.public_noauth());
+        assert!(c.warnings().is_empty());
+        let mut allowed = c.clone();
+        allowed.api.allow_public_noauth = true;
+        assert_eq!(allowed.warnings().len(), 1);
     }
 
     #[test]

@@ -84,7 +84,7 @@ async fn secrets_never_reach_answers_or_logs() {
         ),
         // Not a patch at all: the body is quoted in the message.
         (json!({"driver_info": {"ipmi_password": "sekrit-8"}}), 400),
-        // Refused by validation, quoting the value.
+        // Refused by the conductor (an RPC error that quotes the value).
         (
             json!([{"op": "replace", "path": "/deploy_interface", "value": "x password=sekrit-9"}]),
             400,
