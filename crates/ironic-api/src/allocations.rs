@@ -175,6 +175,24 @@ fn string_list(body: &Map<String, Value>, key: &str) -> Result<Vec<String>, ApiE
     }
 }
 
+/// A node an allocation request names (`node`, `?node=`): 400 with the not-found
+/// message when it does not exist or is not `usable` by the caller (as upstream, which
+/// does not tell the two apart).
+async fn named_node(
+    st: &AppState,
+    ident: &str,
+    v: Version,
+    usable: impl Fn(&ironic_model::Node) -> bool,
+) -> Result<ironic_model::Node, Error> {
+    match load_node(st, ident, v).await {
+        Ok(node) if usable(&node) => Ok(node),
+        Ok(_) | Err(Error::NotFound(_)) => Err(Error::Invalid(
+            Error::node_not_found(ident).message().to_string(),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
 pub async fn create(
     State(st): State<AppState>,
     authz: Authz,
@@ -281,21 +299,7 @@ pub async fn create(
         )));
     }
     let backfill = match &node_ident {
-        Some(n) => Some(
-            load_node(&st, n, v)
-                .await
-                .and_then(|node| {
-                    if usable(&node) {
-                        Ok(node)
-                    } else {
-                        Err(Error::node_not_found(n))
-                    }
-                })
-                .map_err(|e| match e {
-                    Error::NotFound(m) => Error::Invalid(m),
-                    e => e,
-                })?,
-        ),
+        Some(n) => Some(named_node(&st, n, v, usable).await?),
         None => None,
     };
     if resource_class.is_none() && backfill.is_none() {
@@ -371,20 +375,9 @@ pub async fn list(
         node_id: None,
     };
     if let Some(n) = q.get("node") {
-        let node = load_node(&st, n, v)
-            .await
-            .and_then(|node| {
-                if Policy::NodeGet.allows(authz.creds(), Target::node(&node)) {
-                    Ok(node)
-                } else {
-                    Err(Error::node_not_found(n))
-                }
-            })
-            .map_err(|e| match e {
-                Error::NotFound(m) => Error::Invalid(m),
-                e => e,
-            })?;
-        f.node_id = Some(node.id);
+        let visible =
+            |node: &ironic_model::Node| Policy::NodeGet.allows(authz.creds(), Target::node(node));
+        f.node_id = Some(named_node(&st, n, v, visible).await?.id);
     }
     let limit = q.limit(st.settings.max_limit)? as usize;
     let desc = q.sort_desc()?;

@@ -4,6 +4,8 @@
 //! without a reply fails at its timeout, and a request whose caller has given up is
 //! never run.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -622,6 +624,30 @@ async fn a_call_whose_conductor_restarts_at_once_is_repeated() {
     client.shutdown().await;
 }
 
+/// Declares `queue` (exclusive to this connection or not) and binds it to the exchange
+/// under its own name, as a conductor's queue is.
+async fn declare_bound(ch: &lapin::Channel, s: &BusSettings, queue: &str, exclusive: bool) {
+    ch.queue_declare(
+        queue.into(),
+        lapin::options::QueueDeclareOptions {
+            exclusive,
+            ..Default::default()
+        },
+        lapin::types::FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        queue.into(),
+        s.exchange.as_str().into(),
+        queue.into(),
+        Default::default(),
+        lapin::types::FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
 /// A call that no conductor takes within the accept window (here its queue swallows the
 /// first request and vanishes, as when the broker loses it) is not left waiting for the
 /// call timeout: no notice came, so it was not carried out, and it goes again, even a
@@ -632,7 +658,7 @@ async fn a_call_whose_conductor_restarts_at_once_is_repeated() {
 async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
     use futures_lite::StreamExt;
     use ironic_rpc::amqp::RemoteConductors;
-    use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
+    use lapin::options::{BasicAckOptions, BasicConsumeOptions};
     use lapin::types::FieldTable;
 
     let bus = TestBus::new().unwrap();
@@ -650,25 +676,7 @@ async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
     let queue = s.host_queue("ghost");
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions {
-            exclusive: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        queue.as_str().into(),
-        s.exchange.as_str().into(),
-        queue.as_str().into(),
-        Default::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    declare_bound(&ch, &s, &queue, true).await;
     let mut swallow = ch
         .basic_consume(
             queue.as_str().into(),
@@ -723,22 +731,7 @@ async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
         .await
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        queue.as_str().into(),
-        s.exchange.as_str().into(),
-        queue.as_str().into(),
-        Default::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    declare_bound(&ch, &s, &queue, false).await;
     match remote.call(&Context::default(), reboot.clone()).await {
         Err(Error::Unavailable(m)) => {
             assert!(m.contains("it was not carried out"), "{m}");
@@ -795,29 +788,8 @@ async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
 async fn calls_go_over_amqps() {
     use tokio::io::copy_bidirectional;
 
-    let dir = std::env::temp_dir().join(format!("ironic-amqps-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-keyout", "key.pem", "-out", "cert.pem"])
-        .current_dir(&dir)
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let acceptor = ironic::ops::tls_acceptor(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+    let (dir, cert, key) = common::throwaway_certificate();
+    let acceptor = ironic::ops::tls_acceptor(&cert, &key).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let handshakes = Arc::new(AtomicUsize::new(0));
@@ -841,7 +813,7 @@ async fn calls_go_over_amqps() {
     let mut s = settings(&bus, Duration::from_secs(10), 4);
     let vhost = bus.url.rsplit('/').next().unwrap().to_string();
     s.url = format!("amqps://guest:guest@127.0.0.1:{port}/{vhost}");
-    s.tls_ca_pem = Some(std::fs::read_to_string(dir.join("cert.pem")).unwrap());
+    s.tls_ca_pem = Some(std::fs::read_to_string(&cert).unwrap());
     let a = counting();
     let server = Server::start(s.clone(), "tls-c".into(), 1, dispatcher(a.clone()));
     assert!(server.consuming(Duration::from_secs(10)).await);

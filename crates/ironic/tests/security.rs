@@ -167,34 +167,6 @@ fn api_proc_log_lines<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
     logs.lines().filter(|l| l.contains(target)).collect()
 }
 
-/// A throwaway self-signed certificate for 127.0.0.1 (`openssl`, which the test script
-/// installs): (directory, cert.pem, key.pem).
-fn throwaway_certificate() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("ironic-tls-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-keyout", "key.pem", "-out", "cert.pem"])
-        .current_dir(&dir)
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir.clone(), dir.join("cert.pem"), dir.join("key.pem"))
-}
-
 /// One HTTP/1.1 request over TLS, trusting only `ca`.
 async fn https_get(addr: std::net::SocketAddr, ca: &std::path::Path, path: &str) -> String {
     use rustls::pki_types::pem::PemObject;
@@ -225,7 +197,7 @@ async fn https_get(addr: std::net::SocketAddr, ca: &std::path::Path, path: &str)
 /// certificate gets its answers (and links with `https://`), plain HTTP gets nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_serves_https() {
-    let (dir, cert, key) = throwaway_certificate();
+    let (dir, cert, key) = common::throwaway_certificate();
     let (c, k) = (cert.clone(), key.clone());
     let s = common::start_with(common::Backend::Sqlite, move |cfg| {
         cfg.api.tls_cert_file = Some(c);

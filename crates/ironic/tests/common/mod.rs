@@ -31,6 +31,34 @@ where
     panic!("{what}: not within {within:?}");
 }
 
+/// A throwaway self-signed certificate for 127.0.0.1, an end-entity one (not a CA),
+/// made with `openssl` (which the test script installs): (directory, cert.pem, key.pem).
+pub fn throwaway_certificate() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ironic-tls-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-keyout", "key.pem", "-out", "cert.pem"])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl is installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir.clone(), dir.join("cert.pem"), dir.join("key.pem"))
+}
+
 pub struct Server {
     pub running: Option<ironic::Running>,
     pub addr: std::net::SocketAddr,
