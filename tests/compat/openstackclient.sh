@@ -202,6 +202,24 @@ echo "== errors reach the user"
 if os baremetal node show no-such-node 2>"$dir/err"; then fail "show of a missing node succeeded"; fi
 grep -q "could not be found" "$dir/err" || fail "error message: $(cat "$dir/err")"
 
+echo "== chassis"
+ch=$(os baremetal chassis create --description "rack 1" --extra row=a -f value -c uuid)
+[ -n "$ch" ] || fail "chassis create"
+[ "$(os baremetal chassis list -f value -c UUID)" = "$ch" ] || fail "chassis list"
+[ "$(os baremetal chassis show "$ch" -f value -c description)" = "rack 1" ] || fail "chassis show"
+os baremetal chassis list --long -f json | grep -q '"row": "a"' || fail "chassis list --long"
+os baremetal chassis set "$ch" --description "rack 1, row a" --extra power=pdu-3
+os baremetal chassis show "$ch" -f json -c extra | grep -q '"power": "pdu-3"' || fail "chassis set"
+os baremetal chassis unset "$ch" --extra power
+os baremetal chassis show "$ch" -f json -c extra | grep -q '"power"' && fail "chassis unset"
+os baremetal node create --driver fake-hardware --name compat-ch --chassis-uuid "$ch" -f value -c uuid >/dev/null
+[ "$(os baremetal node list --chassis "$ch" -f value -c Name)" = compat-ch ] || fail "node list --chassis"
+if os baremetal chassis delete "$ch" 2>"$dir/err"; then fail "a chassis with nodes was deleted"; fi
+grep -q "contains nodes" "$dir/err" || fail "chassis delete error: $(cat "$dir/err")"
+os baremetal node delete compat-ch
+os baremetal chassis delete "$ch"
+[ -z "$(os baremetal chassis list -f value -c UUID)" ] || fail "chassis delete"
+
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2
 [ -z "$(os baremetal node list -f value -c UUID)" ] || fail "delete"

@@ -25,6 +25,7 @@ use tracing::Instrument;
 mod allocations;
 pub mod auth;
 mod body;
+mod chassis;
 mod conductors;
 mod deploy_templates;
 mod drivers;
@@ -448,6 +449,16 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/drivers", get(drivers::list)),
         ("/drivers/{name}", get(drivers::get_one)),
         ("/drivers/{name}/properties", get(drivers::properties)),
+        ("/chassis", get(chassis::list).post(chassis::create)),
+        ("/chassis/detail", get(chassis::detail)),
+        (
+            "/chassis/{ident}",
+            get(chassis::get_one)
+                .patch(chassis::patch)
+                .delete(chassis::delete),
+        ),
+        ("/chassis/{ident}/nodes", get(chassis::nodes)),
+        ("/chassis/{ident}/nodes/detail", get(chassis::nodes_detail)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

@@ -171,7 +171,7 @@ pub async fn list(
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     let q = Query::parse(q.as_deref())?;
-    list_nodes(&st, &authz, req.version, &base, q, false).await
+    list_nodes(&st, &authz, req.version, &base, q, false, None).await
 }
 
 pub async fn detail(
@@ -182,7 +182,7 @@ pub async fn detail(
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     let q = Query::parse(q.as_deref())?;
-    list_nodes(&st, &authz, req.version, &base, q, true).await
+    list_nodes(&st, &authz, req.version, &base, q, true, None).await
 }
 
 /// Percent-encodes a query value, keeping commas readable as upstream does.
@@ -192,13 +192,15 @@ pub(crate) fn enc(s: &str) -> String {
         .replace("%2C", ",")
 }
 
-async fn list_nodes(
+/// A page of nodes; `within` restricts it to one chassis (`/v1/chassis/{uuid}/nodes`).
+pub(crate) async fn list_nodes(
     st: &AppState,
     authz: &Authz,
     v: Version,
     base: &str,
     q: Query,
     detail_path: bool,
+    within: Option<&str>,
 ) -> ApiResult {
     let allowed: Vec<&str> = LIST_ARGS
         .iter()
@@ -247,7 +249,10 @@ async fn list_nodes(
         retired: q.bool("retired")?,
         associated: q.bool("associated")?,
         instance_uuid: uuid_arg("instance_uuid")?,
-        chassis_uuid: uuid_arg("chassis_uuid")?,
+        chassis_uuid: match within {
+            Some(c) => Some(c.to_string()),
+            None => uuid_arg("chassis_uuid")?,
+        },
         resource_class: q.get("resource_class").map(str::to_owned),
         conductor_group: q.get("conductor_group").map(|g| g.to_ascii_lowercase()),
         fault: q.get("fault").map(str::to_owned),
@@ -336,7 +341,15 @@ async fn list_nodes(
             }
             params.push(format!("limit={limit}"));
             params.push(format!("marker={marker}"));
-            let path = if detail_path { "nodes/detail" } else { "nodes" };
+            let nodes = match within {
+                Some(c) => format!("chassis/{c}/nodes"),
+                None => "nodes".to_string(),
+            };
+            let path = if detail_path {
+                format!("{nodes}/detail")
+            } else {
+                nodes
+            };
             Some(format!("{base}/v1/{path}?{}", params.join("&")))
         }
         _ => None,
@@ -409,6 +422,9 @@ pub async fn create(
         return Err(Policy::NodeCreate.denied());
     }
     let mut node = from_create_body(&body, req.version, &st.settings.defaults)?;
+    if let Some(c) = &node.chassis_uuid {
+        crate::chassis::check_exists(&st, c).await?;
+    }
     if let Some(p) = project {
         match &node.owner {
             Some(o) if *o != p => {
@@ -549,6 +565,15 @@ pub async fn patch(
         }
     }
     authorize_patch(&st, &authz, &node, &ident, &ops).await?;
+    for op in &ops {
+        if op.path == "/chassis_uuid"
+            && op.op != patch::Op::Remove
+            && let Some(c) = op.value.as_ref().and_then(Value::as_str)
+            && let Some(c) = canonical_uuid(c)
+        {
+            crate::chassis::check_exists(&st, &c).await?;
+        }
+    }
     // A new driver or conductor group must be served by some conductor.
     let mut driver = node.driver.clone();
     let mut group = node.conductor_group.clone();

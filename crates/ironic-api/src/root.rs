@@ -53,6 +53,7 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
         "media_types".into(),
         json!({"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"}),
     );
+    doc.insert("chassis".into(), pair(&base, "chassis"));
     doc.insert("nodes".into(), pair(&base, "nodes"));
     doc.insert("drivers".into(), pair(&base, "drivers"));
     doc.insert("version".into(), version_object(&base));

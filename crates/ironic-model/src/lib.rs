@@ -5,6 +5,7 @@
 //! file system; everything is a plain function over plain types.
 
 pub mod allocation;
+pub mod chassis;
 pub mod cluster;
 pub mod deploy_template;
 pub mod error;

@@ -729,11 +729,14 @@ impl Node {
                     })?),
                 }
             }
+            // That the chassis exists is checked where the database is at hand (the API).
             (F::ChassisUuid, _) => {
-                if let Some(c) = get_text(v, 36, src)? {
-                    return Err(Error::invalid(format!("Chassis {c} could not be found.")));
-                }
-                self.chassis_uuid = None;
+                self.chassis_uuid = match get_text(v, 36, src)? {
+                    None => None,
+                    Some(c) => Some(canonical_uuid(&c).ok_or_else(|| {
+                        Error::invalid(format!("Chassis {c} could not be found."))
+                    })?),
+                };
             }
             (F::Name, _) => {
                 let name = get_text(v, 255, src).map_err(|_| invalid_name(src, &value_text(v)))?; // An unchanged name is not judged again by the request's (older) rules.
