@@ -563,6 +563,10 @@ pub async fn patch(
         if field(root).is_none_or(|s| !v.at_least(s.min)) {
             return Err(Error::not_acceptable().into());
         }
+        // A node leaves its chassis from 1.25 (as upstream).
+        if op.path == "/chassis_uuid" && op.op == patch::Op::Remove && !v.at_least(25) {
+            return Err(Error::not_acceptable().into());
+        }
     }
     authorize_patch(&st, &authz, &node, &ident, &ops).await?;
     for op in &ops {

@@ -78,7 +78,7 @@ impl Db {
         row.map(Chassis::from).ok_or_else(|| ch::not_found(&c.uuid))
     }
 
-    /// Deletes a chassis that no node names: 409 while one does (checked in the same
+    /// Deletes a chassis that no node names: 400 while one does (checked in the same
     /// statement, so a node cannot slip in between).
     pub async fn chassis_destroy(&self, c: &Chassis) -> Result<(), Error> {
         let n = with_pool!(self, |p| sqlx::query(
@@ -95,7 +95,8 @@ impl Db {
             return Ok(());
         }
         match self.chassis_by_uuid(&c.uuid).await? {
-            Some(_) => Err(Error::Conflict(format!(
+            // 400, as upstream answers it.
+            Some(_) => Err(Error::Invalid(format!(
                 "Cannot complete the requested action because chassis {} contains nodes.",
                 c.uuid
             ))),
