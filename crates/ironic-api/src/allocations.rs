@@ -18,7 +18,7 @@ use crate::body::{JsonBody, P};
 use crate::error::ApiError;
 use crate::nodes::{authorized_node, load_node};
 use crate::policy::{Authz, Policy, Target};
-use crate::query::Query;
+use crate::query::{Query, field_list};
 use crate::view::{Ts, links_value};
 use crate::{AppState, Base, Req, json_response};
 
@@ -67,23 +67,16 @@ fn fields_of(q: &Query, v: Version) -> Result<Vec<&'static str>, ApiError> {
     let Some(list) = q.get("fields") else {
         return Ok(all);
     };
-    let mut out = Vec::new();
-    for f in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    // In the list's order: an unknown field before `owner` is the 400 (field_list's).
+    for f in list.split(',').map(str::trim) {
         if f == "owner" && !v.at_least(60) {
             return Err(Error::not_acceptable().into());
         }
-        match FIELDS.iter().find(|x| **x == f) {
-            Some(x) => out.push(*x),
-            None => {
-                return Err(ApiError::invalid(format!(
-                    "Field {f} is not a valid field."
-                )));
-            }
+        if !f.is_empty() && !FIELDS.contains(&f) {
+            break;
         }
     }
-    // Always shown in upstream's order.
-    out.sort_by_key(|f| FIELDS.iter().position(|x| x == f));
-    Ok(out)
+    field_list(list, FIELDS)
 }
 
 fn doc(a: &Allocation, base: &str, fields: &[&str]) -> Value {

@@ -74,31 +74,53 @@ impl Basic {
         header: Option<&str>,
         peer: Option<IpAddr>,
     ) -> Result<Credentials, Refusal> {
-        let claimed = header.and_then(claimed_user);
-        if let Some(wait) = self.limiter.blocked(claimed.as_deref(), peer) {
+        let raw = header.ok_or("no credentials").and_then(basic_pair);
+        let claimed = raw
+            .as_ref()
+            .ok()
+            .and_then(|r| r.split_once(':'))
+            .map(|(u, _)| u);
+        if let Some(wait) = self.limiter.blocked(claimed, peer) {
             return Err(Refusal::TooMany(wait));
         }
-        match self.users.check(header).await {
+        let raw = raw
+            .as_deref()
+            .map_err(|why| Refusal::Unauthorized((*why).into()))?;
+        match self.users.check(raw).await {
             Ok(user) => Ok(self.roles.credentials(&user)),
-            Err(reason) => {
-                // Only a wrong password or an unknown user counts against the limit;
-                // a malformed header costs no bcrypt check.
-                if matches!(reason.as_str(), "wrong password" | "unknown user") {
-                    self.limiter.failed(claimed.as_deref(), peer);
-                }
-                Err(Refusal::Unauthorized(reason))
+            // Only a wrong password or an unknown user counts against the limit; a
+            // malformed header costs no bcrypt check.
+            Err(Failed::Credentials(why)) => {
+                self.limiter.failed(claimed, peer);
+                Err(Refusal::Unauthorized(why.into()))
             }
+            Err(Failed::Unreadable(why)) => Err(Refusal::Unauthorized(why)),
         }
     }
 }
 
-/// The user name a Basic header claims, whether or not the password is right.
-fn claimed_user(value: &str) -> Option<String> {
+/// `user:password` from a Basic `Authorization` value.
+fn basic_pair(value: &str) -> Result<String, &'static str> {
+    let b64 = value
+        .strip_prefix("Basic ")
+        .ok_or("not Basic credentials")?;
     let raw = base64::engine::general_purpose::STANDARD
-        .decode(value.strip_prefix("Basic ")?.trim())
-        .ok()?;
-    let raw = String::from_utf8(raw).ok()?;
-    raw.split_once(':').map(|(u, _)| u.to_string())
+        .decode(b64.trim())
+        .map_err(|_| "malformed Basic credentials")?;
+    let raw = String::from_utf8(raw).map_err(|_| "malformed Basic credentials")?;
+    if raw.contains(':') {
+        Ok(raw)
+    } else {
+        Err("malformed Basic credentials")
+    }
+}
+
+/// Why [`Htpasswd::check`] refused.
+pub enum Failed {
+    /// An unknown user or a wrong password (counted against the failed-login limit).
+    Credentials(&'static str),
+    /// The file could not be read.
+    Unreadable(String),
 }
 
 /// One user's project and roles, as written in the roles file.
@@ -353,21 +375,18 @@ impl Htpasswd {
         Ok(())
     }
 
-    /// Checks an `Authorization` header value. Err carries the reason for the log.
-    pub async fn check(&self, header: Option<&str>) -> Result<String, String> {
-        let value = header.ok_or("no credentials")?;
-        let b64 = value
-            .strip_prefix("Basic ")
-            .ok_or("not Basic credentials")?;
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(b64.trim())
-            .map_err(|_| "malformed Basic credentials")?;
-        let raw = String::from_utf8(raw).map_err(|_| "malformed Basic credentials")?;
-        let (user, password) = raw.split_once(':').ok_or("malformed Basic credentials")?;
-        self.reload_if_changed()?;
+    /// Checks `user:password` (a decoded Basic credential).
+    pub async fn check(&self, raw: &str) -> Result<String, Failed> {
+        let Some((user, password)) = raw.split_once(':') else {
+            return Err(Failed::Credentials("malformed Basic credentials"));
+        };
+        self.reload_if_changed().map_err(Failed::Unreadable)?;
         let key: [u8; 32] = Sha256::digest(raw.as_bytes()).into();
         let (hash, dummy_cost) = {
-            let l = self.loaded.lock().map_err(|_| "htpasswd state poisoned")?;
+            let l = self
+                .loaded
+                .lock()
+                .map_err(|_| Failed::Unreadable("htpasswd state poisoned".into()))?;
             if l.verified.contains(&key) {
                 return Ok(user.to_string());
             }
@@ -383,10 +402,10 @@ impl Htpasswd {
         .await
         .unwrap_or(false);
         if !known {
-            return Err("unknown user".into());
+            return Err(Failed::Credentials("unknown user"));
         }
         if !ok {
-            return Err("wrong password".into());
+            return Err(Failed::Credentials("wrong password"));
         }
         if let Ok(mut l) = self.loaded.lock() {
             l.verified.insert(key);

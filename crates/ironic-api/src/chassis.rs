@@ -15,7 +15,7 @@ use crate::body::{JsonBody, P};
 use crate::error::ApiError;
 use crate::nodes::{enc, list_nodes};
 use crate::policy::{Authz, Policy};
-use crate::query::Query;
+use crate::query::{Query, field_list};
 use crate::view::{Ts, links_value};
 use crate::{AppState, Base, Req, json_response};
 
@@ -55,19 +55,7 @@ fn doc(c: &Chassis, base: &str, fields: &[&str]) -> Value {
 }
 
 fn fields_of(list: &str) -> Result<Vec<&'static str>, ApiError> {
-    let mut out = Vec::new();
-    for f in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match FIELDS.iter().find(|x| **x == f) {
-            Some(x) => out.push(*x),
-            None => {
-                return Err(ApiError::invalid(format!(
-                    "Field {f} is not a valid field."
-                )));
-            }
-        }
-    }
-    out.sort_by_key(|f| FIELDS.iter().position(|x| x == f));
-    Ok(out)
+    field_list(list, FIELDS)
 }
 
 /// A chassis by uuid (chassis have no name): 400 for anything else, 404 if unknown.

@@ -16,7 +16,7 @@ use crate::body::{JsonBody, P};
 use crate::error::ApiError;
 use crate::nodes::authorized_node;
 use crate::policy::{Authz, Policy};
-use crate::query::Query;
+use crate::query::{Query, field_list};
 use crate::view::{Ts, links_value, masked};
 use crate::{AppState, Base, Req, json_response};
 
@@ -81,19 +81,7 @@ fn doc(t: &DeployTemplate, base: &str, fields: &[&str]) -> Value {
 }
 
 fn fields_of(list: &str) -> Result<Vec<&'static str>, ApiError> {
-    let mut out = Vec::new();
-    for f in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match FIELDS.iter().find(|x| **x == f) {
-            Some(x) => out.push(*x),
-            None => {
-                return Err(ApiError::invalid(format!(
-                    "Field {f} is not a valid field."
-                )));
-            }
-        }
-    }
-    out.sort_by_key(|f| FIELDS.iter().position(|x| x == f));
-    Ok(out)
+    field_list(list, FIELDS)
 }
 
 /// By uuid, else by name (a trait).

@@ -237,18 +237,15 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                             .headers()
                             .get(header::AUTHORIZATION)
                             .and_then(|v| v.to_str().ok());
-                        b.authenticate(hv, peer).await
+                        b.authenticate(hv, peer).await.map(Arc::new)
                     }
                 };
-                let who = creds
-                    .as_ref()
-                    .map(|c| (c.user.clone(), c.project.clone()))
-                    .unwrap_or_default();
+                let who = creds.as_ref().ok().cloned();
                 let mut resp = match creds {
                     Ok(creds) => {
                         tracing::debug!(user = %creds.user, "authenticated");
                         let decided = Arc::new(Decided::default());
-                        req.extensions_mut().insert(Arc::new(creds));
+                        req.extensions_mut().insert(creds);
                         req.extensions_mut().insert(decided.clone());
                         let resp = next.run(req).await;
                         fail_closed(resp, &path, &decided)
@@ -262,7 +259,7 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
                         ApiError::TooManyLogins(wait).into_response()
                     }
                 };
-                audit(&method, &resp, &who, peer);
+                audit(&method, &resp, who.as_deref(), peer);
                 if resp.extensions().get::<NoVersionHeaders>().is_none() {
                     resp.headers_mut().insert(
                         H_VER,
@@ -304,7 +301,7 @@ async fn edge(State(st): State<AppState>, mut req: Request, next: Next) -> Respo
 fn audit(
     method: &axum::http::Method,
     resp: &Response,
-    who: &(String, Option<String>),
+    who: Option<&Credentials>,
     peer: Option<std::net::IpAddr>,
 ) {
     let status = resp.status().as_u16();
@@ -319,11 +316,10 @@ fn audit(
         .extensions()
         .get::<RouteTemplate>()
         .map_or("unmatched", |r| r.0.as_str());
-    let user = if who.0.is_empty() { "-" } else { &who.0 };
     tracing::info!(
         target: "ironic::audit",
-        user,
-        project = who.1.as_deref().unwrap_or("(system)"),
+        user = who.map_or("-", |c| c.user.as_str()),
+        project = who.and_then(|c| c.project.as_deref()).unwrap_or("(system)"),
         client = %peer.map_or_else(|| "-".to_string(), |p| p.to_string()),
         %method,
         route,

@@ -68,22 +68,29 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    /// `noauth`: whoever reaches the API is a system administrator (as upstream).
-    pub fn noauth() -> Credentials {
-        Credentials {
-            user: "noauth".into(),
-            project: None,
-            roles: Roles(Roles::ADMIN | Roles::MANAGER | Roles::MEMBER | Roles::READER),
-        }
+    /// `noauth`: whoever reaches the API is a system administrator (as upstream). One
+    /// shared value: no allocation per request.
+    pub fn noauth() -> Arc<Credentials> {
+        static NOAUTH: std::sync::LazyLock<Arc<Credentials>> = std::sync::LazyLock::new(|| {
+            Arc::new(Credentials {
+                user: "noauth".into(),
+                project: None,
+                roles: Roles(Roles::ADMIN | Roles::MANAGER | Roles::MEMBER | Roles::READER),
+            })
+        });
+        NOAUTH.clone()
     }
 
     /// A request to a public route (discovery) under `http_basic`: no role.
-    pub fn anonymous() -> Credentials {
-        Credentials {
-            user: "anonymous".into(),
-            project: None,
-            roles: Roles::default(),
-        }
+    pub fn anonymous() -> Arc<Credentials> {
+        static ANONYMOUS: std::sync::LazyLock<Arc<Credentials>> = std::sync::LazyLock::new(|| {
+            Arc::new(Credentials {
+                user: "anonymous".into(),
+                project: None,
+                roles: Roles::default(),
+            })
+        });
+        ANONYMOUS.clone()
     }
 
     fn system(&self, bit: u8) -> bool {

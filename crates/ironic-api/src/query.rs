@@ -108,3 +108,21 @@ impl Query {
         }
     }
 }
+
+/// A `fields=a,b` list checked against a resource's `known` fields (in upstream's
+/// order), returned in that order: 400 `Field x is not a valid field.` for any other.
+pub fn field_list(list: &str, known: &[&'static str]) -> Result<Vec<&'static str>, ApiError> {
+    let mut out = Vec::new();
+    for f in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match known.iter().find(|x| **x == f) {
+            Some(x) => out.push(*x),
+            None => {
+                return Err(ApiError::invalid(format!(
+                    "Field {f} is not a valid field."
+                )));
+            }
+        }
+    }
+    out.sort_by_key(|f| known.iter().position(|x| x == f));
+    Ok(out)
+}

@@ -66,22 +66,11 @@ fn ts(t: &Option<DateTime<Utc>>) -> Option<Ts<'_>> {
     t.as_ref().map(Ts)
 }
 
-/// An object with secrets hidden ([`ironic_model::secrets`]: secret keys at any depth,
-/// arrays included, and secret patterns in strings), plus the `extra` keys whole.
-struct Masked<'a> {
-    obj: &'a JsonObject,
-    extra: &'a [&'a str],
-}
-
-impl Serialize for Masked<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        secrets::masked_object(self.obj, self.extra).serialize(s)
-    }
-}
+use secrets::Masked;
 
 /// `obj` with secrets hidden, as a JSON value.
 pub fn masked(obj: &JsonObject) -> Value {
-    Value::Object(secrets::masked_object(obj, &[]))
+    serde_json::to_value(Masked { obj, extra: &[] }).unwrap_or(Value::Null)
 }
 
 /// `[{"href": <base>/v1/<path>, "rel": "self"}, {"href": <base>/<path>, "rel": "bookmark"}]`.

@@ -52,24 +52,26 @@ const STRIPES: usize = 64;
 
 /// The node locks this process holds, as it knows them: a node is noted when its lock
 /// is taken and forgotten when the work holding it ends (its [`LockGuard`] drops). Taking
-/// a lock and settling a doubtful one pass through a gate per node (striped), so that
-/// "the database says this host holds it, and nothing here does" is a fact, not a race.
+/// a lock passes a gate per node (striped) as a reader, so takings never wait for each
+/// other; settling a doubtful lock holds it as the writer, so that while it checks and
+/// releases, "the database says this host holds it, and nothing here does" is a fact,
+/// not a race.
 pub struct LockBook {
     held: std::sync::Mutex<std::collections::HashMap<NodeId, usize>>,
-    gates: Vec<tokio::sync::Mutex<()>>,
+    gates: Vec<tokio::sync::RwLock<()>>,
 }
 
 impl Default for LockBook {
     fn default() -> Self {
         LockBook {
             held: Default::default(),
-            gates: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            gates: (0..STRIPES).map(|_| tokio::sync::RwLock::new(())).collect(),
         }
     }
 }
 
 impl LockBook {
-    fn gate(&self, node_id: NodeId) -> &tokio::sync::Mutex<()> {
+    fn gate(&self, node_id: NodeId) -> &tokio::sync::RwLock<()> {
         &self.gates[(node_id.0.unsigned_abs() % STRIPES as u64) as usize]
     }
 
@@ -111,7 +113,7 @@ async fn settle_doubtful_lock(
     let mut pause = std::time::Duration::from_millis(250);
     loop {
         {
-            let _gate = book.gate(node_id).lock().await;
+            let _gate = book.gate(node_id).write().await;
             match db.node_by_id(node_id).await {
                 Ok(Some(n)) if n.reservation.as_deref() == Some(host.as_str()) => {
                     if book.holds(node_id) {
@@ -291,7 +293,7 @@ impl Core {
     /// may have been taken regardless), a background task settles it once the database
     /// is back ([`settle_doubtful_lock`]).
     pub(crate) async fn reserve(&self, node_id: NodeId) -> Result<Node, Error> {
-        let _gate = self.locks.gate(node_id).lock().await;
+        let _gate = self.locks.gate(node_id).read().await;
         let r = self.db.node_reserve(node_id, &self.settings.host).await;
         match &r {
             Ok(_) => self.locks.note(node_id),

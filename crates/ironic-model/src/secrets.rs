@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 /// What a secret is shown as.
@@ -52,30 +53,46 @@ pub fn is_secret_path(path: &str) -> bool {
     path.split('/').any(is_secret_key)
 }
 
-/// `v` with secrets hidden: values under secret keys become [`MASK`], at any depth,
-/// inside arrays too, and secret patterns inside strings are masked.
-pub fn masked(v: &Value) -> Value {
-    match v {
-        Value::Object(o) => Value::Object(masked_object(o, &[])),
-        Value::Array(a) => Value::Array(a.iter().map(masked).collect()),
-        Value::String(s) => Value::String(mask_text(s).into_owned()),
-        other => other.clone(),
+/// An object with secrets hidden, serialised as it is read (no copy, for answers):
+/// values under secret keys become [`MASK`], at any depth, inside arrays too, and secret
+/// patterns inside strings are masked; `extra` names more keys to hide whole (a node's
+/// `instance_info` hides `configdrive` and `image_url`).
+pub struct Masked<'a> {
+    pub obj: &'a Map<String, Value>,
+    pub extra: &'a [&'a str],
+}
+
+/// Any value with secrets hidden, as [`Masked`] does for objects.
+struct MaskedValue<'a>(&'a Value);
+
+impl Serialize for MaskedValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(obj) => Masked { obj, extra: &[] }.serialize(s),
+            Value::Array(a) => s.collect_seq(a.iter().map(MaskedValue)),
+            Value::String(text) => s.serialize_str(&mask_text(text)),
+            other => other.serialize(s),
+        }
     }
 }
 
-/// An object with secrets hidden; `extra` names more keys to hide whole (e.g. a node's
-/// `instance_info` hides `configdrive` and `image_url`).
-pub fn masked_object(o: &Map<String, Value>, extra: &[&str]) -> Map<String, Value> {
-    o.iter()
-        .map(|(k, v)| {
-            let shown = if is_secret_key(k) || extra.contains(&k.as_str()) {
-                Value::String(MASK.into())
+impl Serialize for Masked<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.obj.len()))?;
+        for (k, v) in self.obj {
+            if is_secret_key(k) || self.extra.contains(&k.as_str()) {
+                m.serialize_entry(k, MASK)?;
             } else {
-                masked(v)
-            };
-            (k.clone(), shown)
-        })
-        .collect()
+                m.serialize_entry(k, &MaskedValue(v))?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// `v` with secrets hidden, as a value (for messages that quote it).
+pub fn masked(v: &Value) -> Value {
+    serde_json::to_value(MaskedValue(v)).unwrap_or(Value::Null)
 }
 
 /// `s` with the value of every `<secret key><quote?><space?>[=:]<space?><quote?>value`

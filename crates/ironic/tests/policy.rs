@@ -137,7 +137,7 @@ async fn matrix(s: &Server) {
         Some(&json!({"driver": "fake-hardware", "name": "n2"})),
     )
     .await;
-    let n2 = r.json()["uuid"].as_str().unwrap().to_string();
+    expect(&r, 201, None, "admin creates n2");
 
     // Lists: a project sees what it owns or leases; another project's filter is 403.
     let r = call(s, "admin", "GET", "/v1/nodes", None).await;
@@ -413,7 +413,6 @@ async fn matrix(s: &Server) {
     expect(&r, 404, None, "another project");
     let r = call(s, "own-admin", "DELETE", "/v1/nodes/n3", None).await;
     expect(&r, 204, None, "owner admin deletes its node");
-    let _ = n2;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

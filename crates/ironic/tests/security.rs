@@ -143,7 +143,7 @@ async fn secrets_never_reach_answers_or_logs() {
     assert!(logs.contains("\\nforged"), "the newline is logged escaped");
 
     // The audit trail names who changed what, from where, and the outcome.
-    let audit: Vec<&str> = api_proc_log_lines(&logs, "ironic::audit");
+    let audit: Vec<&str> = lines_of(&logs, "ironic::audit");
     assert!(
         audit.iter().any(|l| l.contains("method=PATCH")
             && l.contains("route=\"/v1/nodes/{ident}\"")
@@ -163,7 +163,7 @@ async fn secrets_never_reach_answers_or_logs() {
     t.cleanup().await;
 }
 
-fn api_proc_log_lines<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
+fn lines_of<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
     logs.lines().filter(|l| l.contains(target)).collect()
 }
 

@@ -401,9 +401,10 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
     } = ctx;
     let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
     let corr = d.properties.correlation_id().clone();
+    let decoded = pb::Request::decode(&d.data[..]);
     // Taken too late: the caller has given up waiting for the notice and may have sent
     // the call again, so this one is dropped unrun and unannounced.
-    if let Ok(req) = pb::Request::decode(&d.data[..])
+    if let Ok(req) = &decoded
         && req.accept_by_unix_ms > 0
         && now_ms() > req.accept_by_unix_ms
     {
@@ -465,7 +466,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
         }
     }
     let sender = sender_cluster(&d.properties);
-    let reply = match pb::Request::decode(&d.data[..]) {
+    let reply = match decoded {
         _ if sender.as_deref() != Some(cluster.as_str()) => {
             let theirs = sender.as_deref().unwrap_or("none");
             tracing::error!(
