@@ -220,6 +220,57 @@ os baremetal node delete compat-ch
 os baremetal chassis delete "$ch"
 [ -z "$(os baremetal chassis list -f value -c UUID)" ] || fail "chassis delete"
 
+echo "== ports and port groups"
+pn=$(os baremetal node create --driver fake-hardware --name compat-nic -f value -c uuid)
+pg=$(os baremetal port group create --node "$pn" --name bond0 --address 52:54:00:00:aa:00 \
+  --mode 802.3ad --property miimon=100 --support-standalone-ports -f value -c uuid)
+[ -n "$pg" ] || fail "port group create"
+[ "$(os baremetal port group list -f value -c Name)" = bond0 ] || fail "port group list"
+[ "$(os baremetal port group show bond0 -f value -c mode)" = 802.3ad ] || fail "port group show"
+os baremetal port group set bond0 --extra team=net --name bond1
+os baremetal port group show bond1 -f json -c extra | grep -q '"team": "net"' || fail "port group set"
+os baremetal port group unset bond1 --extra team
+os baremetal port group show bond1 -f json -c extra | grep -q '"team"' && fail "port group unset"
+p1=$(os baremetal port create 52:54:00:00:AA:01 --node "$pn" --physical-network physnet1 \
+  --local-link-connection switch_id=0a:1b:2c:3d:4e:5f --local-link-connection port_id=Eth1/1 \
+  --port-group "$pg" -f value -c uuid)
+[ -n "$p1" ] || fail "port create"
+[ "$(os baremetal port show "$p1" -f value -c address)" = 52:54:00:00:aa:01 ] || fail "port show"
+[ "$(os baremetal port show "$p1" -f value -c portgroup_uuid)" = "$pg" ] || fail "port in group"
+p2=$(os baremetal port create 52:54:00:00:aa:02 --node "$pn" -f value -c uuid)
+[ "$(os baremetal port list --node compat-nic -f value -c Address | sort | tr '\n' ' ')" = "52:54:00:00:aa:01 52:54:00:00:aa:02 " ] \
+  || fail "port list --node: $(os baremetal port list --node compat-nic -f value)"
+[ "$(os baremetal port list --port-group bond1 -f value -c UUID)" = "$p1" ] || fail "port list --port-group"
+[ "$(os baremetal port list --address 52:54:00:00:aa:02 -f value -c UUID)" = "$p2" ] || fail "port list --address"
+os baremetal port list --long -f json | grep -q '"physical_network": "physnet1"' || fail "port list --long"
+os baremetal port set "$p2" --extra slot=two --pxe-disabled
+os baremetal port show "$p2" -f json -c extra | grep -q '"slot": "two"' || fail "port set"
+[ "$(os baremetal port show "$p2" -f value -c pxe_enabled)" = False ] || fail "port set --pxe-enabled"
+os baremetal port unset "$p2" --extra slot
+os baremetal port show "$p2" -f json -c extra | grep -q '"slot"' && fail "port unset"
+if os baremetal port create 52:54:00:00:aa:02 --node "$pn" 2>"$dir/err"; then fail "a duplicate MAC was accepted"; fi
+grep -q "already exists" "$dir/err" || fail "duplicate MAC error: $(cat "$dir/err")"
+if os baremetal port group delete bond1 2>"$dir/err"; then fail "a port group with ports was deleted"; fi
+grep -q "contains ports" "$dir/err" || fail "port group delete error: $(cat "$dir/err")"
+echo "== VIFs"
+os baremetal node set compat-nic --network-interface flat
+os baremetal node vif attach compat-nic vif-a
+os baremetal node vif attach compat-nic vif-b --port-uuid "$p2"
+[ "$(os baremetal node vif list compat-nic -f value -c ID | sort | tr '\n' ' ')" = "vif-a vif-b " ] \
+  || fail "node vif list: $(os baremetal node vif list compat-nic -f value)"
+os baremetal port group show bond1 -f json -c internal_info | grep -q '"tenant_vif_port_id": "vif-a"' \
+  || fail "the VIF went to the port group first"
+if os baremetal node vif attach compat-nic vif-c 2>"$dir/err"; then fail "a VIF without a free port was attached"; fi
+grep -q "not enough free physical ports" "$dir/err" || fail "vif attach error: $(cat "$dir/err")"
+os baremetal node vif detach compat-nic vif-a
+os baremetal node vif detach compat-nic vif-b
+[ -z "$(os baremetal node vif list compat-nic -f value -c ID)" ] || fail "node vif detach"
+os baremetal port delete "$p1"
+os baremetal port group delete bond1
+[ -z "$(os baremetal port group list -f value -c UUID)" ] || fail "port group delete"
+os baremetal node delete compat-nic
+[ -z "$(os baremetal port list -f value -c UUID)" ] || fail "a deleted node's ports remain"
+
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2
 [ -z "$(os baremetal node list -f value -c UUID)" ] || fail "delete"

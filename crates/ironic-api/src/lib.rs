@@ -14,7 +14,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, put};
+use axum::routing::{MethodRouter, delete, get, put};
 use ironic_db::Db;
 use ironic_model::node::NodeDefaults;
 use ironic_model::version::{self, Version, VersionError};
@@ -32,9 +32,11 @@ mod drivers;
 pub mod error;
 mod nodes;
 pub mod policy;
+mod ports;
 mod provision;
 mod query;
 mod root;
+mod vifs;
 pub use ironic_db::topology;
 pub mod view;
 
@@ -455,6 +457,44 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/chassis/{ident}/nodes", get(chassis::nodes)),
         ("/chassis/{ident}/nodes/detail", get(chassis::nodes_detail)),
+        ("/ports", get(ports::port_list).post(ports::port_create)),
+        ("/ports/detail", get(ports::port_detail)),
+        (
+            "/ports/{ident}",
+            get(ports::port_get)
+                .patch(ports::port_patch)
+                .delete(ports::port_delete),
+        ),
+        ("/nodes/{ident}/ports", get(ports::node_ports)),
+        ("/nodes/{ident}/ports/detail", get(ports::node_ports_detail)),
+        ("/nodes/{ident}/ports/{port}", get(ports::child_port_one)),
+        (
+            "/portgroups",
+            get(ports::portgroup_list).post(ports::portgroup_create),
+        ),
+        ("/portgroups/detail", get(ports::portgroup_detail)),
+        (
+            "/portgroups/{ident}",
+            get(ports::portgroup_get)
+                .patch(ports::portgroup_patch)
+                .delete(ports::portgroup_delete),
+        ),
+        ("/portgroups/{ident}/ports", get(ports::portgroup_ports)),
+        (
+            "/portgroups/{ident}/ports/detail",
+            get(ports::portgroup_ports_detail),
+        ),
+        (
+            "/portgroups/{ident}/ports/{port}",
+            get(ports::child_port_one),
+        ),
+        ("/nodes/{ident}/portgroups", get(ports::node_portgroups)),
+        (
+            "/nodes/{ident}/portgroups/detail",
+            get(ports::node_portgroups_detail),
+        ),
+        ("/nodes/{ident}/vifs", get(vifs::list).post(vifs::attach)),
+        ("/nodes/{ident}/vifs/{vif}", delete(vifs::detach)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

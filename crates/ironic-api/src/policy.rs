@@ -163,6 +163,9 @@ enum Rule {
     AllocationReader,
     /// System member, a member of the allocation's owner project.
     AllocationMember,
+    /// System admin or service, owner manager, the owner's service (creating and
+    /// deleting a node's ports).
+    SystemAdminOwnerManager,
 }
 
 impl Rule {
@@ -212,6 +215,9 @@ impl Rule {
             Rule::AnyMember => c.roles.has(MEMBER),
             Rule::AllocationReader => c.system(READER) || system_service || owner(READER),
             Rule::AllocationMember => c.system(MEMBER) || owner(MEMBER),
+            Rule::SystemAdminOwnerManager => {
+                c.system(ADMIN) || system_service || owner(MANAGER) || owner(SERVICE)
+            }
         }
     }
 }
@@ -290,6 +296,21 @@ policies! {
     DriverGet = "baremetal:driver:get" => SystemReader,
     DriverGetProperties = "baremetal:driver:get_properties" => SystemReader,
     ConductorGet = "baremetal:conductor:get" => SystemReader,
+    PortGet = "baremetal:port:get" => ProjectReader,
+    PortList = "baremetal:port:list" => AnyReader,
+    PortListAll = "baremetal:port:list_all" => SystemReader,
+    PortCreate = "baremetal:port:create" => SystemAdminOwnerManager,
+    PortDelete = "baremetal:port:delete" => SystemAdminOwnerManager,
+    PortUpdate = "baremetal:port:update" => OwnerManager,
+    PortgroupGet = "baremetal:portgroup:get" => ProjectReader,
+    PortgroupList = "baremetal:portgroup:list" => AnyReader,
+    PortgroupListAll = "baremetal:portgroup:list_all" => SystemReader,
+    PortgroupCreate = "baremetal:portgroup:create" => SystemAdminOwnerManager,
+    PortgroupDelete = "baremetal:portgroup:delete" => SystemAdminOwnerManager,
+    PortgroupUpdate = "baremetal:portgroup:update" => OwnerManager,
+    NodeVifList = "baremetal:node:vif:list" => ProjectReader,
+    NodeVifAttach = "baremetal:node:vif:attach" => OwnerMemberLesseeManager,
+    NodeVifDetach = "baremetal:node:vif:detach" => OwnerMemberLesseeManager,
 }
 
 impl Policy {
@@ -382,6 +403,45 @@ impl Authz {
             );
         }
         ok
+    }
+
+    /// Whether the caller could pass `p` on some object: the best case, an object its
+    /// own project owns and leases (the rules only ever grant more for a match).
+    /// Checked before looking an object up, so that a caller who may not do `p` on
+    /// anything learns nothing about what exists (403).
+    pub fn could(&self, p: Policy) -> Result<(), ApiError> {
+        let mine = self.project();
+        if self.allows(
+            p,
+            Target {
+                owner: mine,
+                lessee: mine,
+            },
+        ) {
+            Ok(())
+        } else {
+            Err(p.denied())
+        }
+    }
+
+    /// `p` on an object of `node` (a port, a port group …) asked for as `ident`: the
+    /// object's not-found error when the caller may not see the node, 403 when it may
+    /// see it but not do `p`.
+    pub fn on_child(
+        &self,
+        node: &Node,
+        get: Policy,
+        p: Policy,
+        not_found: impl FnOnce() -> Error,
+    ) -> Result<(), ApiError> {
+        if !self.allows(get, Target::node(node)) {
+            return Err(not_found().into());
+        }
+        if p == get || self.allows(p, Target::node(node)) {
+            Ok(())
+        } else {
+            Err(p.denied())
+        }
     }
 
     /// An operation without an object (or checked before looking it up): 403 if denied.

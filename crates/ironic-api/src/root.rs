@@ -55,8 +55,12 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     );
     doc.insert("chassis".into(), pair(&base, "chassis"));
     doc.insert("nodes".into(), pair(&base, "nodes"));
+    doc.insert("ports".into(), pair(&base, "ports"));
     doc.insert("drivers".into(), pair(&base, "drivers"));
     doc.insert("version".into(), version_object(&base));
+    if req.version.at_least(23) {
+        doc.insert("portgroups".into(), pair(&base, "portgroups"));
+    }
     if req.version.at_least(49) {
         doc.insert("conductors".into(), pair(&base, "conductors"));
     }

@@ -21,16 +21,20 @@ use ironic_model::{Error, Node};
 pub use crate::core::Core;
 use ironic_catalog::steps::OfferedStep;
 use ironic_model::Allocation;
+use ironic_model::port::{Port, Portgroup};
 use ironic_rpc::calls::{
-    AddNodeTraits, ChangeNodePowerState, CreateAllocation, CreateNode, DestroyAllocation,
-    DestroyNode, DoNodeClean, DoNodeDeploy, DoNodeTearDown, DoProvisioningAction, GetCleanSteps,
-    Ping, RemoveNodeTraits, SetMaintenance, UpdateNode, ValidateDriverInterfaces,
+    AddNodeTraits, ChangeNodePowerState, CreateAllocation, CreateNode, CreatePort, CreatePortgroup,
+    DestroyAllocation, DestroyNode, DestroyPort, DestroyPortgroup, DoNodeClean, DoNodeDeploy,
+    DoNodeTearDown, DoProvisioningAction, GetCleanSteps, Ping, RemoveNodeTraits, SetMaintenance,
+    UpdateNode, UpdatePort, UpdatePortgroup, ValidateDriverInterfaces, VifAttach, VifDetach,
+    VifList, Vifs,
 };
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
 
 mod allocations;
 mod core;
 mod lock;
+mod nics;
 pub mod oneview;
 mod provision;
 pub mod registry;
@@ -491,5 +495,49 @@ impl Handlers for Conductor {
             }
             r => r,
         }
+    }
+
+    async fn create_port(&self, ctx: &Context, req: CreatePort) -> Result<Port, Error> {
+        Conductor::create_port(self, ctx, req).await
+    }
+
+    async fn update_port(&self, _ctx: &Context, req: UpdatePort) -> Result<Port, Error> {
+        Conductor::update_port(self, req).await
+    }
+
+    async fn destroy_port(&self, ctx: &Context, req: DestroyPort) -> Result<(), Error> {
+        Conductor::destroy_port(self, ctx, req).await
+    }
+
+    async fn create_portgroup(
+        &self,
+        ctx: &Context,
+        req: CreatePortgroup,
+    ) -> Result<Portgroup, Error> {
+        Conductor::create_portgroup(self, ctx, req).await
+    }
+
+    async fn update_portgroup(
+        &self,
+        _ctx: &Context,
+        req: UpdatePortgroup,
+    ) -> Result<Portgroup, Error> {
+        Conductor::update_portgroup(self, req).await
+    }
+
+    async fn destroy_portgroup(&self, ctx: &Context, req: DestroyPortgroup) -> Result<(), Error> {
+        Conductor::destroy_portgroup(self, ctx, req).await
+    }
+
+    async fn vif_list(&self, _ctx: &Context, req: VifList) -> Result<Vifs, Error> {
+        Conductor::vif_list(self, req).await
+    }
+
+    async fn vif_attach(&self, ctx: &Context, req: VifAttach) -> Result<(), Error> {
+        Conductor::vif_attach(self, ctx, req).await
+    }
+
+    async fn vif_detach(&self, ctx: &Context, req: VifDetach) -> Result<(), Error> {
+        Conductor::vif_detach(self, ctx, req).await
     }
 }

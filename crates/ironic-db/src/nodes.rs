@@ -362,7 +362,7 @@ impl NodeRow {
 }
 
 /// A value to bind, so that one argument list serves both backends.
-enum Arg {
+pub(crate) enum Arg {
     Text(Option<String>),
     I64(Option<i64>),
     Bool(Option<bool>),
@@ -385,6 +385,7 @@ macro_rules! bind_all {
         q
     }};
 }
+pub(crate) use bind_all;
 
 fn t(s: &Option<String>) -> Arg {
     Arg::Text(s.clone())
@@ -562,13 +563,13 @@ impl Default for NodeListQuery {
 }
 
 /// Builds `WHERE` clauses and their arguments with numbered placeholders.
-struct Where {
-    clauses: Vec<String>,
-    args: Vec<Arg>,
+pub(crate) struct Where {
+    pub(crate) clauses: Vec<String>,
+    pub(crate) args: Vec<Arg>,
 }
 
 impl Where {
-    fn push(&mut self, clause_with_placeholder: impl FnOnce(usize) -> String, arg: Arg) {
+    pub(crate) fn push(&mut self, clause_with_placeholder: impl FnOnce(usize) -> String, arg: Arg) {
         self.args.push(arg);
         let n = self.args.len();
         self.clauses.push(clause_with_placeholder(n));

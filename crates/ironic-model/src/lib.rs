@@ -14,6 +14,7 @@ pub mod ids;
 pub mod names;
 pub mod node;
 pub mod patch;
+pub mod port;
 pub mod ring;
 pub mod secrets;
 pub mod states;

@@ -9,13 +9,15 @@
 
 use ironic_catalog::steps::{OfferedStep, Requested};
 use ironic_model::patch::PatchOp;
+use ironic_model::port::{Port, Portgroup};
 use ironic_model::{Allocation, AllocationRef, Error, NewAllocation, Node, Version};
 
 use crate::contract::{Call, Reply, Route, contract};
 use crate::convert::{
     allocation_from_pb, allocation_ref_from_pb, allocation_ref_to_pb, bad, new_allocation_from_pb,
     new_allocation_to_pb, node_from_pb, node_ref_from_pb, node_ref_to_pb, node_to_pb,
-    patch_from_pb, patch_to_pb, steps_from_pb, steps_to_pb,
+    patch_from_pb, patch_to_pb, port_from_pb, port_to_pb, portgroup_from_pb, portgroup_to_pb,
+    steps_from_pb, steps_to_pb,
 };
 use crate::pb::conductor_methods as m;
 use crate::{NodeRef, pb};
@@ -64,6 +66,44 @@ impl Reply for Allocation {
     }
     fn from_wire(w: pb::AllocationReply) -> Result<Allocation, Error> {
         allocation_from_pb(w.allocation)
+    }
+}
+
+impl Reply for Port {
+    type Wire = pb::PortReply;
+    fn to_wire(self) -> pb::PortReply {
+        pb::PortReply {
+            port: Some(port_to_pb(&self)),
+        }
+    }
+    fn from_wire(w: pb::PortReply) -> Result<Port, Error> {
+        port_from_pb(w.port)
+    }
+}
+
+impl Reply for Portgroup {
+    type Wire = pb::PortgroupReply;
+    fn to_wire(self) -> pb::PortgroupReply {
+        pb::PortgroupReply {
+            portgroup: Some(portgroup_to_pb(&self)),
+        }
+    }
+    fn from_wire(w: pb::PortgroupReply) -> Result<Portgroup, Error> {
+        portgroup_from_pb(w.portgroup)
+    }
+}
+
+/// The VIFs attached to a node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Vifs(pub Vec<String>);
+
+impl Reply for Vifs {
+    type Wire = pb::VifsReply;
+    fn to_wire(self) -> pb::VifsReply {
+        pb::VifsReply { vifs: self.0 }
+    }
+    fn from_wire(w: pb::VifsReply) -> Result<Vifs, Error> {
+        Ok(Vifs(w.vifs))
     }
 }
 
@@ -735,6 +775,333 @@ impl Call for DestroyAllocation {
     }
 }
 
+fn api_minor(v: u32) -> Result<Version, Error> {
+    u16::try_from(v)
+        .map(Version::new)
+        .map_err(|_| Error::invalid("api_minor out of range"))
+}
+
+/// Stores a new port of `node` (under its lock): the port group rules, then the
+/// database's uniqueness of uuid, MAC address and name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePort {
+    pub node: NodeRef,
+    pub port: Port,
+}
+
+impl Call for CreatePort {
+    const METHOD: &'static str = m::CREATE_PORT;
+    type Reply = Port;
+    type Wire = pb::CreatePortRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// The port has its uuid before it is sent: a repeat that finds it stored (same
+    /// address and node) answers with it.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read port {} to see whether it was created before trying again.",
+            self.port.uuid
+        )
+    }
+    fn to_wire(self) -> pb::CreatePortRequest {
+        pb::CreatePortRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            port: Some(port_to_pb(&self.port)),
+        }
+    }
+    fn from_wire(w: pb::CreatePortRequest) -> Result<Self, Error> {
+        Ok(CreatePort {
+            node: node_ref_from_pb(w.node)?,
+            port: port_from_pb(w.port)?,
+        })
+    }
+}
+
+/// A JSON Patch applied to a port under its node's lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdatePort {
+    /// The port's node (before the patch).
+    pub node: NodeRef,
+    pub port_uuid: String,
+    pub patch: Vec<PatchOp>,
+    pub version: Version,
+}
+
+impl Call for UpdatePort {
+    const METHOD: &'static str = m::UPDATE_PORT;
+    type Reply = Port;
+    type Wire = pb::UpdatePortRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read port {} to see whether the change was made before trying again.",
+            self.port_uuid
+        )
+    }
+    fn to_wire(self) -> pb::UpdatePortRequest {
+        pb::UpdatePortRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            port_uuid: self.port_uuid,
+            patch: patch_to_pb(&self.patch),
+            api_minor: u32::from(self.version.minor),
+        }
+    }
+    fn from_wire(w: pb::UpdatePortRequest) -> Result<Self, Error> {
+        Ok(UpdatePort {
+            node: node_ref_from_pb(w.node)?,
+            port_uuid: w.port_uuid,
+            patch: patch_from_pb(w.patch)?,
+            version: api_minor(w.api_minor)?,
+        })
+    }
+}
+
+/// Deletes a port (under its node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestroyPort {
+    pub node: NodeRef,
+    pub port_uuid: String,
+}
+
+impl Call for DestroyPort {
+    const METHOD: &'static str = m::DESTROY_PORT;
+    type Reply = ();
+    type Wire = pb::DestroyPortRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds the port gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::DestroyPortRequest {
+        pb::DestroyPortRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            port_uuid: self.port_uuid,
+        }
+    }
+    fn from_wire(w: pb::DestroyPortRequest) -> Result<Self, Error> {
+        Ok(DestroyPort {
+            node: node_ref_from_pb(w.node)?,
+            port_uuid: w.port_uuid,
+        })
+    }
+}
+
+/// Stores a new port group of `node` (under its lock).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreatePortgroup {
+    pub node: NodeRef,
+    pub portgroup: Portgroup,
+}
+
+impl Call for CreatePortgroup {
+    const METHOD: &'static str = m::CREATE_PORTGROUP;
+    type Reply = Portgroup;
+    type Wire = pb::CreatePortgroupRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// As for ports: the uuid is chosen before sending.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read port group {} to see whether it was created before trying again.",
+            self.portgroup.uuid
+        )
+    }
+    fn to_wire(self) -> pb::CreatePortgroupRequest {
+        pb::CreatePortgroupRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            portgroup: Some(portgroup_to_pb(&self.portgroup)),
+        }
+    }
+    fn from_wire(w: pb::CreatePortgroupRequest) -> Result<Self, Error> {
+        Ok(CreatePortgroup {
+            node: node_ref_from_pb(w.node)?,
+            portgroup: portgroup_from_pb(w.portgroup)?,
+        })
+    }
+}
+
+/// A JSON Patch applied to a port group under its node's lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdatePortgroup {
+    pub node: NodeRef,
+    pub portgroup_uuid: String,
+    pub patch: Vec<PatchOp>,
+    pub version: Version,
+}
+
+impl Call for UpdatePortgroup {
+    const METHOD: &'static str = m::UPDATE_PORTGROUP;
+    type Reply = Portgroup;
+    type Wire = pb::UpdatePortgroupRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read port group {} to see whether the change was made before trying again.",
+            self.portgroup_uuid
+        )
+    }
+    fn to_wire(self) -> pb::UpdatePortgroupRequest {
+        pb::UpdatePortgroupRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            portgroup_uuid: self.portgroup_uuid,
+            patch: patch_to_pb(&self.patch),
+            api_minor: u32::from(self.version.minor),
+        }
+    }
+    fn from_wire(w: pb::UpdatePortgroupRequest) -> Result<Self, Error> {
+        Ok(UpdatePortgroup {
+            node: node_ref_from_pb(w.node)?,
+            portgroup_uuid: w.portgroup_uuid,
+            patch: patch_from_pb(w.patch)?,
+            version: api_minor(w.api_minor)?,
+        })
+    }
+}
+
+/// Deletes a port group without ports (under its node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestroyPortgroup {
+    pub node: NodeRef,
+    pub portgroup_uuid: String,
+}
+
+impl Call for DestroyPortgroup {
+    const METHOD: &'static str = m::DESTROY_PORTGROUP;
+    type Reply = ();
+    type Wire = pb::DestroyPortgroupRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds the port group gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::DestroyPortgroupRequest {
+        pb::DestroyPortgroupRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            portgroup_uuid: self.portgroup_uuid,
+        }
+    }
+    fn from_wire(w: pb::DestroyPortgroupRequest) -> Result<Self, Error> {
+        Ok(DestroyPortgroup {
+            node: node_ref_from_pb(w.node)?,
+            portgroup_uuid: w.portgroup_uuid,
+        })
+    }
+}
+
+/// The VIFs of a node, as its network interface records them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VifList {
+    pub node: NodeRef,
+}
+
+impl Call for VifList {
+    const METHOD: &'static str = m::VIF_LIST;
+    type Reply = Vifs;
+    type Wire = pb::VifListRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::VifListRequest {
+        pb::VifListRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::VifListRequest) -> Result<Self, Error> {
+        Ok(VifList {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Attaches a VIF to a free port or port group of the node (under its lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VifAttach {
+    pub node: NodeRef,
+    pub vif_id: String,
+    pub port_uuid: Option<String>,
+    pub portgroup_uuid: Option<String>,
+}
+
+impl Call for VifAttach {
+    const METHOD: &'static str = m::VIF_ATTACH;
+    type Reply = ();
+    type Wire = pb::VifAttachRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds the VIF attached succeeds.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::VifAttachRequest {
+        pb::VifAttachRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            vif_id: self.vif_id,
+            port_uuid: self.port_uuid,
+            portgroup_uuid: self.portgroup_uuid,
+        }
+    }
+    fn from_wire(w: pb::VifAttachRequest) -> Result<Self, Error> {
+        Ok(VifAttach {
+            node: node_ref_from_pb(w.node)?,
+            vif_id: w.vif_id,
+            port_uuid: w.port_uuid,
+            portgroup_uuid: w.portgroup_uuid,
+        })
+    }
+}
+
+/// Detaches a VIF from the node (under its lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VifDetach {
+    pub node: NodeRef,
+    pub vif_id: String,
+}
+
+impl Call for VifDetach {
+    const METHOD: &'static str = m::VIF_DETACH;
+    type Reply = ();
+    type Wire = pb::VifDetachRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds the VIF gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::VifDetachRequest {
+        pb::VifDetachRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            vif_id: self.vif_id,
+        }
+    }
+    fn from_wire(w: pb::VifDetachRequest) -> Result<Self, Error> {
+        Ok(VifDetach {
+            node: node_ref_from_pb(w.node)?,
+            vif_id: w.vif_id,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The list
 
@@ -756,6 +1123,15 @@ contract! {
     GetCleanSteps => get_clean_steps,
     CreateAllocation => create_allocation,
     DestroyAllocation => destroy_allocation,
+    CreatePort => create_port,
+    UpdatePort => update_port,
+    DestroyPort => destroy_port,
+    CreatePortgroup => create_portgroup,
+    UpdatePortgroup => update_portgroup,
+    DestroyPortgroup => destroy_portgroup,
+    VifList => vif_list,
+    VifAttach => vif_attach,
+    VifDetach => vif_detach,
 }
 
 #[cfg(test)]
@@ -847,6 +1223,16 @@ mod tests {
                 id: ironic_model::AllocationId(9),
                 uuid: "u".into(),
             },
+        });
+        round_trip(VifAttach {
+            node: node.clone(),
+            vif_id: "v".into(),
+            port_uuid: None,
+            portgroup_uuid: Some("g".into()),
+        });
+        round_trip(DestroyPort {
+            node: node.clone(),
+            port_uuid: "p".into(),
         });
         round_trip(DoNodeDeploy {
             node,

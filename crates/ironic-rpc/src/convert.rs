@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use ironic_model::node::{INTERFACE_TYPES, Interfaces, JsonObject};
 use ironic_model::patch::{Op, PatchOp};
+use ironic_model::port::{Port, Portgroup};
 use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node, NodeUuid};
 
@@ -358,6 +359,103 @@ pub fn error_from_pb(e: pb::RpcError) -> Error {
         K::Unimplemented => Error::Internal(format!("conductor does not implement: {m}")),
         K::Internal | K::Unspecified => Error::Internal(m),
     }
+}
+
+pub fn port_to_pb(p: &Port) -> pb::Port {
+    pb::Port {
+        id: p.id,
+        uuid: p.uuid.clone(),
+        address: p.address.clone(),
+        node_id: p.node_id.0,
+        node_uuid: p.node_uuid.clone(),
+        portgroup_id: p.portgroup_id,
+        portgroup_uuid: p.portgroup_uuid.clone(),
+        extra_json: json_text(&p.extra),
+        internal_info_json: json_text(&p.internal_info),
+        local_link_connection_json: json_text(&p.local_link_connection),
+        pxe_enabled: p.pxe_enabled,
+        physical_network: p.physical_network.clone(),
+        is_smartnic: p.is_smartnic,
+        name: p.name.clone(),
+        description: p.description.clone(),
+        vendor: p.vendor.clone(),
+        category: p.category.clone(),
+        available_for_dynamic_portgroup: p.available_for_dynamic_portgroup,
+        created_at_us: us(&p.created_at),
+        updated_at_us: p.updated_at.as_ref().map(us),
+    }
+}
+
+pub fn port_from_pb(p: Option<pb::Port>) -> Result<Port, Error> {
+    let p = p.ok_or_else(|| bad("port"))?;
+    Ok(Port {
+        id: p.id,
+        uuid: p.uuid,
+        address: p.address,
+        node_id: NodeId(p.node_id),
+        node_uuid: p.node_uuid,
+        portgroup_id: p.portgroup_id,
+        portgroup_uuid: p.portgroup_uuid,
+        extra: json_obj(&p.extra_json, "port extra")?,
+        internal_info: json_obj(&p.internal_info_json, "port internal_info")?,
+        local_link_connection: json_obj(
+            &p.local_link_connection_json,
+            "port local_link_connection",
+        )?,
+        pxe_enabled: p.pxe_enabled,
+        physical_network: p.physical_network,
+        is_smartnic: p.is_smartnic,
+        name: p.name,
+        description: p.description,
+        vendor: p.vendor,
+        category: p.category,
+        available_for_dynamic_portgroup: p.available_for_dynamic_portgroup,
+        created_at: from_us(p.created_at_us, "created_at")?,
+        updated_at: opt_from_us(p.updated_at_us, "updated_at")?,
+    })
+}
+
+pub fn portgroup_to_pb(g: &Portgroup) -> pb::Portgroup {
+    pb::Portgroup {
+        id: g.id,
+        uuid: g.uuid.clone(),
+        name: g.name.clone(),
+        address: g.address.clone(),
+        node_id: g.node_id.0,
+        node_uuid: g.node_uuid.clone(),
+        extra_json: json_text(&g.extra),
+        internal_info_json: json_text(&g.internal_info),
+        mode: g.mode.clone(),
+        properties_json: json_text(&g.properties),
+        standalone_ports_supported: g.standalone_ports_supported,
+        physical_network: g.physical_network.clone(),
+        category: g.category.clone(),
+        dynamic_portgroup: g.dynamic_portgroup,
+        created_at_us: us(&g.created_at),
+        updated_at_us: g.updated_at.as_ref().map(us),
+    }
+}
+
+pub fn portgroup_from_pb(g: Option<pb::Portgroup>) -> Result<Portgroup, Error> {
+    let g = g.ok_or_else(|| bad("portgroup"))?;
+    Ok(Portgroup {
+        id: g.id,
+        uuid: g.uuid,
+        name: g.name,
+        address: g.address,
+        node_id: NodeId(g.node_id),
+        node_uuid: g.node_uuid,
+        extra: json_obj(&g.extra_json, "portgroup extra")?,
+        internal_info: json_obj(&g.internal_info_json, "portgroup internal_info")?,
+        mode: g.mode,
+        properties: json_obj(&g.properties_json, "portgroup properties")?,
+        standalone_ports_supported: g.standalone_ports_supported,
+        physical_network: g.physical_network,
+        category: g.category,
+        dynamic_portgroup: g.dynamic_portgroup,
+        created_at: from_us(g.created_at_us, "created_at")?,
+        updated_at: opt_from_us(g.updated_at_us, "updated_at")?,
+    })
 }
 
 #[cfg(test)]
