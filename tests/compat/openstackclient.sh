@@ -271,6 +271,33 @@ os baremetal port group delete bond1
 os baremetal node delete compat-nic
 [ -z "$(os baremetal port list -f value -c UUID)" ] || fail "a deleted node's ports remain"
 
+echo "== volume connectors and targets"
+vn=$(os baremetal node create --driver fake-hardware --name compat-vol -f value -c uuid)
+vc=$(os baremetal volume connector create --node "$vn" --type iqn \
+  --connector-id iqn.2017-07.org.openstack:01:compat -f value -c uuid)
+[ "$(os baremetal volume connector list -f value -c UUID)" = "$vc" ] || fail "volume connector list"
+[ "$(os baremetal volume connector show "$vc" -f value -c type)" = iqn ] || fail "volume connector show"
+vt=$(os baremetal volume target create --node "$vn" --type iscsi --boot-index 0 --volume-id vol-1 \
+  --property target_lun=0 -f value -c uuid)
+[ "$(os baremetal volume target list --node compat-vol -f value -c UUID)" = "$vt" ] || fail "volume target list"
+if os baremetal volume target set "$vt" --volume-id vol-2 2>"$dir/err"; then fail "a target changed on a node not powered off"; fi
+grep -q "can not be performed on node" "$dir/err" || fail "volume target set error: $(cat "$dir/err")"
+os baremetal node power off compat-vol
+os baremetal volume target set "$vt" --volume-id vol-2 --extra a=b
+[ "$(os baremetal volume target show "$vt" -f value -c volume_id)" = vol-2 ] || fail "volume target set"
+os baremetal volume target unset "$vt" --extra a
+os baremetal volume connector set "$vc" --extra a=b
+os baremetal volume connector show "$vc" -f json -c extra | grep -q '"a": "b"' || fail "volume connector set"
+os baremetal volume connector unset "$vc" --extra a
+if os baremetal volume target create --node "$vn" --type iscsi --boot-index 0 --volume-id vol-3 2>"$dir/err"; then
+  fail "a second boot index 0 was accepted"; fi
+grep -q "boot index '0'" "$dir/err" || fail "boot index error: $(cat "$dir/err")"
+os baremetal volume target delete "$vt"
+os baremetal volume connector delete "$vc"
+[ -z "$(os baremetal volume connector list -f value -c UUID)$(os baremetal volume target list -f value -c UUID)" ] \
+  || fail "volume delete"
+os baremetal node delete compat-vol
+
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2
 [ -z "$(os baremetal node list -f value -c UUID)" ] || fail "delete"

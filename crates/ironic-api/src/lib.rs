@@ -37,6 +37,7 @@ mod provision;
 mod query;
 mod root;
 mod vifs;
+mod volume;
 pub use ironic_db::topology;
 pub mod view;
 
@@ -495,6 +496,33 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/nodes/{ident}/vifs", get(vifs::list).post(vifs::attach)),
         ("/nodes/{ident}/vifs/{vif}", delete(vifs::detach)),
+        ("/volume", get(volume::root)),
+        (
+            "/volume/connectors",
+            get(volume::connector_list).post(volume::connector_create),
+        ),
+        (
+            "/volume/connectors/{ident}",
+            get(volume::connector_get)
+                .patch(volume::connector_patch)
+                .delete(volume::connector_delete),
+        ),
+        (
+            "/volume/targets",
+            get(volume::target_list).post(volume::target_create),
+        ),
+        (
+            "/volume/targets/{ident}",
+            get(volume::target_get)
+                .patch(volume::target_patch)
+                .delete(volume::target_delete),
+        ),
+        ("/nodes/{ident}/volume", get(volume::node_root)),
+        (
+            "/nodes/{ident}/volume/connectors",
+            get(volume::node_connectors),
+        ),
+        ("/nodes/{ident}/volume/targets", get(volume::node_targets)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

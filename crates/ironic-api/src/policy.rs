@@ -166,6 +166,11 @@ enum Rule {
     /// System admin or service, owner manager, the owner's service (creating and
     /// deleting a node's ports).
     SystemAdminOwnerManager,
+    /// System member or service, owner or lessee manager, the owner's service
+    /// (creating and deleting volume connectors and targets).
+    ProjectManager,
+    /// System reader, or an admin in any scope (a volume target's properties).
+    SystemReaderOrAnyAdmin,
 }
 
 impl Rule {
@@ -215,6 +220,14 @@ impl Rule {
             Rule::AnyMember => c.roles.has(MEMBER),
             Rule::AllocationReader => c.system(READER) || system_service || owner(READER),
             Rule::AllocationMember => c.system(MEMBER) || owner(MEMBER),
+            Rule::ProjectManager => {
+                c.system(MEMBER)
+                    || system_service
+                    || owner(MANAGER)
+                    || lessee(MANAGER)
+                    || owner(SERVICE)
+            }
+            Rule::SystemReaderOrAnyAdmin => c.system(READER) || c.roles.has(ADMIN),
             Rule::SystemAdminOwnerManager => {
                 c.system(ADMIN) || system_service || owner(MANAGER) || owner(SERVICE)
             }
@@ -311,6 +324,13 @@ policies! {
     NodeVifList = "baremetal:node:vif:list" => ProjectReader,
     NodeVifAttach = "baremetal:node:vif:attach" => OwnerMemberLesseeManager,
     NodeVifDetach = "baremetal:node:vif:detach" => OwnerMemberLesseeManager,
+    VolumeGet = "baremetal:volume:get" => ProjectReader,
+    VolumeList = "baremetal:volume:list" => AnyReader,
+    VolumeListAll = "baremetal:volume:list_all" => SystemReader,
+    VolumeCreate = "baremetal:volume:create" => ProjectManager,
+    VolumeDelete = "baremetal:volume:delete" => ProjectManager,
+    VolumeUpdate = "baremetal:volume:update" => OwnerMemberLesseeManager,
+    VolumeViewTargetProperties = "baremetal:volume:view_target_properties" => SystemReaderOrAnyAdmin,
 }
 
 impl Policy {

@@ -31,12 +31,30 @@ use crate::{AppState, Base, Req, json_response};
 
 type ApiResult = Result<Response, ApiError>;
 
-/// What ports and port groups have in common for the API.
+/// A field only some callers see: the policy, and how to hide it from the others.
+pub(crate) type Restricted<T> = (Policy, fn(&mut T));
+
+/// What ports, port groups and volume objects have in common for the API.
 pub(crate) trait Nic: Sized + Send {
     /// Singular, as in messages and schema errors.
     const WHAT: &'static str;
-    /// The collection's path and list key.
-    const PLURAL: &'static str;
+    /// The collection's path below `/v1`.
+    const PATH: &'static str;
+    /// The list's key.
+    const KEY: &'static str;
+    /// The field `links` goes before (`""`: at the end).
+    const LINKS_BEFORE: &'static str;
+    /// Found by name too (else by uuid only: 400 for anything else).
+    const BY_NAME: bool;
+    /// The list's filter arguments.
+    const FILTERS: &'static [&'static str];
+    /// The microversion of the `detail` argument.
+    const DETAIL_SINCE: u16;
+    /// A field only some callers see (a target's `properties`): the policy, and what
+    /// the others see instead.
+    fn restricted() -> Option<Restricted<Self>> {
+        None
+    }
     const FIELDS: &'static [(&'static str, u16)];
     const DEFAULT_FIELDS: &'static [&'static str];
     const GET: Policy;
@@ -63,7 +81,20 @@ fn s(v: &Option<String>) -> Value {
 
 impl Nic for Port {
     const WHAT: &'static str = "port";
-    const PLURAL: &'static str = "ports";
+    const PATH: &'static str = "ports";
+    const KEY: &'static str = "ports";
+    const LINKS_BEFORE: &'static str = "portgroup_uuid";
+    const BY_NAME: bool = true;
+    const FILTERS: &'static [&'static str] = &[
+        "node",
+        "node_uuid",
+        "address",
+        "portgroup",
+        "description_contains",
+        "shard",
+        "conductor_groups",
+    ];
+    const DETAIL_SINCE: u16 = 43;
     const FIELDS: &'static [(&'static str, u16)] = PORT_FIELDS;
     const DEFAULT_FIELDS: &'static [&'static str] = pm::PORT_DEFAULT_LIST_FIELDS;
     const GET: Policy = Policy::PortGet;
@@ -114,7 +145,13 @@ impl Nic for Port {
 
 impl Nic for Portgroup {
     const WHAT: &'static str = "portgroup";
-    const PLURAL: &'static str = "portgroups";
+    const PATH: &'static str = "portgroups";
+    const KEY: &'static str = "portgroups";
+    const LINKS_BEFORE: &'static str = "";
+    const BY_NAME: bool = true;
+    const FILTERS: &'static [&'static str] =
+        &["node", "node_uuid", "address", "shard", "conductor_groups"];
+    const DETAIL_SINCE: u16 = 43;
     const FIELDS: &'static [(&'static str, u16)] = PORTGROUP_FIELDS;
     const DEFAULT_FIELDS: &'static [&'static str] = pm::PORTGROUP_DEFAULT_LIST_FIELDS;
     const GET: Policy = Policy::PortgroupGet;
@@ -169,7 +206,7 @@ impl Nic for Portgroup {
 }
 
 /// Portgroup endpoints below 1.23: upstream's 404.
-fn gate<T: Nic>(v: Version) -> Result<(), ApiError> {
+pub(crate) fn gate<T: Nic>(v: Version) -> Result<(), ApiError> {
     if v.at_least(T::SINCE) {
         Ok(())
     } else {
@@ -177,13 +214,13 @@ fn gate<T: Nic>(v: Version) -> Result<(), ApiError> {
     }
 }
 
-/// An object in upstream's field order; `links` goes before `portgroup_uuid` (ports)
-/// or at the end, then the trailer of full views.
-fn render<T: Nic>(o: &T, base: &str, fields: &[&str], full: bool, v: Version) -> Value {
+/// An object in upstream's field order; `links` goes before [`Nic::LINKS_BEFORE`] or
+/// at the end, then the trailer of full views.
+pub(crate) fn render<T: Nic>(o: &T, base: &str, fields: &[&str], full: bool, v: Version) -> Value {
     let mut m = Map::new();
-    let links = || links_value(base, &format!("{}/{}", T::PLURAL, o.uuid()));
+    let links = || links_value(base, &format!("{}/{}", T::PATH, o.uuid()));
     for f in fields {
-        if *f == "portgroup_uuid" {
+        if *f == T::LINKS_BEFORE {
             m.insert("links".into(), links());
         }
         m.insert((*f).to_string(), o.value(f));
@@ -198,7 +235,7 @@ fn render<T: Nic>(o: &T, base: &str, fields: &[&str], full: bool, v: Version) ->
 }
 
 /// `fields=`: known fields at this version (400 for unknown, 406 for newer ones).
-fn fields_param<T: Nic>(list: &str, v: Version) -> Result<Vec<&'static str>, ApiError> {
+pub(crate) fn fields_param<T: Nic>(list: &str, v: Version) -> Result<Vec<&'static str>, ApiError> {
     if !v.at_least(8) {
         return Err(Error::not_acceptable().into());
     }
@@ -212,7 +249,7 @@ fn fields_param<T: Nic>(list: &str, v: Version) -> Result<Vec<&'static str>, Api
 
 /// Loads `ident` (a uuid, or a name) and its node; 404 when either is missing or the
 /// caller may not see the node, 403 when it may see it but not do `p`.
-async fn load<T: Nic>(
+pub(crate) async fn load<T: Nic>(
     st: &AppState,
     authz: &Authz,
     ident: &str,
@@ -221,7 +258,13 @@ async fn load<T: Nic>(
     let uuid = canonical_uuid(ident);
     let key = match &uuid {
         Some(u) => Key::Uuid(u),
-        None => Key::Name(ident),
+        None if T::BY_NAME => Key::Name(ident),
+        None => {
+            return Err(ApiError::invalid(format!(
+                "Expected UUID for {}_uuid: {ident}",
+                T::WHAT
+            )));
+        }
     };
     let o = T::fetch(&st.db, key)
         .await?
@@ -237,7 +280,7 @@ async fn load<T: Nic>(
 
 /// A delete names the object by uuid (ports) — a name is 400 — or by either
 /// (port groups).
-fn uuid_only(ident: &str, what: &str) -> Result<(), ApiError> {
+pub(crate) fn uuid_only(ident: &str, what: &str) -> Result<(), ApiError> {
     match canonical_uuid(ident) {
         Some(_) => Ok(()),
         None => Err(ApiError::invalid(format!(
@@ -247,13 +290,13 @@ fn uuid_only(ident: &str, what: &str) -> Result<(), ApiError> {
 }
 
 /// Where a list is restricted to.
-enum Within {
+pub(crate) enum Within {
     All,
     Node(String),
     Portgroup(String),
 }
 
-async fn list<T: Nic>(
+pub(crate) async fn list<T: Nic>(
     st: &AppState,
     authz: &Authz,
     v: Version,
@@ -264,26 +307,15 @@ async fn list<T: Nic>(
 ) -> ApiResult {
     gate::<T>(v)?;
     let project = authz.list_scope(T::LIST_ALL, T::LIST, None)?;
-    let mut allowed = vec![
-        "limit",
-        "marker",
-        "sort_key",
-        "sort_dir",
-        "node",
-        "node_uuid",
-        "address",
-    ];
-    if T::WHAT == "port" {
-        allowed.extend(["portgroup", "description_contains"]);
-    }
-    allowed.extend(["shard", "conductor_groups"]);
+    let mut allowed = vec!["limit", "marker", "sort_key", "sort_dir"];
+    allowed.extend(T::FILTERS);
     if !detail_path {
         allowed.extend(["fields", "detail"]);
     }
     q.only(&allowed)?;
     // Filters newer than the request.
     let newer = |name: &str, since: u16| q.has(name) && !v.at_least(since);
-    if newer("detail", 43)
+    if newer("detail", T::DETAIL_SINCE)
         || newer("portgroup", 24)
         || newer("shard", if T::WHAT == "port" { 82 } else { 106 })
         || newer("conductor_groups", 99)
@@ -362,12 +394,12 @@ async fn list<T: Nic>(
         lq.address = Some(normalize_mac(a).ok_or_else(|| pm::bad_mac("address", a))?);
     }
     let path = match &within {
-        Within::All => T::PLURAL.to_string(),
+        Within::All => T::PATH.to_string(),
         Within::Node(ident) => {
             let node = load_node(st, ident, v).await?;
             authz.visible(&node, ident)?;
             lq.node_id = Some(node.id);
-            format!("nodes/{}/{}", node.uuid.as_str(), T::PLURAL)
+            format!("nodes/{}/{}", node.uuid.as_str(), T::PATH)
         }
         Within::Portgroup(ident) => {
             let (pg, _) = load::<Portgroup>(st, authz, ident, Policy::PortgroupGet).await?;
@@ -388,21 +420,23 @@ async fn list<T: Nic>(
         let uuid = canonical_uuid(m);
         let key = match &uuid {
             Some(u) => Key::Uuid(u),
-            None => Key::Name(m),
+            None if T::BY_NAME => Key::Name(m),
+            None => return Err(T::not_found(m).into()),
         };
         let found = T::fetch(&st.db, key)
             .await?
             .ok_or_else(|| T::not_found(m))?;
         lq.marker = Some(found.id());
     }
-    let page = T::page(&st.db, &lq).await?;
+    let mut page = T::page(&st.db, &lq).await?;
+    hide_restricted(authz, &mut page);
     let full = fields.len() == pm::fields_at(T::FIELDS, v).len();
     let docs: Vec<Value> = page
         .iter()
         .map(|o| render(o, base, &fields, full, v))
         .collect();
     let mut body = Map::new();
-    body.insert(T::PLURAL.into(), Value::Array(docs));
+    body.insert(T::KEY.into(), Value::Array(docs));
     if page.len() == limit as usize
         && let Some(last) = page.last()
     {
@@ -428,7 +462,17 @@ async fn list<T: Nic>(
     Ok(json_response(StatusCode::OK, &Value::Object(body)))
 }
 
-async fn get_one<T: Nic>(
+/// Replaces the restricted field of each object the caller may not see.
+pub(crate) fn hide_restricted<T: Nic>(authz: &Authz, objs: &mut [T]) {
+    if let Some((p, hide)) = T::restricted()
+        && !objs.is_empty()
+        && !authz.allows(p, Target::default())
+    {
+        objs.iter_mut().for_each(hide);
+    }
+}
+
+pub(crate) async fn get_one<T: Nic>(
     st: &AppState,
     authz: &Authz,
     v: Version,
@@ -446,6 +490,9 @@ async fn get_one<T: Nic>(
         None => all.clone(),
     };
     let (o, _) = load::<T>(st, authz, ident, T::GET).await?;
+    let mut one = [o];
+    hide_restricted(authz, &mut one);
+    let [o] = one;
     Ok(json_response(
         StatusCode::OK,
         &render(&o, base, &fields, fields.len() == all.len(), v),
@@ -454,7 +501,7 @@ async fn get_one<T: Nic>(
 
 /// A create body as an object whose keys exist at this version: 400 for unknown keys,
 /// 406 for newer ones.
-fn create_body<T: Nic>(
+pub(crate) fn create_body<T: Nic>(
     body: Value,
     v: Version,
     settable: &[&str],
@@ -489,7 +536,7 @@ fn create_body<T: Nic>(
 }
 
 /// The `uuid` of a create body, or a new one.
-fn new_uuid(body: &mut Map<String, Value>, what: &str) -> Result<String, ApiError> {
+pub(crate) fn new_uuid(body: &mut Map<String, Value>, what: &str) -> Result<String, ApiError> {
     match body.remove("uuid") {
         None | Some(Value::Null) => Ok(uuid::Uuid::new_v4().to_string()),
         Some(Value::String(u)) => canonical_uuid(&u).ok_or_else(|| {
@@ -506,7 +553,7 @@ fn new_uuid(body: &mut Map<String, Value>, what: &str) -> Result<String, ApiErro
 }
 
 /// The node a create body names (400 when it does not exist), with `p` decided on it.
-async fn owning_node(
+pub(crate) async fn owning_node(
     st: &AppState,
     authz: &Authz,
     ident: &str,
@@ -524,10 +571,10 @@ async fn owning_node(
     Ok(node)
 }
 
-fn created<T: Nic>(o: &T, base: &str, v: Version) -> Response {
+pub(crate) fn created<T: Nic>(o: &T, base: &str, v: Version) -> Response {
     let fields = pm::fields_at(T::FIELDS, v);
     let mut resp = json_response(StatusCode::CREATED, &render(o, base, &fields, true, v));
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/{}/{}", T::PLURAL, o.uuid())) {
+    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/{}/{}", T::PATH, o.uuid())) {
         resp.headers_mut().insert(header::LOCATION, loc);
     }
     resp
@@ -535,7 +582,7 @@ fn created<T: Nic>(o: &T, base: &str, v: Version) -> Response {
 
 /// Checks a PATCH's paths: settable fields of this version (406 for newer ones, 400
 /// for read-only ones).
-fn patch_paths<T: Nic>(
+pub(crate) fn patch_paths<T: Nic>(
     ops: &[patch::PatchOp],
     v: Version,
     settable: &[&str],
@@ -779,7 +826,7 @@ pub async fn child_port_one(authz: Authz) -> ApiResult {
 }
 
 /// A filter on the parent given by the path is refused.
-fn refuse_parent_filter(q: &Query, names: &[&str]) -> Result<(), ApiError> {
+pub(crate) fn refuse_parent_filter(q: &Query, names: &[&str]) -> Result<(), ApiError> {
     match names.iter().find(|n| q.has(n)) {
         Some(n) => Err(ApiError::invalid(format!(
             "Unexpected argument {n}: the parent is in the path."

@@ -61,6 +61,9 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(23) {
         doc.insert("portgroups".into(), pair(&base, "portgroups"));
     }
+    if req.version.at_least(32) {
+        doc.insert("volume".into(), pair(&base, "volume"));
+    }
     if req.version.at_least(49) {
         doc.insert("conductors".into(), pair(&base, "conductors"));
     }

@@ -22,12 +22,16 @@ pub use crate::core::Core;
 use ironic_catalog::steps::OfferedStep;
 use ironic_model::Allocation;
 use ironic_model::port::{Port, Portgroup};
+use ironic_model::volume::{VolumeConnector, VolumeTarget};
 use ironic_rpc::calls::{
     AddNodeTraits, ChangeNodePowerState, CreateAllocation, CreateNode, CreatePort, CreatePortgroup,
     DestroyAllocation, DestroyNode, DestroyPort, DestroyPortgroup, DoNodeClean, DoNodeDeploy,
     DoNodeTearDown, DoProvisioningAction, GetCleanSteps, Ping, RemoveNodeTraits, SetMaintenance,
     UpdateNode, UpdatePort, UpdatePortgroup, ValidateDriverInterfaces, VifAttach, VifDetach,
     VifList, Vifs,
+};
+use ironic_rpc::calls::{
+    DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
 };
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
 
@@ -39,6 +43,7 @@ pub mod oneview;
 mod provision;
 pub mod registry;
 pub mod service;
+mod volume;
 pub mod work;
 
 /// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
@@ -539,5 +544,37 @@ impl Handlers for Conductor {
 
     async fn vif_detach(&self, ctx: &Context, req: VifDetach) -> Result<(), Error> {
         Conductor::vif_detach(self, ctx, req).await
+    }
+
+    async fn update_volume_connector(
+        &self,
+        _ctx: &Context,
+        req: UpdateVolumeConnector,
+    ) -> Result<VolumeConnector, Error> {
+        Conductor::update_volume_connector(self, req).await
+    }
+
+    async fn destroy_volume_connector(
+        &self,
+        ctx: &Context,
+        req: DestroyVolumeConnector,
+    ) -> Result<(), Error> {
+        Conductor::destroy_volume_connector(self, ctx, req).await
+    }
+
+    async fn update_volume_target(
+        &self,
+        _ctx: &Context,
+        req: UpdateVolumeTarget,
+    ) -> Result<VolumeTarget, Error> {
+        Conductor::update_volume_target(self, req).await
+    }
+
+    async fn destroy_volume_target(
+        &self,
+        ctx: &Context,
+        req: DestroyVolumeTarget,
+    ) -> Result<(), Error> {
+        Conductor::destroy_volume_target(self, ctx, req).await
     }
 }

@@ -25,6 +25,7 @@ pub mod ports;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod topology;
+pub mod volume;
 
 pub use conductors::{Conductor, Liveness};
 pub use nodes::{NodeFilter, NodeListQuery, is_sort_key};

@@ -162,7 +162,7 @@ pub enum Key<'a> {
 }
 
 impl Key<'_> {
-    fn clause(&self) -> (&'static str, Arg) {
+    pub(crate) fn clause(&self) -> (&'static str, Arg) {
         match self {
             Key::Id(i) => ("p.id = $1", Arg::I64(Some(*i))),
             Key::Uuid(u) => ("p.uuid = $1", Arg::Text(Some((*u).to_string()))),
@@ -304,7 +304,7 @@ const PORTGROUP_WRITE_COLS: &[&str] = &[
 ];
 
 impl Db {
-    async fn insert(
+    pub(crate) async fn insert(
         &self,
         table: &str,
         cols: &[&str],
@@ -333,7 +333,7 @@ impl Db {
         .await)
     }
 
-    async fn update(
+    pub(crate) async fn update(
         &self,
         table: &str,
         cols: &[&str],
@@ -468,7 +468,7 @@ impl Db {
     }
 
     /// The filters ports and port groups share, and the marker.
-    fn nic_where(&self, q: &NicListQuery, table: &str) -> Where {
+    pub(crate) fn nic_where(&self, q: &NicListQuery, table: &str) -> Where {
         let mut w = Where {
             clauses: Vec::new(),
             args: Vec::new(),
@@ -650,7 +650,7 @@ impl Db {
     }
 }
 
-fn page_sql(select: &str, w: &Where, q: &NicListQuery) -> String {
+pub(crate) fn page_sql(select: &str, w: &Where, q: &NicListQuery) -> String {
     let key = sort_expr("p", &q.sort_key);
     let dir = if q.sort_desc { "DESC" } else { "ASC" };
     let mut sql = select.to_string();

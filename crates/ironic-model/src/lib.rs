@@ -19,6 +19,7 @@ pub mod ring;
 pub mod secrets;
 pub mod states;
 pub mod version;
+pub mod volume;
 
 pub use allocation::{Allocation, AllocationRef, AllocationState, NewAllocation};
 pub use error::{Error, Result};

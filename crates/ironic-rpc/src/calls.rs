@@ -10,6 +10,7 @@
 use ironic_catalog::steps::{OfferedStep, Requested};
 use ironic_model::patch::PatchOp;
 use ironic_model::port::{Port, Portgroup};
+use ironic_model::volume::{VolumeConnector, VolumeTarget};
 use ironic_model::{Allocation, AllocationRef, Error, NewAllocation, Node, Version};
 
 use crate::contract::{Call, Reply, Route, contract};
@@ -17,7 +18,8 @@ use crate::convert::{
     allocation_from_pb, allocation_ref_from_pb, allocation_ref_to_pb, bad, new_allocation_from_pb,
     new_allocation_to_pb, node_from_pb, node_ref_from_pb, node_ref_to_pb, node_to_pb,
     patch_from_pb, patch_to_pb, port_from_pb, port_to_pb, portgroup_from_pb, portgroup_to_pb,
-    steps_from_pb, steps_to_pb,
+    steps_from_pb, steps_to_pb, volume_connector_from_pb, volume_connector_to_pb,
+    volume_target_from_pb, volume_target_to_pb,
 };
 use crate::pb::conductor_methods as m;
 use crate::{NodeRef, pb};
@@ -90,6 +92,30 @@ impl Reply for Portgroup {
     }
     fn from_wire(w: pb::PortgroupReply) -> Result<Portgroup, Error> {
         portgroup_from_pb(w.portgroup)
+    }
+}
+
+impl Reply for VolumeConnector {
+    type Wire = pb::VolumeConnectorReply;
+    fn to_wire(self) -> pb::VolumeConnectorReply {
+        pb::VolumeConnectorReply {
+            connector: Some(volume_connector_to_pb(&self)),
+        }
+    }
+    fn from_wire(w: pb::VolumeConnectorReply) -> Result<Self, Error> {
+        volume_connector_from_pb(w.connector)
+    }
+}
+
+impl Reply for VolumeTarget {
+    type Wire = pb::VolumeTargetReply;
+    fn to_wire(self) -> pb::VolumeTargetReply {
+        pb::VolumeTargetReply {
+            target: Some(volume_target_to_pb(&self)),
+        }
+    }
+    fn from_wire(w: pb::VolumeTargetReply) -> Result<Self, Error> {
+        volume_target_from_pb(w.target)
     }
 }
 
@@ -1102,6 +1128,132 @@ impl Call for VifDetach {
     }
 }
 
+/// A JSON Patch applied to a volume connector under its node's lock (powered off only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateVolumeConnector {
+    pub node: NodeRef,
+    pub uuid: String,
+    pub patch: Vec<PatchOp>,
+}
+
+impl Call for UpdateVolumeConnector {
+    const METHOD: &'static str = m::UPDATE_VOLUME_CONNECTOR;
+    type Reply = VolumeConnector;
+    type Wire = pb::UpdateVolumeConnectorRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::UpdateVolumeConnectorRequest {
+        pb::UpdateVolumeConnectorRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            connector_uuid: self.uuid,
+            patch: patch_to_pb(&self.patch),
+        }
+    }
+    fn from_wire(w: pb::UpdateVolumeConnectorRequest) -> Result<Self, Error> {
+        Ok(UpdateVolumeConnector {
+            node: node_ref_from_pb(w.node)?,
+            uuid: w.connector_uuid,
+            patch: patch_from_pb(w.patch)?,
+        })
+    }
+}
+
+/// Deletes a volume connector (under its node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestroyVolumeConnector {
+    pub node: NodeRef,
+    pub uuid: String,
+}
+
+impl Call for DestroyVolumeConnector {
+    const METHOD: &'static str = m::DESTROY_VOLUME_CONNECTOR;
+    type Reply = ();
+    type Wire = pb::DestroyVolumeConnectorRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds it gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::DestroyVolumeConnectorRequest {
+        pb::DestroyVolumeConnectorRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            connector_uuid: self.uuid,
+        }
+    }
+    fn from_wire(w: pb::DestroyVolumeConnectorRequest) -> Result<Self, Error> {
+        Ok(DestroyVolumeConnector {
+            node: node_ref_from_pb(w.node)?,
+            uuid: w.connector_uuid,
+        })
+    }
+}
+
+/// A JSON Patch applied to a volume target under its node's lock (powered off only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateVolumeTarget {
+    pub node: NodeRef,
+    pub uuid: String,
+    pub patch: Vec<PatchOp>,
+}
+
+impl Call for UpdateVolumeTarget {
+    const METHOD: &'static str = m::UPDATE_VOLUME_TARGET;
+    type Reply = VolumeTarget;
+    type Wire = pb::UpdateVolumeTargetRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::UpdateVolumeTargetRequest {
+        pb::UpdateVolumeTargetRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            target_uuid: self.uuid,
+            patch: patch_to_pb(&self.patch),
+        }
+    }
+    fn from_wire(w: pb::UpdateVolumeTargetRequest) -> Result<Self, Error> {
+        Ok(UpdateVolumeTarget {
+            node: node_ref_from_pb(w.node)?,
+            uuid: w.target_uuid,
+            patch: patch_from_pb(w.patch)?,
+        })
+    }
+}
+
+/// Deletes a volume target (under its node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestroyVolumeTarget {
+    pub node: NodeRef,
+    pub uuid: String,
+}
+
+impl Call for DestroyVolumeTarget {
+    const METHOD: &'static str = m::DESTROY_VOLUME_TARGET;
+    type Reply = ();
+    type Wire = pb::DestroyVolumeTargetRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// A repeat that finds it gone succeeds.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::DestroyVolumeTargetRequest {
+        pb::DestroyVolumeTargetRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            target_uuid: self.uuid,
+        }
+    }
+    fn from_wire(w: pb::DestroyVolumeTargetRequest) -> Result<Self, Error> {
+        Ok(DestroyVolumeTarget {
+            node: node_ref_from_pb(w.node)?,
+            uuid: w.target_uuid,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The list
 
@@ -1132,6 +1284,10 @@ contract! {
     VifList => vif_list,
     VifAttach => vif_attach,
     VifDetach => vif_detach,
+    UpdateVolumeConnector => update_volume_connector,
+    DestroyVolumeConnector => destroy_volume_connector,
+    UpdateVolumeTarget => update_volume_target,
+    DestroyVolumeTarget => destroy_volume_target,
 }
 
 #[cfg(test)]

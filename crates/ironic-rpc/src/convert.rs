@@ -6,6 +6,7 @@ use ironic_model::node::{INTERFACE_TYPES, Interfaces, JsonObject};
 use ironic_model::patch::{Op, PatchOp};
 use ironic_model::port::{Port, Portgroup};
 use ironic_model::states::ProvisionState;
+use ironic_model::volume::{VolumeConnector, VolumeTarget};
 use ironic_model::{Error, Node, NodeUuid};
 
 use ironic_catalog::steps::Requested;
@@ -455,6 +456,68 @@ pub fn portgroup_from_pb(g: Option<pb::Portgroup>) -> Result<Portgroup, Error> {
         dynamic_portgroup: g.dynamic_portgroup,
         created_at: from_us(g.created_at_us, "created_at")?,
         updated_at: opt_from_us(g.updated_at_us, "updated_at")?,
+    })
+}
+
+pub fn volume_connector_to_pb(c: &VolumeConnector) -> pb::VolumeConnector {
+    pb::VolumeConnector {
+        id: c.id,
+        uuid: c.uuid.clone(),
+        node_id: c.node_id.0,
+        node_uuid: c.node_uuid.clone(),
+        connector_type: c.connector_type.clone(),
+        connector_id: c.connector_id.clone(),
+        extra_json: json_text(&c.extra),
+        created_at_us: us(&c.created_at),
+        updated_at_us: c.updated_at.as_ref().map(us),
+    }
+}
+
+pub fn volume_connector_from_pb(c: Option<pb::VolumeConnector>) -> Result<VolumeConnector, Error> {
+    let c = c.ok_or_else(|| bad("volume connector"))?;
+    Ok(VolumeConnector {
+        id: c.id,
+        uuid: c.uuid,
+        node_id: NodeId(c.node_id),
+        node_uuid: c.node_uuid,
+        connector_type: c.connector_type,
+        connector_id: c.connector_id,
+        extra: json_obj(&c.extra_json, "volume connector extra")?,
+        created_at: from_us(c.created_at_us, "created_at")?,
+        updated_at: opt_from_us(c.updated_at_us, "updated_at")?,
+    })
+}
+
+pub fn volume_target_to_pb(t: &VolumeTarget) -> pb::VolumeTarget {
+    pb::VolumeTarget {
+        id: t.id,
+        uuid: t.uuid.clone(),
+        node_id: t.node_id.0,
+        node_uuid: t.node_uuid.clone(),
+        volume_type: t.volume_type.clone(),
+        volume_id: t.volume_id.clone(),
+        boot_index: t.boot_index,
+        properties_json: json_text(&t.properties),
+        extra_json: json_text(&t.extra),
+        created_at_us: us(&t.created_at),
+        updated_at_us: t.updated_at.as_ref().map(us),
+    }
+}
+
+pub fn volume_target_from_pb(t: Option<pb::VolumeTarget>) -> Result<VolumeTarget, Error> {
+    let t = t.ok_or_else(|| bad("volume target"))?;
+    Ok(VolumeTarget {
+        id: t.id,
+        uuid: t.uuid,
+        node_id: NodeId(t.node_id),
+        node_uuid: t.node_uuid,
+        volume_type: t.volume_type,
+        volume_id: t.volume_id,
+        boot_index: t.boot_index,
+        properties: json_obj(&t.properties_json, "volume target properties")?,
+        extra: json_obj(&t.extra_json, "volume target extra")?,
+        created_at: from_us(t.created_at_us, "created_at")?,
+        updated_at: opt_from_us(t.updated_at_us, "updated_at")?,
     })
 }
 

@@ -1,0 +1,157 @@
+//! Volume connector and target changes, under the lock of their node: a PATCH only
+//! while the node is powered off (upstream's rule), a delete at any time.
+
+use ironic_db::ports::Key;
+use ironic_db::volume::VolumeTable;
+use ironic_model::patch;
+use ironic_model::volume::{
+    ConnectorSpec, TargetSpec, VolumeConnector, VolumeTarget, check_powered_off,
+    connector_not_found, target_not_found,
+};
+use ironic_model::{Error, Node};
+use ironic_rpc::Context;
+use ironic_rpc::calls::{
+    DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
+};
+
+use crate::Conductor;
+
+/// The node a patched document names: the same, or another that exists (400).
+async fn target_node(c: &Conductor, current: &Node, wanted: &str) -> Result<Node, Error> {
+    if wanted == current.uuid.as_str() {
+        return Ok(current.clone());
+    }
+    c.db().node_by_uuid(wanted).await?.ok_or_else(|| {
+        Error::invalid(format!(
+            "Invalid input for field/attribute node_uuid. Value: '{wanted}'. "
+        ))
+    })
+}
+
+impl Conductor {
+    pub(crate) async fn update_volume_connector(
+        &self,
+        req: UpdateVolumeConnector,
+    ) -> Result<VolumeConnector, Error> {
+        let UpdateVolumeConnector {
+            node,
+            uuid,
+            patch: ops,
+        } = req;
+        self.with_lock(&node, |node| async move {
+            let c = self
+                .db
+                .volume_connector_get(Key::Uuid(&uuid))
+                .await?
+                .filter(|c| c.node_id == node.id)
+                .ok_or_else(|| connector_not_found(&uuid))?;
+            check_powered_off(&node, "volume connector update")?;
+            let mut doc = c.doc();
+            for op in &ops {
+                patch::apply(&mut doc, op)?;
+            }
+            let mut new = c.clone();
+            new.set(ConnectorSpec::from_doc(&doc)?);
+            new.node_id = target_node(self, &node, &new.node_uuid).await?.id;
+            if new == c {
+                return Ok(c);
+            }
+            let saved = self.db.volume_connector_save(&new).await?;
+            tracing::info!(connector = %saved.uuid, node = %saved.node_uuid, "volume connector updated");
+            Ok(saved)
+        })
+        .await
+    }
+
+    pub(crate) async fn destroy_volume_connector(
+        &self,
+        ctx: &Context,
+        req: DestroyVolumeConnector,
+    ) -> Result<(), Error> {
+        let DestroyVolumeConnector { node, uuid } = req;
+        let r = self
+            .with_lock(&node, |node| async move {
+                let c = self
+                    .db
+                    .volume_connector_get(Key::Uuid(&uuid))
+                    .await?
+                    .filter(|c| c.node_id == node.id)
+                    .ok_or_else(|| connector_not_found(&uuid))?;
+                if !self
+                    .db
+                    .volume_destroy(VolumeTable::Connectors, c.id)
+                    .await?
+                {
+                    return Err(connector_not_found(&uuid));
+                }
+                tracing::info!(connector = %uuid, node = %node.uuid, "volume connector deleted");
+                Ok(())
+            })
+            .await;
+        match r {
+            Err(Error::NotFound(_)) if ctx.attempt > 0 => Ok(()),
+            r => r,
+        }
+    }
+
+    pub(crate) async fn update_volume_target(
+        &self,
+        req: UpdateVolumeTarget,
+    ) -> Result<VolumeTarget, Error> {
+        let UpdateVolumeTarget {
+            node,
+            uuid,
+            patch: ops,
+        } = req;
+        self.with_lock(&node, |node| async move {
+            let t = self
+                .db
+                .volume_target_get(Key::Uuid(&uuid))
+                .await?
+                .filter(|t| t.node_id == node.id)
+                .ok_or_else(|| target_not_found(&uuid))?;
+            check_powered_off(&node, "volume target update")?;
+            let mut doc = t.doc();
+            for op in &ops {
+                patch::apply(&mut doc, op)?;
+            }
+            let mut new = t.clone();
+            new.set(TargetSpec::from_doc(&doc)?);
+            new.node_id = target_node(self, &node, &new.node_uuid).await?.id;
+            if new == t {
+                return Ok(t);
+            }
+            let saved = self.db.volume_target_save(&new).await?;
+            tracing::info!(target = %saved.uuid, node = %saved.node_uuid, "volume target updated");
+            Ok(saved)
+        })
+        .await
+    }
+
+    pub(crate) async fn destroy_volume_target(
+        &self,
+        ctx: &Context,
+        req: DestroyVolumeTarget,
+    ) -> Result<(), Error> {
+        let DestroyVolumeTarget { node, uuid } = req;
+        let r = self
+            .with_lock(&node, |node| async move {
+                let t = self
+                    .db
+                    .volume_target_get(Key::Uuid(&uuid))
+                    .await?
+                    .filter(|t| t.node_id == node.id)
+                    .ok_or_else(|| target_not_found(&uuid))?;
+                if !self.db.volume_destroy(VolumeTable::Targets, t.id).await? {
+                    return Err(target_not_found(&uuid));
+                }
+                tracing::info!(target = %uuid, node = %node.uuid, "volume target deleted");
+                Ok(())
+            })
+            .await;
+        match r {
+            Err(Error::NotFound(_)) if ctx.attempt > 0 => Ok(()),
+            r => r,
+        }
+    }
+}
