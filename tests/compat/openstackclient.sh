@@ -298,6 +298,29 @@ os baremetal volume connector delete "$vc"
   || fail "volume delete"
 os baremetal node delete compat-vol
 
+echo "== console, boot device, NMI, RAID, BIOS, passthru"
+os baremetal node create --driver fake-hardware --name compat-hw -f value -c uuid >/dev/null
+[ "$(os baremetal node console show compat-hw -f value -c console_enabled)" = False ] || fail "console show"
+os baremetal node console enable compat-hw
+[ "$(os baremetal node console show compat-hw -f value -c console_enabled)" = True ] || fail "console enable"
+os baremetal node console disable compat-hw
+[ "$(os baremetal node console show compat-hw -f value -c console_enabled)" = False ] || fail "console disable"
+os baremetal node boot device set compat-hw pxe --persistent
+[ "$(os baremetal node boot device show compat-hw -f value -c boot_device)" = pxe ] || fail "boot device show"
+os baremetal node boot device show compat-hw --supported -f value | grep -q 'pxe' || fail "boot device --supported"
+if os baremetal node inject nmi compat-hw 2>"$dir/err"; then fail "the fake injected an NMI"; fi
+grep -q "does not support inject_nmi" "$dir/err" || fail "inject nmi error: $(cat "$dir/err")"
+os baremetal node set compat-hw --target-raid-config '{"logical_disks": [{"size_gb": 10, "raid_level": "1"}]}'
+os baremetal node show compat-hw -f json -c target_raid_config | grep -q '"raid_level": "1"' || fail "target raid config"
+os baremetal driver raid property list fake-hardware -f value | grep -q raid_level || fail "driver raid property list"
+[ "$(os baremetal node bios setting show compat-hw LogicalProc -f value -c value)" = Enabled ] || fail "bios setting show"
+os baremetal node bios setting list compat-hw -f value | grep -q BootMode || fail "bios setting list"
+os baremetal node passthru list compat-hw -f value | grep -q echo || fail "node passthru list"
+os baremetal driver passthru list fake-hardware -f value | grep -q echo || fail "driver passthru list"
+os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru call"
+os baremetal node delete compat-hw
+if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
+
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2
 [ -z "$(os baremetal node list -f value -c UUID)" ] || fail "delete"

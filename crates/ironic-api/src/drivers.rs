@@ -129,5 +129,11 @@ pub async fn properties(
         ))
         .into());
     }
-    Ok(json_response(StatusCode::OK, &json!({})))
+    let props: Map<String, Value> = ironic_catalog::known(&name)
+        .map(ironic_catalog::vendor::driver_properties)
+        .unwrap_or(&[])
+        .iter()
+        .map(|(k, d)| ((*k).to_string(), json!(d)))
+        .collect();
+    Ok(json_response(StatusCode::OK, &Value::Object(props)))
 }

@@ -74,11 +74,26 @@ fn fault_text(status: StatusCode, message: &str) -> String {
     format!("{{\"faultcode\": \"{code}\", \"faultstring\": {msg}, \"debuginfo\": null}}")
 }
 
+/// Upstream's routing-layer body (`code`, `title`, `description`), with a
+/// `faultstring` too, so that clients which print the faultstring (the
+/// `openstack baremetal` CLI) show a message instead of the raw body.
 fn routing_text(status: StatusCode, description: &str) -> String {
     let d = serde_json::to_string(description).unwrap_or_else(|_| "\"\"".into());
     let title = status.canonical_reason().unwrap_or("Error");
+    let fault = match (description, status) {
+        ("", StatusCode::NOT_FOUND) => "The resource could not be found.",
+        ("", StatusCode::METHOD_NOT_ALLOWED) => "The method is not allowed for this resource.",
+        ("", _) => title,
+        (d, _) => d,
+    };
+    let f = serde_json::to_string(fault).unwrap_or_else(|_| "\"\"".into());
+    let code = if status.is_server_error() {
+        "Server"
+    } else {
+        "Client"
+    };
     format!(
-        "{{\"code\": {}, \"title\": \"{title}\", \"description\": {d}}}",
+        "{{\"code\": {}, \"title\": \"{title}\", \"description\": {d}, \"faultcode\": \"{code}\", \"faultstring\": {f}, \"debuginfo\": null}}",
         status.as_u16()
     )
 }

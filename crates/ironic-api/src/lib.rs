@@ -30,6 +30,7 @@ mod conductors;
 mod deploy_templates;
 mod drivers;
 pub mod error;
+mod management;
 mod nodes;
 pub mod policy;
 mod ports;
@@ -523,6 +524,69 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
             get(volume::node_connectors),
         ),
         ("/nodes/{ident}/volume/targets", get(volume::node_targets)),
+        (
+            "/nodes/{ident}/states/console",
+            get(management::console_get).put(management::console_put),
+        ),
+        (
+            "/nodes/{ident}/management/boot_device",
+            get(management::boot_device_get).put(management::boot_device_put),
+        ),
+        (
+            "/nodes/{ident}/management/boot_device/supported",
+            get(management::boot_device_supported),
+        ),
+        (
+            "/nodes/{ident}/management/inject_nmi",
+            put(management::inject_nmi),
+        ),
+        ("/nodes/{ident}/states/raid", put(management::raid_put)),
+        ("/nodes/{ident}/bios", get(management::bios_list)),
+        ("/nodes/{ident}/bios/{name}", get(management::bios_get)),
+        (
+            "/nodes/{ident}/vendor_passthru/methods",
+            get(management::node_passthru_methods),
+        ),
+        (
+            "/nodes/{ident}/vendor_passthru",
+            get(management::node_passthru)
+                .post(management::node_passthru)
+                .put(management::node_passthru)
+                .patch(management::node_passthru)
+                .delete(management::node_passthru),
+        ),
+        (
+            "/nodes/{ident}/vendor_passthru/{method}",
+            get(management::node_passthru_named)
+                .post(management::node_passthru_named)
+                .put(management::node_passthru_named)
+                .patch(management::node_passthru_named)
+                .delete(management::node_passthru_named),
+        ),
+        (
+            "/drivers/{name}/vendor_passthru/{method}",
+            get(management::driver_passthru_named)
+                .post(management::driver_passthru_named)
+                .put(management::driver_passthru_named)
+                .patch(management::driver_passthru_named)
+                .delete(management::driver_passthru_named),
+        ),
+        (
+            "/drivers/{name}/vendor_passthru/methods",
+            get(management::driver_passthru_methods),
+        ),
+        (
+            "/drivers/{name}/vendor_passthru",
+            get(management::driver_passthru)
+                .post(management::driver_passthru)
+                .put(management::driver_passthru)
+                .patch(management::driver_passthru)
+                .delete(management::driver_passthru),
+        ),
+        (
+            "/drivers/{name}/raid/logical_disk_properties",
+            get(management::raid_logical_disk_properties),
+        ),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

@@ -12,6 +12,7 @@
 //! functions over them.
 
 pub mod steps;
+pub mod vendor;
 
 use ironic_model::Node;
 use ironic_model::deploy_template::DeployTemplate;

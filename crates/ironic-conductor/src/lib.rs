@@ -31,13 +31,16 @@ use ironic_rpc::calls::{
     VifList, Vifs,
 };
 use ironic_rpc::calls::{
-    DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
+    DestroyVolumeConnector, DestroyVolumeTarget, GetBootDevice, GetConsoleInformation,
+    GetSupportedBootDevices, InjectNmi, JsonDoc, SetBootDevice, SetConsoleMode,
+    SetTargetRaidConfig, UpdateVolumeConnector, UpdateVolumeTarget, VendorPassthru,
 };
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
 
 mod allocations;
 mod core;
 mod lock;
+mod management;
 mod nics;
 pub mod oneview;
 mod provision;
@@ -576,5 +579,49 @@ impl Handlers for Conductor {
         req: DestroyVolumeTarget,
     ) -> Result<(), Error> {
         Conductor::destroy_volume_target(self, ctx, req).await
+    }
+
+    async fn get_console_information(
+        &self,
+        _ctx: &Context,
+        req: GetConsoleInformation,
+    ) -> Result<JsonDoc, Error> {
+        Conductor::get_console_information(self, req).await
+    }
+
+    async fn set_console_mode(&self, _ctx: &Context, req: SetConsoleMode) -> Result<(), Error> {
+        Conductor::set_console_mode(self, req).await
+    }
+
+    async fn get_boot_device(&self, _ctx: &Context, req: GetBootDevice) -> Result<JsonDoc, Error> {
+        Conductor::get_boot_device(self, req).await
+    }
+
+    async fn set_boot_device(&self, _ctx: &Context, req: SetBootDevice) -> Result<(), Error> {
+        Conductor::set_boot_device(self, req).await
+    }
+
+    async fn get_supported_boot_devices(
+        &self,
+        _ctx: &Context,
+        req: GetSupportedBootDevices,
+    ) -> Result<JsonDoc, Error> {
+        Conductor::get_supported_boot_devices(self, req).await
+    }
+
+    async fn inject_nmi(&self, _ctx: &Context, req: InjectNmi) -> Result<(), Error> {
+        Conductor::inject_nmi(self, req).await
+    }
+
+    async fn set_target_raid_config(
+        &self,
+        _ctx: &Context,
+        req: SetTargetRaidConfig,
+    ) -> Result<(), Error> {
+        Conductor::set_target_raid_config(self, req).await
+    }
+
+    async fn vendor_passthru(&self, _ctx: &Context, req: VendorPassthru) -> Result<JsonDoc, Error> {
+        Conductor::vendor_passthru(self, req).await
     }
 }

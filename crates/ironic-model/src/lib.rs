@@ -15,6 +15,7 @@ pub mod names;
 pub mod node;
 pub mod patch;
 pub mod port;
+pub mod raid;
 pub mod ring;
 pub mod secrets;
 pub mod states;

@@ -119,6 +119,24 @@ impl Reply for VolumeTarget {
     }
 }
 
+/// A JSON document a conductor answers with (management reads, vendor passthru).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JsonDoc(pub serde_json::Value);
+
+impl Reply for JsonDoc {
+    type Wire = pb::JsonReply;
+    fn to_wire(self) -> pb::JsonReply {
+        pb::JsonReply {
+            json: self.0.to_string(),
+        }
+    }
+    fn from_wire(w: pb::JsonReply) -> Result<JsonDoc, Error> {
+        serde_json::from_str(&w.json)
+            .map(JsonDoc)
+            .map_err(|_| bad("json reply"))
+    }
+}
+
 /// The VIFs attached to a node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Vifs(pub Vec<String>);
@@ -1254,6 +1272,253 @@ impl Call for DestroyVolumeTarget {
     }
 }
 
+/// How to reach the node's console.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetConsoleInformation {
+    pub node: NodeRef,
+}
+
+impl Call for GetConsoleInformation {
+    const METHOD: &'static str = m::GET_CONSOLE_INFORMATION;
+    type Reply = JsonDoc;
+    type Wire = pb::GetConsoleInformationRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::GetConsoleInformationRequest {
+        pb::GetConsoleInformationRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::GetConsoleInformationRequest) -> Result<Self, Error> {
+        Ok(GetConsoleInformation {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Enables or disables the node's console (under its lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetConsoleMode {
+    pub node: NodeRef,
+    pub enabled: bool,
+}
+
+impl Call for SetConsoleMode {
+    const METHOD: &'static str = m::SET_CONSOLE_MODE;
+    type Reply = ();
+    type Wire = pb::SetConsoleModeRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::SetConsoleModeRequest {
+        pb::SetConsoleModeRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            enabled: self.enabled,
+        }
+    }
+    fn from_wire(w: pb::SetConsoleModeRequest) -> Result<Self, Error> {
+        Ok(SetConsoleMode {
+            node: node_ref_from_pb(w.node)?,
+            enabled: w.enabled,
+        })
+    }
+}
+
+/// The device the node boots from next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetBootDevice {
+    pub node: NodeRef,
+}
+
+impl Call for GetBootDevice {
+    const METHOD: &'static str = m::GET_BOOT_DEVICE;
+    type Reply = JsonDoc;
+    type Wire = pb::GetBootDeviceRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::GetBootDeviceRequest {
+        pb::GetBootDeviceRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::GetBootDeviceRequest) -> Result<Self, Error> {
+        Ok(GetBootDevice {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Sets the next boot device (under the node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetBootDevice {
+    pub node: NodeRef,
+    pub device: String,
+    pub persistent: bool,
+}
+
+impl Call for SetBootDevice {
+    const METHOD: &'static str = m::SET_BOOT_DEVICE;
+    type Reply = ();
+    type Wire = pb::SetBootDeviceRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::SetBootDeviceRequest {
+        pb::SetBootDeviceRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            device: self.device,
+            persistent: self.persistent,
+        }
+    }
+    fn from_wire(w: pb::SetBootDeviceRequest) -> Result<Self, Error> {
+        Ok(SetBootDevice {
+            node: node_ref_from_pb(w.node)?,
+            device: w.device,
+            persistent: w.persistent,
+        })
+    }
+}
+
+/// The boot devices the node's management interface accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetSupportedBootDevices {
+    pub node: NodeRef,
+}
+
+impl Call for GetSupportedBootDevices {
+    const METHOD: &'static str = m::GET_SUPPORTED_BOOT_DEVICES;
+    type Reply = JsonDoc;
+    type Wire = pb::GetSupportedBootDevicesRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::GetSupportedBootDevicesRequest {
+        pb::GetSupportedBootDevicesRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::GetSupportedBootDevicesRequest) -> Result<Self, Error> {
+        Ok(GetSupportedBootDevices {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Injects a non-maskable interrupt (under the node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectNmi {
+    pub node: NodeRef,
+}
+
+impl Call for InjectNmi {
+    const METHOD: &'static str = m::INJECT_NMI;
+    type Reply = ();
+    type Wire = pb::InjectNmiRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn to_wire(self) -> pb::InjectNmiRequest {
+        pb::InjectNmiRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::InjectNmiRequest) -> Result<Self, Error> {
+        Ok(InjectNmi {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// Stores the node's target RAID configuration (checked by the caller).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetTargetRaidConfig {
+    pub node: NodeRef,
+    pub target_raid_config: serde_json::Value,
+}
+
+impl Call for SetTargetRaidConfig {
+    const METHOD: &'static str = m::SET_TARGET_RAID_CONFIG;
+    type Reply = ();
+    type Wire = pb::SetTargetRaidConfigRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::SetTargetRaidConfigRequest {
+        pb::SetTargetRaidConfigRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            target_raid_config_json: self.target_raid_config.to_string(),
+        }
+    }
+    fn from_wire(w: pb::SetTargetRaidConfigRequest) -> Result<Self, Error> {
+        Ok(SetTargetRaidConfig {
+            node: node_ref_from_pb(w.node)?,
+            target_raid_config: serde_json::from_str(&w.target_raid_config_json)
+                .map_err(|_| bad("target_raid_config"))?,
+        })
+    }
+}
+
+/// A vendor method of a node (its owner, under its lock) or of a driver (any
+/// conductor that serves it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VendorPassthru {
+    pub node: Option<NodeRef>,
+    pub driver: String,
+    pub method: String,
+    pub http_method: String,
+    pub info: serde_json::Value,
+}
+
+impl Call for VendorPassthru {
+    const METHOD: &'static str = m::VENDOR_PASSTHRU;
+    type Reply = JsonDoc;
+    type Wire = pb::VendorPassthruRequest;
+    fn route(&self) -> Route {
+        match &self.node {
+            Some(n) => Route::Owner(n.clone()),
+            None => Route::Any,
+        }
+    }
+    fn to_wire(self) -> pb::VendorPassthruRequest {
+        pb::VendorPassthruRequest {
+            node: self.node.as_ref().map(node_ref_to_pb),
+            driver: self.driver,
+            method: self.method,
+            http_method: self.http_method,
+            info_json: self.info.to_string(),
+        }
+    }
+    fn from_wire(w: pb::VendorPassthruRequest) -> Result<Self, Error> {
+        Ok(VendorPassthru {
+            node: w.node.map(|n| node_ref_from_pb(Some(n))).transpose()?,
+            driver: w.driver,
+            method: w.method,
+            http_method: w.http_method,
+            info: serde_json::from_str(&w.info_json).map_err(|_| bad("vendor passthru info"))?,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The list
 
@@ -1288,6 +1553,14 @@ contract! {
     DestroyVolumeConnector => destroy_volume_connector,
     UpdateVolumeTarget => update_volume_target,
     DestroyVolumeTarget => destroy_volume_target,
+    GetConsoleInformation => get_console_information,
+    SetConsoleMode => set_console_mode,
+    GetBootDevice => get_boot_device,
+    SetBootDevice => set_boot_device,
+    GetSupportedBootDevices => get_supported_boot_devices,
+    InjectNmi => inject_nmi,
+    SetTargetRaidConfig => set_target_raid_config,
+    VendorPassthru => vendor_passthru,
 }
 
 #[cfg(test)]

@@ -374,7 +374,7 @@ async fn version_negotiation(s: &Server) {
     );
     assert_eq!(
         r.json()["error_message"],
-        "{\"code\": 404, \"title\": \"Not Found\", \"description\": \"\"}"
+        "{\"code\": 404, \"title\": \"Not Found\", \"description\": \"\", \"faultcode\": \"Client\", \"faultstring\": \"The resource could not be found.\", \"debuginfo\": null}"
     );
     let r = s.call("POST", "/v1/drivers", Some(MAX), Some("{}")).await;
     assert_eq!(r.status, 405);
@@ -1521,7 +1521,7 @@ async fn drivers_and_conductors(s: &Server) {
         s.get("/v1/drivers/fake-hardware/properties", MAX)
             .await
             .json(),
-        json!({})
+        json!({"B1": "B1 description. Required.", "B2": "B2 description. Required."})
     );
     assert_eq!(s.get("/v1/drivers/nope/properties", MAX).await.status, 404);
     assert_eq!(

@@ -517,6 +517,13 @@ async fn every_route_has_a_policy_decision() {
                 "PUT" if template.ends_with("/provision") => Some(json!({"target": "manage"})),
                 "PUT" if template.ends_with("/power") => Some(json!({"target": "power on"})),
                 "PUT" if template.ends_with("/traits") => Some(json!({"traits": ["CUSTOM_B"]})),
+                "PUT"
+                    if template.ends_with("/console")
+                        || template.ends_with("/boot_device")
+                        || template.ends_with("/raid") =>
+                {
+                    Some(json!({}))
+                }
                 _ => None,
             };
             let r = call(&s, "norole", method, &format!("/v1{path}"), body.as_ref()).await;

@@ -1,0 +1,568 @@
+//! The rest of a node's hardware routes up to 1.61: `states/console`,
+//! `management/boot_device[/supported]`, `management/inject_nmi` (1.29), `states/raid`
+//! (1.12), `bios[/{name}]` (1.40), vendor passthru for nodes and drivers, and
+//! `GET /v1/drivers/{name}/raid/logical_disk_properties` (1.12). Whatever touches
+//! hardware goes to the node's conductor; what a hardware type declares (passthru
+//! methods, RAID properties, the fake BIOS settings) is read from `ironic-catalog`.
+
+use axum::extract::{RawQuery, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use ironic_catalog::vendor::{
+    VendorMethod, bios_settings, driver_vendor_methods, node_vendor_methods,
+};
+use ironic_model::patch::py_repr;
+use ironic_model::{Error, Version};
+use ironic_rpc::NodeRef;
+use ironic_rpc::calls::{
+    GetBootDevice, GetConsoleInformation, GetSupportedBootDevices, InjectNmi, SetBootDevice,
+    SetConsoleMode, SetTargetRaidConfig, VendorPassthru,
+};
+use serde_json::{Map, Value, json};
+
+use crate::body::{JsonBody, P, RawBody, parse_json};
+use crate::error::ApiError;
+use crate::nodes::authorized_node;
+use crate::policy::{Authz, Policy};
+use crate::query::Query;
+use crate::view::{Ts, links_value};
+use crate::{AppState, Base, Req, json_response};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// A route newer than the request: the routing layer's 404, as upstream.
+fn since(v: Version, minor: u16) -> Result<(), ApiError> {
+    if v.at_least(minor) {
+        Ok(())
+    } else {
+        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
+    }
+}
+
+fn object(body: Value, what: &str) -> Result<Map<String, Value>, ApiError> {
+    match body {
+        Value::Object(o) => Ok(o),
+        other => Err(ApiError::invalid(format!(
+            "Schema error for {what}: {} is not of type 'object'",
+            py_repr(&other)
+        ))),
+    }
+}
+
+pub async fn console_get(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGetConsole).await?;
+    let info = if node.console_enabled {
+        let r = st
+            .conductor
+            .call(
+                &req.ctx,
+                GetConsoleInformation {
+                    node: NodeRef::from(&node),
+                },
+            )
+            .await?;
+        r.0
+    } else {
+        Value::Null
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"console_enabled": node.console_enabled, "console_info": info}),
+    ))
+}
+
+pub async fn console_put(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(
+        &st,
+        &authz,
+        &ident,
+        req.version,
+        Policy::NodeSetConsoleState,
+    )
+    .await?;
+    let body = object(body, "console")?;
+    let enabled = match body.get("enabled") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(w)) if ironic_model::node::parse_bool_word(w).is_some() => {
+            ironic_model::node::parse_bool_word(w).unwrap_or(false)
+        }
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Schema error for console: {} is not of type 'boolean'",
+                py_repr(other)
+            )));
+        }
+        None => {
+            return Err(ApiError::invalid(
+                "Schema error for console: 'enabled' is a required property",
+            ));
+        }
+    };
+    st.conductor
+        .call(
+            &req.ctx,
+            SetConsoleMode {
+                node: NodeRef::from(&node),
+                enabled,
+            },
+        )
+        .await?;
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+pub async fn boot_device_get(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGetBootDevice).await?;
+    let r = st
+        .conductor
+        .call(
+            &req.ctx,
+            GetBootDevice {
+                node: NodeRef::from(&node),
+            },
+        )
+        .await?;
+    Ok(json_response(StatusCode::OK, &r.0))
+}
+
+pub async fn boot_device_supported(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGetBootDevice).await?;
+    let r = st
+        .conductor
+        .call(
+            &req.ctx,
+            GetSupportedBootDevices {
+                node: NodeRef::from(&node),
+            },
+        )
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"supported_boot_devices": r.0}),
+    ))
+}
+
+pub async fn boot_device_put(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeSetBootDevice).await?;
+    let body = object(body, "boot_device")?;
+    let device = match body.get("boot_device") {
+        Some(Value::String(d)) => d.clone(),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Schema error for boot_device: {} is not of type 'string'",
+                py_repr(other)
+            )));
+        }
+        None => {
+            return Err(ApiError::invalid(
+                "Schema error for boot_device: 'boot_device' is a required property",
+            ));
+        }
+    };
+    let persistent = match body.get("persistent") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Schema error for boot_device: {} is not of type 'boolean'",
+                py_repr(other)
+            )));
+        }
+    };
+    if let Some(k) = body
+        .keys()
+        .find(|k| !matches!(k.as_str(), "boot_device" | "persistent"))
+    {
+        return Err(ApiError::invalid(format!(
+            "Schema error for boot_device: Additional properties are not allowed ('{k}' was unexpected)"
+        )));
+    }
+    st.conductor
+        .call(
+            &req.ctx,
+            SetBootDevice {
+                node: NodeRef::from(&node),
+                device,
+                persistent,
+            },
+        )
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn inject_nmi(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    RawBody(_body): RawBody,
+) -> ApiResult {
+    since(req.version, 29)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeInjectNmi).await?;
+    st.conductor
+        .call(
+            &req.ctx,
+            InjectNmi {
+                node: NodeRef::from(&node),
+            },
+        )
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn raid_put(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+) -> ApiResult {
+    since(req.version, 12)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeSetRaidState).await?;
+    // `{}` clears the target; anything else must follow the schema.
+    if body != json!({}) {
+        ironic_model::raid::check_target_raid_config(&body)?;
+    }
+    st.conductor
+        .call(
+            &req.ctx,
+            SetTargetRaidConfig {
+                node: NodeRef::from(&node),
+                target_raid_config: body,
+            },
+        )
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn raid_logical_disk_properties(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(name): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    since(req.version, 12)?;
+    authz.check(Policy::DriverGetRaidLogicalDiskProperties)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let hw = enabled_driver(&st, &name)?;
+    match hw.default_interface("raid") {
+        Some(r) if !r.starts_with("no-") => Ok(json_response(
+            StatusCode::OK,
+            &Value::Object(ironic_model::raid::logical_disk_properties()),
+        )),
+        _ => Err(ApiError::invalid(format!(
+            "Driver {name} does not support raid (disabled or not implemented)."
+        ))),
+    }
+}
+
+/// A hardware type some live conductor enables: 404 otherwise.
+fn enabled_driver(
+    st: &AppState,
+    name: &str,
+) -> Result<&'static ironic_catalog::HardwareType, ApiError> {
+    let known = ironic_catalog::known(name);
+    match known {
+        Some(hw) if st.topology.snapshot().drivers().contains_key(name) => Ok(hw),
+        _ => Err(Error::NotFound(format!(
+            "Could not find the following driver(s) or hardware type(s): {name}."
+        ))
+        .into()),
+    }
+}
+
+fn bios_doc(base: &str, ident: &str, name: &str, value: &str, created: &Value) -> Value {
+    json!({
+        "created_at": created,
+        "updated_at": null,
+        "name": name,
+        "value": value,
+        "links": links_value(base, &format!("nodes/{ident}/bios/{name}")),
+    })
+}
+
+pub async fn bios_list(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    since(req.version, 40)?;
+    let q = Query::parse(q.as_deref())?;
+    q.only(&["detail", "fields"])?;
+    if q.has("detail") || q.has("fields") {
+        // Both arrive with 1.74, above our maximum.
+        return Err(ApiError::invalid(
+            "The detail and fields arguments of the BIOS list need API 1.74.",
+        ));
+    }
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeBiosGet).await?;
+    let created = json!(Ts(&node.created_at));
+    let list: Vec<Value> = bios_settings(node.interfaces.get("bios").unwrap_or("no-bios"))
+        .iter()
+        .map(|(n, v)| bios_doc(&base, &ident, n, v, &created))
+        .collect();
+    Ok(json_response(StatusCode::OK, &json!({ "bios": list })))
+}
+
+pub async fn bios_get(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    Base(base): Base,
+    P((ident, name)): P<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    since(req.version, 40)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeBiosGet).await?;
+    let created = json!(Ts(&node.created_at));
+    let found = bios_settings(node.interfaces.get("bios").unwrap_or("no-bios"))
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "Node {} doesn't have a BIOS setting '{name}'",
+                node.uuid
+            ))
+        })?;
+    let doc = bios_doc(&base, node.uuid.as_str(), found.0, found.1, &created);
+    let mut m = Map::new();
+    m.insert(name, doc);
+    Ok(json_response(StatusCode::OK, &Value::Object(m)))
+}
+
+fn methods_doc(methods: &[VendorMethod]) -> Value {
+    let mut m = Map::new();
+    for v in methods {
+        m.insert(
+            v.name.into(),
+            json!({
+                "http_methods": v.http_methods,
+                "async": v.is_async,
+                "description": v.description,
+                "attach": v.attach,
+                "require_exclusive_lock": v.require_exclusive_lock,
+            }),
+        );
+    }
+    Value::Object(m)
+}
+
+pub async fn node_passthru_methods(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let node =
+        authorized_node(&st, &authz, &ident, req.version, Policy::NodeVendorPassthru).await?;
+    let vendor = node.interfaces.get("vendor").unwrap_or("no-vendor");
+    Ok(json_response(
+        StatusCode::OK,
+        &methods_doc(node_vendor_methods(vendor)),
+    ))
+}
+
+pub async fn driver_passthru_methods(
+    State(st): State<AppState>,
+    authz: Authz,
+    P(name): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    authz.check(Policy::DriverVendorPassthru)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let hw = enabled_driver(&st, &name)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &methods_doc(driver_vendor_methods(hw)),
+    ))
+}
+
+/// The method (in the path, or `?method=`) and the JSON body of a passthru call (any
+/// HTTP method).
+fn passthru_args(
+    in_path: Option<String>,
+    q: Option<String>,
+    body: &[u8],
+) -> Result<(String, Value), ApiError> {
+    let q = Query::parse(q.as_deref())?;
+    q.only(&["method"])?;
+    let method = in_path
+        .as_deref()
+        .or(q.get("method"))
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| ApiError::invalid("Method not specified"))?
+        .to_string();
+    let info = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
+    Ok((method, info))
+}
+
+fn passthru_answer(r: Value) -> Response {
+    let is_async = r.get("async").and_then(Value::as_bool).unwrap_or(false);
+    let ret = r.get("return").cloned().unwrap_or(Value::Null);
+    let status = if is_async {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    json_response(status, &ret)
+}
+
+pub async fn node_passthru(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    method: Method,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    RawBody(body): RawBody,
+) -> ApiResult {
+    node_call(&st, &authz, &req, method, &ident, None, q, &body).await
+}
+
+/// `…/vendor_passthru/{method}` (the form the CLI sends).
+pub async fn node_passthru_named(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    method: Method,
+    P((ident, name)): P<(String, String)>,
+    RawQuery(q): RawQuery,
+    RawBody(body): RawBody,
+) -> ApiResult {
+    node_call(&st, &authz, &req, method, &ident, Some(name), q, &body).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn node_call(
+    st: &AppState,
+    authz: &Authz,
+    req: &Req,
+    method: Method,
+    ident: &str,
+    in_path: Option<String>,
+    q: Option<String>,
+    body: &[u8],
+) -> ApiResult {
+    let node = authorized_node(st, authz, ident, req.version, Policy::NodeVendorPassthru).await?;
+    let (name, info) = passthru_args(in_path, q, body)?;
+    let r = st
+        .conductor
+        .call(
+            &req.ctx,
+            VendorPassthru {
+                driver: node.driver.clone(),
+                node: Some(NodeRef::from(&node)),
+                method: name,
+                http_method: method.as_str().to_string(),
+                info,
+            },
+        )
+        .await?;
+    Ok(passthru_answer(r.0))
+}
+
+pub async fn driver_passthru(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    method: Method,
+    P(name): P<String>,
+    RawQuery(q): RawQuery,
+    RawBody(body): RawBody,
+) -> ApiResult {
+    driver_call(&st, &authz, &req, method, name, None, q, &body).await
+}
+
+/// `…/vendor_passthru/{method}` (the form the CLI sends).
+pub async fn driver_passthru_named(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    method: Method,
+    P((name, m)): P<(String, String)>,
+    RawQuery(q): RawQuery,
+    RawBody(body): RawBody,
+) -> ApiResult {
+    driver_call(&st, &authz, &req, method, name, Some(m), q, &body).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn driver_call(
+    st: &AppState,
+    authz: &Authz,
+    req: &Req,
+    method: Method,
+    name: String,
+    in_path: Option<String>,
+    q: Option<String>,
+    body: &[u8],
+) -> ApiResult {
+    authz.check(Policy::DriverVendorPassthru)?;
+    enabled_driver(st, &name)?;
+    let (m, info) = passthru_args(in_path, q, body)?;
+    let r = st
+        .conductor
+        .call(
+            &req.ctx,
+            VendorPassthru {
+                node: None,
+                driver: name,
+                method: m,
+                http_method: method.as_str().to_string(),
+                info,
+            },
+        )
+        .await?;
+    Ok(passthru_answer(r.0))
+}

@@ -1,0 +1,198 @@
+//! Console, boot device, NMI, target RAID configuration and vendor passthru: each asks
+//! the node's interface of that kind, under the node's lock where it changes
+//! something. An interface the node does not have (`no-console`, `no-raid`,
+//! `no-vendor`, or one without the operation) is upstream's 400 "does not support".
+
+use ironic_catalog::vendor::{driver_vendor_methods, node_vendor_methods};
+use ironic_drivers::interfaces::{BootDevice, NodeInfo};
+use ironic_model::{Error, Node};
+use ironic_rpc::calls::{
+    GetBootDevice, GetConsoleInformation, GetSupportedBootDevices, InjectNmi, JsonDoc,
+    SetBootDevice, SetConsoleMode, SetTargetRaidConfig, VendorPassthru,
+};
+use serde_json::json;
+
+use crate::Conductor;
+
+fn unsupported(driver: &str, what: &str) -> Error {
+    Error::invalid(format!(
+        "Driver {driver} does not support {what} (disabled or not implemented)."
+    ))
+}
+
+/// The node's implementation of `kind`, refusing the `no-…` ones.
+fn interface<'a>(node: &'a Node, kind: &str) -> Result<&'a str, Error> {
+    match node.interfaces.get(kind) {
+        Some(i) if !i.starts_with("no-") => Ok(i),
+        _ => Err(unsupported(&node.driver, kind)),
+    }
+}
+
+fn driver_error(node: &Node, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("Failed to {what} for node {}: {e}", node.uuid))
+}
+
+impl Conductor {
+    pub(crate) async fn get_console_information(
+        &self,
+        req: GetConsoleInformation,
+    ) -> Result<JsonDoc, Error> {
+        let n = self.read(&req.node).await?;
+        interface(&n, "console")?;
+        if !n.console_enabled {
+            return Err(Error::invalid(format!(
+                "Console access is not enabled on node {}",
+                n.uuid
+            )));
+        }
+        // The fake console has nothing to connect to: upstream's empty answer.
+        Ok(JsonDoc(json!({})))
+    }
+
+    pub(crate) async fn set_console_mode(&self, req: SetConsoleMode) -> Result<(), Error> {
+        let SetConsoleMode { node, enabled } = req;
+        self.with_lock(&node, |mut n| async move {
+            interface(&n, "console")?;
+            if n.console_enabled == enabled {
+                return Ok(());
+            }
+            n.console_enabled = enabled;
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            tracing::info!(node = %n.uuid, enabled, "console changed");
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn get_boot_device(&self, req: GetBootDevice) -> Result<JsonDoc, Error> {
+        let n = self.read(&req.node).await?;
+        interface(&n, "management")?;
+        let d = self
+            .driver_for(&n)?
+            .management()
+            .get_boot_device(NodeInfo::from(&n))
+            .await
+            .map_err(|e| driver_error(&n, "get the boot device", e))?;
+        Ok(JsonDoc(match d {
+            Some(d) => json!({"boot_device": d.device, "persistent": d.persistent}),
+            None => json!({"boot_device": null, "persistent": null}),
+        }))
+    }
+
+    pub(crate) async fn get_supported_boot_devices(
+        &self,
+        req: GetSupportedBootDevices,
+    ) -> Result<JsonDoc, Error> {
+        let n = self.read(&req.node).await?;
+        interface(&n, "management")?;
+        let devices = self
+            .driver_for(&n)?
+            .management()
+            .supported_boot_devices(NodeInfo::from(&n));
+        Ok(JsonDoc(json!(devices)))
+    }
+
+    pub(crate) async fn set_boot_device(&self, req: SetBootDevice) -> Result<(), Error> {
+        let SetBootDevice {
+            node,
+            device,
+            persistent,
+        } = req;
+        self.with_lock(&node, |mut n| async move {
+            interface(&n, "management")?;
+            let management = self.driver_for(&n)?.management();
+            if !management
+                .supported_boot_devices(NodeInfo::from(&n))
+                .contains(&device.as_str())
+            {
+                return Err(Error::invalid(format!(
+                    "Invalid boot device {device} specified."
+                )));
+            }
+            let changes = management
+                .set_boot_device(
+                    NodeInfo::from(&n),
+                    BootDevice {
+                        device: device.clone(),
+                        persistent,
+                    },
+                )
+                .await
+                .map_err(|e| driver_error(&n, "set the boot device", e))?;
+            if !changes.is_empty() {
+                changes.apply(&mut n);
+                n.reservation = Some(self.settings.host.clone());
+                self.db.node_save(&n, &self.settings.host).await?;
+            }
+            tracing::info!(node = %n.uuid, device, persistent, "boot device set");
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn inject_nmi(&self, req: InjectNmi) -> Result<(), Error> {
+        self.with_lock(&req.node, |n| async move {
+            // No management interface of this build can inject an NMI yet.
+            Err(unsupported(&n.driver, "inject_nmi"))
+        })
+        .await
+    }
+
+    pub(crate) async fn set_target_raid_config(
+        &self,
+        req: SetTargetRaidConfig,
+    ) -> Result<(), Error> {
+        let SetTargetRaidConfig {
+            node,
+            target_raid_config,
+        } = req;
+        self.with_lock(&node, |mut n| async move {
+            interface(&n, "raid")?;
+            n.target_raid_config = target_raid_config.as_object().cloned().unwrap_or_default();
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            tracing::info!(node = %n.uuid, "target RAID configuration set");
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn vendor_passthru(&self, req: VendorPassthru) -> Result<JsonDoc, Error> {
+        let VendorPassthru {
+            node,
+            driver,
+            method,
+            http_method,
+            info,
+        } = req;
+        let run = |methods: &'static [ironic_catalog::vendor::VendorMethod]| {
+            let m = methods
+                .iter()
+                .find(|m| m.name == method)
+                .ok_or_else(|| Error::invalid(format!("No handler for method {method}")))?;
+            if !m.http_methods.contains(&http_method.as_str()) {
+                return Err(Error::invalid(format!(
+                    "The method {method} does not support HTTP {http_method}"
+                )));
+            }
+            // The fake `echo`: what it was given.
+            Ok(JsonDoc(json!({"return": info, "async": m.is_async})))
+        };
+        match node {
+            Some(node) => {
+                self.with_lock(&node, |n| async move {
+                    let vendor = interface(&n, "vendor")?;
+                    run(node_vendor_methods(vendor))
+                })
+                .await
+            }
+            None => {
+                let hw = self.drivers.get(&driver).ok_or_else(|| {
+                    Error::NotFound(format!("Driver {driver} could not be found."))
+                })?;
+                run(driver_vendor_methods(hw))
+            }
+        }
+    }
+}
