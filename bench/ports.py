@@ -8,7 +8,7 @@ node's conductor under its lock), and prints side by side: nodes/s and ports/s c
 Checks that every port was created once and that the walks see them all. Deletes the
 nodes at the end (their ports go with them). Stdlib only; talks only to the URL given;
 every wait is bounded.
-Usage: ports.py URL [-n 1000] [-p 4] [-c 8] [-r 10] [--microversion 1.61]
+Usage: ports.py URL [-n 1000] [-p 4] [-c 8] [-r 10] [--same-node] [--microversion 1.61]
 """
 import argparse
 import http.client
@@ -33,6 +33,8 @@ def main():
     ap.add_argument("-c", type=int, default=8)
     ap.add_argument("-r", type=float, default=10.0, help="seconds of each read phase")
     ap.add_argument("--microversion", default="1.61")
+    ap.add_argument("--same-node", action="store_true",
+                    help="create each node's ports concurrently (node lock contention)")
     a = ap.parse_args()
     u = urllib.parse.urlparse(a.url)
     hdr = {"X-OpenStack-Ironic-API-Version": a.microversion, "Content-Type": "application/json"}
@@ -111,12 +113,18 @@ def main():
         lat = [d for _, d in nodes]
         rows.append(("create nodes", a.n / el, pct(lat, 50), pct(lat, 99)))
         uuids = [u for u, _ in nodes]
-        jobs = [(uuids[i], i, j) for i in range(a.n) for j in range(a.p)]
+        # Port j of every node, then port j+1: concurrent clients write different nodes,
+        # as enrolment tools do (one node's ports one after the other). --same-node
+        # sends a node's ports together instead, to measure its lock contention.
+        if a.same_node:
+            jobs = [(uuids[i], i, j) for i in range(a.n) for j in range(a.p)]
+        else:
+            jobs = [(uuids[i], i, j) for j in range(a.p) for i in range(a.n)]
         t0 = time.perf_counter()
         ports = list(ex.map(create_port, jobs))
         el = time.perf_counter() - t0
         lat = [d for _, d in ports]
-        rows.append(("create ports (%d per node)" % a.p, len(jobs) / el, pct(lat, 50), pct(lat, 99)))
+        rows.append(("create ports (%d per node%s)" % (a.p, ", same node" if a.same_node else ""), len(jobs) / el, pct(lat, 50), pct(lat, 99)))
         if len({p for p, _ in ports}) != len(jobs):
             sys.exit("duplicate port uuids")
 
