@@ -14,7 +14,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, delete, get, put};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use ironic_db::Db;
 use ironic_model::node::NodeDefaults;
 use ironic_model::version::{self, Version, VersionError};
@@ -30,6 +30,7 @@ mod conductors;
 mod deploy_templates;
 mod drivers;
 pub mod error;
+mod events;
 mod management;
 mod nodes;
 pub mod policy;
@@ -587,6 +588,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
             "/drivers/{name}/raid/logical_disk_properties",
             get(management::raid_logical_disk_properties),
         ),
+        ("/events", post(events::post)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

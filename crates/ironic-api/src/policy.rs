@@ -334,6 +334,7 @@ policies! {
     NodeVendorPassthru = "baremetal:node:vendor_passthru" => SystemAdmin,
     DriverVendorPassthru = "baremetal:driver:vendor_passthru" => SystemAdmin,
     DriverGetRaidLogicalDiskProperties = "baremetal:driver:get_raid_logical_disk_properties" => SystemReader,
+    EventsPost = "baremetal:events:post" => SystemAdmin,
     VolumeGet = "baremetal:volume:get" => ProjectReader,
     VolumeList = "baremetal:volume:list" => AnyReader,
     VolumeListAll = "baremetal:volume:list_all" => SystemReader,

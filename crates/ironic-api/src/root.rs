@@ -70,6 +70,9 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(52) {
         doc.insert("allocations".into(), pair(&base, "allocations"));
     }
+    if req.version.at_least(54) {
+        doc.insert("events".into(), pair(&base, "events"));
+    }
     if req.version.at_least(55) {
         doc.insert("deploy_templates".into(), pair(&base, "deploy_templates"));
     }

@@ -201,6 +201,40 @@ async fn management(s: &Server) {
         .await;
     assert_eq!((r.status, r.json()), (200, json!({})));
 
+    // Network events (1.54): checked and recorded.
+    let event = json!({"event": "network.bind_port", "port_id": "bf1b1e3a-7c6d-4e5f-9a8b-0c1d2e3f4a5b",
+                       "mac_address": "52:54:00:00:20:01", "status": "ACTIVE",
+                       "device_id": "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee",
+                       "binding:host_id": "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee",
+                       "binding:vnic_type": "baremetal"});
+    let r = s
+        .post("/v1/events", V, &json!({ "events": [event.clone()] }))
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let mut bad = event.clone();
+    bad["event"] = json!("network.explode");
+    let r = s.post("/v1/events", V, &json!({ "events": [bad] })).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Schema error: 'network.explode' is not one of ['network.bind_port', 'network.unbind_port', 'network.delete_port']".into()
+        )
+    );
+    let mut bad = event.clone();
+    bad.as_object_mut().unwrap().remove("status");
+    let r = s.post("/v1/events", V, &json!({ "events": [bad] })).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Schema error: 'status' is a required property".into())
+    );
+    assert_eq!(
+        s.post("/v1/events", "1.53", &json!({ "events": [event] }))
+            .await
+            .status,
+        404
+    );
+
     // An unknown route: upstream's routing body, with a faultstring clients print.
     let r = s.get("/v1/no-such-thing", V).await;
     assert_eq!(r.status, 404);
