@@ -50,6 +50,16 @@ impl ApiError {
     }
 }
 
+/// A route newer than the request (`minor` is the microversion that added it): the
+/// routing layer's 404, as upstream answers it.
+pub(crate) fn route_since(v: ironic_model::Version, minor: u16) -> Result<(), ApiError> {
+    if v.at_least(minor) {
+        Ok(())
+    } else {
+        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
+    }
+}
+
 pub fn status_of(e: &Error) -> StatusCode {
     match e {
         Error::NotFound(_) => StatusCode::NOT_FOUND,

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use ironic_catalog::vendor::{
     VendorMethod, bios_settings, driver_vendor_methods, node_vendor_methods,
 };
+use ironic_model::Error;
 use ironic_model::patch::py_repr;
-use ironic_model::{Error, Version};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
     GetBootDevice, GetConsoleInformation, GetSupportedBootDevices, InjectNmi, SetBootDevice,
@@ -30,14 +30,7 @@ use crate::{AppState, Base, Req, json_response};
 
 type ApiResult = Result<Response, ApiError>;
 
-/// A route newer than the request: the routing layer's 404, as upstream.
-fn since(v: Version, minor: u16) -> Result<(), ApiError> {
-    if v.at_least(minor) {
-        Ok(())
-    } else {
-        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
-    }
-}
+use crate::error::route_since as since;
 
 fn object(body: Value, what: &str) -> Result<Map<String, Value>, ApiError> {
     match body {
@@ -98,15 +91,15 @@ pub async fn console_put(
     let body = object(body, "console")?;
     let enabled = match body.get("enabled") {
         Some(Value::Bool(b)) => *b,
-        Some(Value::String(w)) if ironic_model::node::parse_bool_word(w).is_some() => {
-            ironic_model::node::parse_bool_word(w).unwrap_or(false)
-        }
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "Schema error for console: {} is not of type 'boolean'",
-                py_repr(other)
-            )));
-        }
+        Some(other) => match other.as_str().and_then(ironic_model::node::parse_bool_word) {
+            Some(b) => b,
+            None => {
+                return Err(ApiError::invalid(format!(
+                    "Schema error for console: {} is not of type 'boolean'",
+                    py_repr(other)
+                )));
+            }
+        },
         None => {
             return Err(ApiError::invalid(
                 "Schema error for console: 'enabled' is a required property",

@@ -50,6 +50,8 @@ pub(crate) trait Nic: Sized + Send {
     const FILTERS: &'static [&'static str];
     /// The microversion of the `detail` argument.
     const DETAIL_SINCE: u16;
+    /// Fields a PATCH may not remove.
+    const REQUIRED: &'static [&'static str] = &[];
     /// A field only some callers see (a target's `properties`): the policy, and what
     /// the others see instead.
     fn restricted() -> Option<Restricted<Self>> {
@@ -146,6 +148,7 @@ impl Nic for Port {
 impl Nic for Portgroup {
     const WHAT: &'static str = "portgroup";
     const PATH: &'static str = "portgroups";
+    const REQUIRED: &'static [&'static str] = &["mode"];
     const KEY: &'static str = "portgroups";
     const LINKS_BEFORE: &'static str = "";
     const BY_NAME: bool = true;
@@ -489,10 +492,8 @@ pub(crate) async fn get_one<T: Nic>(
         Some(f) => fields_param::<T>(f, v)?,
         None => all.clone(),
     };
-    let (o, _) = load::<T>(st, authz, ident, T::GET).await?;
-    let mut one = [o];
-    hide_restricted(authz, &mut one);
-    let [o] = one;
+    let (mut o, _) = load::<T>(st, authz, ident, T::GET).await?;
+    hide_restricted(authz, std::slice::from_mut(&mut o));
     Ok(json_response(
         StatusCode::OK,
         &render(&o, base, &fields, fields.len() == all.len(), v),
@@ -587,6 +588,16 @@ pub(crate) fn patch_paths<T: Nic>(
     v: Version,
     settable: &[&str],
 ) -> Result<(), ApiError> {
+    if let Some(op) = ops.iter().find(|op| {
+        op.op == patch::Op::Remove
+            && T::REQUIRED.contains(&op.root())
+            && op.path.len() == op.root().len() + 1
+    }) {
+        return Err(ApiError::invalid(format!(
+            "'{}' is a mandatory attribute and can not be removed",
+            op.root()
+        )));
+    }
     for op in ops {
         let root = op.root();
         if root == "node_uuid" || settable.contains(&root) {
@@ -610,6 +621,78 @@ pub(crate) fn patch_paths<T: Nic>(
         ));
     }
     Ok(())
+}
+
+/// `PATCH /v1/<resource>/{ident}`: the paths checked here, the patch applied by the
+/// node's conductor (`update` builds its call from the node, the object's uuid and the
+/// operations).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn patch_via<T, C>(
+    st: &AppState,
+    authz: &Authz,
+    req: &Req,
+    base: &str,
+    ident: &str,
+    q: Option<String>,
+    body: &Value,
+    (settable, policy): (&[&str], Policy),
+    update: impl FnOnce(NodeRef, String, Vec<patch::PatchOp>) -> C,
+) -> ApiResult
+where
+    T: Nic,
+    C: ironic_rpc::Call<Reply = T>,
+{
+    let v = req.version;
+    gate::<T>(v)?;
+    authz.could(policy)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    let ops = patch::parse(body)?;
+    patch_paths::<T>(&ops, v, settable)?;
+    let (o, node) = load::<T>(st, authz, ident, policy).await?;
+    let mut saved = st
+        .conductor
+        .call(
+            &req.ctx,
+            update(NodeRef::from(&node), o.uuid().to_string(), ops),
+        )
+        .await?;
+    hide_restricted(authz, std::slice::from_mut(&mut saved));
+    let fields = pm::fields_at(T::FIELDS, v);
+    Ok(json_response(
+        StatusCode::OK,
+        &render(&saved, base, &fields, true, v),
+    ))
+}
+
+/// `DELETE /v1/<resource>/{ident}`, carried out by the node's conductor; `uuid_only`:
+/// a name is 400 (ports, as upstream).
+pub(crate) async fn delete_via<T, C>(
+    st: &AppState,
+    authz: &Authz,
+    req: &Req,
+    ident: &str,
+    q: Option<String>,
+    (uuid_only_ident, policy): (bool, Policy),
+    destroy: impl FnOnce(NodeRef, String) -> C,
+) -> ApiResult
+where
+    T: Nic,
+    C: ironic_rpc::Call<Reply = ()>,
+{
+    gate::<T>(req.version)?;
+    authz.could(policy)?;
+    Query::parse(q.as_deref())?.only(&[])?;
+    if uuid_only_ident {
+        uuid_only(ident, T::WHAT)?;
+    }
+    let (o, node) = load::<T>(st, authz, ident, policy).await?;
+    st.conductor
+        .call(
+            &req.ctx,
+            destroy(NodeRef::from(&node), o.uuid().to_string()),
+        )
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -727,29 +810,25 @@ pub async fn port_patch(
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let v = req.version;
-    authz.could(Policy::PortUpdate)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let ops = patch::parse(&body)?;
-    patch_paths::<Port>(&ops, v, pm::PORT_SETTABLE)?;
-    let (port, node) = load::<Port>(&st, &authz, &ident, Policy::PortUpdate).await?;
-    let saved = st
-        .conductor
-        .call(
-            &req.ctx,
-            UpdatePort {
-                node: NodeRef::from(&node),
-                port_uuid: port.uuid,
-                patch: ops,
-                version: v,
-            },
-        )
-        .await?;
-    let fields = pm::fields_at(PORT_FIELDS, v);
-    Ok(json_response(
-        StatusCode::OK,
-        &render(&saved, &base, &fields, true, v),
-    ))
+    let version = req.version;
+    let policy = (pm::PORT_SETTABLE, Policy::PortUpdate);
+    patch_via(
+        &st,
+        &authz,
+        &req,
+        &base,
+        &ident,
+        q,
+        &body,
+        policy,
+        |node, port_uuid, patch| UpdatePort {
+            node,
+            port_uuid,
+            patch,
+            version,
+        },
+    )
+    .await
 }
 
 pub async fn port_delete(
@@ -759,20 +838,11 @@ pub async fn port_delete(
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    authz.could(Policy::PortDelete)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    uuid_only(&ident, "port")?;
-    let (port, node) = load::<Port>(&st, &authz, &ident, Policy::PortDelete).await?;
-    st.conductor
-        .call(
-            &req.ctx,
-            DestroyPort {
-                node: NodeRef::from(&node),
-                port_uuid: port.uuid,
-            },
-        )
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let how = (true, Policy::PortDelete);
+    delete_via::<Port, _>(&st, &authz, &req, &ident, q, how, |node, port_uuid| {
+        DestroyPort { node, port_uuid }
+    })
+    .await
 }
 
 pub async fn node_ports(
@@ -884,11 +954,7 @@ pub async fn portgroup_ports_detail(
 /// The port group sub-resources (`/v1/nodes/{node}/portgroups`,
 /// `/v1/portgroups/{pg}/ports`) exist from 1.24: a routing 404 below.
 fn sub_gate(v: Version) -> Result<(), ApiError> {
-    if v.at_least(24) {
-        Ok(())
-    } else {
-        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
-    }
+    crate::error::route_since(v, 24)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -972,38 +1038,23 @@ pub async fn portgroup_patch(
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let v = req.version;
-    gate::<Portgroup>(v)?;
-    authz.could(Policy::PortgroupUpdate)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let ops = patch::parse(&body)?;
-    if ops
-        .iter()
-        .any(|op| op.op == patch::Op::Remove && op.path == "/mode")
-    {
-        return Err(ApiError::invalid(
-            "'mode' is a mandatory attribute and can not be removed",
-        ));
-    }
-    patch_paths::<Portgroup>(&ops, v, pm::PORTGROUP_SETTABLE)?;
-    let (pg, node) = load::<Portgroup>(&st, &authz, &ident, Policy::PortgroupUpdate).await?;
-    let saved = st
-        .conductor
-        .call(
-            &req.ctx,
-            UpdatePortgroup {
-                node: NodeRef::from(&node),
-                portgroup_uuid: pg.uuid,
-                patch: ops,
-                version: v,
-            },
-        )
-        .await?;
-    let fields = pm::fields_at(PORTGROUP_FIELDS, v);
-    Ok(json_response(
-        StatusCode::OK,
-        &render(&saved, &base, &fields, true, v),
-    ))
+    let policy = (pm::PORTGROUP_SETTABLE, Policy::PortgroupUpdate);
+    patch_via(
+        &st,
+        &authz,
+        &req,
+        &base,
+        &ident,
+        q,
+        &body,
+        policy,
+        |node, portgroup_uuid, patch| UpdatePortgroup {
+            node,
+            portgroup_uuid,
+            patch,
+        },
+    )
+    .await
 }
 
 pub async fn portgroup_delete(
@@ -1013,20 +1064,14 @@ pub async fn portgroup_delete(
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    gate::<Portgroup>(req.version)?;
-    authz.could(Policy::PortgroupDelete)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let (pg, node) = load::<Portgroup>(&st, &authz, &ident, Policy::PortgroupDelete).await?;
-    st.conductor
-        .call(
-            &req.ctx,
-            DestroyPortgroup {
-                node: NodeRef::from(&node),
-                portgroup_uuid: pg.uuid,
-            },
-        )
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let how = (false, Policy::PortgroupDelete);
+    delete_via::<Portgroup, _>(&st, &authz, &req, &ident, q, how, |node, portgroup_uuid| {
+        DestroyPortgroup {
+            node,
+            portgroup_uuid,
+        }
+    })
+    .await
 }
 
 pub async fn node_portgroups(

@@ -22,11 +22,7 @@ type ApiResult = Result<Response, ApiError>;
 
 /// Below 1.28 the route does not exist (a routing 404, as upstream).
 fn gate(req: &Req) -> Result<(), ApiError> {
-    if req.version.at_least(28) {
-        Ok(())
-    } else {
-        Err(ApiError::routing(StatusCode::NOT_FOUND, ""))
-    }
+    crate::error::route_since(req.version, 28)
 }
 
 pub async fn list(

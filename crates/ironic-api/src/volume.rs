@@ -6,15 +6,14 @@
 
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use ironic_db::Db;
 use ironic_db::ports::{Key, NicListQuery};
 use ironic_model::volume::{
     self as vm, CONNECTOR_FIELDS, ConnectorSpec, TARGET_FIELDS, TargetSpec, VOLUME_MIN,
     VolumeConnector, VolumeTarget,
 };
-use ironic_model::{Error, NodeId, Version, patch};
-use ironic_rpc::NodeRef;
+use ironic_model::{Error, NodeId, Version};
 use ironic_rpc::calls::{
     DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
 };
@@ -25,8 +24,8 @@ use crate::error::ApiError;
 use crate::nodes::authorized_node;
 use crate::policy::{Authz, Policy};
 use crate::ports::{
-    Nic, Within, create_body, created, gate, get_one, hide_restricted, list, load, new_uuid,
-    owning_node, patch_paths, render,
+    Nic, Within, create_body, created, delete_via, gate, get_one, hide_restricted, list, new_uuid,
+    owning_node, patch_via,
 };
 use crate::query::Query;
 use crate::view::{Ts, links_value};
@@ -230,11 +229,9 @@ pub async fn target_create(
     let node = node_of(&st, &authz, &spec.node_uuid, v).await?;
     let mut t = VolumeTarget::new(uuid, spec);
     t.node_id = node.id;
-    let saved = st.db.volume_target_create(&t).await?;
+    let mut saved = st.db.volume_target_create(&t).await?;
     tracing::info!(target = %saved.uuid, node = %saved.node_uuid, "volume target created");
-    let mut one = [saved];
-    hide_restricted(&authz, &mut one);
-    let [saved] = one;
+    hide_restricted(&authz, std::slice::from_mut(&mut saved));
     Ok(created(&saved, &base, v))
 }
 
@@ -307,29 +304,19 @@ pub async fn connector_patch(
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let v = req.version;
-    gate::<VolumeConnector>(v)?;
-    authz.could(Policy::VolumeUpdate)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let ops = patch::parse(&body)?;
-    patch_paths::<VolumeConnector>(&ops, v, vm::CONNECTOR_SETTABLE)?;
-    let (c, node) = load::<VolumeConnector>(&st, &authz, &ident, Policy::VolumeUpdate).await?;
-    let saved = st
-        .conductor
-        .call(
-            &req.ctx,
-            UpdateVolumeConnector {
-                node: NodeRef::from(&node),
-                uuid: c.uuid,
-                patch: ops,
-            },
-        )
-        .await?;
-    let fields = ironic_model::port::fields_at(CONNECTOR_FIELDS, v);
-    Ok(json_response(
-        StatusCode::OK,
-        &render(&saved, &base, &fields, true, v),
-    ))
+    let policy = (vm::CONNECTOR_SETTABLE, Policy::VolumeUpdate);
+    patch_via(
+        &st,
+        &authz,
+        &req,
+        &base,
+        &ident,
+        q,
+        &body,
+        policy,
+        |node, uuid, patch| UpdateVolumeConnector { node, uuid, patch },
+    )
+    .await
 }
 
 pub async fn target_patch(
@@ -341,32 +328,19 @@ pub async fn target_patch(
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    let v = req.version;
-    gate::<VolumeTarget>(v)?;
-    authz.could(Policy::VolumeUpdate)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let ops = patch::parse(&body)?;
-    patch_paths::<VolumeTarget>(&ops, v, vm::TARGET_SETTABLE)?;
-    let (t, node) = load::<VolumeTarget>(&st, &authz, &ident, Policy::VolumeUpdate).await?;
-    let saved = st
-        .conductor
-        .call(
-            &req.ctx,
-            UpdateVolumeTarget {
-                node: NodeRef::from(&node),
-                uuid: t.uuid,
-                patch: ops,
-            },
-        )
-        .await?;
-    let mut one = [saved];
-    hide_restricted(&authz, &mut one);
-    let [saved] = one;
-    let fields = ironic_model::port::fields_at(TARGET_FIELDS, v);
-    Ok(json_response(
-        StatusCode::OK,
-        &render(&saved, &base, &fields, true, v),
-    ))
+    let policy = (vm::TARGET_SETTABLE, Policy::VolumeUpdate);
+    patch_via(
+        &st,
+        &authz,
+        &req,
+        &base,
+        &ident,
+        q,
+        &body,
+        policy,
+        |node, uuid, patch| UpdateVolumeTarget { node, uuid, patch },
+    )
+    .await
 }
 
 pub async fn connector_delete(
@@ -376,20 +350,11 @@ pub async fn connector_delete(
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    gate::<VolumeConnector>(req.version)?;
-    authz.could(Policy::VolumeDelete)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let (c, node) = load::<VolumeConnector>(&st, &authz, &ident, Policy::VolumeDelete).await?;
-    st.conductor
-        .call(
-            &req.ctx,
-            DestroyVolumeConnector {
-                node: NodeRef::from(&node),
-                uuid: c.uuid,
-            },
-        )
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let how = (true, Policy::VolumeDelete);
+    delete_via::<VolumeConnector, _>(&st, &authz, &req, &ident, q, how, |node, uuid| {
+        DestroyVolumeConnector { node, uuid }
+    })
+    .await
 }
 
 pub async fn target_delete(
@@ -399,18 +364,9 @@ pub async fn target_delete(
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    gate::<VolumeTarget>(req.version)?;
-    authz.could(Policy::VolumeDelete)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let (t, node) = load::<VolumeTarget>(&st, &authz, &ident, Policy::VolumeDelete).await?;
-    st.conductor
-        .call(
-            &req.ctx,
-            DestroyVolumeTarget {
-                node: NodeRef::from(&node),
-                uuid: t.uuid,
-            },
-        )
-        .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let how = (true, Policy::VolumeDelete);
+    delete_via::<VolumeTarget, _>(&st, &authz, &req, &ident, q, how, |node, uuid| {
+        DestroyVolumeTarget { node, uuid }
+    })
+    .await
 }

@@ -248,7 +248,6 @@ impl Conductor {
             node,
             portgroup_uuid,
             patch: ops,
-            version: _,
         } = req;
         self.with_lock(&node, |node| async move {
             let pg = self
@@ -275,9 +274,7 @@ impl Conductor {
                 .db
                 .port_list(&ironic_db::ports::NicListQuery {
                     portgroup_id: Some(pg.id),
-                    sort_key: "id".into(),
-                    limit: usize::MAX >> 1,
-                    ..Default::default()
+                    ..ironic_db::ports::NicListQuery::every()
                 })
                 .await?;
             if new.node_uuid != pg.node_uuid {
@@ -477,9 +474,7 @@ impl Conductor {
     async fn nics_of(&self, node: &Node) -> Result<(Vec<Port>, Vec<Portgroup>), Error> {
         let q = ironic_db::ports::NicListQuery {
             node_id: Some(node.id),
-            sort_key: "id".into(),
-            limit: usize::MAX >> 1,
-            ..Default::default()
+            ..ironic_db::ports::NicListQuery::every()
         };
         Ok((
             self.db.port_list(&q).await?,

@@ -203,10 +203,10 @@ fn boolean(doc: &Map<String, Value>, key: &str, default: bool, what: &str) -> Re
     match doc.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(Value::Bool(b)) => Ok(*b),
-        Some(Value::String(w)) if crate::node::parse_bool_word(w).is_some() => {
-            Ok(crate::node::parse_bool_word(w).unwrap_or(default))
-        }
-        Some(v) => Err(type_error(what, v, "'boolean'")),
+        Some(v) => v
+            .as_str()
+            .and_then(crate::node::parse_bool_word)
+            .ok_or_else(|| type_error(what, v, "'boolean'")),
     }
 }
 

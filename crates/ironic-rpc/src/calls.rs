@@ -982,7 +982,6 @@ pub struct UpdatePortgroup {
     pub node: NodeRef,
     pub portgroup_uuid: String,
     pub patch: Vec<PatchOp>,
-    pub version: Version,
 }
 
 impl Call for UpdatePortgroup {
@@ -1003,7 +1002,6 @@ impl Call for UpdatePortgroup {
             node: Some(node_ref_to_pb(&self.node)),
             portgroup_uuid: self.portgroup_uuid,
             patch: patch_to_pb(&self.patch),
-            api_minor: u32::from(self.version.minor),
         }
     }
     fn from_wire(w: pb::UpdatePortgroupRequest) -> Result<Self, Error> {
@@ -1011,7 +1009,6 @@ impl Call for UpdatePortgroup {
             node: node_ref_from_pb(w.node)?,
             portgroup_uuid: w.portgroup_uuid,
             patch: patch_from_pb(w.patch)?,
-            version: api_minor(w.api_minor)?,
         })
     }
 }
