@@ -14,6 +14,8 @@ if [ ! -x .venv/bin/openstack ]; then
 fi
 # bcrypt makes the htpasswd entries of the policy section below.
 .venv/bin/python -c 'import bcrypt' 2>/dev/null || .venv/bin/pip install -q bcrypt
+# The ramdisk agent's own API client (ironic-python-agent) drives lookup and heartbeat.
+.venv/bin/python -c 'import ironic_python_agent' 2>/dev/null || .venv/bin/pip install -q ironic-python-agent
 split=0; [ "${1:-}" = --split ] && split=1
 cargo build -q --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
 T="${CARGO_TARGET_DIR:-target}/debug"
@@ -177,7 +179,7 @@ os baremetal node set compat-2 --instance-info 'traits=["CUSTOM_COMPAT_RAID1_V2"
 os baremetal node deploy compat-2
 wait_state compat-2 active
 os baremetal node show compat-2 -f json -c driver_internal_info | grep -q '"raid.apply_configuration"' \
-  || fail "the template's step did not run"
+  || fail "the template's step did not run: $(os baremetal node show compat-2 -f json -c driver_internal_info -c instance_info -c traits)"
 os baremetal node undeploy compat-2
 wait_state compat-2 available
 os baremetal deploy template delete CUSTOM_COMPAT_RAID1_V2
@@ -320,6 +322,40 @@ os baremetal driver passthru list fake-hardware -f value | grep -q echo || fail 
 os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru call"
 os baremetal node delete compat-hw
 if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
+
+echo "== ramdisk agent: lookup and heartbeat (ironic-python-agent's client)"
+agent_node=$(os baremetal node create --driver fake-hardware --name compat-agent -f value -c uuid)
+os baremetal port create 52:54:00:aa:bb:cc --node "$agent_node" -f value -c uuid >/dev/null
+os baremetal node manage compat-agent
+wait_state compat-agent manageable
+echo '[{"interface": "deploy", "step": "sleep", "args": {"seconds": 600}}]' | os baremetal node clean compat-agent --clean-steps -
+wait_state compat-agent "clean wait"
+.venv/bin/python - "http://127.0.0.1:$port" >"$dir/agent" 2>&1 <<'PY' || fail "agent: $(cat "$dir/agent")"
+import sys, types
+from oslo_config import cfg
+from ironic_python_agent import config, ironic_api_client
+config.populate_config()
+cfg.CONF(args=[], default_config_files=[])
+client = ironic_api_client.APIClient(sys.argv[1])
+nic = types.SimpleNamespace(mac_address="52:54:00:AA:BB:CC")
+found = client.lookup_node({"interfaces": [nic]}, timeout=10, starting_interval=1)
+assert found["config"]["agent_token_required"] is True, found
+client.agent_token = found["config"]["agent_token"]
+assert client.agent_token and client.agent_token != "******", found
+client.heartbeat(found["node"]["uuid"], ("192.0.2.20", 9999))
+print("agent ok", found["node"]["uuid"])
+PY
+os baremetal node show compat-agent -f json -c driver_internal_info | grep -q '"agent_url": "http://192.0.2.20:9999"' \
+  || fail "heartbeat not recorded: $(os baremetal node show compat-agent -f json -c driver_internal_info)"
+os baremetal node show compat-agent -f json -c driver_internal_info | grep -q '"agent_secret_token": "\*\*\*\*\*\*"' \
+  || fail "token not masked"
+os baremetal node abort compat-agent
+wait_state compat-agent "clean failed"
+os baremetal node show compat-agent -f json -c driver_internal_info | grep -q agent_secret_token \
+  && fail "the token outlived the cleaning"
+os baremetal node manage compat-agent
+wait_state compat-agent manageable
+os baremetal node delete compat-agent
 
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2

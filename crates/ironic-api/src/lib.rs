@@ -37,6 +37,7 @@ pub mod policy;
 mod ports;
 mod provision;
 mod query;
+pub mod ramdisk;
 mod root;
 mod vifs;
 mod volume;
@@ -59,6 +60,7 @@ pub struct ApiSettings {
     pub max_limit: u32,
     pub max_body: usize,
     pub defaults: NodeDefaults,
+    pub ramdisk: ramdisk::RamdiskSettings,
 }
 
 pub struct Inner {
@@ -174,8 +176,17 @@ fn requested_version(h: &HeaderMap) -> Option<String> {
         .map(|v| v.to_str().unwrap_or("\u{0}").to_string())
 }
 
+/// Routes that need no credentials: discovery, and the ramdisk agent's lookup and
+/// heartbeat (the agent has none; its token is checked by the conductor).
 fn is_public(path: &str) -> bool {
-    matches!(path, "/" | "/v1" | "/v1/")
+    if matches!(path, "/" | "/v1" | "/v1/") {
+        return true;
+    }
+    let p = path.strip_prefix("/v1").unwrap_or(path);
+    let p = p.strip_suffix('/').unwrap_or(p);
+    p == "/lookup"
+        || p.strip_prefix("/heartbeat/")
+            .is_some_and(|n| !n.is_empty() && !n.contains('/'))
 }
 
 /// The edge of every request: request id, span and log line, version negotiation and
@@ -354,7 +365,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.61";
+const MAX_VERSION: &str = "1.62";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -589,6 +600,8 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
             get(management::raid_logical_disk_properties),
         ),
         ("/events", post(events::post)),
+        ("/lookup", get(ramdisk::lookup)),
+        ("/heartbeat/{ident}", post(ramdisk::heartbeat)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

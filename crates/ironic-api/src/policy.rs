@@ -171,6 +171,9 @@ enum Rule {
     ProjectManager,
     /// System reader, or an admin in any scope (a volume target's properties).
     SystemReaderOrAnyAdmin,
+    /// Anyone, credentials or not: the public routes of the ramdisk agent (upstream's
+    /// `is_public_api`).
+    PublicApi,
 }
 
 impl Rule {
@@ -228,6 +231,7 @@ impl Rule {
                     || owner(SERVICE)
             }
             Rule::SystemReaderOrAnyAdmin => c.system(READER) || c.roles.has(ADMIN),
+            Rule::PublicApi => true,
             Rule::SystemAdminOwnerManager => {
                 c.system(ADMIN) || system_service || owner(MANAGER) || owner(SERVICE)
             }
@@ -342,6 +346,8 @@ policies! {
     VolumeDelete = "baremetal:volume:delete" => ProjectManager,
     VolumeUpdate = "baremetal:volume:update" => OwnerMemberLesseeManager,
     VolumeViewTargetProperties = "baremetal:volume:view_target_properties" => SystemReaderOrAnyAdmin,
+    IpaLookup = "baremetal:driver:ipa_lookup" => PublicApi,
+    IpaHeartbeat = "baremetal:node:ipa_heartbeat" => PublicApi,
 }
 
 impl Policy {

@@ -58,6 +58,10 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     doc.insert("ports".into(), pair(&base, "ports"));
     doc.insert("drivers".into(), pair(&base, "drivers"));
     doc.insert("version".into(), version_object(&base));
+    if req.version.at_least(22) {
+        doc.insert("lookup".into(), pair(&base, "lookup"));
+        doc.insert("heartbeat".into(), pair(&base, "heartbeat"));
+    }
     if req.version.at_least(23) {
         doc.insert("portgroups".into(), pair(&base, "portgroups"));
     }

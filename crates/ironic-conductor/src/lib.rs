@@ -35,8 +35,10 @@ use ironic_rpc::calls::{
     GetSupportedBootDevices, InjectNmi, JsonDoc, SetBootDevice, SetConsoleMode,
     SetTargetRaidConfig, UpdateVolumeConnector, UpdateVolumeTarget, VendorPassthru,
 };
+use ironic_rpc::calls::{GetNodeWithToken, Heartbeat};
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
 
+mod agent;
 mod allocations;
 mod core;
 mod lock;
@@ -623,5 +625,17 @@ impl Handlers for Conductor {
 
     async fn vendor_passthru(&self, _ctx: &Context, req: VendorPassthru) -> Result<JsonDoc, Error> {
         Conductor::vendor_passthru(self, req).await
+    }
+
+    async fn get_node_with_token(
+        &self,
+        _ctx: &Context,
+        req: GetNodeWithToken,
+    ) -> Result<Node, Error> {
+        Conductor::get_node_with_token(self, req).await
+    }
+
+    async fn heartbeat(&self, _ctx: &Context, req: Heartbeat) -> Result<(), Error> {
+        Conductor::agent_heartbeat(self, req).await
     }
 }

@@ -380,8 +380,30 @@ impl Core {
         F: FnOnce(Node) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
+        self.run_locked(target, true, f).await
+    }
+
+    /// [`Core::with_lock`] with one attempt at the lock: `Locked` at once when another
+    /// operation holds it (for callers that come back anyway, such as heartbeats).
+    pub(crate) async fn with_lock_now<T, F, Fut>(&self, target: &NodeRef, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(Node) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        self.run_locked(target, false, f).await
+    }
+
+    async fn run_locked<T, F, Fut>(&self, target: &NodeRef, patient: bool, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(Node) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
         let node_id = target.id;
-        let node = self.acquire(node_id).await?;
+        let node = if patient {
+            self.acquire(node_id).await?
+        } else {
+            self.reserve(node_id).await?
+        };
         let mut guard = LockGuard {
             db: self.db.clone(),
             work: self.work.clone(),

@@ -157,6 +157,13 @@ pub struct ApiSection {
     pub request_timeout: u64,
     /// Requests served at once; past it, 503 with `Retry-After` at once.
     pub max_concurrent_requests: usize,
+    /// Serve the ramdisk agent's `/v1/lookup` and `/v1/heartbeat` (public routes, no
+    /// credentials); false answers them 403.
+    pub enable_ramdisk_endpoints: bool,
+    /// Only nodes in a state that waits for a ramdisk can be looked up.
+    pub restrict_lookup: bool,
+    /// Seconds between the agent's heartbeats, told to it by the lookup.
+    pub ramdisk_heartbeat_timeout: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -274,6 +281,9 @@ impl Default for ApiSection {
             header_read_timeout: 10,
             request_timeout: 90,
             max_concurrent_requests: 512,
+            enable_ramdisk_endpoints: true,
+            restrict_lookup: true,
+            ramdisk_heartbeat_timeout: 300,
         }
     }
 }

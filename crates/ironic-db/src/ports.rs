@@ -422,6 +422,31 @@ impl Db {
             .ok_or_else(|| port_not_found(&port.uuid))
     }
 
+    /// The nodes that have a port with one of `addresses` (normalised MACs), at most
+    /// two: the ramdisk's lookup needs to know only whether there is exactly one.
+    pub async fn node_ids_by_port_addresses(
+        &self,
+        addresses: &[String],
+    ) -> Result<Vec<NodeId>, Error> {
+        if addresses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks: Vec<String> = (1..=addresses.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT DISTINCT node_id FROM ports WHERE address IN ({}) ORDER BY node_id LIMIT 2",
+            marks.join(", ")
+        );
+        let args = addresses.iter().map(|a| Arg::Text(Some(a.clone())));
+        let ids: Vec<i64> = with_pool!(self, |p| bind_all!(
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str())),
+            args.clone()
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(|e| internal("looking nodes up by port address", e))?;
+        Ok(ids.into_iter().map(NodeId).collect())
+    }
+
     /// Deletes a port; false if it was gone.
     pub async fn port_destroy(&self, id: i64) -> Result<bool, Error> {
         let n = with_pool!(self, |p| sqlx::query("DELETE FROM ports WHERE id = $1")

@@ -1516,6 +1516,84 @@ impl Call for VendorPassthru {
     }
 }
 
+/// Gives the node an agent token for its ramdisk (`lookup` from 1.62), under its lock.
+/// Not repeated after a conductor's death: a repeat would find the first attempt's
+/// token and answer it masked, which the agent cannot use; it looks up again instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetNodeWithToken {
+    pub node: NodeRef,
+}
+
+impl Call for GetNodeWithToken {
+    const METHOD: &'static str = m::GET_NODE_WITH_TOKEN;
+    type Reply = Node;
+    type Wire = pb::GetNodeWithTokenRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        "Look the node up again.".into()
+    }
+    fn to_wire(self) -> pb::GetNodeWithTokenRequest {
+        pb::GetNodeWithTokenRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::GetNodeWithTokenRequest) -> Result<Self, Error> {
+        Ok(GetNodeWithToken {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// A heartbeat of the node's ramdisk agent (`POST /v1/heartbeat/{node}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub node: NodeRef,
+    /// Where the agent listens; empty from a one-way agent (anaconda).
+    pub callback_url: String,
+    pub agent_version: Option<String>,
+    pub agent_token: Option<String>,
+    pub agent_verify_ca: Option<String>,
+    pub agent_status: Option<String>,
+    pub agent_status_message: Option<String>,
+}
+
+impl Call for Heartbeat {
+    const METHOD: &'static str = m::HEARTBEAT;
+    type Reply = ();
+    type Wire = pb::HeartbeatRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// Recording the same heartbeat twice changes nothing that matters.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::HeartbeatRequest {
+        pb::HeartbeatRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            callback_url: self.callback_url,
+            agent_version: self.agent_version,
+            agent_token: self.agent_token,
+            agent_verify_ca: self.agent_verify_ca,
+            agent_status: self.agent_status,
+            agent_status_message: self.agent_status_message,
+        }
+    }
+    fn from_wire(w: pb::HeartbeatRequest) -> Result<Self, Error> {
+        Ok(Heartbeat {
+            node: node_ref_from_pb(w.node)?,
+            callback_url: w.callback_url,
+            agent_version: w.agent_version,
+            agent_token: w.agent_token,
+            agent_verify_ca: w.agent_verify_ca,
+            agent_status: w.agent_status,
+            agent_status_message: w.agent_status_message,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The list
 
@@ -1558,6 +1636,8 @@ contract! {
     InjectNmi => inject_nmi,
     SetTargetRaidConfig => set_target_raid_config,
     VendorPassthru => vendor_passthru,
+    GetNodeWithToken => get_node_with_token,
+    Heartbeat => heartbeat,
 }
 
 #[cfg(test)]
@@ -1603,6 +1683,7 @@ mod tests {
         };
         assert!(verb.retry_safe());
         assert!(verb.lost_hint().contains("provision_state"));
+        assert!(!GetNodeWithToken { node: node.clone() }.retry_safe());
     }
 
     fn round_trip<C: Call + Clone + PartialEq + std::fmt::Debug>(c: C) {
@@ -1655,6 +1736,15 @@ mod tests {
             vif_id: "v".into(),
             port_uuid: None,
             portgroup_uuid: Some("g".into()),
+        });
+        round_trip(Heartbeat {
+            node: node.clone(),
+            callback_url: "https://192.0.2.1:9999".into(),
+            agent_version: Some("10.1.0".into()),
+            agent_token: Some("t".into()),
+            agent_verify_ca: None,
+            agent_status: Some("start".into()),
+            agent_status_message: None,
         });
         round_trip(DestroyPort {
             node: node.clone(),

@@ -415,6 +415,11 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
                 conductor_group: cfg.default.default_conductor_group.to_ascii_lowercase(),
                 resource_class: cfg.default.default_resource_class.clone(),
             },
+            ramdisk: ironic_api::ramdisk::RamdiskSettings {
+                enabled: cfg.api.enable_ramdisk_endpoints,
+                restrict_lookup: cfg.api.restrict_lookup,
+                heartbeat_timeout: cfg.api.ramdisk_heartbeat_timeout,
+            },
         },
     }));
     let mut checks = database_checks(&db_for_checks);

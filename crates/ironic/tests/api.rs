@@ -25,7 +25,7 @@ on_both_backends!(
     drivers_and_conductors,
 );
 
-const MAX: &str = "1.61";
+const MAX: &str = "1.62";
 
 fn keys(v: &Value) -> Vec<String> {
     v.as_object()
@@ -301,7 +301,7 @@ async fn discovery_documents(s: &Server) {
 }
 
 async fn version_negotiation(s: &Server) {
-    let r = s.get("/v1/nodes", "1.62").await;
+    let r = s.get("/v1/nodes", "1.63").await;
     assert_eq!(r.status, 406);
     assert_eq!(
         r.header("x-openstack-ironic-api-maximum-version"),
@@ -310,7 +310,7 @@ async fn version_negotiation(s: &Server) {
     assert_eq!(r.header("x-openstack-ironic-api-version"), None);
     assert_eq!(
         r.fault(),
-        "Version 1.62 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.61]."
+        "Version 1.63 was requested but the minor version is not supported by this service. The supported version range is: [1.1, 1.62]."
     );
     let r = s.get("/", "9.99").await;
     assert_eq!(r.status, 406);

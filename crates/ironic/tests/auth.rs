@@ -49,6 +49,23 @@ async fn http_basic_guards_everything_but_discovery() {
     };
     assert_eq!(get(None, "/").await.status, 200, "discovery is public");
     assert_eq!(get(None, "/v1").await.status, 200);
+    // The ramdisk agent's routes are public too (the agent has no credentials); from
+    // 1.22, and the agent's token guards the heartbeat.
+    let r = get(None, "/v1/lookup").await;
+    assert_eq!(r.status, 400, "reaches the handler: {}", r.body);
+    let r = s
+        .raw(
+            "GET",
+            "/v1/lookup?addresses=52:54:00:00:00:01",
+            &[("X-OpenStack-Ironic-API-Version", "1.62".to_string())],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "Resource could not be found.".into())
+    );
+    assert_eq!(get(None, "/v1/lookup/x").await.status, 401);
     let r = get(None, "/v1/nodes").await;
     assert_eq!(r.status, 401);
     assert_eq!(

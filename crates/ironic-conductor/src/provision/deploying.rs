@@ -60,6 +60,7 @@ impl Provisioner {
         );
         set_state(&mut held.node, t);
         held.node.last_error = None;
+        agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         match configdrive {
             Some(c) => {
                 held.node.instance_info.insert("configdrive".into(), c);
@@ -98,6 +99,7 @@ impl Provisioner {
             set_state(&mut held.node, t);
         }
         held.node.deploy_step = JsonObject::new();
+        agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         held.node.last_error = Some(msg);
         if let Err(e) = held.save_and_release().await {
             tracing::error!(node = %uuid, error = %e, "could not save the node");
@@ -140,6 +142,7 @@ impl Provisioner {
             }
         }
         held.node.deploy_step = JsonObject::new();
+        agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         held.node.power_state = Some("power on".into());
         match fsm::process(held.node.provision_state, Event::Done, false, None) {
             Ok(t) => set_state(&mut held.node, t),

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use ironic_catalog::steps::{self, OfferedStep, Requested, Step};
 use ironic_db::topology::Topology;
 use ironic_drivers::interfaces::{Driver, DriverError, NodeChanges, NodeInfo, Outcome};
+use ironic_model::agent;
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::{JsonObject, now};
 use ironic_model::states::ProvisionState as P;
@@ -64,6 +65,7 @@ fn wipe_cleaning(node: &mut Node) {
     ] {
         node.driver_internal_info.remove(k);
     }
+    agent::wipe_token_and_url(&mut node.driver_internal_info);
 }
 
 /// The deploy interface's calls that change the node.

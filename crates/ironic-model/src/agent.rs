@@ -1,0 +1,144 @@
+//! The ramdisk agent's side of a node: the `driver_internal_info` keys its lookup and
+//! heartbeats write, the states in which it may look its node up and heartbeat
+//! (upstream's `LOOKUP_ALLOWED_STATES`, `HEARTBEAT_ALLOWED`, `_HEARTBEAT_RECORD_ONLY`),
+//! and its token. The API's `ramdisk.rs` and the conductor's `agent.rs` use them.
+
+use serde_json::{Map, Value};
+
+use crate::states::ProvisionState as P;
+
+/// The token the agent proves itself with (a secret: every rendering masks it).
+pub const TOKEN: &str = "agent_secret_token";
+/// Set when the token was handed to the agent out of band (virtual media).
+pub const TOKEN_PREGENERATED: &str = "agent_secret_token_pregenerated";
+/// Where the agent listens, from its first recorded heartbeat.
+pub const URL: &str = "agent_url";
+pub const VERSION: &str = "agent_version";
+pub const LAST_HEARTBEAT: &str = "agent_last_heartbeat";
+pub const VERIFY_CA: &str = "agent_verify_ca";
+pub const STATUS: &str = "agent_status";
+pub const STATUS_MESSAGE: &str = "agent_status_message";
+
+/// The statuses an agent may report (1.72; the anaconda deploy's).
+pub const VALID_STATUSES: &[&str] = &["start", "end", "error"];
+
+/// The agent version assumed when a heartbeat names none (upstream's: the last agent
+/// release before agents sent their version).
+pub const ASSUMED_VERSION: &str = "3.0.0";
+
+/// Whether an agent may look its node up in state `s` (`[api] restrict_lookup`).
+pub fn lookup_allowed(s: P) -> bool {
+    matches!(
+        s,
+        P::Deploying
+            | P::DeployWait
+            | P::Cleaning
+            | P::CleanWait
+            | P::Inspecting
+            | P::InspectWait
+            | P::Rescuing
+            | P::RescueWait
+            | P::ServiceWait
+    )
+}
+
+/// Whether a heartbeat in state `s` is recorded at all (elsewhere it is logged and
+/// dropped).
+pub fn heartbeat_allowed(s: P) -> bool {
+    matches!(
+        s,
+        P::DeployWait
+            | P::CleanWait
+            | P::RescueWait
+            | P::Deploying
+            | P::Cleaning
+            | P::Rescuing
+            | P::DeployHold
+            | P::CleanHold
+            | P::Servicing
+            | P::ServiceWait
+            | P::ServiceHold
+    )
+}
+
+/// Whether a heartbeat in state `s` is only recorded (the node is not waiting for the
+/// agent, so nothing continues).
+pub fn heartbeat_record_only(s: P) -> bool {
+    matches!(
+        s,
+        P::Enroll
+            | P::Manageable
+            | P::Available
+            | P::Cleaning
+            | P::Deploying
+            | P::Rescuing
+            | P::DeployHold
+            | P::CleanHold
+            | P::Servicing
+            | P::ServiceHold
+    )
+}
+
+/// A new token: 256 random bits, URL-safe (from the operating system's generator, as
+/// version 4 UUIDs are).
+pub fn new_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Whether `given` is the token in `dii`, compared in constant time. No token given, or
+/// none stored, is never valid.
+pub fn token_valid(dii: &Map<String, Value>, given: Option<&str>) -> bool {
+    match (dii.get(TOKEN).and_then(Value::as_str), given) {
+        (Some(known), Some(given)) if known.len() == given.len() => {
+            known
+                .bytes()
+                .zip(given.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+        }
+        _ => false,
+    }
+}
+
+/// Forgets the agent of a provisioning that ended or starts (upstream's
+/// `wipe_token_and_url`): the next ramdisk looks its node up and gets a new token.
+pub fn wipe_token_and_url(dii: &mut Map<String, Value>) {
+    for k in [TOKEN, TOKEN_PREGENERATED, URL, VERIFY_CA] {
+        dii.remove(k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tokens_are_long_distinct_and_checked_exactly() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+        let mut dii = Map::new();
+        assert!(!token_valid(&dii, Some(&a)));
+        dii.insert(TOKEN.into(), json!(a));
+        assert!(token_valid(&dii, Some(&a)));
+        assert!(!token_valid(&dii, Some(&b)));
+        assert!(!token_valid(&dii, Some(&a[..63])));
+        assert!(!token_valid(&dii, None));
+        wipe_token_and_url(&mut dii);
+        assert!(dii.is_empty());
+    }
+
+    #[test]
+    fn waiting_states_allow_lookups_stable_ones_do_not() {
+        assert!(lookup_allowed(P::CleanWait) && lookup_allowed(P::DeployWait));
+        assert!(!lookup_allowed(P::Available) && !lookup_allowed(P::Active));
+        assert!(heartbeat_allowed(P::CleanWait) && !heartbeat_record_only(P::CleanWait));
+        assert!(heartbeat_allowed(P::Cleaning) && heartbeat_record_only(P::Cleaning));
+        assert!(!heartbeat_allowed(P::Active));
+    }
+}
