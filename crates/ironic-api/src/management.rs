@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P, RawBody, parse_json};
 use crate::error::ApiError;
-use crate::nodes::authorized_node;
+use crate::nodes::{authorized_node, call_on_node};
 use crate::policy::{Authz, Policy};
 use crate::query::Query;
 use crate::view::{Ts, links_value};
@@ -125,17 +125,11 @@ pub async fn boot_device_get(
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    Query::parse(q.as_deref())?.only(&[])?;
-    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGetBootDevice).await?;
-    let r = st
-        .conductor
-        .call(
-            &req.ctx,
-            GetBootDevice {
-                node: NodeRef::from(&node),
-            },
-        )
-        .await?;
+    let p = Policy::NodeGetBootDevice;
+    let r = call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| {
+        GetBootDevice { node }
+    })
+    .await?;
     Ok(json_response(StatusCode::OK, &r.0))
 }
 
@@ -146,17 +140,11 @@ pub async fn boot_device_supported(
     P(ident): P<String>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    Query::parse(q.as_deref())?.only(&[])?;
-    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGetBootDevice).await?;
-    let r = st
-        .conductor
-        .call(
-            &req.ctx,
-            GetSupportedBootDevices {
-                node: NodeRef::from(&node),
-            },
-        )
-        .await?;
+    let p = Policy::NodeGetBootDevice;
+    let r = call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| {
+        GetSupportedBootDevices { node }
+    })
+    .await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"supported_boot_devices": r.0}),
@@ -228,16 +216,11 @@ pub async fn inject_nmi(
     RawBody(_body): RawBody,
 ) -> ApiResult {
     since(req.version, 29)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeInjectNmi).await?;
-    st.conductor
-        .call(
-            &req.ctx,
-            InjectNmi {
-                node: NodeRef::from(&node),
-            },
-        )
-        .await?;
+    let p = Policy::NodeInjectNmi;
+    call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| {
+        InjectNmi { node }
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -78,6 +78,26 @@ pub(crate) async fn authorized_node(
     Ok(node)
 }
 
+/// The shape of a call on a node's hardware or NICs: no query arguments, `{ident}`
+/// authorized for `p` (as [`authorized_node`]), then the conductor call `make` builds
+/// from the node's reference.
+pub(crate) async fn call_on_node<C: ironic_rpc::Call>(
+    st: &AppState,
+    authz: &Authz,
+    req: &Req,
+    ident: &str,
+    q: Option<&str>,
+    p: Policy,
+    make: impl FnOnce(NodeRef) -> C,
+) -> Result<C::Reply, ApiError> {
+    Query::parse(q)?.only(&[])?;
+    let node = authorized_node(st, authz, ident, req.version, p).await?;
+    Ok(st
+        .conductor
+        .call(&req.ctx, make(NodeRef::from(&node)))
+        .await?)
+}
+
 async fn find_node(st: &AppState, ident: &str, v: Version) -> Result<Node, Error> {
     let found = match parse_ident(ident, v)? {
         NodeIdent::Uuid(u) => st.db.node_by_uuid(u.as_str()).await?,

@@ -34,16 +34,6 @@ pub struct RamdiskSettings {
     pub heartbeat_timeout: u64,
 }
 
-impl Default for RamdiskSettings {
-    fn default() -> Self {
-        RamdiskSettings {
-            enabled: true,
-            restrict_lookup: true,
-            heartbeat_timeout: 300,
-        }
-    }
-}
-
 /// Turned off, refused (403, upstream's message naming the path); below 1.22, not found
 /// (upstream's handler raises a plain not-found, not the routing one).
 fn gate(st: &AppState, req: &Req, uri: &OriginalUri) -> Result<(), ApiError> {

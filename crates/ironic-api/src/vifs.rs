@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::authorized_node;
+use crate::nodes::{authorized_node, call_on_node};
 use crate::policy::{Authz, Policy};
 use crate::query::Query;
 use crate::{AppState, Req, json_response};
@@ -33,17 +33,11 @@ pub async fn list(
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     gate(&req)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeVifList).await?;
-    let vifs = st
-        .conductor
-        .call(
-            &req.ctx,
-            VifList {
-                node: NodeRef::from(&node),
-            },
-        )
-        .await?;
+    let p = Policy::NodeVifList;
+    let vifs = call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| VifList {
+        node,
+    })
+    .await?;
     let list: Vec<Value> = vifs.0.into_iter().map(|id| json!({ "id": id })).collect();
     Ok(json_response(StatusCode::OK, &json!({ "vifs": list })))
 }
@@ -129,16 +123,10 @@ pub async fn detach(
     RawQuery(q): RawQuery,
 ) -> ApiResult {
     gate(&req)?;
-    Query::parse(q.as_deref())?.only(&[])?;
-    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeVifDetach).await?;
-    st.conductor
-        .call(
-            &req.ctx,
-            VifDetach {
-                node: NodeRef::from(&node),
-                vif_id,
-            },
-        )
-        .await?;
+    let p = Policy::NodeVifDetach;
+    call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| {
+        VifDetach { node, vif_id }
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
