@@ -365,7 +365,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.62";
+const MAX_VERSION: &str = "1.65";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -551,6 +551,14 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         (
             "/nodes/{ident}/management/inject_nmi",
             put(management::inject_nmi),
+        ),
+        (
+            "/nodes/{ident}/management/indicators",
+            get(management::indicators_list),
+        ),
+        (
+            "/nodes/{ident}/management/indicators/{indicator}",
+            get(management::indicator_get).put(management::indicator_put),
         ),
         ("/nodes/{ident}/states/raid", put(management::raid_put)),
         ("/nodes/{ident}/bios", get(management::bios_list)),

@@ -15,8 +15,9 @@ use ironic_model::Error;
 use ironic_model::patch::py_repr;
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
-    GetBootDevice, GetConsoleInformation, GetSupportedBootDevices, InjectNmi, SetBootDevice,
-    SetConsoleMode, SetTargetRaidConfig, VendorPassthru,
+    GetBootDevice, GetConsoleInformation, GetIndicatorState, GetSupportedBootDevices,
+    GetSupportedIndicators, InjectNmi, SetBootDevice, SetConsoleMode, SetIndicatorState,
+    SetTargetRaidConfig, VendorPassthru,
 };
 use serde_json::{Map, Value, json};
 
@@ -221,6 +222,132 @@ pub async fn inject_nmi(
         InjectNmi { node }
     })
     .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET .../management/indicators` (1.63; upstream answers it at any version): each
+/// indicator as `<name>@<component>` with links under the node as the client named it.
+pub async fn indicators_list(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    let p = Policy::NodeGetIndicatorState;
+    let r = call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| {
+        GetSupportedIndicators { node }
+    })
+    .await?;
+    let list: Vec<Value> =
+        r.0.as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|i| {
+                let text = |k: &str| i.get(k).and_then(Value::as_str).unwrap_or_default();
+                let unique = format!("{}@{}", text("name"), text("component"));
+                let path = format!("nodes/{ident}/management/indicators/{unique}");
+                json!({
+                    "name": unique,
+                    "component": text("component"),
+                    "readonly": i.get("readonly").cloned().unwrap_or(Value::Bool(true)),
+                    "states": i.get("states").cloned().unwrap_or_else(|| json!([])),
+                    "links": links_value(&base, &path),
+                })
+            })
+            .collect();
+    Ok(json_response(StatusCode::OK, &json!({"indicators": list})))
+}
+
+/// `<name>@<component>`, upstream's 400 otherwise.
+fn indicator_name(unique: &str) -> Result<(), ApiError> {
+    if unique.contains('@') {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(format!(
+            "Malformed indicator name \"{unique}\""
+        )))
+    }
+}
+
+pub async fn indicator_get(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P((ident, indicator)): P<(String, String)>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    Query::parse(q.as_deref())?.only(&[])?;
+    let p = Policy::NodeGetIndicatorState;
+    let node = authorized_node(&st, &authz, &ident, req.version, p).await?;
+    indicator_name(&indicator)?;
+    let r = st
+        .conductor
+        .call(
+            &req.ctx,
+            GetIndicatorState {
+                node: NodeRef::from(&node),
+                indicator,
+            },
+        )
+        .await?;
+    Ok(json_response(StatusCode::OK, &r.0))
+}
+
+/// `PUT .../indicators/{name@component}` with `state` in the body (or, as upstream
+/// also takes it, the query): 204.
+pub async fn indicator_put(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    P((ident, indicator)): P<(String, String)>,
+    RawQuery(q): RawQuery,
+    RawBody(body): RawBody,
+) -> ApiResult {
+    let query = Query::parse(q.as_deref())?;
+    query.only(&["state"])?;
+    let from_query = query.get("state").map(str::to_owned);
+    let state = if body.iter().all(u8::is_ascii_whitespace) {
+        from_query
+    } else {
+        let mut o = object(parse_json(&body)?, "indicator")?;
+        let state = o.remove("state");
+        if let Some(k) = o.keys().next() {
+            return Err(ApiError::invalid(format!("Unknown argument: \"{k}\"")));
+        }
+        match state {
+            Some(Value::String(s)) => Some(s),
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "Argument 'state' is not of type 'string': {}",
+                    py_repr(&other)
+                )));
+            }
+            None => from_query,
+        }
+    };
+    let state = state.ok_or_else(|| ApiError::invalid("Missing argument: \"state\""))?;
+    let node = authorized_node(
+        &st,
+        &authz,
+        &ident,
+        req.version,
+        Policy::NodeSetIndicatorState,
+    )
+    .await?;
+    indicator_name(&indicator)?;
+    st.conductor
+        .call(
+            &req.ctx,
+            SetIndicatorState {
+                node: NodeRef::from(&node),
+                indicator,
+                state,
+            },
+        )
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -333,6 +333,8 @@ policies! {
     NodeGetBootDevice = "baremetal:node:get_boot_device" => OwnerManager,
     NodeSetBootDevice = "baremetal:node:set_boot_device" => OwnerManager,
     NodeInjectNmi = "baremetal:node:inject_nmi" => OwnerManager,
+    NodeGetIndicatorState = "baremetal:node:get_indicator_state" => ProjectReader,
+    NodeSetIndicatorState = "baremetal:node:set_indicator_state" => OwnerMember,
     NodeSetRaidState = "baremetal:node:set_raid_state" => OwnerMember,
     NodeBiosGet = "baremetal:node:bios:get" => ProjectReader,
     NodeVendorPassthru = "baremetal:node:vendor_passthru" => SystemAdmin,

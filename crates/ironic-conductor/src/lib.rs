@@ -32,8 +32,9 @@ use ironic_rpc::calls::{
 };
 use ironic_rpc::calls::{
     DestroyVolumeConnector, DestroyVolumeTarget, GetBootDevice, GetConsoleInformation,
-    GetSupportedBootDevices, InjectNmi, JsonDoc, SetBootDevice, SetConsoleMode,
-    SetTargetRaidConfig, UpdateVolumeConnector, UpdateVolumeTarget, VendorPassthru,
+    GetIndicatorState, GetSupportedBootDevices, GetSupportedIndicators, InjectNmi, JsonDoc,
+    SetBootDevice, SetConsoleMode, SetIndicatorState, SetTargetRaidConfig, UpdateVolumeConnector,
+    UpdateVolumeTarget, VendorPassthru,
 };
 use ironic_rpc::calls::{GetNodeWithToken, Heartbeat};
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
@@ -621,6 +622,30 @@ impl Handlers for Conductor {
         req: SetTargetRaidConfig,
     ) -> Result<(), Error> {
         Conductor::set_target_raid_config(self, req).await
+    }
+
+    async fn get_supported_indicators(
+        &self,
+        _ctx: &Context,
+        req: GetSupportedIndicators,
+    ) -> Result<JsonDoc, Error> {
+        Conductor::get_supported_indicators(self, req).await
+    }
+
+    async fn get_indicator_state(
+        &self,
+        _ctx: &Context,
+        req: GetIndicatorState,
+    ) -> Result<JsonDoc, Error> {
+        Conductor::get_indicator_state(self, req).await
+    }
+
+    async fn set_indicator_state(
+        &self,
+        _ctx: &Context,
+        req: SetIndicatorState,
+    ) -> Result<(), Error> {
+        Conductor::set_indicator_state(self, req).await
     }
 
     async fn vendor_passthru(&self, _ctx: &Context, req: VendorPassthru) -> Result<JsonDoc, Error> {

@@ -4,11 +4,12 @@
 //! `no-vendor`, or one without the operation) is upstream's 400 "does not support".
 
 use ironic_catalog::vendor::{driver_vendor_methods, node_vendor_methods};
-use ironic_drivers::interfaces::{BootDevice, NodeInfo};
+use ironic_drivers::interfaces::{BootDevice, Indicator, ManagementInterface, NodeInfo};
 use ironic_model::{Error, Node};
 use ironic_rpc::calls::{
-    GetBootDevice, GetConsoleInformation, GetSupportedBootDevices, InjectNmi, JsonDoc,
-    SetBootDevice, SetConsoleMode, SetTargetRaidConfig, VendorPassthru,
+    GetBootDevice, GetConsoleInformation, GetIndicatorState, GetSupportedBootDevices,
+    GetSupportedIndicators, InjectNmi, JsonDoc, SetBootDevice, SetConsoleMode, SetIndicatorState,
+    SetTargetRaidConfig, VendorPassthru,
 };
 use serde_json::json;
 
@@ -139,6 +140,80 @@ impl Conductor {
         .await
     }
 
+    pub(crate) async fn get_supported_indicators(
+        &self,
+        req: GetSupportedIndicators,
+    ) -> Result<JsonDoc, Error> {
+        let n = self.read(&req.node).await?;
+        interface(&n, "management")?;
+        let management = self.driver_for(&n)?.management();
+        let list = indicators(&n, management)?;
+        Ok(JsonDoc(serde_json::Value::Array(
+            list.into_iter()
+                .map(|i| {
+                    json!({"component": i.component, "name": i.name,
+                           "readonly": i.readonly, "states": i.states})
+                })
+                .collect(),
+        )))
+    }
+
+    pub(crate) async fn get_indicator_state(
+        &self,
+        req: GetIndicatorState,
+    ) -> Result<JsonDoc, Error> {
+        let n = self.read(&req.node).await?;
+        interface(&n, "management")?;
+        let management = self.driver_for(&n)?.management();
+        let indicator = find_indicator(&n, management, &req.indicator)?;
+        let state = management
+            .get_indicator_state(NodeInfo::from(&n), &indicator)
+            .await
+            .map_err(|e| driver_error(&n, "get the indicator state", e))?;
+        Ok(JsonDoc(json!({"state": state})))
+    }
+
+    pub(crate) async fn set_indicator_state(&self, req: SetIndicatorState) -> Result<(), Error> {
+        let SetIndicatorState {
+            node,
+            indicator,
+            state,
+        } = req;
+        self.with_lock(&node, |mut n| async move {
+            interface(&n, "management")?;
+            let management = self.driver_for(&n)?.management();
+            if !management.can_set_indicators() {
+                return Err(unsupported(&n.driver, "set_indicator_state"));
+            }
+            let found = find_indicator(&n, management, &indicator)?;
+            if found.readonly {
+                return Err(Error::invalid(format!(
+                    "Indicator {indicator} of node {} is read-only.",
+                    n.uuid
+                )));
+            }
+            let state = state.to_ascii_lowercase();
+            if !found.states.contains(&state) {
+                return Err(Error::invalid(format!(
+                    "Invalid state {state} for indicator {indicator}; it takes one of: {}.",
+                    found.states.join(", ")
+                )));
+            }
+            let changes = management
+                .set_indicator_state(NodeInfo::from(&n), &found, &state)
+                .await
+                .map_err(|e| driver_error(&n, "set the indicator state", e))?;
+            if !changes.is_empty() {
+                changes.apply(&mut n);
+                n.reservation = Some(self.settings.host.clone());
+                self.db.node_save(&n, &self.settings.host).await?;
+            }
+            tracing::info!(node = %n.uuid, indicator, state, "indicator set");
+            Ok(())
+        })
+        .await
+    }
+
     pub(crate) async fn set_target_raid_config(
         &self,
         req: SetTargetRaidConfig,
@@ -195,4 +270,30 @@ impl Conductor {
             }
         }
     }
+}
+
+fn indicators(node: &Node, management: &dyn ManagementInterface) -> Result<Vec<Indicator>, Error> {
+    management
+        .supported_indicators(NodeInfo::from(node))
+        .ok_or_else(|| unsupported(&node.driver, "get_supported_indicators"))
+}
+
+/// `<name>@<component>` among the node's indicators, with upstream's errors.
+fn find_indicator(
+    node: &Node,
+    management: &dyn ManagementInterface,
+    unique: &str,
+) -> Result<Indicator, Error> {
+    let (name, component) = unique
+        .split_once('@')
+        .ok_or_else(|| Error::invalid(format!("Malformed indicator name \"{unique}\"")))?;
+    let list = indicators(node, management)?;
+    if !list.iter().any(|i| i.component == component) {
+        return Err(Error::invalid(format!(
+            "Invalid component {component} specified."
+        )));
+    }
+    list.into_iter()
+        .find(|i| i.component == component && i.name == name)
+        .ok_or_else(|| Error::invalid(format!("Invalid indicator {name} specified.")))
 }

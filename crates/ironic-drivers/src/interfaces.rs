@@ -218,7 +218,45 @@ pub struct BootDevice {
     pub persistent: bool,
 }
 
+/// An indicator (a LED, say) of one of the node's components, as its management
+/// interface reports it (1.63): named `<name>@<component>` in the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Indicator {
+    /// `system`, `chassis` or `disk` (upstream's `components`).
+    pub component: String,
+    pub name: String,
+    pub readonly: bool,
+    /// Among `off`, `on`, `blinking`, `unknown` (upstream's `indicator_states`).
+    pub states: Vec<String>,
+}
+
 pub trait ManagementInterface: Interface {
+    /// The node's indicators; `None` when this interface has none to offer
+    /// (upstream's "does not support get_supported_indicators").
+    fn supported_indicators(&self, _node: NodeInfo<'_>) -> Option<Vec<Indicator>> {
+        None
+    }
+    /// The state of one of [`ManagementInterface::supported_indicators`].
+    fn get_indicator_state<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _indicator: &'a Indicator,
+    ) -> DriverFuture<'a, String> {
+        Box::pin(async { Err(DriverError::invalid("cannot read indicators")) })
+    }
+    /// Whether [`ManagementInterface::set_indicator_state`] does anything.
+    fn can_set_indicators(&self) -> bool {
+        false
+    }
+    /// Sets a writable indicator to one of its states (checked by the caller).
+    fn set_indicator_state<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _indicator: &'a Indicator,
+        _state: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async { Err(DriverError::invalid("cannot set indicators")) })
+    }
     /// The boot devices `set_boot_device` accepts for this node.
     fn supported_boot_devices(&self, node: NodeInfo<'_>) -> Vec<&'static str>;
     /// The device the node boots from next; `None` when the hardware cannot tell.
@@ -435,6 +473,37 @@ impl PowerInterface for FakeInterface {
 const FAKE_BOOT_DEVICES: &[&str] = &["pxe", "disk", "cdrom", "bios", "safe"];
 
 impl ManagementInterface for FakeInterface {
+    /// Upstream's fake indicators: a read-only chassis LED and a system LED that reads
+    /// `on` and cannot be set (upstream's fake has no `set_indicator_state`).
+    fn supported_indicators(&self, _node: NodeInfo<'_>) -> Option<Vec<Indicator>> {
+        let states = |s: &[&str]| s.iter().map(|s| (*s).to_string()).collect();
+        Some(vec![
+            Indicator {
+                component: "chassis".into(),
+                name: "led-0".into(),
+                readonly: true,
+                states: states(&["off", "on"]),
+            },
+            Indicator {
+                component: "system".into(),
+                name: "led".into(),
+                readonly: false,
+                states: states(&["blinking", "off", "on"]),
+            },
+        ])
+    }
+
+    fn get_indicator_state<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        _indicator: &'a Indicator,
+    ) -> DriverFuture<'a, String> {
+        Box::pin(async move {
+            self.injected(node, "get_indicator_state")?;
+            Ok("on".to_string())
+        })
+    }
+
     fn supported_boot_devices(&self, _node: NodeInfo<'_>) -> Vec<&'static str> {
         FAKE_BOOT_DEVICES.to_vec()
     }

@@ -1443,6 +1443,100 @@ impl Call for InjectNmi {
     }
 }
 
+/// The node's indicators (1.63).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetSupportedIndicators {
+    pub node: NodeRef,
+}
+
+impl Call for GetSupportedIndicators {
+    const METHOD: &'static str = m::GET_SUPPORTED_INDICATORS;
+    type Reply = JsonDoc;
+    type Wire = pb::GetSupportedIndicatorsRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::GetSupportedIndicatorsRequest {
+        pb::GetSupportedIndicatorsRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::GetSupportedIndicatorsRequest) -> Result<Self, Error> {
+        Ok(GetSupportedIndicators {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
+/// The state of one indicator, `<name>@<component>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetIndicatorState {
+    pub node: NodeRef,
+    pub indicator: String,
+}
+
+impl Call for GetIndicatorState {
+    const METHOD: &'static str = m::GET_INDICATOR_STATE;
+    type Reply = JsonDoc;
+    type Wire = pb::GetIndicatorStateRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::GetIndicatorStateRequest {
+        pb::GetIndicatorStateRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            indicator: self.indicator,
+        }
+    }
+    fn from_wire(w: pb::GetIndicatorStateRequest) -> Result<Self, Error> {
+        Ok(GetIndicatorState {
+            node: node_ref_from_pb(w.node)?,
+            indicator: w.indicator,
+        })
+    }
+}
+
+/// Sets one indicator to a state (under the node's lock).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetIndicatorState {
+    pub node: NodeRef,
+    pub indicator: String,
+    pub state: String,
+}
+
+impl Call for SetIndicatorState {
+    const METHOD: &'static str = m::SET_INDICATOR_STATE;
+    type Reply = ();
+    type Wire = pb::SetIndicatorStateRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// Setting a light to the same state twice is setting it once.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::SetIndicatorStateRequest {
+        pb::SetIndicatorStateRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            indicator: self.indicator,
+            state: self.state,
+        }
+    }
+    fn from_wire(w: pb::SetIndicatorStateRequest) -> Result<Self, Error> {
+        Ok(SetIndicatorState {
+            node: node_ref_from_pb(w.node)?,
+            indicator: w.indicator,
+            state: w.state,
+        })
+    }
+}
+
 /// Stores the node's target RAID configuration (checked by the caller).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetTargetRaidConfig {
@@ -1635,6 +1729,9 @@ contract! {
     GetSupportedBootDevices => get_supported_boot_devices,
     InjectNmi => inject_nmi,
     SetTargetRaidConfig => set_target_raid_config,
+    GetSupportedIndicators => get_supported_indicators,
+    GetIndicatorState => get_indicator_state,
+    SetIndicatorState => set_indicator_state,
     VendorPassthru => vendor_passthru,
     GetNodeWithToken => get_node_with_token,
     Heartbeat => heartbeat,

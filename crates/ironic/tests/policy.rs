@@ -517,6 +517,7 @@ async fn every_route_has_a_policy_decision() {
                 "PUT" if template.ends_with("/provision") => Some(json!({"target": "manage"})),
                 "PUT" if template.ends_with("/power") => Some(json!({"target": "power on"})),
                 "PUT" if template.ends_with("/traits") => Some(json!({"traits": ["CUSTOM_B"]})),
+                "PUT" if template.ends_with("/{indicator}") => Some(json!({"state": "on"})),
                 "PUT"
                     if template.ends_with("/console")
                         || template.ends_with("/boot_device")
