@@ -492,6 +492,10 @@ fn patch_policy(op: &patch::PatchOp) -> Policy {
         "owner" => Policy::NodeUpdateOwner,
         "conductor_group" => Policy::NodeUpdateConductorGroup,
         "chassis_uuid" => Policy::NodeUpdateChassisUuid,
+        "network_data" => Policy::NodeUpdateNetworkData,
+        "shard" => Policy::NodeUpdateShard,
+        "parent_node" => Policy::NodeUpdateParentNode,
+        "disable_power_off" => Policy::NodeUpdateDisablePowerOff,
         "automated_clean"
             if op.op != patch::Op::Remove
                 && op.value.as_ref().and_then(Value::as_bool) == Some(false) =>

@@ -130,7 +130,7 @@ impl Serialize for NodeView<'_> {
                     },
                 )?;
             }
-            if spec.field == F::Unserved || !v.at_least(spec.min) {
+            if !v.at_least(spec.min) {
                 continue;
             }
             if let Some(mask) = c.mask
@@ -224,8 +224,16 @@ impl Serialize for NodeView<'_> {
                         .owner(&n.conductor_group, &n.driver, n.uuid.as_str()),
                 )?,
                 F::AllocationUuid => m.serialize_entry(key, &n.allocation_uuid)?,
-                F::Unserved => {}
                 F::ChassisUuid => m.serialize_entry(key, &n.chassis_uuid)?,
+                F::NetworkData => m.serialize_entry(key, &n.network_data)?,
+                F::BootMode => m.serialize_entry(key, &n.boot_mode)?,
+                F::SecureBoot => m.serialize_entry(key, &n.secure_boot)?,
+                F::Shard => m.serialize_entry(key, &n.shard)?,
+                F::ParentNode => m.serialize_entry(key, &n.parent_node)?,
+                F::ServiceStep => m.serialize_entry(key, &n.service_step)?,
+                F::DisablePowerOff => m.serialize_entry(key, &n.disable_power_off)?,
+                F::InstanceName => m.serialize_entry(key, &n.instance_name)?,
+                F::Health => m.serialize_entry(key, &n.health)?,
             }
         }
         if c.link_arrays {

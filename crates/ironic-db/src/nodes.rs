@@ -56,6 +56,15 @@ const WRITE_COLS: &[&str] = &[
     "retired_reason",
     "conductor_affinity",
     "last_request_id",
+    "network_data",
+    "boot_mode",
+    "secure_boot",
+    "shard",
+    "parent_node",
+    "service_step",
+    "disable_power_off",
+    "instance_name",
+    "health",
     "bios_interface",
     "boot_interface",
     "console_interface",
@@ -92,6 +101,8 @@ const JSON_COLS: &[&str] = &[
     "deploy_step",
     "raid_config",
     "target_raid_config",
+    "network_data",
+    "service_step",
 ];
 
 /// Whether a list may be sorted by `key`: `id` or any scalar column clients can see.
@@ -108,12 +119,14 @@ pub fn is_sort_key(key: &str) -> bool {
 fn col_kind(col: &str) -> ColKind {
     match col {
         "id" | "uuid" | "driver" | "provision_state" | "console_enabled" | "maintenance"
-        | "conductor_group" | "protected" | "retired" | "created_at" => ColKind::NotNull,
+        | "conductor_group" | "protected" | "retired" | "created_at" | "disable_power_off" => {
+            ColKind::NotNull
+        }
         "provision_updated_at"
         | "inspection_started_at"
         | "inspection_finished_at"
         | "updated_at" => ColKind::Time,
-        "automated_clean" => ColKind::Bool,
+        "automated_clean" | "secure_boot" => ColKind::Bool,
         _ => ColKind::Text,
     }
 }
@@ -176,6 +189,15 @@ struct NodeRow {
     retired_reason: Option<String>,
     conductor_affinity: Option<i64>,
     last_request_id: Option<String>,
+    network_data: Json<JsonObject>,
+    boot_mode: Option<String>,
+    secure_boot: Option<bool>,
+    shard: Option<String>,
+    parent_node: Option<String>,
+    service_step: Json<JsonObject>,
+    disable_power_off: bool,
+    instance_name: Option<String>,
+    health: Option<String>,
     bios_interface: Option<String>,
     boot_interface: Option<String>,
     console_interface: Option<String>,
@@ -255,6 +277,15 @@ macro_rules! lenient_from_row {
                     retired_reason: get(row, "retired_reason")?,
                     conductor_affinity: get(row, "conductor_affinity")?,
                     last_request_id: get(row, "last_request_id")?,
+                    network_data: get(row, "network_data")?,
+                    boot_mode: get(row, "boot_mode")?,
+                    secure_boot: get(row, "secure_boot")?,
+                    shard: get(row, "shard")?,
+                    parent_node: get(row, "parent_node")?,
+                    service_step: get(row, "service_step")?,
+                    disable_power_off: get(row, "disable_power_off")?,
+                    instance_name: get(row, "instance_name")?,
+                    health: get(row, "health")?,
                     bios_interface: get(row, "bios_interface")?,
                     boot_interface: get(row, "boot_interface")?,
                     console_interface: get(row, "console_interface")?,
@@ -339,6 +370,15 @@ impl NodeRow {
             retired_reason: self.retired_reason,
             conductor_affinity: self.conductor_affinity.map(ConductorId),
             last_request_id: self.last_request_id,
+            network_data: self.network_data.0,
+            boot_mode: self.boot_mode,
+            secure_boot: self.secure_boot,
+            shard: self.shard,
+            parent_node: self.parent_node,
+            service_step: self.service_step.0,
+            disable_power_off: self.disable_power_off,
+            instance_name: self.instance_name,
+            health: self.health,
             interfaces: Interfaces([
                 self.bios_interface,
                 self.boot_interface,
@@ -437,6 +477,15 @@ fn write_args(n: &Node) -> Vec<Arg> {
         t(&n.retired_reason),
         Arg::I64(n.conductor_affinity.map(|i| i.0)),
         t(&n.last_request_id),
+        j(&n.network_data),
+        t(&n.boot_mode),
+        Arg::Bool(n.secure_boot),
+        t(&n.shard),
+        t(&n.parent_node),
+        j(&n.service_step),
+        Arg::Bool(Some(n.disable_power_off)),
+        t(&n.instance_name),
+        t(&n.health),
     ];
     a.extend(n.interfaces.0.iter().map(t));
     a.push(Arg::Time(Some(n.created_at)));

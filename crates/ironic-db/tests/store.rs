@@ -52,12 +52,22 @@ async fn create(db: &Db, body: serde_json::Value) -> Node {
 }
 
 async fn create_and_read_back(db: &Db) {
-    let n = create(
-        db,
+    let mut n = new_node(
         json!({"driver": "fake-hardware", "name": "n1", "extra": {"a": [1, {"b": null}]},
                "properties": {"cpus": 8}, "resource_class": "rc", "owner": "p1"}),
-    )
-    .await;
+    );
+    // The fields of microversions above 1.62 are stored too.
+    n.network_data
+        .insert("links".into(), json!([{"id": "l0", "type": "phy"}]));
+    n.boot_mode = Some("uefi".into());
+    n.secure_boot = Some(true);
+    n.shard = Some("s1".into());
+    n.parent_node = Some("5f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into());
+    n.service_step.insert("step".into(), json!("x"));
+    n.disable_power_off = true;
+    n.instance_name = Some("vm-1".into());
+    n.health = Some("OK".into());
+    let n = db.node_create(&n).await.expect("create");
     assert!(n.id.0 > 0);
     let by_uuid = db
         .node_by_uuid(n.uuid.as_str())

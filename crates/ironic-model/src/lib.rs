@@ -13,6 +13,7 @@ pub mod error;
 pub mod fsm;
 pub mod ids;
 pub mod names;
+pub mod network_data;
 pub mod node;
 pub mod patch;
 pub mod port;

@@ -95,6 +95,24 @@ pub struct Node {
     /// so that a call repeated after its conductor died recognises that its first
     /// attempt was applied.
     pub last_request_id: Option<String>,
+    /// 1.66: the instance's network configuration (upstream's network-data schema).
+    pub network_data: JsonObject,
+    /// 1.75, read-only: `bios` or `uefi`, as the management interface last reported.
+    pub boot_mode: Option<String>,
+    /// 1.75, read-only: whether UEFI secure boot is on, as last reported.
+    pub secure_boot: Option<bool>,
+    /// 1.82: the shard the node belongs to (a free-form name).
+    pub shard: Option<String>,
+    /// 1.83: the uuid of the node this one is a child of.
+    pub parent_node: Option<String>,
+    /// 1.87: the service step running.
+    pub service_step: JsonObject,
+    /// 1.95: power off (and soft power off) are refused.
+    pub disable_power_off: bool,
+    /// 1.104: the instance's name.
+    pub instance_name: Option<String>,
+    /// 1.109, read-only: what a driver reports of the node's health.
+    pub health: Option<String>,
     pub interfaces: Interfaces,
     pub traits: Vec<String>,
     pub created_at: DateTime<Utc>,
@@ -158,6 +176,15 @@ impl Node {
             retired_reason: None,
             conductor_affinity: None,
             last_request_id: None,
+            network_data: JsonObject::new(),
+            boot_mode: None,
+            secure_boot: None,
+            shard: None,
+            parent_node: None,
+            service_step: JsonObject::new(),
+            disable_power_off: false,
+            instance_name: None,
+            health: None,
             interfaces: Interfaces::default(),
             traits: Vec::new(),
             created_at: now(),
@@ -212,8 +239,15 @@ pub enum F {
     Conductor,
     AllocationUuid,
     ChassisUuid,
-    /// A field of a newer microversion than we serve: known (406), never shown.
-    Unserved,
+    NetworkData,
+    BootMode,
+    SecureBoot,
+    Shard,
+    ParentNode,
+    ServiceStep,
+    DisablePowerOff,
+    InstanceName,
+    Health,
 }
 
 /// How a client may write a field.
@@ -231,6 +265,12 @@ pub enum Kind {
     Driver,
     Interface,
     Chassis,
+    /// An object checked as [`crate::network_data::check`].
+    NetworkData,
+    /// A node uuid (a name is resolved by the API first).
+    ParentNode,
+    /// Nullable text of 1 to this many characters.
+    NonEmptyText(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -411,22 +451,23 @@ pub const FIELDS: &[FieldSpec] = &[
     f("conductor", F::Conductor, 49, K::ReadOnly),
     f("allocation_uuid", F::AllocationUuid, 52, K::ReadOnly),
     f("chassis_uuid", F::ChassisUuid, 1, K::Chassis),
-    // Known fields of microversions above the one we advertise.
+    // Fields of microversions above 1.62 (a request above the maximum we advertise
+    // is refused before any of them is looked at).
     f(
         "firmware_interface",
         F::Interface(iface::FIRMWARE),
         86,
         K::Interface,
     ),
-    f("network_data", F::Unserved, 66, K::ReadOnly),
-    f("boot_mode", F::Unserved, 75, K::ReadOnly),
-    f("secure_boot", F::Unserved, 75, K::ReadOnly),
-    f("shard", F::Unserved, 82, K::ReadOnly),
-    f("parent_node", F::Unserved, 83, K::ReadOnly),
-    f("service_step", F::Unserved, 87, K::ReadOnly),
-    f("disable_power_off", F::Unserved, 95, K::ReadOnly),
-    f("instance_name", F::Unserved, 104, K::ReadOnly),
-    f("health", F::Unserved, 109, K::ReadOnly),
+    f("network_data", F::NetworkData, 66, K::NetworkData),
+    f("boot_mode", F::BootMode, 75, K::ReadOnly),
+    f("secure_boot", F::SecureBoot, 75, K::ReadOnly),
+    f("shard", F::Shard, 82, K::Text(255)),
+    f("parent_node", F::ParentNode, 83, K::ParentNode),
+    f("service_step", F::ServiceStep, 87, K::ReadOnly),
+    f("disable_power_off", F::DisablePowerOff, 95, K::Bool),
+    f("instance_name", F::InstanceName, 104, K::NonEmptyText(255)),
+    f("health", F::Health, 109, K::ReadOnly),
 ];
 
 /// The top-level paths a node PATCH may touch, worded as Ironic's error lists them.
@@ -628,8 +669,7 @@ impl Node {
     pub fn patch_doc(&self, version: Version) -> JsonObject {
         let mut doc = JsonObject::new();
         for spec in FIELDS {
-            if spec.kind == K::ReadOnly || spec.field == F::Unserved || !version.at_least(spec.min)
-            {
+            if spec.kind == K::ReadOnly || !version.at_least(spec.min) {
                 continue;
             }
             let v = match spec.field {
@@ -653,6 +693,11 @@ impl Node {
                 F::Retired => Value::Bool(self.retired),
                 F::RetiredReason => show_opt(&self.retired_reason),
                 F::ChassisUuid => show_opt(&self.chassis_uuid),
+                F::NetworkData => show_obj(&self.network_data),
+                F::Shard => show_opt(&self.shard),
+                F::ParentNode => show_opt(&self.parent_node),
+                F::DisablePowerOff => Value::Bool(self.disable_power_off),
+                F::InstanceName => show_opt(&self.instance_name),
                 _ => continue,
             };
             doc.insert(spec.name.to_string(), v);
@@ -664,15 +709,18 @@ impl Node {
     /// `doc` is reset to its default (that is what `remove` of a top-level field means).
     pub fn apply_doc(&mut self, doc: &JsonObject, version: Version, src: Source<'_>) -> Result<()> {
         for spec in FIELDS {
-            if spec.kind == K::ReadOnly || spec.field == F::Unserved || !version.at_least(spec.min)
-            {
+            if spec.kind == K::ReadOnly || !version.at_least(spec.min) {
                 continue;
             }
             // A removed flag goes back to false (`openstack baremetal node unset
             // --retired` removes it); an explicit null stays an error.
             let v = match doc.get(spec.name) {
                 Some(v) => v,
-                None if matches!(spec.field, F::Maintenance | F::Protected | F::Retired) => {
+                None if matches!(
+                    spec.field,
+                    F::Maintenance | F::Protected | F::Retired | F::DisablePowerOff
+                ) =>
+                {
                     &Value::Bool(false)
                 }
                 None => &Value::Null,
@@ -754,6 +802,37 @@ impl Node {
             (F::ProtectedReason, _) => self.protected_reason = get_text(v, 255, src)?,
             (F::RetiredReason, _) => self.retired_reason = get_text(v, 4096, src)?,
             (F::ResourceClass, _) => self.resource_class = get_text(v, 80, src)?,
+            (F::NetworkData, _) => {
+                let data = get_object(v, src)?;
+                crate::network_data::check(&Value::Object(data.clone())).map_err(
+                    |e| match src {
+                        Source::Create => src.schema(e),
+                        Source::Patch { .. } => {
+                            Error::invalid(format!("Invalid network_data: {e}"))
+                        }
+                    },
+                )?;
+                self.network_data = data;
+            }
+            (F::Shard, _) => self.shard = get_text(v, 255, src)?,
+            // A name was resolved to a uuid by the API, which also checked the node exists.
+            (F::ParentNode, _) => {
+                self.parent_node = match get_text(v, 36, src)? {
+                    None => None,
+                    Some(s) => Some(canonical_uuid(&s).ok_or_else(|| {
+                        src.schema(format_args!("{} is not a 'uuid'", py_repr_str(&s)))
+                    })?),
+                }
+            }
+            (F::DisablePowerOff, _) => {
+                self.disable_power_off = get_bool(spec, v, src, false)?.unwrap_or(false)
+            }
+            (F::InstanceName, _) => {
+                self.instance_name = get_text(v, 255, src)?;
+                if self.instance_name.as_deref() == Some("") {
+                    return Err(src.schema("'' should be non-empty"));
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -800,7 +879,7 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
         match field(key) {
             // Writable fields, and those upstream accepts at versions above ours (406).
             Some(spec) if spec.kind != K::ReadOnly || PATCH_ALLOWED.contains(&spec.name) => {
-                if !version.at_least(spec.min) || spec.field == F::Unserved {
+                if !version.at_least(spec.min) {
                     return Err(Error::not_acceptable());
                 }
             }

@@ -86,6 +86,15 @@ pub fn node_to_pb(n: &Node) -> pb::Node {
         retired: n.retired,
         retired_reason: n.retired_reason.clone(),
         conductor_affinity: n.conductor_affinity.map(|i| i.0),
+        network_data_json: json_text(&n.network_data),
+        boot_mode: n.boot_mode.clone(),
+        secure_boot: n.secure_boot,
+        shard: n.shard.clone(),
+        parent_node: n.parent_node.clone(),
+        service_step_json: json_text(&n.service_step),
+        disable_power_off: n.disable_power_off,
+        instance_name: n.instance_name.clone(),
+        health: n.health.clone(),
         interfaces: INTERFACE_TYPES
             .iter()
             .zip(n.interfaces.0.iter())
@@ -154,6 +163,15 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         retired_reason: p.retired_reason,
         conductor_affinity: p.conductor_affinity.map(ConductorId),
         last_request_id: None,
+        network_data: json_obj(&p.network_data_json, "network_data")?,
+        boot_mode: p.boot_mode,
+        secure_boot: p.secure_boot,
+        shard: p.shard,
+        parent_node: p.parent_node,
+        service_step: json_obj(&p.service_step_json, "service_step")?,
+        disable_power_off: p.disable_power_off,
+        instance_name: p.instance_name,
+        health: p.health,
         interfaces,
         traits: p.traits,
         created_at: from_us(p.created_at_us, "created_at")?,
@@ -538,6 +556,16 @@ mod tests {
         n.target_provision_state = Some(ProvisionState::Active);
         n.provision_updated_at = Some(ironic_model::node::now());
         n.updated_at = Some(ironic_model::node::now());
+        n.network_data
+            .insert("links".into(), serde_json::json!([{"id": "l0"}]));
+        n.boot_mode = Some("uefi".into());
+        n.secure_boot = Some(false);
+        n.shard = Some("s1".into());
+        n.parent_node = Some(NodeUuid::new_v4().as_str().to_string());
+        n.service_step.insert("step".into(), "x".into());
+        n.disable_power_off = true;
+        n.instance_name = Some("vm".into());
+        n.health = Some("OK".into());
         let back = node_from_pb(node_to_pb(&n)).unwrap();
         assert_eq!(back, n);
     }

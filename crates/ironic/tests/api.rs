@@ -25,7 +25,7 @@ on_both_backends!(
     drivers_and_conductors,
 );
 
-const MAX: &str = "1.65";
+const MAX: &str = "1.66";
 
 fn keys(v: &Value) -> Vec<String> {
     v.as_object()
@@ -215,11 +215,11 @@ async fn hostile_input_is_refused_cleanly(s: &Server) {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     // Fields upstream accepts at newer versions are 406, not "unknown".
-    for f in ["shard", "network_data", "parent_node"] {
+    for f in ["shard", "parent_node", "instance_name", "disable_power_off"] {
         let r = s
             .post(
                 "/v1/nodes",
-                MAX,
+                "1.66",
                 &json!({"driver": "fake-hardware", f: "x"}),
             )
             .await;

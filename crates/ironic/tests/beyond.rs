@@ -77,4 +77,105 @@ async fn indicators(s: &Server) {
     assert_eq!(r.status, 404);
 }
 
-on_both_backends!(indicators);
+/// 1.66: `network_data`, checked as upstream's schema (S209, S216, S225–S227).
+async fn network_data(s: &Server) {
+    let data = json!({
+        "links": [{"id": "port0", "type": "phy", "ethernet_mac_address": "52:54:00:00:30:01"}],
+        "networks": [{"id": "net0", "link": "port0", "type": "ipv4", "ip_address": "192.0.2.30",
+                      "netmask": "255.255.255.0", "network_id": "net0"}],
+        "services": []
+    });
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.65",
+            &json!({"driver": "fake-hardware", "network_data": {}}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (406, "Request not acceptable.".into())
+    );
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.66",
+            &json!({"driver": "fake-hardware", "network_data": {"links": "eth0"}}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Schema error for node: 'eth0' is not of type 'array'".into()
+        )
+    );
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.66",
+            &json!({"driver": "fake-hardware", "name": "nd", "network_data": data}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["network_data"], data);
+    // Below 1.66 it is not shown, and asking for it is 406.
+    let r = s.get("/v1/nodes/nd", "1.65").await;
+    assert!(r.json().get("network_data").is_none());
+    let r = s.get("/v1/nodes/nd?fields=network_data", "1.65").await;
+    assert_eq!(r.status, 406);
+    let r = s.get("/v1/nodes/nd?fields=network_data", "1.66").await;
+    assert_eq!(r.json()["network_data"], data);
+    let patch = |v: &'static str, value: serde_json::Value| async move {
+        s.patch(
+            "/v1/nodes/nd",
+            v,
+            &json!([{"op": "replace", "path": "/network_data", "value": value}]),
+        )
+        .await
+    };
+    assert_eq!(patch("1.65", json!({})).await.status, 406);
+    let r = patch("1.66", json!({"networks": [{"id": 1}]})).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Invalid network_data: 'links' is a required property".into()
+        )
+    );
+    let mut changed = data.clone();
+    changed["services"] = json!([{"type": "dns", "address": "192.0.2.53"}]);
+    let r = patch("1.66", changed.clone()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["network_data"], changed);
+    assert_eq!(
+        s.get("/v1/nodes/nd", "1.66").await.json()["network_data"],
+        changed
+    );
+    // A path inside it, and removing it.
+    let r = s
+        .patch(
+            "/v1/nodes/nd",
+            "1.66",
+            &json!([{"op": "add", "path": "/network_data/links/0/mtu", "value": 0}]),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Invalid network_data: 0 is less than the minimum of 1".into()
+        )
+    );
+    let r = s
+        .patch(
+            "/v1/nodes/nd",
+            "1.66",
+            &json!([{"op": "remove", "path": "/network_data"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["network_data"], json!({}));
+}
+
+on_both_backends!(indicators, network_data);
