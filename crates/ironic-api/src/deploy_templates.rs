@@ -273,7 +273,12 @@ pub async fn node_deploy_steps(
     let traits = dt::instance_traits(&node).map_err(Error::Invalid)?;
     let templates = st.db.deploy_templates_by_names(&traits).await?;
     let names: Vec<String> = templates.iter().map(|t| t.name.clone()).collect();
-    let plan = ironic_catalog::deploy_plan_for(&node, templates).map_err(Error::Invalid)?;
+    let plan = ironic_catalog::deploy_plan_for(
+        &node,
+        templates,
+        &ironic_model::deploy_template::user_deploy_steps(&node),
+    )
+    .map_err(Error::Invalid)?;
     let steps: Vec<Value> = plan
         .iter()
         .map(|s| {

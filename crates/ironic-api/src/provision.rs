@@ -11,8 +11,10 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use ironic_catalog::steps::Requested;
+use ironic_model::deploy_template::{TemplateStep, validate_step};
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::INTERFACE_TYPES;
+use ironic_model::patch::py_repr;
 use ironic_model::{Error, Version};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
@@ -44,7 +46,8 @@ const MEMBERS: &[(&str, u16)] = &[
     ("configdrive", 1),
     ("clean_steps", 15),
     ("rescue_password", 38),
-    ("deploy_steps", 69),
+    // Checked below: an empty list is accepted at any version, as upstream.
+    ("deploy_steps", 1),
     ("disable_ramdisk", 70),
 ];
 
@@ -98,6 +101,40 @@ fn clean_steps(v: &Value) -> Result<Vec<Requested>, ApiError> {
                 step: step.into(),
                 args,
             })
+        })
+        .collect()
+}
+
+/// The `deploy_steps` argument (1.69): only when deploying or rebuilding (also with
+/// the `deploy` verb of 1.73, which upstream refuses by an oversight), each step as a
+/// deploy template's.
+fn user_deploy_steps(
+    v: Option<&Value>,
+    event: Event,
+    version: Version,
+) -> Result<Vec<TemplateStep>, ApiError> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(l)) if l.is_empty() => return Ok(Vec::new()),
+        Some(Value::Array(l)) => l,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Invalid deploy_steps: {} is not of type 'array'",
+                py_repr(other)
+            )));
+        }
+    };
+    if !version.at_least(69) {
+        return Err(Error::not_acceptable_below(69).into());
+    }
+    if !matches!(event, Event::Deploy | Event::Rebuild) {
+        return Err(ApiError::invalid(
+            "\"deploy_steps\" is only valid when setting target provision state to active or rebuild",
+        ));
+    }
+    list.iter()
+        .map(|s| {
+            validate_step(s).map_err(|e| ApiError::invalid(format!("Invalid deploy_steps: {e}")))
         })
         .collect()
 }
@@ -183,6 +220,7 @@ pub async fn set_provision_state(
             "Adding a config drive is only supported when setting provision state to active or rebuild, not {target}"
         )));
     }
+    let deploy_steps = user_deploy_steps(obj.get("deploy_steps"), verb.event, v)?;
     let disable_ramdisk = match obj.get("disable_ramdisk") {
         None | Some(Value::Null) => None,
         Some(Value::Bool(b)) => Some(*b),
@@ -216,6 +254,7 @@ pub async fn set_provision_state(
                 node,
                 rebuild: verb.event == Event::Rebuild,
                 configdrive: obj.get("configdrive").filter(|c| !c.is_null()).cloned(),
+                deploy_steps,
             };
             st.conductor.call(ctx, deploy).await?
         }

@@ -219,10 +219,14 @@ pub fn known(name: &str) -> Option<&'static HardwareType> {
 /// `ironic_model::deploy_template::instance_traits`) by [`steps::deploy_plan`]. The one place the plan is computed:
 /// the API shows it (`GET /v1/nodes/{node}/deployment/steps`), the conductor runs it.
 /// `Err` is the reason the steps are invalid, in upstream's words.
-pub fn deploy_plan_for(node: &Node, templates: Vec<DeployTemplate>) -> Result<Vec<Step>, String> {
+pub fn deploy_plan_for(
+    node: &Node,
+    templates: Vec<DeployTemplate>,
+    user: &[ironic_model::deploy_template::TemplateStep],
+) -> Result<Vec<Step>, String> {
     let offered = known(&node.driver).map(|h| h.deploy_steps).unwrap_or(&[]);
     let templates: Vec<_> = templates.into_iter().map(|t| (t.name, t.steps)).collect();
-    steps::deploy_plan(offered, &templates)
+    steps::deploy_plan(offered, &templates, user)
 }
 
 #[cfg(test)]

@@ -309,66 +309,108 @@ pub fn listing(offered: &[StepDecl], min_priority: u32) -> Vec<StepDecl> {
 /// The core deploy step: a template may only disable it (priority 0).
 pub const CORE_DEPLOY_STEP: (&str, &str) = ("deploy", "deploy");
 
+/// Checks requested deploy steps (a template's or the `deploy_steps` argument's)
+/// against the steps the driver offers: the checked steps, and every problem found.
+fn checked_deploy_steps(
+    offered: &[StepDecl],
+    steps: &[ironic_model::deploy_template::TemplateStep],
+    errors: &mut Vec<String>,
+) -> Vec<Step> {
+    let mut chosen = Vec::new();
+    for t in steps {
+        let repr = py_repr(&json!({
+            "interface": t.interface, "step": t.step, "args": t.args, "priority": t.priority,
+        }));
+        let Some(d) = offered
+            .iter()
+            .find(|d| d.interface == t.interface && d.step == t.step)
+        else {
+            errors.push(format!("node does not support this deploy step: {repr}"));
+            continue;
+        };
+        if (d.interface, d.step) == CORE_DEPLOY_STEP && t.priority > 0 {
+            errors.push(format!(
+                "deploy step {} on interface {} is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0",
+                d.step, d.interface
+            ));
+            continue;
+        }
+        let unexpected = d.unexpected_args(&t.args);
+        if !unexpected.is_empty() {
+            errors.push(format!(
+                "deploy step {repr} has these unexpected arguments: {}",
+                unexpected.join(", ")
+            ));
+        }
+        let missing: Vec<String> = d
+            .args
+            .iter()
+            .filter(|a| a.required && t.priority > 0 && !t.args.contains_key(a.name))
+            .map(|a| format!("{} ({})", a.name, a.description))
+            .collect();
+        if !missing.is_empty() {
+            errors.push(format!(
+                "deploy step {repr} is missing these required arguments: {}",
+                missing.join(", ")
+            ));
+        }
+        chosen.push(Step {
+            interface: t.interface.clone(),
+            step: t.step.clone(),
+            args: t.args.clone(),
+            priority: t.priority,
+            abortable: d.abortable,
+        });
+    }
+    chosen
+}
+
 /// The deploy steps a node runs (reference §10, with two deliberate differences noted
 /// in `docs/api.md`): the driver's steps with a priority above zero, where a step that a
-/// matching template names takes the template's arguments and priority (priority 0
-/// disables it), plus the template steps with a priority above zero; the same step may
-/// come from several templates with different arguments, and then runs once per
-/// template. Highest priority first, ties by interface, then in template order.
-/// `templates` are `(name, steps)` in the order they apply. Every problem is reported at
-/// once.
+/// matching template or the user names takes their arguments and priority (priority 0
+/// disables it), plus the named steps with a priority above zero. The user's steps (the
+/// `deploy_steps` argument of 1.69) take precedence over the templates' with the same
+/// interface and step; the same step may come from several templates with different
+/// arguments, and then runs once per template. Highest priority first, ties by
+/// interface, then user steps, then in template order. `templates` are `(name, steps)`
+/// in the order they apply. Every problem is reported at once.
 pub fn deploy_plan(
     offered: &[StepDecl],
     templates: &[(String, Vec<ironic_model::deploy_template::TemplateStep>)],
+    user: &[ironic_model::deploy_template::TemplateStep],
 ) -> Result<Vec<Step>, String> {
     let mut errors = Vec::new();
-    let mut chosen: Vec<Step> = Vec::new();
-    for (_, steps) in templates {
-        for t in steps {
-            let repr = py_repr(&json!({
-                "interface": t.interface, "step": t.step, "args": t.args, "priority": t.priority,
-            }));
-            let Some(d) = offered
-                .iter()
-                .find(|d| d.interface == t.interface && d.step == t.step)
-            else {
-                errors.push(format!("node does not support this deploy step: {repr}"));
-                continue;
-            };
-            if (d.interface, d.step) == CORE_DEPLOY_STEP && t.priority > 0 {
-                errors.push(format!(
-                    "deploy step {} on interface {} is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0",
-                    d.step, d.interface
-                ));
-                continue;
-            }
-            let unexpected = d.unexpected_args(&t.args);
-            if !unexpected.is_empty() {
-                errors.push(format!(
-                    "deploy step {repr} has these unexpected arguments: {}",
-                    unexpected.join(", ")
-                ));
-            }
-            let missing: Vec<String> = d
-                .args
-                .iter()
-                .filter(|a| a.required && t.priority > 0 && !t.args.contains_key(a.name))
-                .map(|a| format!("{} ({})", a.name, a.description))
-                .collect();
-            if !missing.is_empty() {
-                errors.push(format!(
-                    "deploy step {repr} is missing these required arguments: {}",
-                    missing.join(", ")
-                ));
-            }
-            chosen.push(Step {
-                interface: t.interface.clone(),
-                step: t.step.clone(),
-                args: t.args.clone(),
-                priority: t.priority,
-                abortable: d.abortable,
-            });
+    let mut chosen = checked_deploy_steps(offered, user, &mut errors);
+    let mut dups: Vec<String> = Vec::new();
+    for (i, a) in user.iter().enumerate() {
+        let d = format!("{}.{}", a.interface, a.step);
+        if user[..i]
+            .iter()
+            .any(|b| b.interface == a.interface && b.step == a.step)
+            && !dups.contains(&d)
+        {
+            dups.push(d);
         }
+    }
+    if !dups.is_empty() {
+        errors.push(format!(
+            "duplicate deploy steps: {}; a step may be given once",
+            dups.join(", ")
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(format!(
+            "Validation of deploy steps from \"deploy steps\" argument failed. Errors: {}",
+            errors.join("; ")
+        ));
+    }
+    for (_, steps) in templates {
+        let from_template = checked_deploy_steps(offered, steps, &mut errors);
+        chosen.extend(from_template.into_iter().filter(|t| {
+            !user
+                .iter()
+                .any(|u| u.interface == t.interface && u.step == t.step)
+        }));
     }
     if !errors.is_empty() {
         let names: Vec<&str> = templates.iter().map(|(n, _)| n.as_str()).collect();
@@ -392,7 +434,7 @@ pub fn deploy_plan(
         })
         .collect();
     plan.extend(chosen.into_iter().filter(|s| s.priority > 0));
-    // Stable: equal keys keep driver steps first, then template order.
+    // Stable: equal keys keep driver steps first, then user steps, then template order.
     plan.sort_by(|a, b| {
         (b.priority, interface_priority(&b.interface))
             .cmp(&(a.priority, interface_priority(&a.interface)))
@@ -595,7 +637,7 @@ mod tests {
         let offered = crate::FAKE_DEPLOY_STEPS;
         let names = |p: &[Step]| p.iter().map(|s| (s.name(), s.priority)).collect::<Vec<_>>();
         // No template: the driver's enabled steps.
-        let p = deploy_plan(offered, &[]).unwrap();
+        let p = deploy_plan(offered, &[], &[]).unwrap();
         assert_eq!(names(&p), [("deploy.deploy".to_string(), 100)]);
         // A template enables a step, another runs the same step with other arguments,
         // a third disables the core step; order by priority, then template order.
@@ -613,7 +655,7 @@ mod tests {
                 ],
             ),
         ];
-        let p = deploy_plan(offered, &t).unwrap();
+        let p = deploy_plan(offered, &t, &[]).unwrap();
         assert_eq!(
             names(&p),
             [
@@ -629,7 +671,7 @@ mod tests {
             "CUSTOM_OFF".to_string(),
             vec![tstep("deploy", "deploy", json!({}), 0)],
         )];
-        assert!(deploy_plan(offered, &off).unwrap().is_empty());
+        assert!(deploy_plan(offered, &off, &[]).unwrap().is_empty());
         // Errors, all at once, with the templates named.
         let bad = vec![(
             "CUSTOM_BAD".to_string(),
@@ -639,7 +681,7 @@ mod tests {
                 tstep("raid", "apply_configuration", json!({"colour": "red"}), 10),
             ],
         )];
-        let e = deploy_plan(offered, &bad).unwrap_err();
+        let e = deploy_plan(offered, &bad, &[]).unwrap_err();
         assert!(e.starts_with("Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: CUSTOM_BAD. Errors: "), "{e}");
         assert!(e.contains("node does not support this deploy step"), "{e}");
         assert!(e.contains("is a core step and cannot be overridden"), "{e}");
@@ -653,6 +695,6 @@ mod tests {
             "CUSTOM_OFF".to_string(),
             vec![tstep("raid", "apply_configuration", json!({}), 0)],
         )];
-        assert!(deploy_plan(offered, &off).is_ok());
+        assert!(deploy_plan(offered, &off, &[]).is_ok());
     }
 }

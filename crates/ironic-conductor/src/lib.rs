@@ -377,7 +377,13 @@ impl Handlers for Conductor {
 
     async fn do_node_deploy(&self, ctx: &Context, req: DoNodeDeploy) -> Result<(), Error> {
         self.provision
-            .deploy(&req.node, req.rebuild, req.configdrive, ctx)
+            .deploy(
+                &req.node,
+                req.rebuild,
+                req.configdrive,
+                req.deploy_steps,
+                ctx,
+            )
             .await
     }
 

@@ -109,6 +109,18 @@ pub fn instance_traits(node: &crate::Node) -> std::result::Result<Vec<String>, S
     Ok(traits)
 }
 
+/// `driver_internal_info` key of the `deploy_steps` argument of the deploy running.
+pub const USER_DEPLOY_STEPS: &str = "user_deploy_steps";
+
+/// The `deploy_steps` argument of the deploy running, as the conductor stored it.
+pub fn user_deploy_steps(node: &crate::Node) -> Vec<TemplateStep> {
+    node.driver_internal_info
+        .get(USER_DEPLOY_STEPS)
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(|s| validate_step(s).ok()).collect())
+        .unwrap_or_default()
+}
+
 pub fn not_found(ident: &str) -> Error {
     Error::NotFound(format!("Deploy template {ident} could not be found."))
 }
@@ -214,7 +226,9 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
     })
 }
 
-fn validate_step(s: &Value) -> std::result::Result<TemplateStep, String> {
+/// One step of a template, or of the `deploy_steps` argument (1.69): upstream checks
+/// both against the same schema. `Err` is the schema error's message.
+pub fn validate_step(s: &Value) -> std::result::Result<TemplateStep, String> {
     let Value::Object(o) = s else {
         return Err(format!("{} is not of type 'object'", py_repr(s)));
     };

@@ -45,6 +45,12 @@ impl Error {
     pub fn not_acceptable() -> Self {
         Error::NotAcceptable("Request not acceptable.".into())
     }
+    /// 406 naming the microversion that would have accepted the request.
+    pub fn not_acceptable_below(minor: u16) -> Self {
+        Error::NotAcceptable(format!(
+            "Request not acceptable. The minimal required API version should be 1.{minor}"
+        ))
+    }
     pub fn node_locked(uuid: &str, host: &str) -> Self {
         Error::Locked(format!(
             "Node {uuid} is locked by host {host}, please retry after the current operation is completed."

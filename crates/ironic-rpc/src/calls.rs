@@ -569,6 +569,8 @@ pub struct DoNodeDeploy {
     pub node: NodeRef,
     pub rebuild: bool,
     pub configdrive: Option<serde_json::Value>,
+    /// The `deploy_steps` argument (1.69), schema-checked by the caller.
+    pub deploy_steps: Vec<ironic_model::deploy_template::TemplateStep>,
 }
 
 impl Call for DoNodeDeploy {
@@ -594,6 +596,7 @@ impl Call for DoNodeDeploy {
             node: Some(node_ref_to_pb(&self.node)),
             rebuild: self.rebuild,
             configdrive_json: self.configdrive.map(|c| c.to_string()),
+            deploy_steps: crate::convert::deploy_steps_to_pb(&self.deploy_steps),
         }
     }
     fn from_wire(w: pb::DoNodeDeployRequest) -> Result<Self, Error> {
@@ -608,6 +611,7 @@ impl Call for DoNodeDeploy {
             node: node_ref_from_pb(w.node)?,
             rebuild: w.rebuild,
             configdrive,
+            deploy_steps: crate::convert::deploy_steps_from_pb(w.deploy_steps)?,
         })
     }
 }
@@ -1851,6 +1855,12 @@ mod tests {
             node,
             rebuild: true,
             configdrive: Some(serde_json::json!({"meta_data": {}})),
+            deploy_steps: vec![ironic_model::deploy_template::TemplateStep {
+                interface: "deploy".into(),
+                step: "deploy".into(),
+                args: serde_json::Map::new(),
+                priority: 0,
+            }],
         });
     }
 

@@ -10,6 +10,7 @@ use ironic_model::volume::{VolumeConnector, VolumeTarget};
 use ironic_model::{Error, Node, NodeUuid};
 
 use ironic_catalog::steps::Requested;
+use ironic_model::deploy_template::TemplateStep;
 use ironic_model::{
     Allocation, AllocationId, AllocationRef, AllocationState, ConductorId, NewAllocation, NodeId,
 };
@@ -339,6 +340,36 @@ pub fn steps_from_pb(steps: Vec<pb::Step>) -> Result<Vec<Requested>, Error> {
                 interface: s.interface,
                 step: s.step,
                 args: json_obj(&s.args_json, "step args")?,
+            })
+        })
+        .collect()
+}
+
+/// Deploy steps (the `deploy_steps` argument) with their priorities.
+pub fn deploy_steps_to_pb(steps: &[TemplateStep]) -> Vec<pb::Step> {
+    steps
+        .iter()
+        .map(|s| pb::Step {
+            interface: s.interface.clone(),
+            step: s.step.clone(),
+            args_json: json_text(&s.args),
+            priority: Some(i32::try_from(s.priority).unwrap_or(i32::MAX)),
+        })
+        .collect()
+}
+
+pub fn deploy_steps_from_pb(steps: Vec<pb::Step>) -> Result<Vec<TemplateStep>, Error> {
+    steps
+        .into_iter()
+        .map(|s| {
+            Ok(TemplateStep {
+                interface: s.interface,
+                step: s.step,
+                args: json_obj(&s.args_json, "step args")?,
+                priority: s
+                    .priority
+                    .and_then(|p| u32::try_from(p).ok())
+                    .ok_or_else(|| bad("deploy step priority"))?,
             })
         })
         .collect()

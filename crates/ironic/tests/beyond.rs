@@ -178,4 +178,124 @@ async fn network_data(s: &Server) {
     assert_eq!(r.json()["network_data"], json!({}));
 }
 
-on_both_backends!(indicators, network_data);
+/// An `available` fake-hardware node.
+async fn available(s: &Server, name: &str) {
+    s.node(json!({"driver": "fake-hardware", "name": name}))
+        .await;
+    for (target, state) in [("manage", "manageable"), ("provide", "available")] {
+        let r = s.provision_to("1.61", name, target).await;
+        assert_eq!(r.status, 202, "{target}: {}", r.body);
+        s.wait_state("1.61", name, state).await;
+    }
+}
+
+/// 1.69 `deploy_steps` (S325–S328) and 1.73 `deploy`/`undeploy` (S324, S330, S348).
+async fn deploy_steps_and_verbs(s: &Server) {
+    available(s, "dep-node").await;
+    let bios = json!([{"interface": "bios", "step": "apply_configuration",
+                      "args": {"settings": [{"name": "LogicalProc", "value": "Disabled"}]},
+                      "priority": 150}]);
+    let deploy = |v: &'static str, target: &'static str, steps: serde_json::Value| async move {
+        s.provision(
+            v,
+            "dep-node",
+            json!({"target": target, "deploy_steps": steps}),
+        )
+        .await
+    };
+    let r = deploy("1.68", "active", bios.clone()).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "Request not acceptable. The minimal required API version should be 1.69".into()
+        )
+    );
+    let r = s.provision_to("1.72", "dep-node", "deploy").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (406, "Request not acceptable.".into())
+    );
+    let r = s.provision_to("1.72", "dep-node", "undeploy").await;
+    assert_eq!(r.status, 406);
+    let r = deploy("1.69", "manage", bios.clone()).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "\"deploy_steps\" is only valid when setting target provision state to active or rebuild"
+                .into()
+        )
+    );
+    let r = deploy(
+        "1.69",
+        "active",
+        json!([{"interface": "deploy", "step": "deploy", "args": {}}]),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Invalid deploy_steps: 'priority' is a required property".into()
+        )
+    );
+    // A step the driver does not offer is refused before anything moves.
+    let r = deploy(
+        "1.69",
+        "active",
+        json!([{"interface": "bios", "step": "explode", "args": {}, "priority": 10}]),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.fault().contains("Validation of deploy steps from \"deploy steps\" argument failed. Errors: node does not support this deploy step: "),
+        "{}",
+        r.fault()
+    );
+    let n = s.get("/v1/nodes/dep-node", "1.69").await.json();
+    assert_eq!(n["provision_state"], "available");
+    // The user's step runs (before the core deploy step: a higher priority), then is
+    // forgotten; `deploy` is `active` from 1.73.
+    let r = deploy("1.73", "deploy", bios.clone()).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.73", "dep-node", "active").await;
+    let done: Vec<String> = common::fake_journal(&n)
+        .into_iter()
+        .filter(|(_, e)| e == "done")
+        .map(|(step, _)| step)
+        .collect();
+    // (The first is automated cleaning's.)
+    assert_eq!(
+        done,
+        [
+            "vendor.log_passthrough",
+            "bios.apply_configuration",
+            "deploy.deploy"
+        ],
+        "{n}"
+    );
+    assert!(n["driver_internal_info"].get("user_deploy_steps").is_none());
+    // Disabling the core step with priority 0 on a rebuild: nothing runs.
+    let r = deploy(
+        "1.69",
+        "rebuild",
+        json!([{"interface": "deploy", "step": "deploy", "args": {}, "priority": 0}]),
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.73", "dep-node", "active").await;
+    assert_eq!(
+        common::fake_journal(&n)
+            .iter()
+            .filter(|(_, e)| e == "done")
+            .count(),
+        3,
+        "{n}"
+    );
+    let r = s.provision_to("1.73", "dep-node", "undeploy").await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state("1.73", "dep-node", "available").await;
+}
+
+on_both_backends!(indicators, network_data, deploy_steps_and_verbs);

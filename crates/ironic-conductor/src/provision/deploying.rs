@@ -10,6 +10,7 @@ impl Provisioner {
         target: &NodeRef,
         rebuild: bool,
         configdrive: Option<Value>,
+        deploy_steps: Vec<TemplateStep>,
         ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
         // `None`: a repeat whose first attempt was applied.
@@ -39,6 +40,15 @@ impl Provisioner {
             Ok(t) => t,
             Err(e) => return held.bail(e).await,
         };
+        // The user's steps join the plan; they are forgotten when the deploy ends.
+        if deploy_steps.is_empty() {
+            held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
+        } else {
+            held.node.driver_internal_info.insert(
+                USER_DEPLOY_STEPS.into(),
+                Value::Array(deploy_steps.iter().map(TemplateStep::to_json).collect()),
+            );
+        }
         // The interfaces, then the steps: both before anything moves.
         let checked = match self.validate_power_and_deploy(&held.node).await {
             Ok(()) => self.deploy_plan(&held.node).await,
@@ -47,6 +57,7 @@ impl Provisioner {
         let plan = match checked {
             Ok(p) => p,
             Err(why) => {
+                // Nothing was saved: the stored steps are those of before.
                 return held
                     .bail(Error::invalid(format!(
                         "Failed to validate deploy or power info for node {uuid}: {why}"
@@ -87,7 +98,8 @@ impl Provisioner {
             .deploy_templates_by_names(&traits)
             .await
             .map_err(|e| e.to_string())?;
-        ironic_catalog::deploy_plan_for(node, templates)
+        let user = ironic_model::deploy_template::user_deploy_steps(node);
+        ironic_catalog::deploy_plan_for(node, templates, &user)
     }
 
     /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
@@ -99,6 +111,7 @@ impl Provisioner {
             set_state(&mut held.node, t);
         }
         held.node.deploy_step = JsonObject::new();
+        held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
         agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         held.node.last_error = Some(msg);
         if let Err(e) = held.save_and_release().await {
@@ -142,6 +155,7 @@ impl Provisioner {
             }
         }
         held.node.deploy_step = JsonObject::new();
+        held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
         agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         held.node.power_state = Some("power on".into());
         match fsm::process(held.node.provision_state, Event::Done, false, None) {

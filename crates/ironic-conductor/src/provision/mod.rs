@@ -16,6 +16,7 @@ use ironic_catalog::steps::{self, OfferedStep, Requested, Step};
 use ironic_db::topology::Topology;
 use ironic_drivers::interfaces::{Driver, DriverError, NodeChanges, NodeInfo, Outcome};
 use ironic_model::agent;
+use ironic_model::deploy_template::{TemplateStep, USER_DEPLOY_STEPS};
 use ironic_model::fsm::{self, Event};
 use ironic_model::node::{JsonObject, now};
 use ironic_model::states::ProvisionState as P;
