@@ -415,14 +415,76 @@ fn enabled_driver(
     }
 }
 
-fn bios_doc(base: &str, ident: &str, name: &str, value: &str, created: &Value) -> Value {
-    json!({
-        "created_at": created,
-        "updated_at": null,
-        "name": name,
-        "value": value,
-        "links": links_value(base, &format!("nodes/{ident}/bios/{name}")),
-    })
+/// The registry fields of a BIOS setting (1.74). The fake BIOS interface has no
+/// registry: all of them are empty, as upstream's.
+const BIOS_REGISTRY: &[&str] = &[
+    "attribute_type",
+    "allowable_values",
+    "lower_bound",
+    "max_length",
+    "min_length",
+    "read_only",
+    "reset_required",
+    "unique",
+    "upper_bound",
+];
+
+/// What `?fields=` may name on the BIOS list (upstream's schema).
+const BIOS_FIELDS: &[&str] = &[
+    "allowable_values",
+    "attribute_type",
+    "created_at",
+    "lower_bound",
+    "links",
+    "max_length",
+    "min_length",
+    "name",
+    "node_uuid",
+    "read_only",
+    "reset_required",
+    "unique",
+    "updated_at",
+    "value",
+];
+
+/// One BIOS setting: `created_at` and `updated_at` always, then `fields` (in
+/// upstream's order), then the links under `ident`.
+fn bios_doc(
+    base: &str,
+    ident: &str,
+    node_uuid: &str,
+    (name, value): (&str, &str),
+    created: &Value,
+    fields: &[&str],
+) -> Value {
+    let mut m = Map::new();
+    m.insert("created_at".into(), created.clone());
+    m.insert("updated_at".into(), Value::Null);
+    for f in fields {
+        let v = match *f {
+            "name" => json!(name),
+            "value" => json!(value),
+            "node_uuid" => json!(node_uuid),
+            "allowable_values" => json!([]),
+            "created_at" | "updated_at" | "links" => continue,
+            _ => Value::Null,
+        };
+        m.insert((*f).to_string(), v);
+    }
+    m.insert(
+        "links".into(),
+        links_value(base, &format!("nodes/{ident}/bios/{name}")),
+    );
+    Value::Object(m)
+}
+
+/// The fields of a BIOS setting shown without `fields`: with the registry's or not.
+fn bios_default_fields(registry: bool) -> Vec<&'static str> {
+    let mut f = vec!["name", "value"];
+    if registry {
+        f.extend(BIOS_REGISTRY);
+    }
+    f
 }
 
 pub async fn bios_list(
@@ -435,18 +497,29 @@ pub async fn bios_list(
 ) -> ApiResult {
     since(req.version, 40)?;
     let q = Query::parse(q.as_deref())?;
-    q.only(&["detail", "fields"])?;
-    if q.has("detail") || q.has("fields") {
-        // Both arrive with 1.74, above our maximum.
-        return Err(ApiError::invalid(
-            "The detail and fields arguments of the BIOS list need API 1.74.",
-        ));
+    if !req.version.at_least(74)
+        && let Some(k) = ["detail", "fields"].into_iter().find(|k| q.has(k))
+    {
+        return Err(ApiError::invalid(format!(
+            "Schema error: Additional properties are not allowed ('{k}' was unexpected)"
+        )));
     }
+    q.only(&["detail", "fields"])?;
+    let detail = q.bool("detail")?.unwrap_or(false);
+    let fields = match q.get("fields") {
+        Some(_) if detail => {
+            return Err(ApiError::invalid(
+                "Can not specify ?detail=True and fields in the same request.",
+            ));
+        }
+        Some(list) => crate::query::field_list(list, BIOS_FIELDS)?,
+        None => bios_default_fields(detail),
+    };
     let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeBiosGet).await?;
     let created = json!(Ts(&node.created_at));
     let list: Vec<Value> = bios_settings(node.interfaces.get("bios").unwrap_or("no-bios"))
         .iter()
-        .map(|(n, v)| bios_doc(&base, &ident, n, v, &created))
+        .map(|s| bios_doc(&base, &ident, node.uuid.as_str(), *s, &created, &fields))
         .collect();
     Ok(json_response(StatusCode::OK, &json!({ "bios": list })))
 }
@@ -472,7 +545,10 @@ pub async fn bios_get(
                 node.uuid
             ))
         })?;
-    let doc = bios_doc(&base, node.uuid.as_str(), found.0, found.1, &created);
+    // The registry fields from 1.74; the links under the node's uuid, as upstream's.
+    let fields = bios_default_fields(req.version.at_least(74));
+    let uuid = node.uuid.as_str();
+    let doc = bios_doc(&base, uuid, uuid, *found, &created, &fields);
     let mut m = Map::new();
     m.insert(name, doc);
     Ok(json_response(StatusCode::OK, &Value::Object(m)))

@@ -298,4 +298,90 @@ async fn deploy_steps_and_verbs(s: &Server) {
     s.wait_state("1.73", "dep-node", "available").await;
 }
 
-on_both_backends!(indicators, network_data, deploy_steps_and_verbs);
+/// 1.74: the BIOS registry fields, `detail` and `fields` on the list (S304–S308).
+async fn bios_registry(s: &Server) {
+    let base = s.base();
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "bm-node"}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap();
+    let registry = [
+        "attribute_type",
+        "allowable_values",
+        "lower_bound",
+        "max_length",
+        "min_length",
+        "read_only",
+        "reset_required",
+        "unique",
+        "upper_bound",
+    ];
+    let keys = |v: &serde_json::Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let sorted = |extra: &[&str]| {
+        let mut k: Vec<String> = ["created_at", "updated_at", "name", "value", "links"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        k.sort();
+        k
+    };
+    // The list: name and value by default at any version; the registry with detail.
+    for v in ["1.73", "1.74"] {
+        let r = s.get("/v1/nodes/bm-node/bios", v).await;
+        let list = r.json()["bios"].as_array().unwrap().clone();
+        assert_eq!(keys(&list[0]), sorted(&[]), "{v}");
+    }
+    let r = s.get("/v1/nodes/bm-node/bios?detail=true", "1.74").await;
+    let first = r.json()["bios"][0].clone();
+    assert_eq!(keys(&first), sorted(&registry));
+    assert_eq!(first["allowable_values"], json!([]));
+    assert_eq!(first["read_only"], json!(null));
+    assert_eq!(
+        first["links"][0]["href"],
+        format!("{base}/v1/nodes/bm-node/bios/BootMode")
+    );
+    let r = s.get("/v1/nodes/bm-node/bios?fields=value", "1.74").await;
+    let first = r.json()["bios"][0].clone();
+    assert_eq!(keys(&first), ["created_at", "links", "updated_at", "value"]);
+    for (q, fault) in [
+        (
+            "detail=true",
+            "Schema error: Additional properties are not allowed ('detail' was unexpected)",
+        ),
+        (
+            "fields=name",
+            "Schema error: Additional properties are not allowed ('fields' was unexpected)",
+        ),
+    ] {
+        let r = s.get(&format!("/v1/nodes/bm-node/bios?{q}"), "1.73").await;
+        assert_eq!((r.status, r.fault()), (400, fault.to_string()), "{q}");
+    }
+    let r = s
+        .get("/v1/nodes/bm-node/bios?detail=true&fields=name", "1.74")
+        .await;
+    assert_eq!(r.status, 400);
+    let r = s.get("/v1/nodes/bm-node/bios?fields=colour", "1.74").await;
+    assert_eq!(r.status, 400);
+    // One setting: the registry from 1.74; links under the node's uuid (S307, S308).
+    let r = s.get("/v1/nodes/bm-node/bios/LogicalProc", "1.74").await;
+    let one = r.json()["LogicalProc"].clone();
+    assert_eq!(keys(&one), sorted(&registry));
+    assert_eq!(
+        one["links"][0]["href"],
+        format!("{base}/v1/nodes/{uuid}/bios/LogicalProc")
+    );
+    let r = s.get("/v1/nodes/bm-node/bios/LogicalProc", "1.73").await;
+    assert_eq!(keys(&r.json()["LogicalProc"]), sorted(&[]));
+}
+
+on_both_backends!(
+    indicators,
+    network_data,
+    deploy_steps_and_verbs,
+    bios_registry
+);
