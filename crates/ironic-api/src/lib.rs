@@ -365,7 +365,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.74";
+const MAX_VERSION: &str = "1.76";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -551,6 +551,14 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         (
             "/nodes/{ident}/management/inject_nmi",
             put(management::inject_nmi),
+        ),
+        (
+            "/nodes/{ident}/states/boot_mode",
+            put(provision::set_boot_mode),
+        ),
+        (
+            "/nodes/{ident}/states/secure_boot",
+            put(provision::set_secure_boot),
         ),
         (
             "/nodes/{ident}/management/indicators",

@@ -729,6 +729,10 @@ pub async fn states(
             Value::Object(n.target_raid_config.clone()),
         );
     }
+    if v.at_least(75) {
+        doc.insert("boot_mode".into(), json!(n.boot_mode));
+        doc.insert("secure_boot".into(), json!(n.secure_boot));
+    }
     Ok(json_response(StatusCode::OK, &Value::Object(doc)))
 }
 

@@ -337,6 +337,8 @@ policies! {
     NodeGetBootDevice = "baremetal:node:get_boot_device" => OwnerManager,
     NodeSetBootDevice = "baremetal:node:set_boot_device" => OwnerManager,
     NodeInjectNmi = "baremetal:node:inject_nmi" => OwnerManager,
+    NodeSetBootMode = "baremetal:node:set_boot_mode" => ProjectMember,
+    NodeSetSecureBoot = "baremetal:node:set_secure_boot" => ProjectMember,
     NodeGetIndicatorState = "baremetal:node:get_indicator_state" => ProjectReader,
     NodeSetIndicatorState = "baremetal:node:set_indicator_state" => OwnerMember,
     NodeSetRaidState = "baremetal:node:set_raid_state" => OwnerMember,

@@ -18,8 +18,8 @@ use ironic_model::patch::py_repr;
 use ironic_model::{Error, Version};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
-    ChangeNodePowerState, DoNodeClean, DoNodeDeploy, DoNodeTearDown, DoProvisioningAction,
-    GetCleanSteps, ValidateDriverInterfaces,
+    ChangeNodeBootMode, ChangeNodePowerState, ChangeNodeSecureBoot, DoNodeClean, DoNodeDeploy,
+    DoNodeTearDown, DoProvisioningAction, GetCleanSteps, ValidateDriverInterfaces,
 };
 use serde_json::Value;
 
@@ -270,6 +270,107 @@ pub async fn set_provision_state(
                 "The requested action \"{target}\" is not supported by this service yet."
             )));
         }
+    }
+    Ok(accepted(&base, &ident))
+}
+
+/// `PUT /v1/nodes/{node}/states/boot_mode` (1.76): `{"target": "bios"|"uefi"}`, and
+/// `PUT …/states/secure_boot`: `{"target": <bool>}`. 202 with a `Location` header; the
+/// node's conductor changes it under the lock (a refusal of the hardware lands in
+/// `last_error`, as upstream's). Refused while the node is in a transient state.
+pub async fn set_boot_mode(
+    st: State<AppState>,
+    authz: Authz,
+    req: Req,
+    base: Base,
+    ident: P<String>,
+    q: RawQuery,
+    body: JsonBody,
+) -> ApiResult {
+    boot_mode_put(st, authz, req, base, ident, q, body, false).await
+}
+
+pub async fn set_secure_boot(
+    st: State<AppState>,
+    authz: Authz,
+    req: Req,
+    base: Base,
+    ident: P<String>,
+    q: RawQuery,
+    body: JsonBody,
+) -> ApiResult {
+    boot_mode_put(st, authz, req, base, ident, q, body, true).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn boot_mode_put(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+    JsonBody(body): JsonBody,
+    secure_boot: bool,
+) -> ApiResult {
+    no_args(&q)?;
+    let v = req.version;
+    let policy = if secure_boot {
+        Policy::NodeSetSecureBoot
+    } else {
+        Policy::NodeSetBootMode
+    };
+    let node = authorized_node(&st, &authz, &ident, v, policy).await?;
+    if !v.at_least(76) {
+        return Err(Error::NotFound(
+            "This endpoint is supported starting with the API version 1.76".into(),
+        )
+        .into());
+    }
+    let obj = body_object(body, &[("target", 1)], v)?;
+    let target = obj.get("target").unwrap_or(&Value::Null);
+    if !node.provision_state.is_stable() {
+        return Err(Error::Conflict(format!(
+            "Node is in {} state. Since node is transitioning, the boot mode will not be set as this may interfere with ongoing changes and result in erroneous modification. Try again later.",
+            node.provision_state
+        ))
+        .into());
+    }
+    let node_ref = NodeRef::from(&node);
+    if secure_boot {
+        let on = match target {
+            Value::Bool(b) => *b,
+            Value::String(s) => ironic_model::node::parse_bool_word(s)
+                .ok_or_else(|| ironic_model::node::bool_word_error("target", s))?,
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "Invalid secure_boot {} requested for node. Allowed secure_boot states are: True, False",
+                    py_repr(other)
+                )));
+            }
+        };
+        let change = ChangeNodeSecureBoot {
+            node: node_ref,
+            target: on,
+        };
+        st.conductor.call(&req.ctx, change).await?;
+    } else {
+        let mode = match target.as_str() {
+            Some(m @ ("bios" | "uefi")) => m.to_string(),
+            _ => {
+                let shown = target
+                    .as_str()
+                    .map_or_else(|| py_repr(target), str::to_owned);
+                return Err(ApiError::invalid(format!(
+                    "Invalid boot mode {shown} requested for node. Allowed boot modes are: bios, uefi"
+                )));
+            }
+        };
+        let change = ChangeNodeBootMode {
+            node: node_ref,
+            target: mode,
+        };
+        st.conductor.call(&req.ctx, change).await?;
     }
     Ok(accepted(&base, &ident))
 }

@@ -30,13 +30,13 @@ use ironic_rpc::calls::{
     UpdateNode, UpdatePort, UpdatePortgroup, ValidateDriverInterfaces, VifAttach, VifDetach,
     VifList, Vifs,
 };
+use ironic_rpc::calls::{ChangeNodeBootMode, ChangeNodeSecureBoot, GetNodeWithToken, Heartbeat};
 use ironic_rpc::calls::{
     DestroyVolumeConnector, DestroyVolumeTarget, GetBootDevice, GetConsoleInformation,
     GetIndicatorState, GetSupportedBootDevices, GetSupportedIndicators, InjectNmi, JsonDoc,
     SetBootDevice, SetConsoleMode, SetIndicatorState, SetTargetRaidConfig, UpdateVolumeConnector,
     UpdateVolumeTarget, VendorPassthru,
 };
-use ironic_rpc::calls::{GetNodeWithToken, Heartbeat};
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
 
 mod agent;
@@ -44,6 +44,7 @@ mod allocations;
 mod core;
 mod lock;
 mod management;
+use management::BootModeChange;
 mod nics;
 pub mod oneview;
 mod provision;
@@ -652,6 +653,22 @@ impl Handlers for Conductor {
         req: SetIndicatorState,
     ) -> Result<(), Error> {
         Conductor::set_indicator_state(self, req).await
+    }
+
+    async fn change_node_boot_mode(
+        &self,
+        _ctx: &Context,
+        req: ChangeNodeBootMode,
+    ) -> Result<(), Error> {
+        Conductor::change_boot_mode(self, req.node, BootModeChange::Mode(req.target)).await
+    }
+
+    async fn change_node_secure_boot(
+        &self,
+        _ctx: &Context,
+        req: ChangeNodeSecureBoot,
+    ) -> Result<(), Error> {
+        Conductor::change_boot_mode(self, req.node, BootModeChange::SecureBoot(req.target)).await
     }
 
     async fn vendor_passthru(&self, _ctx: &Context, req: VendorPassthru) -> Result<JsonDoc, Error> {

@@ -214,6 +214,57 @@ impl Conductor {
         .await
     }
 
+    /// 1.76: the boot mode or secure boot state, under the node's lock. An interface
+    /// that cannot is 400 at once; what the hardware refuses is recorded in
+    /// `last_error` (the API has answered 202, as upstream's), and the node keeps its
+    /// recorded state. Nothing is sent when the hardware is already there.
+    pub(crate) async fn change_boot_mode(
+        &self,
+        node: ironic_rpc::NodeRef,
+        change: BootModeChange,
+    ) -> Result<(), Error> {
+        self.with_lock(&node, |mut n| async move {
+            interface(&n, "management")?;
+            let management = self.driver_for(&n)?.management();
+            let what = change.operation();
+            if !management.can_change_boot_mode() {
+                return Err(unsupported(&n.driver, what));
+            }
+            let info = NodeInfo::from(&n);
+            let outcome = match &change {
+                BootModeChange::Mode(mode) => match management.get_boot_mode(info).await {
+                    Ok(Some(current)) if current == *mode => Ok(None),
+                    _ => management.set_boot_mode(info, mode).await.map(Some),
+                },
+                BootModeChange::SecureBoot(on) => match management.get_secure_boot(info).await {
+                    Ok(Some(current)) if current == *on => Ok(None),
+                    _ => management.set_secure_boot(info, *on).await.map(Some),
+                },
+            };
+            n.last_error = None;
+            match outcome {
+                Ok(changes) => {
+                    if let Some(changes) = changes {
+                        changes.apply(&mut n);
+                    }
+                    match &change {
+                        BootModeChange::Mode(mode) => n.boot_mode = Some(mode.clone()),
+                        BootModeChange::SecureBoot(on) => n.secure_boot = Some(*on),
+                    }
+                    tracing::info!(node = %n.uuid, change = %change, "boot mode changed");
+                }
+                Err(e) => {
+                    tracing::warn!(node = %n.uuid, change = %change, error = %e, "boot mode change failed");
+                    n.last_error = Some(format!("Failed to change {change}: {e}"));
+                }
+            }
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            Ok(())
+        })
+        .await
+    }
+
     pub(crate) async fn set_target_raid_config(
         &self,
         req: SetTargetRaidConfig,
@@ -296,4 +347,35 @@ fn find_indicator(
     list.into_iter()
         .find(|i| i.component == component && i.name == name)
         .ok_or_else(|| Error::invalid(format!("Invalid indicator {name} specified.")))
+}
+
+/// A change of 1.76: the boot mode, or the secure boot state.
+#[derive(Debug, Clone)]
+pub(crate) enum BootModeChange {
+    Mode(String),
+    SecureBoot(bool),
+}
+
+impl BootModeChange {
+    fn operation(&self) -> &'static str {
+        match self {
+            BootModeChange::Mode(_) => "set_boot_mode",
+            BootModeChange::SecureBoot(_) => "set_secure_boot_state",
+        }
+    }
+}
+
+/// As upstream's `last_error` words it: "boot mode to 'uefi'", "secure_boot state to
+/// 'True'".
+impl std::fmt::Display for BootModeChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootModeChange::Mode(m) => write!(f, "boot mode to '{m}'"),
+            BootModeChange::SecureBoot(on) => write!(
+                f,
+                "secure_boot state to '{}'",
+                if *on { "True" } else { "False" }
+            ),
+        }
+    }
 }

@@ -97,6 +97,9 @@ pub struct NodeInfo<'a> {
     pub provision_state: &'a str,
     pub target_provision_state: Option<&'a str>,
     pub instance_uuid: Option<&'a str>,
+    /// The boot mode and secure boot state last recorded (1.75).
+    pub boot_mode: Option<&'a str>,
+    pub secure_boot: Option<bool>,
     /// Set by the conductor when it tears a node down: no automated cleaning follows,
     /// so whatever cleaning would undo must be undone now.
     pub skip_automated_cleaning: bool,
@@ -114,6 +117,8 @@ impl<'a> From<&'a ironic_model::Node> for NodeInfo<'a> {
             provision_state: n.provision_state.as_str(),
             target_provision_state: n.target_provision_state.map(|s| s.as_str()),
             instance_uuid: n.instance_uuid.as_deref(),
+            boot_mode: n.boot_mode.as_deref(),
+            secure_boot: n.secure_boot,
             skip_automated_cleaning: false,
         }
     }
@@ -256,6 +261,34 @@ pub trait ManagementInterface: Interface {
         _state: &'a str,
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async { Err(DriverError::invalid("cannot set indicators")) })
+    }
+    /// Whether this interface reads and sets the boot mode (`bios`, `uefi`) and the
+    /// UEFI secure boot state (1.76).
+    fn can_change_boot_mode(&self) -> bool {
+        false
+    }
+    /// The boot mode the hardware reports; `None` when it cannot tell.
+    fn get_boot_mode<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, Option<String>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// Sets the boot mode (`bios` or `uefi`, checked by the caller).
+    fn set_boot_mode<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _mode: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async { Err(DriverError::invalid("cannot set the boot mode")) })
+    }
+    /// Whether UEFI secure boot is on; `None` when the hardware cannot tell.
+    fn get_secure_boot<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, Option<bool>> {
+        Box::pin(async { Ok(None) })
+    }
+    fn set_secure_boot<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _on: bool,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async { Err(DriverError::invalid("cannot set secure boot")) })
     }
     /// The boot devices `set_boot_device` accepts for this node.
     fn supported_boot_devices(&self, node: NodeInfo<'_>) -> Vec<&'static str>;
@@ -504,6 +537,50 @@ impl ManagementInterface for FakeInterface {
         })
     }
 
+    /// The fake hardware's boot mode and secure boot state are what was last set
+    /// (recorded on the node); secure boot needs UEFI, as on real firmware.
+    fn can_change_boot_mode(&self) -> bool {
+        true
+    }
+
+    fn get_boot_mode<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<String>> {
+        Box::pin(async move { Ok(node.boot_mode.map(str::to_owned)) })
+    }
+
+    fn set_boot_mode<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        mode: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, "set_boot_mode")?;
+            if mode == "bios" && node.secure_boot == Some(true) {
+                return Err(DriverError::invalid(
+                    "secure boot is on: turn it off before leaving UEFI",
+                ));
+            }
+            Ok(NodeChanges::none())
+        })
+    }
+
+    fn get_secure_boot<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<bool>> {
+        Box::pin(async move { Ok(node.secure_boot) })
+    }
+
+    fn set_secure_boot<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        on: bool,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, "set_secure_boot")?;
+            if on && node.boot_mode != Some("uefi") {
+                return Err(DriverError::invalid("secure boot needs the uefi boot mode"));
+            }
+            Ok(NodeChanges::none())
+        })
+    }
+
     fn supported_boot_devices(&self, _node: NodeInfo<'_>) -> Vec<&'static str> {
         FAKE_BOOT_DEVICES.to_vec()
     }
@@ -710,6 +787,8 @@ mod tests {
             provision_state: "manageable",
             target_provision_state: None,
             instance_uuid: None,
+            boot_mode: None,
+            secure_boot: None,
             skip_automated_cleaning: false,
         }
     }

@@ -878,7 +878,12 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
         }
         match field(key) {
             // Writable fields, and those upstream accepts at versions above ours (406).
-            Some(spec) if spec.kind != K::ReadOnly || PATCH_ALLOWED.contains(&spec.name) => {
+            // `boot_mode` is read-only, but may be given at creation (1.75).
+            Some(spec)
+                if spec.kind != K::ReadOnly
+                    || PATCH_ALLOWED.contains(&spec.name)
+                    || spec.field == F::BootMode =>
+            {
                 if !version.at_least(spec.min) {
                     return Err(Error::not_acceptable());
                 }
@@ -914,6 +919,16 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
         doc.insert(k.clone(), v.clone());
     }
     node.apply_doc(&doc, Version::MAX, src)?;
+    node.boot_mode = match obj.get("boot_mode") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) if m == "bios" || m == "uefi" => Some(m.clone()),
+        Some(other) => {
+            return Err(src.schema(format_args!(
+                "{} is not one of ['bios', 'uefi']",
+                py_repr(other)
+            )));
+        }
+    };
     // Fields above the request version were refused above; the name rule depends on it.
     if let Some(n) = &node.name
         && !is_valid_node_name(n, version)

@@ -1541,6 +1541,69 @@ impl Call for SetIndicatorState {
     }
 }
 
+/// Sets the node's boot mode, `bios` or `uefi` (under the node's lock; 1.76).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeNodeBootMode {
+    pub node: NodeRef,
+    pub target: String,
+}
+
+impl Call for ChangeNodeBootMode {
+    const METHOD: &'static str = m::CHANGE_NODE_BOOT_MODE;
+    type Reply = ();
+    type Wire = pb::ChangeNodeBootModeRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// Setting a mode twice is setting it once.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::ChangeNodeBootModeRequest {
+        pb::ChangeNodeBootModeRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            target: self.target,
+        }
+    }
+    fn from_wire(w: pb::ChangeNodeBootModeRequest) -> Result<Self, Error> {
+        Ok(ChangeNodeBootMode {
+            node: node_ref_from_pb(w.node)?,
+            target: w.target,
+        })
+    }
+}
+
+/// Turns UEFI secure boot on or off (under the node's lock; 1.76).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeNodeSecureBoot {
+    pub node: NodeRef,
+    pub target: bool,
+}
+
+impl Call for ChangeNodeSecureBoot {
+    const METHOD: &'static str = m::CHANGE_NODE_SECURE_BOOT;
+    type Reply = ();
+    type Wire = pb::ChangeNodeSecureBootRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::ChangeNodeSecureBootRequest {
+        pb::ChangeNodeSecureBootRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            target: self.target,
+        }
+    }
+    fn from_wire(w: pb::ChangeNodeSecureBootRequest) -> Result<Self, Error> {
+        Ok(ChangeNodeSecureBoot {
+            node: node_ref_from_pb(w.node)?,
+            target: w.target,
+        })
+    }
+}
+
 /// Stores the node's target RAID configuration (checked by the caller).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetTargetRaidConfig {
@@ -1736,6 +1799,8 @@ contract! {
     GetSupportedIndicators => get_supported_indicators,
     GetIndicatorState => get_indicator_state,
     SetIndicatorState => set_indicator_state,
+    ChangeNodeBootMode => change_node_boot_mode,
+    ChangeNodeSecureBoot => change_node_secure_boot,
     VendorPassthru => vendor_passthru,
     GetNodeWithToken => get_node_with_token,
     Heartbeat => heartbeat,

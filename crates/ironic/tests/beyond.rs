@@ -379,9 +379,114 @@ async fn bios_registry(s: &Server) {
     assert_eq!(keys(&r.json()["LogicalProc"]), sorted(&[]));
 }
 
+/// 1.75 `boot_mode`/`secure_boot` and 1.76 changing them (S217, S258–S266).
+async fn boot_mode(s: &Server) {
+    s.node(json!({"driver": "fake-hardware", "name": "bm-node"}))
+        .await;
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.74",
+            &json!({"driver": "fake-hardware", "boot_mode": "uefi"}),
+        )
+        .await;
+    assert_eq!(r.status, 406);
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.75",
+            &json!({"driver": "fake-hardware", "name": "uefi-node", "boot_mode": "uefi"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["boot_mode"], "uefi");
+    assert_eq!(r.json()["secure_boot"], json!(null));
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.75",
+            &json!({"driver": "fake-hardware", "boot_mode": "efi"}),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    let st = s.get("/v1/nodes/bm-node/states", "1.74").await.json();
+    assert!(st.get("boot_mode").is_none() && st.get("secure_boot").is_none());
+    let st = s.get("/v1/nodes/bm-node/states", "1.75").await.json();
+    assert_eq!(
+        (&st["boot_mode"], &st["secure_boot"]),
+        (&json!(null), &json!(null))
+    );
+    let r = s.get("/v1/nodes/bm-node?fields=boot_mode", "1.74").await;
+    assert_eq!(r.status, 406);
+    let put = |what: &'static str, v: &'static str, target: serde_json::Value| async move {
+        s.put(
+            &format!("/v1/nodes/bm-node/states/{what}"),
+            v,
+            Some(&json!({ "target": target })),
+        )
+        .await
+    };
+    let r = put("boot_mode", "1.75", json!("uefi")).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            404,
+            "This endpoint is supported starting with the API version 1.76".into()
+        )
+    );
+    let r = put("boot_mode", "1.76", json!("efi")).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Invalid boot mode efi requested for node. Allowed boot modes are: bios, uefi".into()
+        )
+    );
+    let r = put("secure_boot", "1.76", json!("maybe")).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Invalid target: Unrecognized value 'maybe', acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'".into()
+        )
+    );
+    // The fake firmware refuses secure boot outside UEFI: recorded in last_error.
+    let r = put("secure_boot", "1.76", json!(true)).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.get("/v1/nodes/bm-node", "1.76").await.json();
+    assert_eq!(n["secure_boot"], json!(null));
+    assert_eq!(
+        n["last_error"],
+        "Failed to change secure_boot state to 'True': secure boot needs the uefi boot mode"
+    );
+    let r = put("boot_mode", "1.76", json!("uefi")).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert!(
+        r.header("location")
+            .is_some_and(|l| l.ends_with("/v1/nodes/bm-node/states"))
+    );
+    let r = put("secure_boot", "1.76", json!("on")).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let st = s.get("/v1/nodes/bm-node/states", "1.76").await.json();
+    assert_eq!(
+        (&st["boot_mode"], &st["secure_boot"], &st["last_error"]),
+        (&json!("uefi"), &json!(true), &json!(null))
+    );
+    // Read-only in PATCH.
+    let r = s
+        .patch(
+            "/v1/nodes/bm-node",
+            "1.76",
+            &json!([{"op": "replace", "path": "/boot_mode", "value": "bios"}]),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+}
+
 on_both_backends!(
     indicators,
     network_data,
     deploy_steps_and_verbs,
-    bios_registry
+    bios_registry,
+    boot_mode
 );

@@ -518,6 +518,8 @@ async fn every_route_has_a_policy_decision() {
                 "PUT" if template.ends_with("/power") => Some(json!({"target": "power on"})),
                 "PUT" if template.ends_with("/traits") => Some(json!({"traits": ["CUSTOM_B"]})),
                 "PUT" if template.ends_with("/{indicator}") => Some(json!({"state": "on"})),
+                "PUT" if template.ends_with("/boot_mode") => Some(json!({"target": "uefi"})),
+                "PUT" if template.ends_with("/secure_boot") => Some(json!({"target": true})),
                 "PUT"
                     if template.ends_with("/console")
                         || template.ends_with("/boot_device")

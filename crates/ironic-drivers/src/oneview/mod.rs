@@ -753,6 +753,8 @@ mod tests {
             provision_state: "manageable",
             target_provision_state: None,
             instance_uuid: None,
+            boot_mode: None,
+            secure_boot: None,
             skip_automated_cleaning: false,
         }
     }
