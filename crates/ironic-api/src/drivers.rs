@@ -18,6 +18,7 @@ const DRIVER_INTERFACES: &[(&str, u16)] = &[
     ("boot", 30),
     ("console", 30),
     ("deploy", 30),
+    ("firmware", 86),
     ("inspect", 30),
     ("management", 30),
     ("network", 30),
@@ -61,6 +62,38 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
     Value::Object(d)
 }
 
+/// `fields` (1.77; 406 below): the document keeps those and its links; a field it does
+/// not have is 400, as upstream's.
+fn only_fields(doc: Value, fields: Option<&str>, v: Version) -> Result<Value, ApiError> {
+    let Some(list) = fields else {
+        return Ok(doc);
+    };
+    if !v.at_least(77) {
+        return Err(Error::not_acceptable().into());
+    }
+    let Value::Object(mut d) = doc else {
+        return Ok(doc);
+    };
+    let wanted: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .collect();
+    let invalid: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|f| !d.contains_key(*f))
+        .collect();
+    if !invalid.is_empty() {
+        return Err(ApiError::invalid(format!(
+            "Field(s) \"{}\" are not valid",
+            invalid.join(", ")
+        )));
+    }
+    d.retain(|k, _| k == "links" || wanted.contains(&k.as_str()));
+    Ok(Value::Object(d))
+}
+
 pub async fn list(
     State(st): State<AppState>,
     authz: Authz,
@@ -70,10 +103,18 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     authz.check(Policy::DriverGet)?;
     let q = Query::parse(q.as_deref())?;
-    q.only(&["type", "detail"])?;
+    q.only(&["type", "detail", "fields"])?;
     let detail = q.bool("detail")?.unwrap_or(false);
     if q.has("detail") && !req.version.at_least(30) {
         return Err(Error::not_acceptable().into());
+    }
+    if q.has("fields") && !req.version.at_least(77) {
+        return Err(Error::not_acceptable().into());
+    }
+    if detail && q.has("fields") {
+        return Err(ApiError::invalid(
+            "Can not specify ?detail=True and fields in the same request.",
+        ));
     }
     let drivers = match q.get("type") {
         None | Some("dynamic") => st.topology.snapshot().drivers(),
@@ -84,10 +125,13 @@ pub async fn list(
             )));
         }
     };
-    let docs: Vec<Value> = drivers
+    let docs = drivers
         .iter()
-        .map(|(name, hosts)| driver_doc(name, hosts, req.version, &base, detail))
-        .collect();
+        .map(|(name, hosts)| {
+            let doc = driver_doc(name, hosts, req.version, &base, detail);
+            only_fields(doc, q.get("fields"), req.version)
+        })
+        .collect::<Result<Vec<Value>, ApiError>>()?;
     Ok(json_response(StatusCode::OK, &json!({ "drivers": docs })))
 }
 
@@ -100,16 +144,18 @@ pub async fn get_one(
     RawQuery(q): RawQuery,
 ) -> Result<Response, ApiError> {
     authz.check(Policy::DriverGet)?;
-    Query::parse(q.as_deref())?.only(&[])?;
+    let q = Query::parse(q.as_deref())?;
+    q.only(&["fields"])?;
     let drivers = st.topology.snapshot().drivers();
     let hosts = drivers.get(&name).ok_or_else(|| {
         Error::NotFound(format!(
             "Could not find the following driver(s) or hardware type(s): {name}."
         ))
     })?;
+    let doc = driver_doc(&name, hosts, req.version, &base, true);
     Ok(json_response(
         StatusCode::OK,
-        &driver_doc(&name, hosts, req.version, &base, true),
+        &only_fields(doc, q.get("fields"), req.version)?,
     ))
 }
 

@@ -483,7 +483,69 @@ async fn boot_mode(s: &Server) {
     assert_eq!(r.status, 400, "{}", r.body);
 }
 
+/// 1.77: `fields` on the driver list and a driver (S320–S322).
+async fn driver_fields(s: &Server) {
+    let base = s.base();
+    let links = json!([
+        {"href": format!("{base}/v1/drivers/fake-hardware"), "rel": "self"},
+        {"href": format!("{base}/drivers/fake-hardware"), "rel": "bookmark"},
+    ]);
+    let r = s.get("/v1/drivers?fields=name,hosts", "1.77").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let fake = r.json()["drivers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "fake-hardware")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        fake,
+        json!({"name": "fake-hardware", "hosts": ["test-conductor"], "links": links})
+    );
+    assert_eq!(s.get("/v1/drivers?fields=name", "1.76").await.status, 406);
+    assert_eq!(
+        s.get("/v1/drivers?fields=name&detail=true", "1.77")
+            .await
+            .status,
+        400
+    );
+    let r = s
+        .get(
+            "/v1/drivers/fake-hardware?fields=name,default_boot_interface,enabled_bios_interfaces",
+            "1.77",
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        json!({"name": "fake-hardware", "links": links, "default_boot_interface": "fake",
+               "enabled_bios_interfaces": ["fake", "no-bios"]})
+    );
+    let r = s
+        .get("/v1/drivers/fake-hardware?fields=colour", "1.77")
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Field(s) \"colour\" are not valid".into())
+    );
+    // The firmware interface arrives with 1.86.
+    let r = s
+        .get(
+            "/v1/drivers/fake-hardware?fields=default_firmware_interface",
+            "1.77",
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        s.get("/v1/drivers/fake-hardware?fields=name", "1.76")
+            .await
+            .status,
+        406
+    );
+}
+
 on_both_backends!(
+    driver_fields,
     indicators,
     network_data,
     deploy_steps_and_verbs,
