@@ -31,6 +31,7 @@ mod deploy_templates;
 mod drivers;
 pub mod error;
 mod events;
+mod history;
 mod management;
 mod nodes;
 pub mod policy;
@@ -365,7 +366,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.77";
+const MAX_VERSION: &str = "1.78";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -552,6 +553,8 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
             "/nodes/{ident}/management/inject_nmi",
             put(management::inject_nmi),
         ),
+        ("/nodes/{ident}/history", get(history::list)),
+        ("/nodes/{ident}/history/{event}", get(history::get_one)),
         (
             "/nodes/{ident}/states/boot_mode",
             put(provision::set_boot_mode),

@@ -42,6 +42,7 @@ use ironic_rpc::{Context, Handlers, InterfaceCheck};
 mod agent;
 mod allocations;
 mod core;
+mod history;
 mod lock;
 mod management;
 use management::BootModeChange;
@@ -74,6 +75,12 @@ pub struct ConductorSettings {
     pub allocation_delay: Duration,
     /// The OneView periodic checks; zero disables them.
     pub oneview_check_interval: Duration,
+    /// Node history (`history.rs`): recorded or not, and its pruning.
+    pub node_history: bool,
+    pub node_history_max_entries: u64,
+    pub node_history_cleanup_interval: Duration,
+    pub node_history_cleanup_batch_count: u64,
+    pub node_history_minimum_days: u64,
 }
 
 impl ConductorSettings {
@@ -105,6 +112,13 @@ impl ConductorSettings {
             } else {
                 Duration::ZERO
             },
+            node_history: cfg.conductor.node_history,
+            node_history_max_entries: cfg.conductor.node_history_max_entries,
+            node_history_cleanup_interval: Duration::from_secs(
+                cfg.conductor.node_history_cleanup_interval,
+            ),
+            node_history_cleanup_batch_count: cfg.conductor.node_history_cleanup_batch_count,
+            node_history_minimum_days: cfg.conductor.node_history_minimum_days,
         }
     }
 }
@@ -145,6 +159,18 @@ impl Conductor {
     /// At start-up: continues this conductor's own `allocating` allocations.
     pub async fn resume_allocations(&self) -> Result<usize, Error> {
         self.allocations.resume_allocations().await
+    }
+
+    /// One round of node history pruning (`[conductor] node_history_*`).
+    pub async fn prune_history(&self) {
+        let s = &self.settings;
+        history::prune(
+            &self.db,
+            s.node_history_max_entries,
+            s.node_history_minimum_days,
+            s.node_history_cleanup_batch_count,
+        )
+        .await;
     }
 
     /// One round of the take-over of dead conductors' allocations.

@@ -197,11 +197,16 @@ impl Drop for LockGuard {
 pub(crate) struct Held {
     pub node: Node,
     guard: LockGuard,
+    /// The node as last written, for its history (`history.rs`).
+    seen: crate::history::Seen,
+    history: bool,
 }
 
 impl Held {
     pub(crate) fn new(core: &Core, node: Node, node_id: NodeId) -> Held {
         Held {
+            seen: crate::history::Seen::of(&node),
+            history: core.settings.node_history,
             node,
             guard: LockGuard {
                 db: core.db.clone(),
@@ -235,6 +240,9 @@ impl Held {
             traits: std::mem::take(&mut self.node.traits),
             ..saved
         };
+        let g = &self.guard;
+        crate::history::note(&g.db, self.history, &g.host, &self.seen, &self.node).await;
+        self.seen = crate::history::Seen::of(&self.node);
         Ok(())
     }
 
@@ -242,8 +250,10 @@ impl Held {
     pub async fn save_and_release(mut self) -> Result<Node, Error> {
         self.node.reservation = None;
         let res = self.guard.db.node_save(&self.node, &self.guard.host).await;
-        if res.is_ok() {
+        if let Ok(saved) = &res {
             self.guard.armed = false;
+            let g = &self.guard;
+            crate::history::note(&g.db, self.history, &g.host, &self.seen, saved).await;
         }
         res
     }
@@ -352,7 +362,12 @@ impl Core {
             return Err(Error::node_not_found(&target.uuid));
         }
         node.reservation = Some(self.settings.host.clone());
-        Ok(Held { node, guard })
+        Ok(Held {
+            seen: crate::history::Seen::of(&node),
+            history: self.settings.node_history,
+            node,
+            guard,
+        })
     }
 
     /// [`Core::lock`] for a call that writes the node: stamps the node with the call's

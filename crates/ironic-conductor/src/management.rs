@@ -230,6 +230,7 @@ impl Conductor {
             if !management.can_change_boot_mode() {
                 return Err(unsupported(&n.driver, what));
             }
+            let before = crate::history::Seen::of(&n);
             let info = NodeInfo::from(&n);
             let outcome = match &change {
                 BootModeChange::Mode(mode) => match management.get_boot_mode(info).await {
@@ -259,7 +260,9 @@ impl Conductor {
                 }
             }
             n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
+            let saved = self.db.node_save(&n, &self.settings.host).await?;
+            let s = &self.settings;
+            crate::history::note(&self.db, s.node_history, &s.host, &before, &saved).await;
             Ok(())
         })
         .await

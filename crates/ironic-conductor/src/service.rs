@@ -164,6 +164,16 @@ impl Service {
             |(c, t, seen)| async move { c.node_metrics(&t, &seen).await },
         );
         work.periodic(
+            "node history pruning",
+            settings.node_history_cleanup_interval,
+            true,
+            conductor.clone(),
+            |c| async move {
+                c.prune_history().await;
+                Ok(())
+            },
+        );
+        work.periodic(
             "oneview checks",
             settings.oneview_check_interval,
             true,

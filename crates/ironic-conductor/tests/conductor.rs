@@ -27,6 +27,11 @@ fn settings() -> ConductorSettings {
         check_allocations_interval: Duration::ZERO,
         allocation_delay: Duration::ZERO,
         oneview_check_interval: Duration::ZERO,
+        node_history: true,
+        node_history_max_entries: 300,
+        node_history_cleanup_interval: Duration::ZERO,
+        node_history_cleanup_batch_count: 1000,
+        node_history_minimum_days: 0,
     }
 }
 

@@ -205,6 +205,17 @@ pub struct ConductorSection {
     /// For tests of take-over: milliseconds an allocation waits before reserving its
     /// node. Leave at 0.
     pub allocation_delay_ms: u64,
+    /// Record node history (1.78): provision state changes and errors.
+    pub node_history: bool,
+    /// Entries kept per node (older ones are pruned, but not those younger than
+    /// `node_history_minimum_days`).
+    pub node_history_max_entries: u64,
+    /// Seconds between prunings of node history; 0 disables them.
+    pub node_history_cleanup_interval: u64,
+    /// Most entries one pruning deletes.
+    pub node_history_cleanup_batch_count: u64,
+    /// Days of history kept whatever the count.
+    pub node_history_minimum_days: u64,
     /// `ironic-conductor` only: where it serves `/healthz`, `/readyz` and `/metrics`;
     /// empty turns the listener off. (The all-in-one serves them on the API port.)
     #[serde(deserialize_with = "optional_addr")]
@@ -312,6 +323,11 @@ impl Default for ConductorSection {
             graceful_shutdown_timeout: 60,
             check_allocations_interval: 60,
             allocation_delay_ms: 0,
+            node_history: true,
+            node_history_max_entries: 300,
+            node_history_cleanup_interval: 86400,
+            node_history_cleanup_batch_count: 1000,
+            node_history_minimum_days: 0,
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 6388))),
         }
     }

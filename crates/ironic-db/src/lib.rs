@@ -20,6 +20,7 @@ pub mod chassis;
 pub mod conductors;
 pub mod deploy_templates;
 pub mod heartbeat;
+pub mod history;
 pub mod nodes;
 pub mod ports;
 #[cfg(feature = "testing")]

@@ -39,6 +39,7 @@ on_both_backends!(
     conductors_register_and_heartbeat,
     allocation_take_over_has_one_winner,
     allocation_never_picks_a_retired_node,
+    history_is_kept_in_order_and_pruned,
 );
 
 const HOST: &str = "test-host";
@@ -581,4 +582,85 @@ async fn postgres_sessions_use_tls_as_the_url_says() {
         Ok(_) => panic!("a server certificate no trusted CA signed was accepted"),
     }
     t.cleanup().await;
+}
+
+async fn history_is_kept_in_order_and_pruned(db: &Db) {
+    let a = create(db, json!({"driver": "fake-hardware", "name": "h1"})).await;
+    let b = create(db, json!({"driver": "fake-hardware", "name": "h2"})).await;
+    let entry = |node: &Node, i: usize| ironic_model::history::HistoryEntry {
+        id: 0,
+        uuid: uuid::Uuid::new_v4().to_string(),
+        node_id: node.id.0,
+        conductor: Some(HOST.into()),
+        event_type: "provisioning".into(),
+        severity: "INFO".into(),
+        event: format!("event {i}"),
+        user: None,
+        project: None,
+        state: Some("enroll".into()),
+        target_provision_state: None,
+        duration_seconds: Some(i as i64),
+        created_at: ironic_model::node::now(),
+    };
+    let list_a: Vec<_> = (0..5).map(|i| entry(&a, i)).collect();
+    db.history_record(&list_a).await.unwrap();
+    db.history_record(&[entry(&b, 0)]).await.unwrap();
+    let events = |l: Vec<ironic_model::history::HistoryEntry>| {
+        l.into_iter().map(|e| e.event).collect::<Vec<_>>()
+    };
+    let all = db.history_list(a.id.0, None, false, 100).await.unwrap();
+    assert_eq!(
+        events(all.clone()),
+        ["event 0", "event 1", "event 2", "event 3", "event 4"]
+    );
+    assert_eq!(
+        all[3],
+        ironic_model::history::HistoryEntry {
+            id: all[3].id,
+            ..list_a[3].clone()
+        }
+    );
+    let page = db
+        .history_list(a.id.0, Some(all[1].id), false, 2)
+        .await
+        .unwrap();
+    assert_eq!(events(page), ["event 2", "event 3"]);
+    let back = db
+        .history_list(a.id.0, Some(all[2].id), true, 10)
+        .await
+        .unwrap();
+    assert_eq!(events(back), ["event 1", "event 0"]);
+    assert_eq!(
+        db.history_get(a.id.0, &all[0].uuid).await.unwrap().event,
+        "event 0"
+    );
+    assert!(
+        db.history_get(b.id.0, &all[0].uuid).await.is_err(),
+        "another node's entry"
+    );
+    // Entries younger than the cut-off stay, whatever the count.
+    let long_ago = ironic_model::node::now() - chrono::Duration::days(1);
+    assert_eq!(db.history_prune(2, long_ago, 100).await.unwrap(), 0);
+    // Beyond the newest two of each node, in batches.
+    let soon = ironic_model::node::now() + chrono::Duration::seconds(1);
+    assert_eq!(db.history_prune(2, soon, 2).await.unwrap(), 2);
+    assert_eq!(db.history_prune(2, soon, 100).await.unwrap(), 1);
+    let left = db.history_list(a.id.0, None, false, 100).await.unwrap();
+    assert_eq!(events(left), ["event 3", "event 4"]);
+    assert_eq!(
+        db.history_list(b.id.0, None, false, 100)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // A node's history goes with it.
+    db.node_reserve(a.id, HOST).await.unwrap();
+    db.node_destroy(a.id, HOST).await.unwrap();
+    assert!(
+        db.history_list(a.id.0, None, false, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

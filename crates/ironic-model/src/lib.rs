@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod deploy_template;
 pub mod error;
 pub mod fsm;
+pub mod history;
 pub mod ids;
 pub mod names;
 pub mod network_data;

@@ -544,7 +544,118 @@ async fn driver_fields(s: &Server) {
     );
 }
 
+/// 1.78: history written by the node's conductor on state changes and errors
+/// (S293–S300).
+async fn history(s: &Server) {
+    let base = s.base();
+    available(s, "hist").await;
+    let r = s
+        .patch(
+            "/v1/nodes/hist",
+            "1.78",
+            &json!([{"op": "add", "path": "/driver_info/fake_fail", "value": ["deploy.deploy"]}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to("1.78", "hist", "active").await.status, 202);
+    let n = s.wait_state("1.78", "hist", "deploy failed").await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    assert_eq!(s.get("/v1/nodes/hist/history", "1.77").await.status, 404);
+    let r = s.get("/v1/nodes/hist/history", "1.78").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let list = r.json()["history"].as_array().unwrap().clone();
+    let events: Vec<(&str, &str)> = list
+        .iter()
+        .map(|e| {
+            (
+                e["severity"].as_str().unwrap(),
+                e["event"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    for want in [
+        ("INFO", "Provision state changed from enroll to verifying"),
+        (
+            "INFO",
+            "Provision state changed from manageable to cleaning",
+        ),
+        (
+            "INFO",
+            "Provision state changed from available to deploying",
+        ),
+        (
+            "INFO",
+            "Provision state changed from deploying to deploy failed",
+        ),
+    ] {
+        assert!(events.contains(&want), "{want:?} in {events:?}");
+    }
+    let last = list.last().unwrap();
+    assert_eq!(last["severity"], "ERROR", "{list:?}");
+    assert_eq!(last["event"], n["last_error"]);
+    let mut keys: Vec<&String> = last.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["created_at", "event", "links", "severity", "uuid"]);
+    let id = last["uuid"].as_str().unwrap();
+    assert_eq!(
+        last["links"],
+        json!([{"href": format!("{base}/v1/nodes/{uuid}/history/{id}"), "rel": "self"}])
+    );
+    // Detail, and one entry: the detailed form.
+    let d = s
+        .get("/v1/nodes/hist/history?detail=true", "1.78")
+        .await
+        .json();
+    let e = d["history"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(e["event_type"], "deploying");
+    assert!(e["conductor"].is_string());
+    assert!(e.get("project").is_none() && e.get("state").is_none());
+    let one = s.get(&format!("/v1/nodes/hist/history/{id}"), "1.78").await;
+    assert_eq!(one.json(), e);
+    // Pages: a full page links to the next one.
+    let r = s.get("/v1/nodes/hist/history?limit=2", "1.78").await.json();
+    assert_eq!(r["history"].as_array().unwrap().len(), 2);
+    let next = r["next"].as_str().unwrap();
+    let second = r["history"][1]["uuid"].as_str().unwrap();
+    assert!(
+        next.ends_with(&format!("limit=2&marker={second}")),
+        "{next}"
+    );
+    let path = next.strip_prefix(&base).unwrap();
+    let r = s.get(path, "1.78").await.json();
+    assert_eq!(r["history"][0]["uuid"], list[2]["uuid"]);
+    let r = s
+        .get("/v1/nodes/hist/history?sort_dir=desc&limit=1", "1.78")
+        .await;
+    assert_eq!(r.json()["history"][0]["uuid"], last["uuid"]);
+    // Unknown entries, and another node's.
+    let r = s
+        .get(
+            "/v1/nodes/hist/history/11111111-2222-3333-4444-555555555555",
+            "1.78",
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            404,
+            "Node history record 11111111-2222-3333-4444-555555555555 could not be found.".into()
+        )
+    );
+    s.node(json!({"driver": "fake-hardware", "name": "other"}))
+        .await;
+    let r = s
+        .get(&format!("/v1/nodes/other/history/{id}"), "1.78")
+        .await;
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        s.get("/v1/nodes/other/history", "1.78").await.json(),
+        json!({"history": []})
+    );
+}
+
 on_both_backends!(
+    history,
     driver_fields,
     indicators,
     network_data,

@@ -57,12 +57,23 @@ async fn start(backend: Backend) -> (Server, std::path::PathBuf) {
 }
 
 async fn call(s: &Server, user: &str, method: &str, path: &str, body: Option<&Value>) -> Resp {
+    call_at(s, user, V, method, path, body).await
+}
+
+async fn call_at(
+    s: &Server,
+    user: &str,
+    version: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Resp {
     let auth = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{user}:{PW}"))
     );
     let headers = vec![
-        ("X-OpenStack-Ironic-API-Version", V.to_string()),
+        ("X-OpenStack-Ironic-API-Version", version.to_string()),
         ("Authorization", auth),
     ];
     let body = body.map(|b| b.to_string());
@@ -529,7 +540,9 @@ async fn every_route_has_a_policy_decision() {
                 }
                 _ => None,
             };
-            let r = call(&s, "norole", method, &format!("/v1{path}"), body.as_ref()).await;
+            // The newest version: every route exists there.
+            let path = format!("/v1{path}");
+            let r = call_at(&s, "norole", "latest", method, &path, body.as_ref()).await;
             if r.status == 405 {
                 continue;
             }
