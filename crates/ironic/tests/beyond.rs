@@ -654,7 +654,49 @@ async fn history(s: &Server) {
     );
 }
 
+/// 1.79: an allocation prefers the node named like it (S355, S356).
+async fn allocation_name_preference(s: &Server) {
+    for name in ["pref-a", "pref-b", "pref-c"] {
+        available(s, name).await;
+        let r = s
+            .patch(
+                &format!("/v1/nodes/{name}"),
+                "1.79",
+                &json!([{"op": "add", "path": "/resource_class", "value": "rc-pref"}]),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let mut got = Vec::new();
+    for name in [Some("pref-c"), Some("pref-b"), None] {
+        let mut body = json!({"resource_class": "rc-pref"});
+        if let Some(n) = name {
+            body["name"] = json!(n);
+        }
+        let r = s.post("/v1/allocations", "1.79", &body).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        let uuid = r.json()["uuid"].as_str().unwrap().to_string();
+        let mut a = serde_json::Value::Null;
+        for _ in 0..600 {
+            a = s
+                .get(&format!("/v1/allocations/{uuid}"), "1.79")
+                .await
+                .json();
+            if a["state"] != "allocating" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(a["state"], "active", "{a}");
+        let node = a["node_uuid"].as_str().unwrap();
+        let n = s.get(&format!("/v1/nodes/{node}"), "1.79").await.json();
+        got.push(n["name"].as_str().unwrap().to_string());
+    }
+    assert_eq!(got, ["pref-c", "pref-b", "pref-a"]);
+}
+
 on_both_backends!(
+    allocation_name_preference,
     history,
     driver_fields,
     indicators,
