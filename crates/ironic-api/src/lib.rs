@@ -32,6 +32,7 @@ mod drivers;
 pub mod error;
 mod events;
 mod history;
+mod inventory;
 mod management;
 mod nodes;
 pub mod policy;
@@ -366,7 +367,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.80";
+const MAX_VERSION: &str = "1.81";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -554,6 +555,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
             put(management::inject_nmi),
         ),
         ("/nodes/{ident}/history", get(history::list)),
+        ("/nodes/{ident}/inventory", get(inventory::get)),
         ("/nodes/{ident}/history/{event}", get(history::get_one)),
         (
             "/nodes/{ident}/states/boot_mode",

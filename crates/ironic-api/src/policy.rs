@@ -338,6 +338,7 @@ policies! {
     NodeSetBootDevice = "baremetal:node:set_boot_device" => OwnerManager,
     NodeInjectNmi = "baremetal:node:inject_nmi" => OwnerManager,
     NodeHistoryGet = "baremetal:node:history:get" => OwnerReader,
+    NodeInventoryGet = "baremetal:node:inventory:get" => OwnerReader,
     NodeSetBootMode = "baremetal:node:set_boot_mode" => ProjectMember,
     NodeSetSecureBoot = "baremetal:node:set_secure_boot" => ProjectMember,
     NodeGetIndicatorState = "baremetal:node:get_indicator_state" => ProjectReader,

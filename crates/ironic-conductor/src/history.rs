@@ -1,7 +1,8 @@
 //! Node history (1.78): what a write of a node held by this conductor changed that an
 //! operator should find later: a provision state change (`INFO`) and a new
-//! `last_error` (`ERROR`). Written right after the node (best effort: a failure to
-//! record is logged, never fails the operation), pruned by [`prune`] on a timer.
+//! `last_error` (`ERROR`). Written just before the node (so that whoever reads the
+//! node's new state finds its history; best effort: a failure to record is logged,
+//! never fails the operation), pruned by [`prune`] on a timer.
 
 use chrono::{DateTime, Utc};
 use ironic_db::Db;

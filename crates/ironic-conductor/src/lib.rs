@@ -81,6 +81,8 @@ pub struct ConductorSettings {
     pub node_history_cleanup_interval: Duration,
     pub node_history_cleanup_batch_count: u64,
     pub node_history_minimum_days: u64,
+    /// `[inspector] add_ports`: `all`, `pxe` or `disabled`.
+    pub inspector_add_ports: String,
 }
 
 impl ConductorSettings {
@@ -119,6 +121,7 @@ impl ConductorSettings {
             ),
             node_history_cleanup_batch_count: cfg.conductor.node_history_cleanup_batch_count,
             node_history_minimum_days: cfg.conductor.node_history_minimum_days,
+            inspector_add_ports: cfg.inspector.add_ports.clone(),
         }
     }
 }

@@ -231,6 +231,9 @@ impl Held {
         drop_allocation: Option<AllocationId>,
     ) -> Result<(), Error> {
         self.node.reservation = Some(self.guard.host.clone());
+        // History first: whoever sees the node's new state sees its history too.
+        let g = &self.guard;
+        crate::history::note(&g.db, self.history, &g.host, &self.seen, &self.node).await;
         let saved = self
             .guard
             .db
@@ -240,8 +243,6 @@ impl Held {
             traits: std::mem::take(&mut self.node.traits),
             ..saved
         };
-        let g = &self.guard;
-        crate::history::note(&g.db, self.history, &g.host, &self.seen, &self.node).await;
         self.seen = crate::history::Seen::of(&self.node);
         Ok(())
     }
@@ -249,11 +250,11 @@ impl Held {
     /// Writes the node and gives the lock back in the same statement.
     pub async fn save_and_release(mut self) -> Result<Node, Error> {
         self.node.reservation = None;
+        let g = &self.guard;
+        crate::history::note(&g.db, self.history, &g.host, &self.seen, &self.node).await;
         let res = self.guard.db.node_save(&self.node, &self.guard.host).await;
-        if let Ok(saved) = &res {
+        if res.is_ok() {
             self.guard.armed = false;
-            let g = &self.guard;
-            crate::history::note(&g.db, self.history, &g.host, &self.seen, saved).await;
         }
         res
     }

@@ -260,9 +260,9 @@ impl Conductor {
                 }
             }
             n.reservation = Some(self.settings.host.clone());
-            let saved = self.db.node_save(&n, &self.settings.host).await?;
             let s = &self.settings;
-            crate::history::note(&self.db, s.node_history, &s.host, &before, &saved).await;
+            crate::history::note(&self.db, s.node_history, &s.host, &before, &n).await;
+            self.db.node_save(&n, &self.settings.host).await?;
             Ok(())
         })
         .await

@@ -32,6 +32,7 @@ fn settings() -> ConductorSettings {
         node_history_cleanup_interval: Duration::ZERO,
         node_history_cleanup_batch_count: 1000,
         node_history_minimum_days: 0,
+        inspector_add_ports: "pxe".into(),
     }
 }
 

@@ -31,6 +31,24 @@ pub struct Config {
     pub log: LogSection,
     pub telemetry: TelemetrySection,
     pub oneview: OneViewSection,
+    pub inspector: InspectorSection,
+}
+
+/// What an inspection does with what it found (upstream's `[inspector]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InspectorSection {
+    /// Which NICs of the inventory become ports (those already known are kept):
+    /// `all`, `pxe` (the one the node booted from) or `disabled`.
+    pub add_ports: String,
+}
+
+impl Default for InspectorSection {
+    fn default() -> Self {
+        InspectorSection {
+            add_ports: "pxe".into(),
+        }
+    }
 }
 
 /// The HPE OneView appliance of the `oneview` hardware type (`docs/oneview.md`).
@@ -413,6 +431,15 @@ impl Config {
 
     /// Cross-field checks; errors stop the start.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if !matches!(
+            self.inspector.add_ports.as_str(),
+            "all" | "pxe" | "disabled"
+        ) {
+            return Err(ConfigError::Invalid(format!(
+                "[inspector] add_ports must be all, pxe or disabled, not {:?}",
+                self.inspector.add_ports
+            )));
+        }
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
         if self.default.host.is_empty() {
             return bad("[default] host must not be empty");

@@ -21,6 +21,7 @@ pub mod conductors;
 pub mod deploy_templates;
 pub mod heartbeat;
 pub mod history;
+pub mod inventory;
 pub mod nodes;
 pub mod ports;
 #[cfg(feature = "testing")]

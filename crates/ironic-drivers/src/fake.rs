@@ -62,6 +62,48 @@ pub fn execute(step: &Step) -> Result<Outcome, DriverError> {
     }
 }
 
+/// The fake hardware's inventory (see `Fake::inspect_hardware`): two NICs whose MACs
+/// come from the node's uuid, the first the PXE one.
+pub fn inventory(node_uuid: &str) -> crate::interfaces::Inspection {
+    let hex: String = node_uuid.chars().filter(char::is_ascii_hexdigit).collect();
+    let pairs = |from: usize| -> String {
+        (0..3)
+            .map(|i| hex.get(from + 2 * i..from + 2 * i + 2).unwrap_or("00"))
+            .collect::<Vec<_>>()
+            .join(":")
+            .to_ascii_lowercase()
+    };
+    let (mac0, mac1) = (
+        format!("52:54:00:{}", pairs(0)),
+        format!("52:54:01:{}", pairs(6)),
+    );
+    let nic = |name: &str, mac: &str, carrier: bool| {
+        serde_json::json!({"name": name, "mac_address": mac, "has_carrier": carrier,
+                           "ipv4_address": null, "ipv6_address": null})
+    };
+    let interfaces = vec![nic("eth0", &mac0, true), nic("eth1", &mac1, false)];
+    let inventory = serde_json::json!({
+        "interfaces": interfaces,
+        "cpu": {"count": 8, "architecture": "x86_64", "model_name": "Fake CPU",
+                "flags": ["vmx", "lm"]},
+        "memory": {"physical_mb": 16384, "total": 17179869184u64},
+        "disks": [{"name": "/dev/sda", "model": "Fake Disk", "size": 107374182400u64,
+                   "rotational": false}],
+        "boot": {"current_boot_mode": "uefi", "pxe_interface": mac0},
+        "bmc_address": null,
+        "system_vendor": {"manufacturer": "Fake Inc.", "product_name": "Box",
+                          "serial_number": format!("SN-{}", hex.get(..8).unwrap_or(""))},
+    });
+    let plugin_data = serde_json::json!({
+        "boot_interface": mac0,
+        "macs": [mac0, mac1],
+    });
+    crate::interfaces::Inspection {
+        inventory: inventory.as_object().cloned().unwrap_or_default(),
+        plugin_data: plugin_data.as_object().cloned().unwrap_or_default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

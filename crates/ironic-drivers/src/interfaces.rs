@@ -223,6 +223,15 @@ pub struct BootDevice {
     pub persistent: bool,
 }
 
+/// What an inspection found (1.81's inventory): upstream's inventory document (`cpu`,
+/// `memory`, `disks`, `interfaces`, `boot`, `system_vendor`, …) and the data its
+/// processing added (`plugin_data`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inspection {
+    pub inventory: JsonObject,
+    pub plugin_data: JsonObject,
+}
+
 /// An indicator (a LED, say) of one of the node's components, as its management
 /// interface reports it (1.63): named `<name>@<component>` in the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -338,6 +347,12 @@ pub trait Driver: Send + Sync {
     fn hardware_type(&self) -> &'static HardwareType;
     fn power(&self) -> &dyn PowerInterface;
     fn management(&self) -> &dyn ManagementInterface;
+    /// Out-of-band inspection (the `inspect` verb): what the hardware reports, or
+    /// `None` when this hardware type reports nothing (inspection then only reads the
+    /// power state).
+    fn inspect_hardware<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, Option<Inspection>> {
+        Box::pin(async { Ok(None) })
+    }
     fn deploy(&self) -> &dyn DeployInterface;
     fn boot(&self) -> &dyn BootInterface;
     fn raid(&self) -> &dyn RaidInterface;
@@ -727,6 +742,17 @@ impl Driver for Fake {
 
     fn management(&self) -> &dyn ManagementInterface {
         &FAKE_MANAGEMENT
+    }
+
+    /// A fixed machine: 8 x86_64 CPUs, 16 GiB, one 100 GiB disk, two NICs whose MACs
+    /// come from the node's uuid (so that every node's differ), booting by PXE from
+    /// the first.
+    fn inspect_hardware<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<Inspection>> {
+        Box::pin(async move {
+            // `driver_info.fake_fail` may name `inspect.inspect_hardware`.
+            FAKE_OTHERS[2].injected(node, "inspect_hardware")?;
+            Ok(Some(fake::inventory(node.uuid)))
+        })
     }
 
     fn deploy(&self) -> &dyn DeployInterface {

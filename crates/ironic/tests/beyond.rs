@@ -695,7 +695,98 @@ async fn allocation_name_preference(s: &Server) {
     assert_eq!(got, ["pref-c", "pref-b", "pref-a"]);
 }
 
+/// 1.81: the inventory an inspection stored, and the ports it created (S388, S392–S394).
+async fn inventory(s: &Server) {
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "insp-node"}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap();
+    let r = s.provision_to("1.81", "insp-node", "manage").await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state("1.81", "insp-node", "manageable").await;
+    let r = s.get("/v1/nodes/insp-node/inventory", "1.81").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            404,
+            format!("Node inventory record for node {uuid} could not be found.")
+        )
+    );
+    assert_eq!(
+        s.provision_to("1.81", "insp-node", "inspect").await.status,
+        202
+    );
+    let n = s.wait_state("1.81", "insp-node", "manageable").await;
+    assert_eq!(n["last_error"], json!(null));
+    assert_eq!(
+        (
+            &n["properties"]["cpus"],
+            &n["properties"]["memory_mb"],
+            &n["properties"]["local_gb"],
+            &n["properties"]["cpu_arch"]
+        ),
+        (&json!(8), &json!(16384), &json!(99), &json!("x86_64"))
+    );
+    let r = s.get("/v1/nodes/insp-node/inventory", "1.81").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let doc = r.json();
+    let nics = doc["inventory"]["interfaces"].as_array().unwrap().clone();
+    assert_eq!(nics.len(), 2);
+    let pxe = doc["inventory"]["boot"]["pxe_interface"].as_str().unwrap();
+    assert_eq!(nics[0]["mac_address"], pxe);
+    assert_eq!(doc["plugin_data"]["boot_interface"], pxe);
+    // `[inspector] add_ports = pxe` (the default): a port for the PXE NIC only.
+    let ports = s
+        .get("/v1/nodes/insp-node/ports?detail=true", "1.81")
+        .await
+        .json();
+    let ports = ports["ports"].as_array().unwrap().clone();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    assert_eq!(ports[0]["address"], pxe);
+    assert_eq!(ports[0]["pxe_enabled"], true);
+    // Inspecting again keeps the port and replaces the inventory.
+    assert_eq!(
+        s.provision_to("1.81", "insp-node", "inspect").await.status,
+        202
+    );
+    let n = s.wait_state("1.81", "insp-node", "manageable").await;
+    assert_eq!(n["last_error"], json!(null));
+    let ports = s.get("/v1/nodes/insp-node/ports", "1.81").await.json();
+    assert_eq!(ports["ports"].as_array().unwrap().len(), 1);
+    // Below 1.81 the route does not exist; an unknown node is 404 too.
+    assert_eq!(
+        s.get("/v1/nodes/insp-node/inventory", "1.80").await.status,
+        404
+    );
+    let r = s.get("/v1/nodes/no-such-node/inventory", "1.81").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "Node no-such-node could not be found.".into())
+    );
+    // A failing inspection ends in `inspect failed` with the reason.
+    let r = s
+        .patch(
+            "/v1/nodes/insp-node",
+            "1.81",
+            &json!([{"op": "add", "path": "/driver_info/fake_fail", "value": ["inspect.inspect_hardware"]}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        s.provision_to("1.81", "insp-node", "inspect").await.status,
+        202
+    );
+    let n = s.wait_state("1.81", "insp-node", "inspect failed").await;
+    assert!(
+        n["last_error"].as_str().unwrap().starts_with(
+            "Failed to inspect hardware. Reason: fake failure of inspect.inspect_hardware"
+        ),
+        "{n}"
+    );
+}
+
 on_both_backends!(
+    inventory,
     allocation_name_preference,
     history,
     driver_fields,

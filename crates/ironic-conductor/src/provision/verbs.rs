@@ -121,7 +121,18 @@ impl Provisioner {
         let event = match read {
             Ok(p) => {
                 held.node.power_state = Some(p);
-                Event::Done
+                if held.node.provision_state == P::Inspecting {
+                    match self.inspect(&mut held.node).await {
+                        Ok(()) => Event::Done,
+                        Err(why) => {
+                            held.node.last_error =
+                                Some(format!("Failed to inspect hardware. Reason: {why}"));
+                            Event::Fail
+                        }
+                    }
+                } else {
+                    Event::Done
+                }
             }
             Err(why) => {
                 held.node.last_error = Some(format!(
@@ -142,4 +153,103 @@ impl Provisioner {
             Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
         }
     }
+
+    /// Out-of-band inspection (under the node's lock): the driver's findings become the
+    /// node's inventory (1.81), its `properties` (`cpus`, `memory_mb`, `local_gb`,
+    /// `cpu_arch`, as upstream's inspection sets them) and, as `[inspector] add_ports`
+    /// says, ports for NICs that have none.
+    async fn inspect(&self, node: &mut Node) -> Result<(), String> {
+        let driver = self.driver_of(node).map_err(|e| e.to_string())?;
+        let Some(found) = driver
+            .inspect_hardware(NodeInfo::from(&*node))
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(());
+        };
+        let inv = &found.inventory;
+        let num = |path: &str| inv_pointer(inv, path).and_then(Value::as_u64);
+        if let Some(c) = num("/cpu/count") {
+            node.properties.insert("cpus".into(), json!(c));
+        }
+        if let Some(a) = inv_pointer(inv, "/cpu/architecture").and_then(Value::as_str) {
+            node.properties.insert("cpu_arch".into(), json!(a));
+        }
+        if let Some(m) = num("/memory/physical_mb") {
+            node.properties.insert("memory_mb".into(), json!(m));
+        }
+        // The smallest disk of at least 4 GiB is the root device; one GiB is left for
+        // partitioning, as upstream's inspection does.
+        let gib = 1u64 << 30;
+        let root = inv
+            .get("disks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.get("size").and_then(Value::as_u64))
+            .filter(|s| *s >= 4 * gib)
+            .min();
+        if let Some(size) = root {
+            node.properties
+                .insert("local_gb".into(), json!(size / gib - 1));
+        }
+        self.db
+            .inventory_save(node.id.0, &found.inventory, &found.plugin_data)
+            .await
+            .map_err(|e| e.to_string())?;
+        let pxe_mac = inv_pointer(inv, "/boot/pxe_interface").and_then(Value::as_str);
+        let macs: Vec<&str> = inv
+            .get("interfaces")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i.get("mac_address").and_then(Value::as_str))
+            .filter(|m| match self.settings.inspector_add_ports.as_str() {
+                "all" => true,
+                "pxe" => Some(*m) == pxe_mac,
+                _ => false,
+            })
+            .collect();
+        for mac in macs {
+            let Some(address) = ironic_model::port::normalize_mac(mac) else {
+                tracing::warn!(node = %node.uuid, mac, "inspection found an invalid MAC address");
+                continue;
+            };
+            let mut port = ironic_model::port::Port::new(
+                uuid::Uuid::new_v4().to_string(),
+                ironic_model::port::PortSpec {
+                    address,
+                    node_uuid: node.uuid.to_string(),
+                    portgroup_uuid: None,
+                    extra: JsonObject::new(),
+                    local_link_connection: JsonObject::new(),
+                    pxe_enabled: Some(mac) == pxe_mac,
+                    physical_network: None,
+                    is_smartnic: false,
+                    name: None,
+                    description: None,
+                    vendor: None,
+                    category: None,
+                    available_for_dynamic_portgroup: true,
+                },
+            );
+            port.node_id = node.id;
+            match self.db.port_create(&port).await {
+                Ok(p) => {
+                    tracing::info!(node = %node.uuid, port = %p.uuid, address = %p.address, "port created by inspection")
+                }
+                // Known already (here or on another node): kept as it is.
+                Err(Error::Conflict(m)) => {
+                    tracing::info!(node = %node.uuid, mac, "inspection keeps an existing port: {m}")
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn inv_pointer<'a>(inv: &'a JsonObject, path: &str) -> Option<&'a Value> {
+    let (first, rest) = path.trim_start_matches('/').split_once('/')?;
+    inv.get(first)?.pointer(&format!("/{rest}"))
 }
