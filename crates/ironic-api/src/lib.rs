@@ -41,6 +41,7 @@ mod provision;
 mod query;
 pub mod ramdisk;
 mod root;
+mod shards;
 mod vifs;
 mod volume;
 pub use ironic_db::topology;
@@ -367,7 +368,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.81";
+const MAX_VERSION: &str = "1.82";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -556,6 +557,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/nodes/{ident}/history", get(history::list)),
         ("/nodes/{ident}/inventory", get(inventory::get)),
+        ("/shards", get(shards::list)),
         ("/nodes/{ident}/history/{event}", get(history::get_one)),
         (
             "/nodes/{ident}/states/boot_mode",

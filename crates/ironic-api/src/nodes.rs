@@ -158,6 +158,15 @@ pub async fn get_one(
     ))
 }
 
+/// `shard=a,b`: the shards named (1.82).
+pub(crate) fn shard_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// List arguments and the microversion that introduced each.
 const LIST_ARGS: &[(&str, u16)] = &[
     ("chassis_uuid", 1),
@@ -181,6 +190,8 @@ const LIST_ARGS: &[(&str, u16)] = &[
     ("description_contains", 51),
     ("lessee", 65),
     ("project", 65),
+    ("shard", 82),
+    ("sharded", 82),
 ];
 
 pub async fn list(
@@ -235,6 +246,9 @@ pub(crate) async fn list_nodes(
                     "The detail parameter is not supported at this API version (it needs 1.43).",
                 ));
             }
+            if *min == 82 {
+                return Err(Error::not_acceptable_below(82).into());
+            }
             return Err(Error::not_acceptable().into());
         }
     }
@@ -280,6 +294,8 @@ pub(crate) async fn list_nodes(
         lessee: q.get("lessee").map(str::to_owned),
         project: scope.or_else(|| q.get("project").map(str::to_owned)),
         description_contains: q.get("description_contains").map(str::to_owned),
+        shards: q.get("shard").map(shard_list),
+        sharded: q.bool("sharded")?,
     };
     let limit = q.limit(st.settings.max_limit)?;
     let sort_desc = q.sort_desc()?;

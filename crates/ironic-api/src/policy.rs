@@ -339,6 +339,7 @@ policies! {
     NodeInjectNmi = "baremetal:node:inject_nmi" => OwnerManager,
     NodeHistoryGet = "baremetal:node:history:get" => OwnerReader,
     NodeInventoryGet = "baremetal:node:inventory:get" => OwnerReader,
+    ShardsGet = "baremetal:shards:get" => SystemReader,
     NodeSetBootMode = "baremetal:node:set_boot_mode" => ProjectMember,
     NodeSetSecureBoot = "baremetal:node:set_secure_boot" => ProjectMember,
     NodeGetIndicatorState = "baremetal:node:get_indicator_state" => ProjectReader,

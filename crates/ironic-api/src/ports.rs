@@ -369,10 +369,6 @@ pub(crate) async fn list<T: Nic>(
             ));
         }
     }
-    if q.has("shard") {
-        // Nodes have no shard yet (1.82, above the advertised maximum).
-        return Err(Error::not_acceptable().into());
-    }
     let limit = q.limit(st.settings.max_limit)?;
     let mut lq = NicListQuery {
         project,
@@ -380,6 +376,7 @@ pub(crate) async fn list<T: Nic>(
         sort_desc: q.sort_desc()?,
         limit: limit as usize,
         description_contains: q.get("description_contains").map(str::to_string),
+        shards: q.get("shard").map(crate::nodes::shard_list),
         conductor_groups: q.get("conductor_groups").map(|g| {
             g.split(',')
                 .map(|s| s.trim().to_ascii_lowercase())

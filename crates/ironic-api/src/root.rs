@@ -80,5 +80,8 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(55) {
         doc.insert("deploy_templates".into(), pair(&base, "deploy_templates"));
     }
+    if req.version.at_least(82) {
+        doc.insert("shards".into(), pair(&base, "shards"));
+    }
     json_response(StatusCode::OK, &Value::Object(doc))
 }

@@ -579,6 +579,10 @@ pub struct NodeFilter {
     /// Owner or lessee.
     pub project: Option<String>,
     pub description_contains: Option<String>,
+    /// In one of these shards (1.82).
+    pub shards: Option<Vec<String>>,
+    /// With a shard, or without one.
+    pub sharded: Option<bool>,
 }
 
 /// One page of a node list, keyset-paginated.
@@ -627,6 +631,19 @@ impl Where {
         if let Some(v) = v {
             self.push(|n| format!("n.{col} = ${n}"), Arg::Text(Some(v.clone())));
         }
+    }
+    /// `col` equal to one of `values` (none: nothing matches).
+    pub(crate) fn any_of(&mut self, col: &str, values: &[String]) {
+        let mut ors = Vec::new();
+        for v in values {
+            self.args.push(Arg::Text(Some(v.clone())));
+            ors.push(format!("{col} = ${}", self.args.len()));
+        }
+        self.clauses.push(if ors.is_empty() {
+            "1 = 0".into()
+        } else {
+            format!("({})", ors.join(" OR "))
+        });
     }
     fn eq_bool(&mut self, col: &str, v: Option<bool>) {
         if let Some(v) = v {
@@ -691,6 +708,15 @@ impl Db {
         self.node_fetch("n.id = $1", Arg::I64(Some(id))).await
     }
 
+    /// Every shard with its node count (`None` for the nodes without one), by name.
+    pub async fn shard_counts(&self) -> Result<Vec<(Option<String>, i64)>, Error> {
+        let sql = "SELECT shard, COUNT(*) FROM nodes GROUP BY shard ORDER BY shard";
+        let rows: Vec<(Option<String>, i64)> =
+            with_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)
+                .map_err(|e| internal("counting shards", e))?;
+        Ok(rows)
+    }
+
     /// One page of nodes. An unknown marker is 404, as upstream answers.
     pub async fn node_list(&self, q: &NodeListQuery) -> Result<Vec<Node>, Error> {
         if !is_sort_key(&q.sort_key) {
@@ -719,6 +745,14 @@ impl Db {
         w.eq_text("fault", &f.fault);
         w.eq_text("owner", &f.owner);
         w.eq_text("lessee", &f.lessee);
+        if let Some(shards) = &f.shards {
+            w.any_of("n.shard", shards);
+        }
+        match f.sharded {
+            Some(true) => w.clauses.push("n.shard IS NOT NULL".into()),
+            Some(false) => w.clauses.push("n.shard IS NULL".into()),
+            None => {}
+        }
         match f.associated {
             Some(true) => w.clauses.push("n.instance_uuid IS NOT NULL".into()),
             Some(false) => w.clauses.push("n.instance_uuid IS NULL".into()),

@@ -182,6 +182,8 @@ pub struct NicListQuery {
     pub project: Option<String>,
     /// Only objects of nodes in these conductor groups.
     pub conductor_groups: Option<Vec<String>>,
+    /// Only objects of nodes in these shards (1.82, port groups 1.106).
+    pub shards: Option<Vec<String>>,
     /// Ports only.
     pub description_contains: Option<String>,
     pub sort_key: String,
@@ -523,16 +525,10 @@ impl Db {
             );
         }
         if let Some(groups) = &q.conductor_groups {
-            let mut ors = Vec::new();
-            for g in groups {
-                w.args.push(Arg::Text(Some(g.clone())));
-                ors.push(format!("n.conductor_group = ${}", w.args.len()));
-            }
-            w.clauses.push(if ors.is_empty() {
-                "1 = 0".into()
-            } else {
-                format!("({})", ors.join(" OR "))
-            });
+            w.any_of("n.conductor_group", groups);
+        }
+        if let Some(shards) = &q.shards {
+            w.any_of("n.shard", shards);
         }
         if let Some(m) = q.marker {
             let key = sort_expr("p", &q.sort_key);

@@ -785,7 +785,107 @@ async fn inventory(s: &Server) {
     );
 }
 
+/// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
+/// (S003, S234–S241).
+async fn shards(s: &Server) {
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.81",
+            &json!({"driver": "fake-hardware", "shard": "shard-a"}),
+        )
+        .await;
+    assert_eq!(r.status, 406);
+    let mut uuids = Vec::new();
+    for (name, shard) in [
+        ("s1", Some("shard-a")),
+        ("s2", Some("shard-a")),
+        ("s3", Some("shard-b")),
+        ("s4", None),
+    ] {
+        let mut body = json!({"driver": "fake-hardware", "name": name});
+        if let Some(sh) = shard {
+            body["shard"] = json!(sh);
+        }
+        let r = s.post("/v1/nodes", "1.82", &body).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.json()["shard"], json!(shard));
+        uuids.push(r.json()["uuid"].as_str().unwrap().to_string());
+    }
+    let r = s.get("/v1/shards", "1.81").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "The API version does not allow shards".into())
+    );
+    let shards = |v: serde_json::Value| v["shards"].clone();
+    assert_eq!(
+        shards(s.get("/v1/shards", "1.82").await.json()),
+        json!([{"name": "None", "count": 1}, {"name": "shard-a", "count": 2},
+               {"name": "shard-b", "count": 1}])
+    );
+    let names = |q: &'static str| async move {
+        let r = s.get(&format!("/v1/nodes?{q}"), "1.82").await;
+        assert_eq!(r.status, 200, "{q}: {}", r.body);
+        let mut n: Vec<String> = r.json()["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names("shard=shard-a&fields=name,shard").await, ["s1", "s2"]);
+    assert_eq!(names("shard=shard-a,shard-b").await, ["s1", "s2", "s3"]);
+    assert_eq!(names("sharded=false").await, ["s4"]);
+    assert_eq!(names("sharded=true").await, ["s1", "s2", "s3"]);
+    let r = s.get("/v1/nodes?shard=shard-a", "1.81").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "Request not acceptable. The minimal required API version should be 1.82".into()
+        )
+    );
+    // Ports follow their node's shard.
+    let r = s
+        .post(
+            "/v1/ports",
+            "1.82",
+            &json!({"node_uuid": uuids[0], "address": "52:54:00:00:82:01"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let ports = |q: &'static str| async move {
+        s.get(&format!("/v1/ports?{q}"), "1.82").await.json()["ports"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(ports("shard=shard-a").await, 1);
+    assert_eq!(ports("shard=shard-b").await, 0);
+    assert_eq!(s.get("/v1/ports?shard=shard-a", "1.81").await.status, 406);
+    // Leaving a shard.
+    let r = s
+        .patch(
+            "/v1/nodes/s3",
+            "1.82",
+            &json!([{"op": "remove", "path": "/shard"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["shard"], json!(null));
+    assert_eq!(
+        shards(s.get("/v1/shards", "1.82").await.json()),
+        json!([{"name": "None", "count": 2}, {"name": "shard-a", "count": 2}])
+    );
+    // Discovery names the resource from 1.82.
+    assert!(s.get("/v1", "1.82").await.json().get("shards").is_some());
+    assert!(s.get("/v1", "1.81").await.json().get("shards").is_none());
+}
+
 on_both_backends!(
+    shards,
     inventory,
     allocation_name_preference,
     history,
