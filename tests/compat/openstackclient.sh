@@ -323,6 +323,30 @@ os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru 
 os baremetal node delete compat-hw
 if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
 
+echo "== above 1.62: shards, boot mode, inspection and inventory, history, BIOS registry"
+os baremetal node create --driver fake-hardware --name compat-new --shard compat-shard -f value -c uuid >/dev/null
+os baremetal shard list -f value | grep -q "compat-shard" || fail "shard list: $(os baremetal shard list -f value)"
+[ "$(os baremetal node list --shards compat-shard -f value -c Name)" = compat-new ] || fail "node list --shards"
+os baremetal node boot mode set compat-new uefi
+os baremetal node secure boot on compat-new
+[ "$(os baremetal node show compat-new -f value -c boot_mode)" = uefi ] || fail "boot mode set"
+[ "$(os baremetal node show compat-new -f value -c secure_boot)" = True ] || fail "secure boot on"
+os baremetal node manage compat-new
+wait_state compat-new manageable
+os baremetal node inspect compat-new
+wait_state compat-new manageable
+os baremetal node inventory save compat-new --file "$dir/inventory.json"
+grep -q '"architecture": "x86_64"' "$dir/inventory.json" || fail "inventory save: $(cat "$dir/inventory.json")"
+[ "$(os baremetal node show compat-new -f value -c properties | grep -c "'cpus': 8")" = 1 ] || fail "inspected properties"
+[ "$(os baremetal port list --node compat-new -f value -c Address | wc -l)" = 1 ] || fail "inspection ports"
+os baremetal node history list compat-new -f value | grep -q "Provision state changed from enroll to verifying" \
+  || fail "history list: $(os baremetal node history list compat-new -f value)"
+event=$(os baremetal node history list compat-new -f value -c UUID | head -1)
+os baremetal node history get compat-new "$event" -f value | grep -q "provisioning" || fail "history get"
+os baremetal node bios setting list compat-new --long -f value | grep -q LogicalProc || fail "bios setting list --long"
+os baremetal node maintenance set compat-new
+os baremetal node delete compat-new
+
 echo "== ramdisk agent: lookup and heartbeat (ironic-python-agent's client)"
 agent_node=$(os baremetal node create --driver fake-hardware --name compat-agent -f value -c uuid)
 os baremetal port create 52:54:00:aa:bb:cc --node "$agent_node" -f value -c uuid >/dev/null
