@@ -368,7 +368,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.82";
+const MAX_VERSION: &str = "1.83";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -557,6 +557,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/nodes/{ident}/history", get(history::list)),
         ("/nodes/{ident}/inventory", get(inventory::get)),
+        ("/nodes/{ident}/children", get(nodes::children)),
         ("/shards", get(shards::list)),
         ("/nodes/{ident}/history/{event}", get(history::get_one)),
         (

@@ -158,6 +158,70 @@ pub async fn get_one(
     ))
 }
 
+/// A `parent_node` as given (a node's name or uuid) as the uuid of an existing node
+/// other than `child` (1.83); null stays null.
+async fn resolve_parent(
+    st: &AppState,
+    value: &Value,
+    v: Version,
+    child: Option<&Node>,
+) -> Result<Value, ApiError> {
+    let Some(ident) = value.as_str() else {
+        return Ok(value.clone());
+    };
+    let invalid = || {
+        ApiError::invalid(format!(
+            "Unable to apply the requested parent_node '{ident}'. Requested value was invalid."
+        ))
+    };
+    let parent = find_node(st, ident, v).await.map_err(|_| invalid())?;
+    if child.is_some_and(|c| c.id == parent.id) {
+        return Err(invalid());
+    }
+    Ok(Value::String(parent.uuid.to_string()))
+}
+
+/// `GET /v1/nodes/{node}/children` (1.83): the uuids of the nodes whose parent it is
+/// (those the caller may see), and a link to their list.
+pub async fn children(
+    State(st): State<AppState>,
+    authz: Authz,
+    req: Req,
+    Base(base): Base,
+    P(ident): P<String>,
+    RawQuery(q): RawQuery,
+) -> ApiResult {
+    crate::error::route_since(req.version, 83)?;
+    no_args(&q)?;
+    let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeGet).await?;
+    let scope = authz.list_scope(Policy::NodeListAll, Policy::NodeList, None)?;
+    let query = NodeListQuery {
+        filter: NodeFilter {
+            parent_node: Some(node.uuid.to_string()),
+            project: scope,
+            ..Default::default()
+        },
+        limit: u32::MAX,
+        fields: Some(vec!["uuid".into()]),
+        with_traits: false,
+        ..Default::default()
+    };
+    let kids: Vec<String> = st
+        .db
+        .node_list(&query)
+        .await?
+        .into_iter()
+        .map(|n| n.uuid.to_string())
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "children": kids,
+            "links": {"href": format!("{base}/v1/nodes?parent_node={}", node.uuid), "rel": "children"},
+        }),
+    ))
+}
+
 /// `shard=a,b`: the shards named (1.82).
 pub(crate) fn shard_list(s: &str) -> Vec<String> {
     s.split(',')
@@ -192,6 +256,8 @@ const LIST_ARGS: &[(&str, u16)] = &[
     ("project", 65),
     ("shard", 82),
     ("sharded", 82),
+    ("include_children", 83),
+    ("parent_node", 83),
 ];
 
 pub async fn list(
@@ -246,8 +312,8 @@ pub(crate) async fn list_nodes(
                     "The detail parameter is not supported at this API version (it needs 1.43).",
                 ));
             }
-            if *min == 82 {
-                return Err(Error::not_acceptable_below(82).into());
+            if *min >= 82 {
+                return Err(Error::not_acceptable_below(*min).into());
             }
             return Err(Error::not_acceptable().into());
         }
@@ -296,6 +362,18 @@ pub(crate) async fn list_nodes(
         description_contains: q.get("description_contains").map(str::to_owned),
         shards: q.get("shard").map(shard_list),
         sharded: q.bool("sharded")?,
+        parent_node: match q.get("parent_node") {
+            // A name is resolved (upstream compares it with uuids and finds nothing).
+            Some(p) => Some(match find_node(st, p, v).await {
+                Ok(n) => n.uuid.to_string(),
+                Err(_) => p.to_string(),
+            }),
+            None => None,
+        },
+        // From 1.83 child nodes are listed only when asked for.
+        exclude_children: v.at_least(83)
+            && !q.has("parent_node")
+            && !q.bool("include_children")?.unwrap_or(false),
     };
     let limit = q.limit(st.settings.max_limit)?;
     let sort_desc = q.sort_desc()?;
@@ -457,6 +535,12 @@ pub async fn create(
     if !allowed {
         return Err(Policy::NodeCreate.denied());
     }
+    let mut body = body;
+    if req.version.at_least(83)
+        && let Some(p) = body.get_mut("parent_node")
+    {
+        *p = resolve_parent(&st, p, req.version, None).await?;
+    }
     let mut node = from_create_body(&body, req.version, &st.settings.defaults)?;
     if let Some(c) = &node.chassis_uuid {
         crate::chassis::check_exists(&st, c).await?;
@@ -585,7 +669,7 @@ pub async fn patch(
         return Err(Error::not_acceptable().into());
     }
     let node = load_node(&st, &ident, v).await?;
-    let ops = patch::parse(&body)?;
+    let mut ops = patch::parse(&body)?;
     for op in &ops {
         let root = op.root();
         if root == "traits" {
@@ -609,6 +693,11 @@ pub async fn patch(
         }
     }
     authorize_patch(&st, &authz, &node, &ident, &ops).await?;
+    for op in ops.iter_mut().filter(|o| o.path == "/parent_node") {
+        if let Some(value) = op.value.as_mut() {
+            *value = resolve_parent(&st, value, v, Some(&node)).await?;
+        }
+    }
     for op in &ops {
         if op.path == "/chassis_uuid"
             && op.op != patch::Op::Remove

@@ -583,6 +583,10 @@ pub struct NodeFilter {
     pub shards: Option<Vec<String>>,
     /// With a shard, or without one.
     pub sharded: Option<bool>,
+    /// Children of this node (its uuid; 1.83).
+    pub parent_node: Option<String>,
+    /// Only nodes without a parent (lists from 1.83 unless children are asked for).
+    pub exclude_children: bool,
 }
 
 /// One page of a node list, keyset-paginated.
@@ -747,6 +751,10 @@ impl Db {
         w.eq_text("lessee", &f.lessee);
         if let Some(shards) = &f.shards {
             w.any_of("n.shard", shards);
+        }
+        w.eq_text("parent_node", &f.parent_node);
+        if f.exclude_children {
+            w.clauses.push("n.parent_node IS NULL".into());
         }
         match f.sharded {
             Some(true) => w.clauses.push("n.shard IS NOT NULL".into()),

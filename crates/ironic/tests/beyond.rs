@@ -884,7 +884,139 @@ async fn shards(s: &Server) {
     assert!(s.get("/v1", "1.81").await.json().get("shards").is_none());
 }
 
+/// 1.83: child nodes: `parent_node` (a name resolved), hidden from lists unless asked
+/// for, `GET …/children` (S242–S254).
+async fn children(s: &Server) {
+    let parent = s
+        .post(
+            "/v1/nodes",
+            "1.83",
+            &json!({"driver": "fake-hardware", "name": "nf-full"}),
+        )
+        .await
+        .json();
+    let puuid = parent["uuid"].as_str().unwrap().to_string();
+    let mut kids = Vec::new();
+    for name in ["child-1", "child-2"] {
+        let r = s
+            .post(
+                "/v1/nodes",
+                "1.83",
+                &json!({"driver": "fake-hardware", "name": name, "parent_node": "nf-full"}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.json()["parent_node"], puuid);
+        kids.push(r.json()["uuid"].as_str().unwrap().to_string());
+    }
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.83",
+            &json!({"driver": "fake-hardware", "parent_node": "no-such-node"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Unable to apply the requested parent_node 'no-such-node'. Requested value was invalid."
+                .into()
+        )
+    );
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.82",
+            &json!({"driver": "fake-hardware", "parent_node": "nf-full"}),
+        )
+        .await;
+    assert_eq!(r.status, 406);
+    let names = |q: &'static str, v: &'static str| async move {
+        let r = s.get(&format!("/v1/nodes?{q}"), v).await;
+        assert_eq!(r.status, 200, "{q}: {}", r.body);
+        let mut n: Vec<String> = r.json()["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names("fields=name,parent_node", "1.83").await, ["nf-full"]);
+    assert_eq!(
+        names("include_children=true", "1.83").await,
+        ["child-1", "child-2", "nf-full"]
+    );
+    assert_eq!(
+        names("parent_node=nf-full", "1.83").await,
+        ["child-1", "child-2"]
+    );
+    // Below 1.83 the field does not exist: every node is listed.
+    assert_eq!(names("", "1.82").await, ["child-1", "child-2", "nf-full"]);
+    let r = s.get("/v1/nodes?include_children=true", "1.82").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "Request not acceptable. The minimal required API version should be 1.83".into()
+        )
+    );
+    let r = s.get("/v1/nodes/nf-full/children", "1.83").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut got = r.json()["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap().to_string())
+        .collect::<Vec<_>>();
+    got.sort();
+    kids.sort();
+    assert_eq!(got, kids);
+    assert_eq!(
+        r.json()["links"],
+        json!({"href": format!("{}/v1/nodes?parent_node={puuid}", s.base()), "rel": "children"})
+    );
+    assert_eq!(
+        s.get("/v1/nodes/nf-full/children", "1.82").await.status,
+        404
+    );
+    assert_eq!(
+        s.get("/v1/nodes/no-such-node/children", "1.83")
+            .await
+            .status,
+        404
+    );
+    // A node is not its own parent; leaving the parent.
+    let r = s
+        .patch(
+            "/v1/nodes/nf-full",
+            "1.83",
+            &json!([{"op": "add", "path": "/parent_node", "value": "nf-full"}]),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = s
+        .patch(
+            "/v1/nodes/child-2",
+            "1.83",
+            &json!([{"op": "remove", "path": "/parent_node"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["parent_node"], json!(null));
+    assert_eq!(names("fields=name", "1.83").await, ["child-2", "nf-full"]);
+    // Deleting the parent leaves its children (upstream's orphans).
+    assert_eq!(s.delete("/v1/nodes/nf-full", "1.83").await.status, 204);
+    let r = s
+        .get("/v1/nodes/child-1?fields=name,parent_node", "1.83")
+        .await;
+    assert_eq!(r.json()["parent_node"], puuid);
+}
+
 on_both_backends!(
+    children,
     shards,
     inventory,
     allocation_name_preference,
