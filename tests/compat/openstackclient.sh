@@ -323,7 +323,7 @@ os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru 
 os baremetal node delete compat-hw
 if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
 
-echo "== above 1.62: shards, boot mode, inspection and inventory, history, BIOS registry"
+echo "== above 1.62: shards, boot mode, inspection and inventory, history, BIOS registry, children"
 os baremetal node create --driver fake-hardware --name compat-new --shard compat-shard -f value -c uuid >/dev/null
 os baremetal shard list -f value | grep -q "compat-shard" || fail "shard list: $(os baremetal shard list -f value)"
 [ "$(os baremetal node list --shards compat-shard -f value -c Name)" = compat-new ] || fail "node list --shards"
@@ -344,6 +344,12 @@ os baremetal node history list compat-new -f value | grep -q "Provision state ch
 event=$(os baremetal node history list compat-new -f value -c UUID | head -1)
 os baremetal node history get compat-new "$event" -f value | grep -q "provisioning" || fail "history get"
 os baremetal node bios setting list compat-new --long -f value | grep -q LogicalProc || fail "bios setting list --long"
+os baremetal node create --driver fake-hardware --name compat-child --parent-node compat-new -f value -c uuid >/dev/null
+[ "$(os baremetal node children list compat-new -f value | wc -l)" = 1 ] || fail "node children list"
+os baremetal node list -f value -c Name | grep -q compat-child && fail "a child node in the default list"
+os baremetal node list --include-children -f value -c Name | grep -q compat-child || fail "node list --include-children"
+[ "$(os baremetal node list --parent-node compat-new -f value -c Name)" = compat-child ] || fail "node list --parent-node"
+os baremetal node delete compat-child
 os baremetal node maintenance set compat-new
 os baremetal node delete compat-new
 
