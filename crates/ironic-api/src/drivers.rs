@@ -62,15 +62,12 @@ fn driver_doc(name: &str, hosts: &[String], v: Version, base: &str, detail: bool
     Value::Object(d)
 }
 
-/// `fields` (1.77; 406 below): the document keeps those and its links; a field it does
-/// not have is 400, as upstream's.
-fn only_fields(doc: Value, fields: Option<&str>, v: Version) -> Result<Value, ApiError> {
+/// `fields` (1.77, 406 below: see [`fields_allowed`]): the document keeps those and its
+/// links; a field it does not have is 400, as upstream's.
+fn only_fields(doc: Value, fields: Option<&str>) -> Result<Value, ApiError> {
     let Some(list) = fields else {
         return Ok(doc);
     };
-    if !v.at_least(77) {
-        return Err(Error::not_acceptable().into());
-    }
     let Value::Object(mut d) = doc else {
         return Ok(doc);
     };
@@ -94,6 +91,13 @@ fn only_fields(doc: Value, fields: Option<&str>, v: Version) -> Result<Value, Ap
     Ok(Value::Object(d))
 }
 
+fn fields_allowed(q: &Query, v: Version) -> Result<(), ApiError> {
+    if q.has("fields") && !v.at_least(77) {
+        return Err(Error::not_acceptable().into());
+    }
+    Ok(())
+}
+
 pub async fn list(
     State(st): State<AppState>,
     authz: Authz,
@@ -108,9 +112,7 @@ pub async fn list(
     if q.has("detail") && !req.version.at_least(30) {
         return Err(Error::not_acceptable().into());
     }
-    if q.has("fields") && !req.version.at_least(77) {
-        return Err(Error::not_acceptable().into());
-    }
+    fields_allowed(&q, req.version)?;
     if detail && q.has("fields") {
         return Err(ApiError::invalid(
             "Can not specify ?detail=True and fields in the same request.",
@@ -129,7 +131,7 @@ pub async fn list(
         .iter()
         .map(|(name, hosts)| {
             let doc = driver_doc(name, hosts, req.version, &base, detail);
-            only_fields(doc, q.get("fields"), req.version)
+            only_fields(doc, q.get("fields"))
         })
         .collect::<Result<Vec<Value>, ApiError>>()?;
     Ok(json_response(StatusCode::OK, &json!({ "drivers": docs })))
@@ -146,6 +148,7 @@ pub async fn get_one(
     authz.check(Policy::DriverGet)?;
     let q = Query::parse(q.as_deref())?;
     q.only(&["fields"])?;
+    fields_allowed(&q, req.version)?;
     let drivers = st.topology.snapshot().drivers();
     let hosts = drivers.get(&name).ok_or_else(|| {
         Error::NotFound(format!(
@@ -155,7 +158,7 @@ pub async fn get_one(
     let doc = driver_doc(&name, hosts, req.version, &base, true);
     Ok(json_response(
         StatusCode::OK,
-        &only_fields(doc, q.get("fields"), req.version)?,
+        &only_fields(doc, q.get("fields"))?,
     ))
 }
 

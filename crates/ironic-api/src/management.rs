@@ -261,17 +261,6 @@ pub async fn indicators_list(
     Ok(json_response(StatusCode::OK, &json!({"indicators": list})))
 }
 
-/// `<name>@<component>`, upstream's 400 otherwise.
-fn indicator_name(unique: &str) -> Result<(), ApiError> {
-    if unique.contains('@') {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(format!(
-            "Malformed indicator name \"{unique}\""
-        )))
-    }
-}
-
 pub async fn indicator_get(
     State(st): State<AppState>,
     authz: Authz,
@@ -279,20 +268,12 @@ pub async fn indicator_get(
     P((ident, indicator)): P<(String, String)>,
     RawQuery(q): RawQuery,
 ) -> ApiResult {
-    Query::parse(q.as_deref())?.only(&[])?;
+    // The conductor checks the name (`Malformed indicator name …`) and the indicator.
     let p = Policy::NodeGetIndicatorState;
-    let node = authorized_node(&st, &authz, &ident, req.version, p).await?;
-    indicator_name(&indicator)?;
-    let r = st
-        .conductor
-        .call(
-            &req.ctx,
-            GetIndicatorState {
-                node: NodeRef::from(&node),
-                indicator,
-            },
-        )
-        .await?;
+    let r = call_on_node(&st, &authz, &req, &ident, q.as_deref(), p, |node| {
+        GetIndicatorState { node, indicator }
+    })
+    .await?;
     Ok(json_response(StatusCode::OK, &r.0))
 }
 
@@ -337,7 +318,6 @@ pub async fn indicator_put(
         Policy::NodeSetIndicatorState,
     )
     .await?;
-    indicator_name(&indicator)?;
     st.conductor
         .call(
             &req.ctx,

@@ -181,6 +181,7 @@ impl Conductor {
         } = req;
         self.with_lock(&node, |mut n| async move {
             interface(&n, "management")?;
+            parse_indicator(&indicator)?;
             let management = self.driver_for(&n)?.management();
             if !management.can_set_indicators() {
                 return Err(unsupported(&n.driver, "set_indicator_state"));
@@ -332,15 +333,20 @@ fn indicators(node: &Node, management: &dyn ManagementInterface) -> Result<Vec<I
         .ok_or_else(|| unsupported(&node.driver, "get_supported_indicators"))
 }
 
+/// `<name>@<component>` as (name, component); upstream's 400 otherwise.
+fn parse_indicator(unique: &str) -> Result<(&str, &str), Error> {
+    unique
+        .split_once('@')
+        .ok_or_else(|| Error::invalid(format!("Malformed indicator name \"{unique}\"")))
+}
+
 /// `<name>@<component>` among the node's indicators, with upstream's errors.
 fn find_indicator(
     node: &Node,
     management: &dyn ManagementInterface,
     unique: &str,
 ) -> Result<Indicator, Error> {
-    let (name, component) = unique
-        .split_once('@')
-        .ok_or_else(|| Error::invalid(format!("Malformed indicator name \"{unique}\"")))?;
+    let (name, component) = parse_indicator(unique)?;
     let list = indicators(node, management)?;
     if !list.iter().any(|i| i.component == component) {
         return Err(Error::invalid(format!(

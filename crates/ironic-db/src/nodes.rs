@@ -712,9 +712,9 @@ impl Db {
         self.node_fetch("n.id = $1", Arg::I64(Some(id))).await
     }
 
-    /// Every shard with its node count (`None` for the nodes without one), by name.
+    /// Every shard with its node count (`None` for the nodes without one).
     pub async fn shard_counts(&self) -> Result<Vec<(Option<String>, i64)>, Error> {
-        let sql = "SELECT shard, COUNT(*) FROM nodes GROUP BY shard ORDER BY shard";
+        let sql = "SELECT shard, COUNT(*) FROM nodes GROUP BY shard";
         let rows: Vec<(Option<String>, i64)> =
             with_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)
                 .map_err(|e| internal("counting shards", e))?;

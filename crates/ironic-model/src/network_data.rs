@@ -247,7 +247,7 @@ enum Family {
 /// `%zone`, as the format allows.
 fn host(v: &Value, f: Family) -> Check {
     match f {
-        Family::V4 => shaped(v, "IPv4 address", |s| s.parse::<Ipv4Addr>().is_ok()),
+        Family::V4 => plain_address(v, f),
         Family::V6 => shaped(v, "IPv6 address", |s| {
             let (addr, prefix) = s.split_once('/').unwrap_or((s, "0"));
             let addr = match addr.split_once('%') {

@@ -6,6 +6,7 @@ mod common;
 
 use common::Server;
 use serde_json::json;
+use std::time::Duration;
 
 /// 1.63: indicators (S273–S278). Upstream does not gate them: the list answers at 1.62.
 async fn indicators(s: &Server) {
@@ -176,6 +177,20 @@ async fn network_data(s: &Server) {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["network_data"], json!({}));
+}
+
+/// The names of the nodes `GET /v1/nodes?{q}` lists at `v`, sorted.
+async fn node_names(s: &Server, q: &str, v: &str) -> Vec<String> {
+    let r = s.get(&format!("/v1/nodes?{q}"), v).await;
+    assert_eq!(r.status, 200, "{q}: {}", r.body);
+    let mut n: Vec<String> = r.json()["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap().to_string())
+        .collect();
+    n.sort();
+    n
 }
 
 /// An `available` fake-hardware node.
@@ -676,17 +691,12 @@ async fn allocation_name_preference(s: &Server) {
         let r = s.post("/v1/allocations", "1.79", &body).await;
         assert_eq!(r.status, 201, "{}", r.body);
         let uuid = r.json()["uuid"].as_str().unwrap().to_string();
-        let mut a = serde_json::Value::Null;
-        for _ in 0..600 {
-            a = s
-                .get(&format!("/v1/allocations/{uuid}"), "1.79")
-                .await
-                .json();
-            if a["state"] != "allocating" {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let path = format!("/v1/allocations/{uuid}");
+        common::until("the allocation ends", Duration::from_secs(30), || async {
+            s.get(&path, "1.79").await.json()["state"] != "allocating"
+        })
+        .await;
+        let a = s.get(&path, "1.79").await.json();
         assert_eq!(a["state"], "active", "{a}");
         let node = a["node_uuid"].as_str().unwrap();
         let n = s.get(&format!("/v1/nodes/{node}"), "1.79").await.json();
@@ -823,18 +833,7 @@ async fn shards(s: &Server) {
         json!([{"name": "None", "count": 1}, {"name": "shard-a", "count": 2},
                {"name": "shard-b", "count": 1}])
     );
-    let names = |q: &'static str| async move {
-        let r = s.get(&format!("/v1/nodes?{q}"), "1.82").await;
-        assert_eq!(r.status, 200, "{q}: {}", r.body);
-        let mut n: Vec<String> = r.json()["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n["name"].as_str().unwrap().to_string())
-            .collect();
-        n.sort();
-        n
-    };
+    let names = |q: &'static str| node_names(s, q, "1.82");
     assert_eq!(names("shard=shard-a&fields=name,shard").await, ["s1", "s2"]);
     assert_eq!(names("shard=shard-a,shard-b").await, ["s1", "s2", "s3"]);
     assert_eq!(names("sharded=false").await, ["s4"]);
@@ -932,18 +931,7 @@ async fn children(s: &Server) {
         )
         .await;
     assert_eq!(r.status, 406);
-    let names = |q: &'static str, v: &'static str| async move {
-        let r = s.get(&format!("/v1/nodes?{q}"), v).await;
-        assert_eq!(r.status, 200, "{q}: {}", r.body);
-        let mut n: Vec<String> = r.json()["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n["name"].as_str().unwrap().to_string())
-            .collect();
-        n.sort();
-        n
-    };
+    let names = |q: &'static str, v: &'static str| node_names(s, q, v);
     assert_eq!(names("fields=name,parent_node", "1.83").await, ["nf-full"]);
     assert_eq!(
         names("include_children=true", "1.83").await,
