@@ -179,8 +179,9 @@ fn requested_version(h: &HeaderMap) -> Option<String> {
         .map(|v| v.to_str().unwrap_or("\u{0}").to_string())
 }
 
-/// Routes that need no credentials: discovery, and the ramdisk agent's lookup and
-/// heartbeat (the agent has none; its token is checked by the conductor).
+/// Routes that need no credentials: discovery, and the ramdisk agent's lookup,
+/// heartbeat and inspection data (the agent has none; its token is checked by the
+/// conductor).
 fn is_public(path: &str) -> bool {
     if matches!(path, "/" | "/v1" | "/v1/") {
         return true;
@@ -188,6 +189,7 @@ fn is_public(path: &str) -> bool {
     let p = path.strip_prefix("/v1").unwrap_or(path);
     let p = p.strip_suffix('/').unwrap_or(p);
     p == "/lookup"
+        || p == "/continue_inspection"
         || p.strip_prefix("/heartbeat/")
             .is_some_and(|n| !n.is_empty() && !n.contains('/'))
 }
@@ -368,7 +370,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.83";
+const MAX_VERSION: &str = "1.84";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -626,6 +628,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/events", post(events::post)),
         ("/lookup", get(ramdisk::lookup)),
         ("/heartbeat/{ident}", post(ramdisk::heartbeat)),
+        ("/continue_inspection", post(ramdisk::continue_inspection)),
         ("/conductors", get(conductors::list)),
         ("/conductors/{hostname}", get(conductors::get_one)),
     ]

@@ -359,6 +359,7 @@ policies! {
     VolumeViewTargetProperties = "baremetal:volume:view_target_properties" => SystemReaderOrAnyAdmin,
     IpaLookup = "baremetal:driver:ipa_lookup" => PublicApi,
     IpaHeartbeat = "baremetal:node:ipa_heartbeat" => PublicApi,
+    IpaContinueInspection = "baremetal:driver:ipa_continue_inspection" => PublicApi,
 }
 
 impl Policy {

@@ -58,15 +58,16 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     doc.insert("ports".into(), pair(&base, "ports"));
     doc.insert("drivers".into(), pair(&base, "drivers"));
     doc.insert("version".into(), version_object(&base));
-    if req.version.at_least(22) {
-        doc.insert("lookup".into(), pair(&base, "lookup"));
-        doc.insert("heartbeat".into(), pair(&base, "heartbeat"));
-    }
+    // Upstream's order (S002), not the versions'.
     if req.version.at_least(23) {
         doc.insert("portgroups".into(), pair(&base, "portgroups"));
     }
     if req.version.at_least(32) {
         doc.insert("volume".into(), pair(&base, "volume"));
+    }
+    if req.version.at_least(22) {
+        doc.insert("lookup".into(), pair(&base, "lookup"));
+        doc.insert("heartbeat".into(), pair(&base, "heartbeat"));
     }
     if req.version.at_least(49) {
         doc.insert("conductors".into(), pair(&base, "conductors"));
@@ -82,6 +83,12 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     }
     if req.version.at_least(82) {
         doc.insert("shards".into(), pair(&base, "shards"));
+    }
+    if req.version.at_least(84) {
+        doc.insert(
+            "continue_inspection".into(),
+            pair(&base, "continue_inspection"),
+        );
     }
     json_response(StatusCode::OK, &Value::Object(doc))
 }

@@ -62,7 +62,7 @@ pub const FAKE_HARDWARE: HardwareType = HardwareType {
         ("console", "fake", &["fake", "no-console"]),
         ("deploy", "fake", &["fake"]),
         ("firmware", "fake", &["fake", "no-firmware"]),
-        ("inspect", "fake", &["fake", "no-inspect"]),
+        ("inspect", "fake", &["fake", "agent", "no-inspect"]),
         ("management", "fake", &["fake"]),
         ("network", "noop", &["flat", "noop"]),
         ("power", "fake", &["fake"]),

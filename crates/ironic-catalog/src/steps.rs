@@ -201,6 +201,10 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
     let mut errors = Vec::new();
     let mut out = Vec::new();
     for r in requested {
+        if is_reserved(&r.step) {
+            out.push(reserved(&r.interface, &r.step, &r.args, 0));
+            continue;
+        }
         let Some(d) = offered
             .iter()
             .find(|d| d.interface == r.interface && d.step == r.step)
@@ -244,6 +248,25 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
         Ok(out)
     } else {
         Err(errors.join("; "))
+    }
+}
+
+/// Steps the conductor runs itself, on any interface and without the driver's say
+/// (upstream's flow steps): `power_on`, `power_off`, `reboot`, `hold` (the node waits
+/// in `… hold` for `unhold`) and `wait` (a pause of `seconds`).
+pub const RESERVED_STEPS: &[&str] = &["power_on", "power_off", "reboot", "hold", "wait"];
+
+pub fn is_reserved(step: &str) -> bool {
+    RESERVED_STEPS.contains(&step)
+}
+
+fn reserved(interface: &str, step: &str, args: &JsonObject, priority: u32) -> Step {
+    Step {
+        interface: interface.into(),
+        step: step.into(),
+        args: args.clone(),
+        priority,
+        abortable: true,
     }
 }
 
@@ -318,6 +341,10 @@ fn checked_deploy_steps(
 ) -> Vec<Step> {
     let mut chosen = Vec::new();
     for t in steps {
+        if is_reserved(&t.step) {
+            chosen.push(reserved(&t.interface, &t.step, &t.args, t.priority));
+            continue;
+        }
         let repr = py_repr(&json!({
             "interface": t.interface, "step": t.step, "args": t.args, "priority": t.priority,
         }));

@@ -30,7 +30,9 @@ use ironic_rpc::calls::{
     UpdateNode, UpdatePort, UpdatePortgroup, ValidateDriverInterfaces, VifAttach, VifDetach,
     VifList, Vifs,
 };
-use ironic_rpc::calls::{ChangeNodeBootMode, ChangeNodeSecureBoot, GetNodeWithToken, Heartbeat};
+use ironic_rpc::calls::{
+    ChangeNodeBootMode, ChangeNodeSecureBoot, ContinueInspection, GetNodeWithToken, Heartbeat,
+};
 use ironic_rpc::calls::{
     DestroyVolumeConnector, DestroyVolumeTarget, GetBootDevice, GetConsoleInformation,
     GetIndicatorState, GetSupportedBootDevices, GetSupportedIndicators, InjectNmi, JsonDoc,
@@ -83,6 +85,11 @@ pub struct ConductorSettings {
     pub node_history_minimum_days: u64,
     /// `[inspector] add_ports`: `all`, `pxe` or `disabled`.
     pub inspector_add_ports: String,
+    /// `[conductor] inspect_wait_timeout`: how long an in-band inspection waits for
+    /// the ramdisk's data; zero waits for ever.
+    pub inspect_wait_timeout: Duration,
+    /// `[conductor] max_conductor_wait_step_seconds`: the longest reserved `wait` step.
+    pub max_conductor_wait_step_seconds: u64,
 }
 
 impl ConductorSettings {
@@ -122,6 +129,8 @@ impl ConductorSettings {
             node_history_cleanup_batch_count: cfg.conductor.node_history_cleanup_batch_count,
             node_history_minimum_days: cfg.conductor.node_history_minimum_days,
             inspector_add_ports: cfg.inspector.add_ports.clone(),
+            inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
+            max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,
         }
     }
 }
@@ -714,5 +723,15 @@ impl Handlers for Conductor {
 
     async fn heartbeat(&self, _ctx: &Context, req: Heartbeat) -> Result<(), Error> {
         Conductor::agent_heartbeat(self, req).await
+    }
+
+    async fn continue_inspection(
+        &self,
+        _ctx: &Context,
+        req: ContinueInspection,
+    ) -> Result<(), Error> {
+        self.provision
+            .continue_inspection(&req.node, req.inventory, req.plugin_data)
+            .await
     }
 }

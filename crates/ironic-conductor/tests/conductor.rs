@@ -33,6 +33,8 @@ fn settings() -> ConductorSettings {
         node_history_cleanup_batch_count: 1000,
         node_history_minimum_days: 0,
         inspector_add_ports: "pxe".into(),
+        inspect_wait_timeout: Duration::from_secs(1800),
+        max_conductor_wait_step_seconds: 30,
     }
 }
 

@@ -234,6 +234,11 @@ pub struct ConductorSection {
     pub node_history_cleanup_batch_count: u64,
     /// Days of history kept whatever the count.
     pub node_history_minimum_days: u64,
+    /// Seconds an in-band inspection (`agent` inspect interface) waits in `inspect
+    /// wait` for the ramdisk's data before it fails; 0 waits for ever.
+    pub inspect_wait_timeout: u64,
+    /// The longest pause a reserved `wait` step takes, in seconds (upstream's).
+    pub max_conductor_wait_step_seconds: u64,
     /// `ironic-conductor` only: where it serves `/healthz`, `/readyz` and `/metrics`;
     /// empty turns the listener off. (The all-in-one serves them on the API port.)
     #[serde(deserialize_with = "optional_addr")]
@@ -346,6 +351,8 @@ impl Default for ConductorSection {
             node_history_cleanup_interval: 86400,
             node_history_cleanup_batch_count: 1000,
             node_history_minimum_days: 0,
+            inspect_wait_timeout: 1800,
+            max_conductor_wait_step_seconds: 30,
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 6388))),
         }
     }

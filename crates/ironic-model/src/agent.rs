@@ -19,6 +19,10 @@ pub const VERIFY_CA: &str = "agent_verify_ca";
 pub const STATUS: &str = "agent_status";
 pub const STATUS_MESSAGE: &str = "agent_status_message";
 
+/// The BMC addresses an inspection lookup may match (upstream's key; filled when an
+/// in-band inspection starts).
+pub const LOOKUP_BMC_ADDRESSES: &str = "lookup_bmc_addresses";
+
 /// The statuses an agent may report (1.72; the anaconda deploy's).
 pub const VALID_STATUSES: &[&str] = &["start", "end", "error"];
 

@@ -8,6 +8,7 @@
 //! conductor call").
 
 use ironic_catalog::steps::{OfferedStep, Requested};
+use ironic_model::node::JsonObject;
 use ironic_model::patch::PatchOp;
 use ironic_model::port::{Port, Portgroup};
 use ironic_model::volume::{VolumeConnector, VolumeTarget};
@@ -1755,6 +1756,42 @@ impl Call for Heartbeat {
     }
 }
 
+/// The ramdisk's inspection data for a node in `inspect wait`
+/// (`POST /v1/continue_inspection`, 1.84).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContinueInspection {
+    pub node: NodeRef,
+    pub inventory: JsonObject,
+    pub plugin_data: JsonObject,
+}
+
+impl Call for ContinueInspection {
+    const METHOD: &'static str = m::CONTINUE_INSPECTION;
+    type Reply = ();
+    type Wire = pb::ContinueInspectionRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn lost_hint(&self) -> String {
+        "Look at the node's provision state: the data was taken if it left inspect wait.".into()
+    }
+    fn to_wire(self) -> pb::ContinueInspectionRequest {
+        pb::ContinueInspectionRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            inventory_json: serde_json::Value::Object(self.inventory).to_string(),
+            plugin_data_json: serde_json::Value::Object(self.plugin_data).to_string(),
+        }
+    }
+    fn from_wire(w: pb::ContinueInspectionRequest) -> Result<Self, Error> {
+        Ok(ContinueInspection {
+            node: node_ref_from_pb(w.node)?,
+            inventory: serde_json::from_str(&w.inventory_json).map_err(|_| bad("inventory"))?,
+            plugin_data: serde_json::from_str(&w.plugin_data_json)
+                .map_err(|_| bad("plugin_data"))?,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The list
 
@@ -1804,6 +1841,7 @@ contract! {
     VendorPassthru => vendor_passthru,
     GetNodeWithToken => get_node_with_token,
     Heartbeat => heartbeat,
+    ContinueInspection => continue_inspection,
 }
 
 #[cfg(test)]
@@ -1915,6 +1953,16 @@ mod tests {
         round_trip(DestroyPort {
             node: node.clone(),
             port_uuid: "p".into(),
+        });
+        let mut inventory = JsonObject::new();
+        inventory.insert(
+            "interfaces".into(),
+            serde_json::json!([{"mac_address": "52:54:00:00:00:01"}]),
+        );
+        round_trip(ContinueInspection {
+            node: node.clone(),
+            inventory,
+            plugin_data: JsonObject::new(),
         });
         round_trip(DoNodeDeploy {
             node,

@@ -795,6 +795,260 @@ async fn inventory(s: &Server) {
     );
 }
 
+/// 1.84: in-band inspection: the `agent` inspect interface waits in `inspect wait` for
+/// the ramdisk's data, posted to `/v1/continue_inspection` and found by MAC, BMC address
+/// or uuid (S389–S392, S395).
+async fn continue_inspection(s: &Server) {
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "insp-agent",
+                     "inspect_interface": "agent",
+                     "driver_info": {"ipmi_address": "192.0.2.40"}}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    let other = s
+        .node(json!({"driver": "fake-hardware", "name": "insp-other"}))
+        .await;
+    let other = other["uuid"].as_str().unwrap().to_string();
+    let r = s
+        .post(
+            "/v1/ports",
+            "1.84",
+            &json!({"address": "52:54:00:00:40:01", "node_uuid": uuid}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    s.provision_to("1.84", "insp-agent", "manage").await;
+    s.wait_state("1.84", "insp-agent", "manageable").await;
+    let data = |macs: &[&str], extra: serde_json::Value| {
+        let ifaces: Vec<_> = macs
+            .iter()
+            .enumerate()
+            .map(|(i, m)| json!({"name": format!("eth{i}"), "mac_address": m}))
+            .collect();
+        let mut d = json!({"inventory": {"interfaces": ifaces,
+                                         "cpu": {"architecture": "aarch64", "count": 4},
+                                         "bmc_address": null}});
+        for (k, v) in extra.as_object().unwrap() {
+            d[k] = v.clone();
+        }
+        d
+    };
+    let post = |path: &'static str, v: &'static str, body: serde_json::Value| async move {
+        s.post(path, v, &body).await
+    };
+    let mine = data(
+        &["52:54:00:00:40:01", "52:54:00:00:40:02"],
+        json!({"boot_interface": "01-52-54-00-00-40-02", "logs": "bG9ncw=="}),
+    );
+    // Not waiting for data: not found; below 1.84 (but above 1.1) the route is hidden.
+    let r = post("/v1/continue_inspection", "1.84", mine.clone()).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "Resource could not be found.".into())
+    );
+    let r = post("/v1/continue_inspection", "1.83", mine.clone()).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "API version 1.84 or newer is required".into())
+    );
+    let r = post(
+        "/v1/continue_inspection?node_uuid=1be26c0b-03f2-4d2e-ae87-c02d7f33c123",
+        "1.1",
+        mine.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    for (body, fault) in [
+        (
+            json!({}),
+            "Schema error: 'inventory' is a required property",
+        ),
+        (
+            json!({"inventory": []}),
+            "Schema error: [] is not of type 'object'",
+        ),
+        (
+            json!({"inventory": {"interfaces": []}}),
+            "Schema error: [] should be non-empty",
+        ),
+        (
+            json!({"inventory": {"interfaces": [{"name": "eth0"}]}}),
+            "Schema error: 'mac_address' is a required property",
+        ),
+        (
+            json!({"inventory": {"interfaces": [{"mac_address": "junk"}]}}),
+            "No lookup information provided",
+        ),
+    ] {
+        let r = post("/v1/continue_inspection", "1.84", body).await;
+        assert_eq!((r.status, r.fault()), (400, fault.into()));
+    }
+
+    // In-band inspection waits for the ramdisk, powered on.
+    assert_eq!(
+        s.provision_to("1.84", "insp-agent", "inspect").await.status,
+        202
+    );
+    let n = s.wait_state("1.84", "insp-agent", "inspect wait").await;
+    assert_eq!(
+        (&n["target_provision_state"], &n["power_state"]),
+        (&json!("manageable"), &json!("power on"))
+    );
+    assert_eq!(
+        n["driver_internal_info"]["lookup_bmc_addresses"],
+        json!(["192.0.2.40"])
+    );
+    // MACs of this node with the uuid of another: a conflict reads as not found.
+    let r = s
+        .post(
+            &format!("/v1/continue_inspection?node_uuid={other}"),
+            "1.84",
+            &mine,
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    // Found by its port's MAC: the answer is a lookup's, with a fresh token.
+    let r = post("/v1/continue_inspection", "1.84", mine.clone()).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let answer = r.json();
+    assert_eq!(answer["node"]["uuid"], json!(uuid));
+    let token = answer["config"]["agent_token"].as_str().unwrap();
+    assert!(token.len() > 20 && token != "******", "{answer}");
+    let n = s.wait_state("1.84", "insp-agent", "manageable").await;
+    assert_eq!(n["last_error"], json!(null));
+    assert_eq!(n["properties"]["cpu_arch"], "aarch64");
+    // Upstream's default hooks set no more than the architecture.
+    assert_eq!(n["properties"]["cpus"], json!(null));
+    assert_eq!(n["power_state"], "power off");
+    assert_eq!(n["inspection_started_at"], json!(null));
+    assert!(n["inspection_finished_at"].is_string(), "{n}");
+    for gone in [
+        "lookup_bmc_addresses",
+        "agent_secret_token",
+        "inspect_wait_deadline",
+    ] {
+        assert_eq!(n["driver_internal_info"][gone], json!(null), "{gone}: {n}");
+    }
+    let inv = s.get("/v1/nodes/insp-agent/inventory", "1.84").await.json();
+    assert_eq!(inv["inventory"], mine["inventory"]);
+    assert_eq!(
+        inv["plugin_data"],
+        json!({"boot_interface": "01-52-54-00-00-40-02"})
+    );
+    // `add_ports = pxe`: the boot interface's MAC became a PXE port.
+    let ports = s
+        .get(
+            "/v1/nodes/insp-agent/ports?fields=address,pxe_enabled",
+            "1.84",
+        )
+        .await
+        .json();
+    let mut ports: Vec<(String, bool)> = ports["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["address"].as_str().unwrap().to_string(),
+                p["pxe_enabled"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    ports.sort();
+    assert_eq!(
+        ports,
+        [
+            ("52:54:00:00:40:01".to_string(), true),
+            ("52:54:00:00:40:02".to_string(), true)
+        ]
+    );
+    // Taken: a second post finds the node no longer waiting.
+    let r = post("/v1/continue_inspection", "1.84", mine.clone()).await;
+    assert_eq!(r.status, 404);
+
+    // Found by the BMC address alone (an unknown NIC), at 1.1: inspector's answer.
+    assert_eq!(
+        s.provision_to("1.84", "insp-agent", "inspect").await.status,
+        202
+    );
+    s.wait_state("1.84", "insp-agent", "inspect wait").await;
+    let mut by_bmc = data(&["52:54:00:00:99:99"], json!({}));
+    by_bmc["inventory"]["bmc_address"] = json!("192.0.2.40");
+    let r = post("/v1/continue_inspection", "1.1", by_bmc).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json(), json!({"uuid": uuid}));
+    s.wait_state("1.84", "insp-agent", "manageable").await;
+
+    // The ramdisk's error fails the inspection; the uuid finds the node.
+    assert_eq!(
+        s.provision_to("1.84", "insp-agent", "inspect").await.status,
+        202
+    );
+    s.wait_state("1.84", "insp-agent", "inspect wait").await;
+    let r = s
+        .post(
+            &format!("/v1/continue_inspection?node_uuid={uuid}"),
+            "1.84",
+            &data(&["52:54:00:00:99:98"], json!({"error": "disk on fire"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.84", "insp-agent", "inspect failed").await;
+    assert_eq!(
+        n["last_error"],
+        "Failed to finish inspection: Ramdisk reported error: disk on fire"
+    );
+
+    // Abort ends the wait.
+    s.provision_to("1.84", "insp-agent", "inspect").await;
+    s.wait_state("1.84", "insp-agent", "inspect wait").await;
+    assert_eq!(
+        s.provision_to("1.84", "insp-agent", "abort").await.status,
+        202
+    );
+    let n = s.wait_state("1.84", "insp-agent", "inspect failed").await;
+    assert_eq!(n["last_error"], "Inspection was aborted by request.");
+    assert_eq!(n["power_state"], "power off");
+    assert_eq!(
+        n["driver_internal_info"]["lookup_bmc_addresses"],
+        json!(null)
+    );
+
+    // The discovery document names the route from 1.84 (S002's order).
+    let v1 = s.get("/v1", "1.84").await.json();
+    let keys: Vec<&str> = v1.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys.last(), Some(&"continue_inspection"), "{keys:?}");
+    assert!(
+        s.get("/v1", "1.83")
+            .await
+            .json()
+            .get("continue_inspection")
+            .is_none()
+    );
+}
+
+/// 1.84: an in-band inspection that hears nothing from the ramdisk fails after
+/// `[conductor] inspect_wait_timeout`, powered off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_wait_times_out() {
+    let s = common::start_with(common::Backend::Sqlite, |c| {
+        c.conductor.inspect_wait_timeout = 1;
+    })
+    .await;
+    s.node(json!({"driver": "fake-hardware", "name": "silent", "inspect_interface": "agent"}))
+        .await;
+    s.provision_to("1.84", "silent", "manage").await;
+    s.wait_state("1.84", "silent", "manageable").await;
+    s.provision_to("1.84", "silent", "inspect").await;
+    let n = s.wait_state("1.84", "silent", "inspect failed").await;
+    assert_eq!(
+        n["last_error"],
+        "Timeout reached while inspecting the node. Please check if the ramdisk responsible for the inspection is running on the node."
+    );
+    assert_eq!(n["power_state"], "power off");
+    s.stop().await;
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -1004,6 +1258,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    continue_inspection,
     children,
     shards,
     inventory,

@@ -134,16 +134,15 @@ impl Provisioner {
                 .driver_internal_info
                 .insert(CLEAN_STEP_INDEX.into(), json!(i));
             tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
-            let driver = match self.driver_of(&held.node) {
-                Ok(d) => d,
-                Err(e) => {
-                    let msg = format!("Node {uuid}: {e}");
-                    self.fail_cleaning(held, msg, true).await;
+            let started = std::time::Instant::now();
+            let outcome = match self.run_step(&mut held.node, step).await {
+                Ok(Ran::Outcome(o)) => Ok(o),
+                Ok(Ran::Hold) => {
+                    self.hold(held).await;
                     return;
                 }
+                Err(why) => Err(why),
             };
-            let started = std::time::Instant::now();
-            let outcome = driver.execute_step(NodeInfo::from(&held.node), step).await;
             super::step_timed("clean", step, started, &outcome);
             match outcome {
                 Ok(Outcome::Done) => {
@@ -314,7 +313,8 @@ impl Provisioner {
         }
     }
 
-    /// `abort`: in `clean wait` or `clean hold`, only when the running step allows it.
+    /// `abort`: in `clean wait` or `clean hold`, only when the running step allows it;
+    /// in `inspect wait` (the ramdisk's data is no longer awaited).
     pub(super) async fn abort(&self, mut held: Held) -> Result<(), Error> {
         let uuid = held.node.uuid.to_string();
         let state = held.node.provision_state;
@@ -322,6 +322,15 @@ impl Provisioner {
             return held
                 .bail(fsm::invalid_state_requested("abort", &uuid, state))
                 .await;
+        }
+        if state == P::InspectWait {
+            let t = fsm::process(state, Event::Abort, false, None)?;
+            set_state(&mut held.node, t);
+            held.node.last_error = Some("Inspection was aborted by request.".into());
+            self.end_inband_inspection(&mut held.node).await;
+            held.save_and_release().await?;
+            tracing::info!(node = %uuid, "inspection aborted");
+            return Ok(());
         }
         if !matches!(state, P::CleanWait | P::CleanHold) {
             return held

@@ -112,6 +112,7 @@ impl Provisioner {
         }
         held.node.deploy_step = JsonObject::new();
         held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
+        held.node.driver_internal_info.remove(DEPLOY_STEP_INDEX);
         agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         held.node.last_error = Some(msg);
         if let Err(e) = held.save_and_release().await {
@@ -126,28 +127,46 @@ impl Provisioner {
             self.fail_deploy(held, msg).await;
             return;
         }
-        for step in plan {
-            held.node.deploy_step = step_json(&step);
+        self.run_deploy_steps(held, plan, 0).await;
+    }
+
+    /// Runs `plan` from `from` on; returns when the deploy ends or holds.
+    pub(super) async fn run_deploy_steps(
+        self: Arc<Self>,
+        mut held: Held,
+        plan: Vec<Step>,
+        from: usize,
+    ) {
+        let uuid = held.node.uuid.to_string();
+        for (i, step) in plan.iter().enumerate().skip(from) {
+            held.node.deploy_step = step_json(step);
+            held.node
+                .driver_internal_info
+                .insert(DEPLOY_STEP_INDEX.into(), json!(i));
             if let Err(e) = held.save().await {
                 tracing::error!(node = %uuid, error = %e, "could not save the node");
                 return;
             }
             tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
             let started = std::time::Instant::now();
-            let outcome = match self.driver_of(&held.node) {
-                Ok(d) => d.execute_step(NodeInfo::from(&held.node), &step).await,
-                Err(e) => Err(e),
+            let outcome = match self.run_step(&mut held.node, step).await {
+                Ok(Ran::Outcome(o)) => Ok(o),
+                Ok(Ran::Hold) => {
+                    self.hold(held).await;
+                    return;
+                }
+                Err(why) => Err(why),
             };
-            super::step_timed("deploy", &step, started, &outcome);
+            super::step_timed("deploy", step, started, &outcome);
             match outcome {
-                Ok(Outcome::Done) => self.step_event(&mut held.node, &step, "done"),
+                Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {
                     // Deploy steps run to completion here (no deploy ramdisk to wait for).
                     tokio::time::sleep(d).await;
-                    self.step_event(&mut held.node, &step, "done");
+                    self.step_event(&mut held.node, step, "done");
                 }
                 Err(why) => {
-                    self.step_event(&mut held.node, &step, "failed");
+                    self.step_event(&mut held.node, step, "failed");
                     let msg = format!("Deploy step {} failed on node {uuid}: {why}", step.name());
                     self.fail_deploy(held, msg).await;
                     return;
@@ -156,6 +175,7 @@ impl Provisioner {
         }
         held.node.deploy_step = JsonObject::new();
         held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
+        held.node.driver_internal_info.remove(DEPLOY_STEP_INDEX);
         agent::wipe_token_and_url(&mut held.node.driver_internal_info);
         held.node.power_state = Some("power on".into());
         match fsm::process(held.node.provision_state, Event::Done, false, None) {

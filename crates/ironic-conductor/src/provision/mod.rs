@@ -29,6 +29,7 @@ use crate::lock::Held;
 
 mod cleaning;
 mod deploying;
+pub(crate) mod inspecting;
 mod recovery;
 mod verbs;
 
@@ -48,6 +49,8 @@ const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
 const CLEAN_WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The deploy steps of the current (or last) deploy, in the order they run.
 const DEPLOY_STEPS: &str = "deploy_steps";
+/// The index in `deploy_steps` of the step running (or held at).
+const DEPLOY_STEP_INDEX: &str = "deploy_step_index";
 fn set_state(node: &mut Node, t: fsm::Transition) {
     node.provision_state = t.state;
     node.target_provision_state = t.target;
@@ -116,6 +119,14 @@ fn step_json(s: &Step) -> JsonObject {
         Value::Object(o) => o,
         _ => JsonObject::new(),
     }
+}
+
+/// What running a step did.
+enum Ran {
+    /// The driver's (or a power action's) outcome.
+    Outcome(Outcome),
+    /// The reserved `hold` step: the node waits in `… hold` for `unhold`.
+    Hold,
 }
 
 /// A manual cleaning as asked for.
@@ -204,6 +215,53 @@ impl Provisioner {
             driver.validate_interface(NodeInfo::from(node), t).await?;
         }
         Ok(())
+    }
+
+    /// Runs `step` through the node's driver, or here when it is a reserved step
+    /// (`steps::RESERVED_STEPS`): a power action through the power interface, a `wait`
+    /// as a pause of its `seconds` (at most `[conductor] max_conductor_wait_step_seconds`,
+    /// which is also the pause when none is given: there is no agent whose heartbeat
+    /// would end it), a `hold` as [`Ran::Hold`]. `Err` is the reason it failed.
+    async fn run_step(&self, node: &mut Node, step: &Step) -> Result<Ran, String> {
+        let driver = self.driver_of(node).map_err(|e| e.to_string())?;
+        let power = match step.step.as_str() {
+            "hold" => return Ok(Ran::Hold),
+            "wait" => {
+                let most = self.settings.max_conductor_wait_step_seconds;
+                let secs = match step.args.get("seconds") {
+                    None => most,
+                    Some(v) => v
+                        .as_u64()
+                        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                        .ok_or_else(|| {
+                            format!("the wait step's seconds must be a number, not {v}")
+                        })?,
+                };
+                if secs > most {
+                    tracing::warn!(node = %node.uuid, asked = secs, most, "a wait step longer than the maximum; waiting the maximum");
+                }
+                return Ok(Ran::Outcome(Outcome::Wait(std::time::Duration::from_secs(
+                    secs.min(most),
+                ))));
+            }
+            "power_on" => "power on",
+            "power_off" => "power off",
+            "reboot" => "rebooting",
+            _ => {
+                return driver
+                    .execute_step(NodeInfo::from(&*node), step)
+                    .await
+                    .map(Ran::Outcome)
+                    .map_err(|e| e.to_string());
+            }
+        };
+        let after = driver
+            .power()
+            .set_power_state(NodeInfo::from(&*node), power, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        node.power_state = Some(after);
+        Ok(Ran::Outcome(Outcome::Done))
     }
 
     /// Calls the node's deploy interface and applies the changes it reports to the

@@ -1,11 +1,13 @@
 //! What a crash left behind on the nodes this conductor owns.
 
 use super::*;
+use crate::provision::inspecting;
 
 impl Provisioner {
     /// Fails what a crash left behind on the nodes this conductor owns: a transient
-    /// state nobody works on (unlocked), or `clean wait` whose step ran in a process
-    /// that is gone. Returns how many nodes were failed.
+    /// state nobody works on (unlocked), `clean wait` whose step ran in a process that
+    /// is gone, or an `inspect wait` past `[conductor] inspect_wait_timeout`. Returns how
+    /// many nodes were failed.
     pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
@@ -16,6 +18,7 @@ impl Provisioner {
             .map(|s| s.as_str())
             .collect();
         states.push(P::CleanWait.as_str());
+        states.push(P::InspectWait.as_str());
         // Alive = not dead, even if offline: a conductor that is stopping still runs
         // its timers until it has finished.
         let host_alive = |host: &str| snap.host_not_dead(host);
@@ -62,6 +65,16 @@ impl Provisioner {
                 } else {
                     continue;
                 }
+            } else if node.provision_state == P::InspectWait {
+                let overdue = node
+                    .driver_internal_info
+                    .get(inspecting::INSPECT_WAIT_DEADLINE)
+                    .and_then(Value::as_i64)
+                    .is_some_and(|d| d < now_ms);
+                if !(owner && overdue) {
+                    continue;
+                }
+                inspecting::INSPECT_TIMEOUT.to_string()
             } else if owner && fsm::stuck_on_crash(node.provision_state) {
                 format!(
                     "The {} state can't be resumed by conductor {me}. Moving to fail state.",
@@ -89,6 +102,9 @@ impl Provisioner {
                 let step_running = !held.node.clean_step.is_empty();
                 self.fail_cleaning(held, msg, step_running).await;
             } else {
+                if state == P::InspectWait {
+                    self.end_inband_inspection(&mut held.node).await;
+                }
                 let target = held.node.target_provision_state;
                 // No work follows: a stable state reached keeps no target.
                 if let Ok(t) = fsm::process(state, Event::Fail, false, target) {

@@ -1,5 +1,5 @@
 //! Provisioning verbs: each is checked against the state machine and applied under the
-//! node lock; verification, inspection and adoption finish here.
+//! node lock; verification and adoption finish here, inspection in `inspecting.rs`.
 
 use super::*;
 
@@ -76,6 +76,9 @@ impl Provisioner {
         if action == "abort" {
             return self.abort(held).await;
         }
+        if action == "unhold" {
+            return self.unhold(held).await;
+        }
         let uuid = held.node.uuid.to_string();
         let (t, background) = match Self::plan(&held.node, action) {
             Ok(p) => p,
@@ -123,7 +126,7 @@ impl Provisioner {
                 held.node.power_state = Some(p);
                 if held.node.provision_state == P::Inspecting {
                     match self.inspect(&mut held.node).await {
-                        Ok(()) => Event::Done,
+                        Ok(e) => e,
                         Err(why) => {
                             held.node.last_error =
                                 Some(format!("Failed to inspect hardware. Reason: {why}"));
@@ -154,102 +157,64 @@ impl Provisioner {
         }
     }
 
-    /// Out-of-band inspection (under the node's lock): the driver's findings become the
-    /// node's inventory (1.81), its `properties` (`cpus`, `memory_mb`, `local_gb`,
-    /// `cpu_arch`, as upstream's inspection sets them) and, as `[inspector] add_ports`
-    /// says, ports for NICs that have none.
-    async fn inspect(&self, node: &mut Node) -> Result<(), String> {
-        let driver = self.driver_of(node).map_err(|e| e.to_string())?;
-        let Some(found) = driver
-            .inspect_hardware(NodeInfo::from(&*node))
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok(());
-        };
-        let inv = &found.inventory;
-        let num = |path: &str| inv_pointer(inv, path).and_then(Value::as_u64);
-        if let Some(c) = num("/cpu/count") {
-            node.properties.insert("cpus".into(), json!(c));
+    /// The reserved `hold` step ran: `… hold`, the step's index kept, the lock given
+    /// back. `unhold` continues after it; `abort` ends it.
+    pub(super) async fn hold(&self, mut held: Held) {
+        let target = held.node.target_provision_state;
+        match fsm::process(held.node.provision_state, Event::Hold, true, target) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => tracing::error!(node = %held.node.uuid, error = %e, "cannot hold"),
         }
-        if let Some(a) = inv_pointer(inv, "/cpu/architecture").and_then(Value::as_str) {
-            node.properties.insert("cpu_arch".into(), json!(a));
+        let uuid = held.node.uuid.clone();
+        match held.save_and_release().await {
+            Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "held until unhold"),
+            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
         }
-        if let Some(m) = num("/memory/physical_mb") {
-            node.properties.insert("memory_mb".into(), json!(m));
-        }
-        // The smallest disk of at least 4 GiB is the root device; one GiB is left for
-        // partitioning, as upstream's inspection does.
-        let gib = 1u64 << 30;
-        let root = inv
-            .get("disks")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d.get("size").and_then(Value::as_u64))
-            .filter(|s| *s >= 4 * gib)
-            .min();
-        if let Some(size) = root {
-            node.properties
-                .insert("local_gb".into(), json!(size / gib - 1));
-        }
-        self.db
-            .inventory_save(node.id.0, &found.inventory, &found.plugin_data)
-            .await
-            .map_err(|e| e.to_string())?;
-        let pxe_mac = inv_pointer(inv, "/boot/pxe_interface").and_then(Value::as_str);
-        let macs: Vec<&str> = inv
-            .get("interfaces")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|i| i.get("mac_address").and_then(Value::as_str))
-            .filter(|m| match self.settings.inspector_add_ports.as_str() {
-                "all" => true,
-                "pxe" => Some(*m) == pxe_mac,
-                _ => false,
-            })
-            .collect();
-        for mac in macs {
-            let Some(address) = ironic_model::port::normalize_mac(mac) else {
-                tracing::warn!(node = %node.uuid, mac, "inspection found an invalid MAC address");
-                continue;
-            };
-            let mut port = ironic_model::port::Port::new(
-                uuid::Uuid::new_v4().to_string(),
-                ironic_model::port::PortSpec {
-                    address,
-                    node_uuid: node.uuid.to_string(),
-                    portgroup_uuid: None,
-                    extra: JsonObject::new(),
-                    local_link_connection: JsonObject::new(),
-                    pxe_enabled: Some(mac) == pxe_mac,
-                    physical_network: None,
-                    is_smartnic: false,
-                    name: None,
-                    description: None,
-                    vendor: None,
-                    category: None,
-                    available_for_dynamic_portgroup: true,
-                },
-            );
-            port.node_id = node.id;
-            match self.db.port_create(&port).await {
-                Ok(p) => {
-                    tracing::info!(node = %node.uuid, port = %p.uuid, address = %p.address, "port created by inspection")
-                }
-                // Known already (here or on another node): kept as it is.
-                Err(Error::Conflict(m)) => {
-                    tracing::info!(node = %node.uuid, mac, "inspection keeps an existing port: {m}")
-                }
-                Err(e) => return Err(e.to_string()),
+    }
+
+    /// `unhold` (1.85): from `clean hold`, `deploy hold` or `service hold`, through the
+    /// matching wait state, on with the step after the hold.
+    async fn unhold(self: &Arc<Self>, mut held: Held) -> Result<(), Error> {
+        let uuid = held.node.uuid.to_string();
+        let state = held.node.provision_state;
+        let (list_key, index_key) = match state {
+            P::CleanHold => (CLEAN_STEPS, CLEAN_STEP_INDEX),
+            P::DeployHold => (DEPLOY_STEPS, DEPLOY_STEP_INDEX),
+            _ => {
+                return held
+                    .bail(fsm::invalid_state_requested("unhold", &uuid, state))
+                    .await;
             }
+        };
+        let dii = &held.node.driver_internal_info;
+        let list = Step::list_from_json(dii.get(list_key));
+        let index = dii.get(index_key).and_then(Value::as_u64);
+        let (list, index) = match (list, index) {
+            (Ok(l), Some(i)) => (l, i as usize),
+            _ => {
+                return held
+                    .bail(Error::invalid(format!(
+                        "Cannot continue node {uuid}: the steps it holds at cannot be read."
+                    )))
+                    .await;
+            }
+        };
+        let target = held.node.target_provision_state;
+        for event in [Event::Unhold, Event::Resume] {
+            let t = fsm::process(held.node.provision_state, event, true, target)?;
+            set_state(&mut held.node, t);
+        }
+        held.save().await?;
+        tracing::info!(node = %uuid, state = %held.node.provision_state, "unhold: continuing");
+        let me = self.clone();
+        match state {
+            P::CleanHold => self.work.spawn("cleaning", async move {
+                me.run_clean_steps(held, list, index + 1).await
+            }),
+            _ => self.work.spawn("deploy", async move {
+                me.run_deploy_steps(held, list, index + 1).await
+            }),
         }
         Ok(())
     }
-}
-
-fn inv_pointer<'a>(inv: &'a JsonObject, path: &str) -> Option<&'a Value> {
-    let (first, rest) = path.trim_start_matches('/').split_once('/')?;
-    inv.get(first)?.pointer(&format!("/{rest}"))
 }
