@@ -77,14 +77,14 @@ echo "== node show"
 echo "== node set / unset"
 os baremetal node set compat-1 --extra owner=ops --property memory_mb=1024 --description "set by compat"
 extra=$(os baremetal node show compat-1 -f json -c extra)
-echo "$extra" | grep -q '"owner": "ops"' || fail "set extra: $extra"
+echo "$extra" | grep >/dev/null '"owner": "ops"' || fail "set extra: $extra"
 [ "$(os baremetal node show compat-1 -f value -c description)" = "set by compat" ] || fail "set description"
 os baremetal node set compat-1 --name compat-renamed
 [ "$(os baremetal node show "$uuid" -f value -c name)" = compat-renamed ] || fail "rename"
 os baremetal node unset compat-renamed --extra owner --property cpus --description
 extra=$(os baremetal node show "$uuid" -f json -c extra -c properties)
-echo "$extra" | grep -q '"owner"' && fail "unset extra: $extra"
-echo "$extra" | grep -q '"cpus"' && fail "unset property: $extra"
+echo "$extra" | grep >/dev/null '"owner"' && fail "unset extra: $extra"
+echo "$extra" | grep >/dev/null '"cpus"' && fail "unset property: $extra"
 os baremetal node maintenance set "$uuid" --reason compat
 [ "$(os baremetal node show "$uuid" -f value -c maintenance_reason)" = compat ] || fail "maintenance"
 os baremetal node maintenance unset "$uuid"
@@ -116,7 +116,7 @@ echo '[{"interface": "deploy", "step": "sleep", "args": {"seconds": 60}}]' | os 
 wait_state compat-2 "clean wait"
 os baremetal node abort compat-2
 wait_state compat-2 "clean failed"
-os baremetal node show compat-2 -f value -c last_error | grep -q "aborted" || fail "abort message"
+os baremetal node show compat-2 -f value -c last_error | grep >/dev/null "aborted" || fail "abort message"
 os baremetal node manage compat-2
 os baremetal node provide compat-2
 wait_state compat-2 available
@@ -125,7 +125,7 @@ wait_state compat-2 active
 os baremetal node power off compat-2
 [ "$(os baremetal node show compat-2 -f value -c power_state)" = "power off" ] || fail "power off"
 os baremetal node power on compat-2
-os baremetal node validate compat-2 -f value -c Interface -c Result | grep -q "power True" || fail "validate"
+os baremetal node validate compat-2 -f value -c Interface -c Result | grep >/dev/null "power True" || fail "validate"
 os baremetal node undeploy compat-2
 wait_state compat-2 available
 
@@ -146,7 +146,7 @@ node2=$(os baremetal node show compat-2 -f value -c uuid)
 os baremetal allocation set compat-alloc --name compat-alloc-2 --extra more=yes
 [ "$(os baremetal allocation show "$a" -f value -c name)" = compat-alloc-2 ] || fail "allocation set"
 os baremetal allocation unset compat-alloc-2 --extra more
-os baremetal allocation show "$a" -f json -c extra | grep -q '"more"' && fail "allocation unset"
+os baremetal allocation show "$a" -f json -c extra | grep >/dev/null '"more"' && fail "allocation unset"
 if os baremetal allocation create --resource-class rc-nothing --wait 30 2>"$dir/err" >/dev/null; then
   fail "an allocation with no node succeeded"
 fi
@@ -161,14 +161,14 @@ os baremetal deploy template create CUSTOM_COMPAT_RAID1 \
   --steps '[{"interface": "raid", "step": "apply_configuration", "args": {"raid_config": {"logical_disks": [{"size_gb": "MAX", "raid_level": "1"}]}}, "priority": 150}]' \
   --extra team=storage -f value -c uuid >/dev/null
 [ "$(os baremetal deploy template list -f value -c Name)" = CUSTOM_COMPAT_RAID1 ] || fail "deploy template list"
-os baremetal deploy template show CUSTOM_COMPAT_RAID1 -f json -c steps | grep -q apply_configuration \
+os baremetal deploy template show CUSTOM_COMPAT_RAID1 -f json -c steps | grep >/dev/null apply_configuration \
   || fail "deploy template show"
-os baremetal deploy template list --long -f json | grep -q '"team": "storage"' || fail "deploy template list --long"
+os baremetal deploy template list --long -f json | grep >/dev/null '"team": "storage"' || fail "deploy template list --long"
 os baremetal deploy template set CUSTOM_COMPAT_RAID1 --name CUSTOM_COMPAT_RAID1_V2 --extra more=yes
 [ "$(os baremetal deploy template show CUSTOM_COMPAT_RAID1_V2 -f value -c name)" = CUSTOM_COMPAT_RAID1_V2 ] \
   || fail "deploy template set"
 os baremetal deploy template unset CUSTOM_COMPAT_RAID1_V2 --extra more
-os baremetal deploy template show CUSTOM_COMPAT_RAID1_V2 -f json -c extra | grep -q '"more"' && fail "deploy template unset"
+os baremetal deploy template show CUSTOM_COMPAT_RAID1_V2 -f json -c extra | grep >/dev/null '"more"' && fail "deploy template unset"
 if os baremetal deploy template create not-a-trait --steps '[]' 2>"$dir/err" >/dev/null; then
   fail "an invalid deploy template was created"
 fi
@@ -178,7 +178,7 @@ os baremetal node add trait compat-2 CUSTOM_COMPAT_RAID1_V2
 os baremetal node set compat-2 --instance-info 'traits=["CUSTOM_COMPAT_RAID1_V2"]'
 os baremetal node deploy compat-2
 wait_state compat-2 active
-os baremetal node show compat-2 -f json -c driver_internal_info | grep -q '"raid.apply_configuration"' \
+os baremetal node show compat-2 -f json -c driver_internal_info | grep >/dev/null '"raid.apply_configuration"' \
   || fail "the template's step did not run: $(os baremetal node show compat-2 -f json -c driver_internal_info -c instance_info -c traits)"
 os baremetal node undeploy compat-2
 wait_state compat-2 available
@@ -209,11 +209,11 @@ ch=$(os baremetal chassis create --description "rack 1" --extra row=a -f value -
 [ -n "$ch" ] || fail "chassis create"
 [ "$(os baremetal chassis list -f value -c UUID)" = "$ch" ] || fail "chassis list"
 [ "$(os baremetal chassis show "$ch" -f value -c description)" = "rack 1" ] || fail "chassis show"
-os baremetal chassis list --long -f json | grep -q '"row": "a"' || fail "chassis list --long"
+os baremetal chassis list --long -f json | grep >/dev/null '"row": "a"' || fail "chassis list --long"
 os baremetal chassis set "$ch" --description "rack 1, row a" --extra power=pdu-3
-os baremetal chassis show "$ch" -f json -c extra | grep -q '"power": "pdu-3"' || fail "chassis set"
+os baremetal chassis show "$ch" -f json -c extra | grep >/dev/null '"power": "pdu-3"' || fail "chassis set"
 os baremetal chassis unset "$ch" --extra power
-os baremetal chassis show "$ch" -f json -c extra | grep -q '"power"' && fail "chassis unset"
+os baremetal chassis show "$ch" -f json -c extra | grep >/dev/null '"power"' && fail "chassis unset"
 os baremetal node create --driver fake-hardware --name compat-ch --chassis-uuid "$ch" -f value -c uuid >/dev/null
 [ "$(os baremetal node list --chassis "$ch" -f value -c Name)" = compat-ch ] || fail "node list --chassis"
 if os baremetal chassis delete "$ch" 2>"$dir/err"; then fail "a chassis with nodes was deleted"; fi
@@ -230,9 +230,9 @@ pg=$(os baremetal port group create --node "$pn" --name bond0 --address 52:54:00
 [ "$(os baremetal port group list -f value -c Name)" = bond0 ] || fail "port group list"
 [ "$(os baremetal port group show bond0 -f value -c mode)" = 802.3ad ] || fail "port group show"
 os baremetal port group set bond0 --extra team=net --name bond1
-os baremetal port group show bond1 -f json -c extra | grep -q '"team": "net"' || fail "port group set"
+os baremetal port group show bond1 -f json -c extra | grep >/dev/null '"team": "net"' || fail "port group set"
 os baremetal port group unset bond1 --extra team
-os baremetal port group show bond1 -f json -c extra | grep -q '"team"' && fail "port group unset"
+os baremetal port group show bond1 -f json -c extra | grep >/dev/null '"team"' && fail "port group unset"
 p1=$(os baremetal port create 52:54:00:00:AA:01 --node "$pn" --physical-network physnet1 \
   --local-link-connection switch_id=0a:1b:2c:3d:4e:5f --local-link-connection port_id=Eth1/1 \
   --port-group "$pg" -f value -c uuid)
@@ -244,12 +244,12 @@ p2=$(os baremetal port create 52:54:00:00:aa:02 --node "$pn" -f value -c uuid)
   || fail "port list --node: $(os baremetal port list --node compat-nic -f value)"
 [ "$(os baremetal port list --port-group bond1 -f value -c UUID)" = "$p1" ] || fail "port list --port-group"
 [ "$(os baremetal port list --address 52:54:00:00:aa:02 -f value -c UUID)" = "$p2" ] || fail "port list --address"
-os baremetal port list --long -f json | grep -q '"physical_network": "physnet1"' || fail "port list --long"
+os baremetal port list --long -f json | grep >/dev/null '"physical_network": "physnet1"' || fail "port list --long"
 os baremetal port set "$p2" --extra slot=two --pxe-disabled
-os baremetal port show "$p2" -f json -c extra | grep -q '"slot": "two"' || fail "port set"
+os baremetal port show "$p2" -f json -c extra | grep >/dev/null '"slot": "two"' || fail "port set"
 [ "$(os baremetal port show "$p2" -f value -c pxe_enabled)" = False ] || fail "port set --pxe-enabled"
 os baremetal port unset "$p2" --extra slot
-os baremetal port show "$p2" -f json -c extra | grep -q '"slot"' && fail "port unset"
+os baremetal port show "$p2" -f json -c extra | grep >/dev/null '"slot"' && fail "port unset"
 if os baremetal port create 52:54:00:00:aa:02 --node "$pn" 2>"$dir/err"; then fail "a duplicate MAC was accepted"; fi
 grep -q "already exists" "$dir/err" || fail "duplicate MAC error: $(cat "$dir/err")"
 if os baremetal port group delete bond1 2>"$dir/err"; then fail "a port group with ports was deleted"; fi
@@ -260,7 +260,7 @@ os baremetal node vif attach compat-nic vif-a
 os baremetal node vif attach compat-nic vif-b --port-uuid "$p2"
 [ "$(os baremetal node vif list compat-nic -f value -c ID | sort | tr '\n' ' ')" = "vif-a vif-b " ] \
   || fail "node vif list: $(os baremetal node vif list compat-nic -f value)"
-os baremetal port group show bond1 -f json -c internal_info | grep -q '"tenant_vif_port_id": "vif-a"' \
+os baremetal port group show bond1 -f json -c internal_info | grep >/dev/null '"tenant_vif_port_id": "vif-a"' \
   || fail "the VIF went to the port group first"
 if os baremetal node vif attach compat-nic vif-c 2>"$dir/err"; then fail "a VIF without a free port was attached"; fi
 grep -q "not enough free physical ports" "$dir/err" || fail "vif attach error: $(cat "$dir/err")"
@@ -289,7 +289,7 @@ os baremetal volume target set "$vt" --volume-id vol-2 --extra a=b
 [ "$(os baremetal volume target show "$vt" -f value -c volume_id)" = vol-2 ] || fail "volume target set"
 os baremetal volume target unset "$vt" --extra a
 os baremetal volume connector set "$vc" --extra a=b
-os baremetal volume connector show "$vc" -f json -c extra | grep -q '"a": "b"' || fail "volume connector set"
+os baremetal volume connector show "$vc" -f json -c extra | grep >/dev/null '"a": "b"' || fail "volume connector set"
 os baremetal volume connector unset "$vc" --extra a
 if os baremetal volume target create --node "$vn" --type iscsi --boot-index 0 --volume-id vol-3 2>"$dir/err"; then
   fail "a second boot index 0 was accepted"; fi
@@ -309,23 +309,23 @@ os baremetal node console disable compat-hw
 [ "$(os baremetal node console show compat-hw -f value -c console_enabled)" = False ] || fail "console disable"
 os baremetal node boot device set compat-hw pxe --persistent
 [ "$(os baremetal node boot device show compat-hw -f value -c boot_device)" = pxe ] || fail "boot device show"
-os baremetal node boot device show compat-hw --supported -f value | grep -q 'pxe' || fail "boot device --supported"
+os baremetal node boot device show compat-hw --supported -f value | grep >/dev/null 'pxe' || fail "boot device --supported"
 if os baremetal node inject nmi compat-hw 2>"$dir/err"; then fail "the fake injected an NMI"; fi
 grep -q "does not support inject_nmi" "$dir/err" || fail "inject nmi error: $(cat "$dir/err")"
 os baremetal node set compat-hw --target-raid-config '{"logical_disks": [{"size_gb": 10, "raid_level": "1"}]}'
-os baremetal node show compat-hw -f json -c target_raid_config | grep -q '"raid_level": "1"' || fail "target raid config"
-os baremetal driver raid property list fake-hardware -f value | grep -q raid_level || fail "driver raid property list"
+os baremetal node show compat-hw -f json -c target_raid_config | grep >/dev/null '"raid_level": "1"' || fail "target raid config"
+os baremetal driver raid property list fake-hardware -f value | grep >/dev/null raid_level || fail "driver raid property list"
 [ "$(os baremetal node bios setting show compat-hw LogicalProc -f value -c value)" = Enabled ] || fail "bios setting show"
-os baremetal node bios setting list compat-hw -f value | grep -q BootMode || fail "bios setting list"
-os baremetal node passthru list compat-hw -f value | grep -q echo || fail "node passthru list"
-os baremetal driver passthru list fake-hardware -f value | grep -q echo || fail "driver passthru list"
+os baremetal node bios setting list compat-hw -f value | grep >/dev/null BootMode || fail "bios setting list"
+os baremetal node passthru list compat-hw -f value | grep >/dev/null echo || fail "node passthru list"
+os baremetal driver passthru list fake-hardware -f value | grep >/dev/null echo || fail "driver passthru list"
 os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru call"
 os baremetal node delete compat-hw
 if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
 
 echo "== above 1.62: shards, boot mode, inspection and inventory, history, BIOS registry, children"
 os baremetal node create --driver fake-hardware --name compat-new --shard compat-shard -f value -c uuid >/dev/null
-os baremetal shard list -f value | grep -q "compat-shard" || fail "shard list: $(os baremetal shard list -f value)"
+os baremetal shard list -f value | grep >/dev/null "compat-shard" || fail "shard list: $(os baremetal shard list -f value)"
 [ "$(os baremetal node list --shards compat-shard -f value -c Name)" = compat-new ] || fail "node list --shards"
 os baremetal node boot mode set compat-new uefi
 os baremetal node secure boot on compat-new
@@ -339,15 +339,15 @@ os baremetal node inventory save compat-new --file "$dir/inventory.json"
 grep -q '"architecture": "x86_64"' "$dir/inventory.json" || fail "inventory save: $(cat "$dir/inventory.json")"
 [ "$(os baremetal node show compat-new -f value -c properties | grep -c "'cpus': 8")" = 1 ] || fail "inspected properties"
 [ "$(os baremetal port list --node compat-new -f value -c Address | wc -l)" = 1 ] || fail "inspection ports"
-os baremetal node history list compat-new -f value | grep -q "Provision state changed from enroll to verifying" \
+os baremetal node history list compat-new -f value | grep >/dev/null "Provision state changed from enroll to verifying" \
   || fail "history list: $(os baremetal node history list compat-new -f value)"
 event=$(os baremetal node history list compat-new -f value -c UUID | head -1)
-os baremetal node history get compat-new "$event" -f value | grep -q "provisioning" || fail "history get"
-os baremetal node bios setting list compat-new --long -f value | grep -q LogicalProc || fail "bios setting list --long"
+os baremetal node history get compat-new "$event" -f value | grep >/dev/null "provisioning" || fail "history get"
+os baremetal node bios setting list compat-new --long -f value | grep >/dev/null LogicalProc || fail "bios setting list --long"
 os baremetal node create --driver fake-hardware --name compat-child --parent-node compat-new -f value -c uuid >/dev/null
 [ "$(os baremetal node children list compat-new -f value | wc -l)" = 1 ] || fail "node children list"
-os baremetal node list -f value -c Name | grep -q compat-child && fail "a child node in the default list"
-os baremetal node list --include-children -f value -c Name | grep -q compat-child || fail "node list --include-children"
+os baremetal node list -f value -c Name | grep >/dev/null compat-child && fail "a child node in the default list"
+os baremetal node list --include-children -f value -c Name | grep >/dev/null compat-child || fail "node list --include-children"
 [ "$(os baremetal node list --parent-node compat-new -f value -c Name)" = compat-child ] || fail "node list --parent-node"
 os baremetal node delete compat-child
 os baremetal node maintenance set compat-new
@@ -375,17 +375,50 @@ assert client.agent_token and client.agent_token != "******", found
 client.heartbeat(found["node"]["uuid"], ("192.0.2.20", 9999))
 print("agent ok", found["node"]["uuid"])
 PY
-os baremetal node show compat-agent -f json -c driver_internal_info | grep -q '"agent_url": "http://192.0.2.20:9999"' \
+os baremetal node show compat-agent -f json -c driver_internal_info | grep >/dev/null '"agent_url": "http://192.0.2.20:9999"' \
   || fail "heartbeat not recorded: $(os baremetal node show compat-agent -f json -c driver_internal_info)"
-os baremetal node show compat-agent -f json -c driver_internal_info | grep -q '"agent_secret_token": "\*\*\*\*\*\*"' \
+os baremetal node show compat-agent -f json -c driver_internal_info | grep >/dev/null '"agent_secret_token": "\*\*\*\*\*\*"' \
   || fail "token not masked"
 os baremetal node abort compat-agent
 wait_state compat-agent "clean failed"
-os baremetal node show compat-agent -f json -c driver_internal_info | grep -q agent_secret_token \
+os baremetal node show compat-agent -f json -c driver_internal_info | grep >/dev/null agent_secret_token \
   && fail "the token outlived the cleaning"
 os baremetal node manage compat-agent
 wait_state compat-agent manageable
 os baremetal node delete compat-agent
+
+echo "== in-band inspection (ironic-python-agent's inspector client posts to /v1/continue_inspection)"
+insp_node=$(os baremetal node create --driver fake-hardware --name compat-insp --inspect-interface agent -f value -c uuid)
+os baremetal port create 52:54:00:aa:bb:dd --node "$insp_node" -f value -c uuid >/dev/null
+os baremetal node manage compat-insp
+wait_state compat-insp manageable
+os baremetal node inspect compat-insp
+wait_state compat-insp "inspect wait"
+.venv/bin/python - "http://127.0.0.1:$port" "$insp_node" >"$dir/insp" 2>&1 <<'PY' || fail "inspector client: $(cat "$dir/insp")"
+import sys
+from oslo_config import cfg
+from ironic_python_agent import config, inspector, utils
+config.populate_config()
+cfg.CONF(args=[], default_config_files=[])
+cfg.CONF.set_override("api_url", sys.argv[1])
+data = {
+    "inventory": {
+        "interfaces": [{"name": "eth0", "mac_address": "52:54:00:aa:bb:dd"},
+                       {"name": "eth1", "mac_address": "52:54:00:aa:bb:de"}],
+        "cpu": {"architecture": "aarch64", "count": 2},
+    },
+    "boot_interface": "01-52-54-00-aa-bb-dd",
+}
+resp = inspector.call_inspector(data, utils.AccumulatedFailures())
+assert resp == {"uuid": sys.argv[2]}, resp
+print("inspector ok")
+PY
+wait_state compat-insp manageable
+os baremetal node show compat-insp -f json -c properties | grep >/dev/null '"cpu_arch": "aarch64"' \
+  || fail "inspection not applied: $(os baremetal node show compat-insp -f json -c properties)"
+os baremetal node inventory save compat-insp --file "$dir/insp-inv.json"
+grep -q '52:54:00:aa:bb:de' "$dir/insp-inv.json" || fail "inventory not stored: $(cat "$dir/insp-inv.json")"
+os baremetal node delete compat-insp
 
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2
@@ -426,7 +459,7 @@ as admin baremetal node create --driver fake-hardware --name pol-2 -f value -c u
 if as bob baremetal node show pol-1 2>"$dir/err" >/dev/null; then fail "bob saw p1's node"; fi
 grep -q "could not be found" "$dir/err" || fail "hidden node: $(cat "$dir/err")"
 as alice baremetal node set pol-1 --extra rack=r2
-as alice baremetal node show pol-1 -f json -c extra | grep -q '"rack": "r2"' || fail "member set extra"
+as alice baremetal node show pol-1 -f json -c extra | grep >/dev/null '"rack": "r2"' || fail "member set extra"
 if as alice baremetal node set pol-1 --owner p2 2>"$dir/err"; then fail "a member changed the owner"; fi
 grep -q "Access was denied to the following resource: baremetal:node:update:owner" "$dir/err" \
   || fail "owner change error: $(cat "$dir/err")"

@@ -289,6 +289,7 @@ policies! {
     NodeClearMaintenance = "baremetal:node:clear_maintenance" => OwnerMemberLesseeManager,
     NodeSetProvisionState = "baremetal:node:set_provision_state" => OwnerMemberLesseeManager,
     NodeSetProvisionStateCleanSteps = "baremetal:node:set_provision_state:clean_steps" => OwnerMemberLesseeManager,
+    NodeSetProvisionStateServiceSteps = "baremetal:node:set_provision_state:service_steps" => OwnerMemberLesseeManager,
     NodeSetPowerState = "baremetal:node:set_power_state" => ProjectMember,
     NodeGetStates = "baremetal:node:get_states" => ProjectReader,
     NodeTraitsList = "baremetal:node:traits:list" => ProjectReader,

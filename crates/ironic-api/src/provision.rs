@@ -5,7 +5,8 @@
 //!
 //! Served verbs: `manage`, `provide`, `clean` (manual cleaning, `clean_steps`),
 //! `abort`, `inspect` and `adopt` (fake-hardware), `active`/`deploy`, `rebuild`,
-//! `deleted`/`undeploy`. Rescue, unhold and service answer 400 (`docs/api.md`).
+//! `deleted`/`undeploy`, `unhold` (1.85), `service` (1.87, `service_steps`). Rescue
+//! answers 400 (`docs/api.md`).
 
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -19,7 +20,7 @@ use ironic_model::{Error, Version};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
     ChangeNodeBootMode, ChangeNodePowerState, ChangeNodeSecureBoot, DoNodeClean, DoNodeDeploy,
-    DoNodeTearDown, DoProvisioningAction, GetCleanSteps, ValidateDriverInterfaces,
+    DoNodeService, DoNodeTearDown, DoProvisioningAction, GetCleanSteps, ValidateDriverInterfaces,
 };
 use serde_json::Value;
 
@@ -48,7 +49,10 @@ const MEMBERS: &[(&str, u16)] = &[
     ("rescue_password", 38),
     // Checked below: an empty list is accepted at any version, as upstream.
     ("deploy_steps", 1),
-    ("disable_ramdisk", 70),
+    // Checked below, by verb (1.70 with clean, 1.108 with service).
+    ("disable_ramdisk", 1),
+    // Checked below: with the verb, whose version is checked after the node's state.
+    ("service_steps", 1),
 ];
 
 /// Interfaces that offer clean steps.
@@ -62,8 +66,9 @@ const STEP_INTERFACES: &[&str] = &[
     "vendor",
 ];
 
-fn clean_steps(v: &Value) -> Result<Vec<Requested>, ApiError> {
-    let bad = |m: String| ApiError::invalid(format!("Invalid clean_steps: {m}"));
+/// `clean_steps` or `service_steps` (named `what`): a list of `{interface, step, args}`.
+fn requested_steps(what: &str, v: &Value) -> Result<Vec<Requested>, ApiError> {
+    let bad = |m: String| ApiError::invalid(format!("Invalid {what}: {m}"));
     let Value::Array(list) = v else {
         return Err(bad("a list of steps is expected".into()));
     };
@@ -185,9 +190,16 @@ pub async fn set_provision_state(
             "'target' is a required property and must be a string.",
         ));
     };
-    let verb = fsm::verb(target, v)?;
+    // `unhold` and `service` are checked against the node's state before their
+    // microversion (upstream's order: S332).
+    let (verb, too_new) = match fsm::verb(target, v) {
+        Err(Error::NotAcceptable(_)) if matches!(target, "unhold" | "service") => {
+            (fsm::verb(target, Version::MAX)?, true)
+        }
+        other => (other?, false),
+    };
     let steps = match (verb.event, obj.get("clean_steps")) {
-        (Event::Clean, Some(s)) => Some(clean_steps(s)?),
+        (Event::Clean, Some(s)) => Some(requested_steps("clean_steps", s)?),
         (Event::Clean, None) => {
             return Err(ApiError::invalid(
                 "\"clean_steps\" is required when setting target provision state to clean",
@@ -226,13 +238,46 @@ pub async fn set_provision_state(
         Some(Value::Bool(b)) => Some(*b),
         Some(_) => return Err(ApiError::invalid("disable_ramdisk must be a boolean")),
     };
+    let service_steps = match obj.get("service_steps") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(l)) if l.is_empty() => None,
+        Some(s) if verb.event == Event::Service => Some(requested_steps("service_steps", s)?),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "\"service_steps\" is only valid when setting target provision state to service",
+            ));
+        }
+    };
     let node = authorized_node(&st, &authz, &ident, v, Policy::NodeSetProvisionState).await?;
     if steps.is_some() {
         authz.on_node(&node, Policy::NodeSetProvisionStateCleanSteps)?;
     }
+    if service_steps.is_some() {
+        authz.on_node(&node, Policy::NodeSetProvisionStateServiceSteps)?;
+    }
     let state = node.provision_state;
     if fsm::next(state, verb.event).is_none() {
         return Err(fsm::invalid_state_requested(target, &ident, state).into());
+    }
+    if too_new {
+        return Err(Error::not_acceptable().into());
+    }
+    if disable_ramdisk.is_some() {
+        let since = match verb.event {
+            Event::Clean => 70,
+            Event::Service => 108,
+            _ => {
+                return Err(ApiError::invalid(
+                    "disable_ramdisk is supported only with manual cleaning or servicing",
+                ));
+            }
+        };
+        if !v.at_least(since) {
+            return Err(Error::NotAcceptable(
+                "disable_ramdisk is not acceptable in this API version".into(),
+            )
+            .into());
+        }
     }
     if verb.event == Event::Abort && !v.at_least(fsm::abort_min_minor(state)) {
         return Err(Error::not_acceptable().into());
@@ -258,8 +303,26 @@ pub async fn set_provision_state(
             };
             st.conductor.call(ctx, deploy).await?
         }
+        Event::Service => {
+            let Some(steps) = service_steps else {
+                return Err(ApiError::invalid(
+                    "\"service_steps\" is required when setting target provision state to service",
+                ));
+            };
+            let service = DoNodeService {
+                node,
+                steps,
+                disable_ramdisk,
+            };
+            st.conductor.call(ctx, service).await?
+        }
         Event::Delete => st.conductor.call(ctx, DoNodeTearDown { node }).await?,
-        Event::Manage | Event::Provide | Event::Abort | Event::Inspect | Event::Adopt => {
+        Event::Manage
+        | Event::Provide
+        | Event::Abort
+        | Event::Inspect
+        | Event::Adopt
+        | Event::Unhold => {
             let action = verb.event.as_str().to_string();
             st.conductor
                 .call(ctx, DoProvisioningAction { node, action })

@@ -185,7 +185,7 @@ pub struct Requested {
 impl Requested {
     /// The Python repr upstream's messages use: `{'interface': 'bios', 'step': 'x',
     /// 'args': {}}`.
-    fn repr(&self) -> String {
+    pub fn repr(&self) -> String {
         py_repr(&json!({
             "interface": self.interface,
             "step": self.step,
@@ -198,6 +198,16 @@ impl Requested {
 /// from the driver. Every problem is reported at once, joined by `; ` (upstream's
 /// wording); nothing runs when there is one.
 pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<Vec<Step>, String> {
+    validate_requested("clean", requested, offered)
+}
+
+/// [`validate_manual`] for steps of `kind` (`clean`, `service`): every problem is named
+/// with the kind.
+pub fn validate_requested(
+    kind: &str,
+    requested: &[Requested],
+    offered: &[StepDecl],
+) -> Result<Vec<Step>, String> {
     let mut errors = Vec::new();
     let mut out = Vec::new();
     for r in requested {
@@ -210,7 +220,7 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
             .find(|d| d.interface == r.interface && d.step == r.step)
         else {
             errors.push(format!(
-                "node does not support this clean step: {}",
+                "node does not support this {kind} step: {}",
                 r.repr()
             ));
             continue;
@@ -218,7 +228,7 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
         let unexpected = d.unexpected_args(&r.args);
         if !unexpected.is_empty() {
             errors.push(format!(
-                "clean step {} has these unexpected arguments: {}",
+                "{kind} step {} has these unexpected arguments: {}",
                 r.repr(),
                 unexpected.join(", ")
             ));
@@ -231,7 +241,7 @@ pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<
             .collect();
         if !missing.is_empty() {
             errors.push(format!(
-                "clean step {} is missing these required arguments: {}",
+                "{kind} step {} is missing these required arguments: {}",
                 r.repr(),
                 missing.join(", ")
             ));

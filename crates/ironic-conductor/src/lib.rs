@@ -31,7 +31,8 @@ use ironic_rpc::calls::{
     VifList, Vifs,
 };
 use ironic_rpc::calls::{
-    ChangeNodeBootMode, ChangeNodeSecureBoot, ContinueInspection, GetNodeWithToken, Heartbeat,
+    ChangeNodeBootMode, ChangeNodeSecureBoot, ContinueInspection, DoNodeService, GetNodeWithToken,
+    Heartbeat,
 };
 use ironic_rpc::calls::{
     DestroyVolumeConnector, DestroyVolumeTarget, GetBootDevice, GetConsoleInformation,
@@ -406,6 +407,17 @@ impl Handlers for Conductor {
     async fn do_node_clean(&self, ctx: &Context, req: DoNodeClean) -> Result<(), Error> {
         self.provision
             .manual_clean(
+                &req.node,
+                req.steps,
+                req.disable_ramdisk.unwrap_or(false),
+                ctx,
+            )
+            .await
+    }
+
+    async fn do_node_service(&self, ctx: &Context, req: DoNodeService) -> Result<(), Error> {
+        self.provision
+            .service(
                 &req.node,
                 req.steps,
                 req.disable_ramdisk.unwrap_or(false),

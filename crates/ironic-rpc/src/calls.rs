@@ -564,6 +564,49 @@ impl Call for DoNodeClean {
     }
 }
 
+/// Service an active node (1.87): run `steps` and return to `active`; replies once
+/// accepted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoNodeService {
+    pub node: NodeRef,
+    pub steps: Vec<Requested>,
+    /// Service without booting the ramdisk (1.108; only steps that do not need it).
+    pub disable_ramdisk: Option<bool>,
+}
+
+impl Call for DoNodeService {
+    const METHOD: &'static str = m::DO_NODE_SERVICE;
+    type Reply = ();
+    type Wire = pb::DoNodeServiceRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// As `do_node_clean`: the node records the request id of the call that last wrote it.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn lost_hint(&self) -> String {
+        format!(
+            "Read node {}: its provision_state and last_error tell whether the action started.",
+            self.node.uuid
+        )
+    }
+    fn to_wire(self) -> pb::DoNodeServiceRequest {
+        pb::DoNodeServiceRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            service_steps: steps_to_pb(&self.steps),
+            disable_ramdisk: self.disable_ramdisk,
+        }
+    }
+    fn from_wire(w: pb::DoNodeServiceRequest) -> Result<Self, Error> {
+        Ok(DoNodeService {
+            node: node_ref_from_pb(w.node)?,
+            steps: steps_from_pb(w.service_steps)?,
+            disable_ramdisk: w.disable_ramdisk,
+        })
+    }
+}
+
 /// Deploy (or, with `rebuild`, redeploy) the node; replies once accepted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DoNodeDeploy {
@@ -1806,6 +1849,7 @@ contract! {
     RemoveNodeTraits => remove_node_traits,
     DoProvisioningAction => do_provisioning_action,
     DoNodeClean => do_node_clean,
+    DoNodeService => do_node_service,
     DoNodeDeploy => do_node_deploy,
     DoNodeTearDown => do_node_tear_down,
     ChangeNodePowerState => change_node_power_state,
@@ -1903,6 +1947,15 @@ mod tests {
             driver: "fake-hardware".into(),
             conductor_group: "g".into(),
         };
+        round_trip(DoNodeService {
+            node: node.clone(),
+            steps: vec![Requested {
+                interface: "vendor".into(),
+                step: "log_passthrough".into(),
+                args: Default::default(),
+            }],
+            disable_ramdisk: None,
+        });
         round_trip(DoNodeClean {
             node: node.clone(),
             steps: vec![Requested {

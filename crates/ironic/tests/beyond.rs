@@ -1049,6 +1049,72 @@ async fn inspect_wait_times_out() {
     s.stop().await;
 }
 
+/// 1.85: `unhold`: the reserved `hold` step holds cleaning and deploying until it; the
+/// state is checked before the version (S332, S333); reserved power steps run too.
+async fn unhold(s: &Server) {
+    s.node(json!({"driver": "fake-hardware", "name": "hold-node"}))
+        .await;
+    s.provision_to("1.85", "hold-node", "manage").await;
+    s.wait_state("1.85", "hold-node", "manageable").await;
+    for v in ["1.84", "1.85"] {
+        let r = s.provision_to(v, "hold-node", "unhold").await;
+        assert_eq!(
+            (r.status, r.fault()),
+            (
+                400,
+                "The requested action \"unhold\" can not be performed on node \"hold-node\" while it is in state \"manageable\".".into()
+            ),
+            "at {v}"
+        );
+    }
+    let steps = json!([
+        {"interface": "power", "step": "power_off"},
+        {"interface": "deploy", "step": "hold"},
+        {"interface": "power", "step": "power_on"},
+        {"interface": "deploy", "step": "wait", "args": {"seconds": 1}},
+    ]);
+    let r = s
+        .provision("1.85", "hold-node", json!({"target": "clean", "clean_steps": steps}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.85", "hold-node", "clean hold").await;
+    assert_eq!(
+        (&n["power_state"], &n["target_provision_state"]),
+        (&json!("power off"), &json!("manageable"))
+    );
+    assert_eq!(n["clean_step"]["step"], "hold");
+    assert_eq!(s.provision_to("1.84", "hold-node", "unhold").await.status, 406);
+    assert_eq!(s.provision_to("1.85", "hold-node", "unhold").await.status, 202);
+    let n = s.wait_state("1.85", "hold-node", "manageable").await;
+    assert_eq!((&n["power_state"], &n["last_error"]), (&json!("power on"), &json!(null)));
+    assert_eq!(n["clean_step"], json!({}));
+
+    // A deploy holds at its `hold` step, continues on `unhold`; `abort` ends a hold.
+    s.provision_to("1.85", "hold-node", "provide").await;
+    s.wait_state("1.85", "hold-node", "available").await;
+    let hold = json!([{"interface": "deploy", "step": "hold", "priority": 90, "args": {}}]);
+    let r = s
+        .provision("1.85", "hold-node", json!({"target": "active", "deploy_steps": hold}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.85", "hold-node", "deploy hold").await;
+    assert_eq!(n["target_provision_state"], "active");
+    assert_eq!(s.provision_to("1.85", "hold-node", "unhold").await.status, 202);
+    let n = s.wait_state("1.85", "hold-node", "active").await;
+    assert_eq!(n["last_error"], json!(null));
+    let r = s
+        .provision("1.85", "hold-node", json!({"target": "rebuild", "deploy_steps": hold}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state("1.85", "hold-node", "deploy hold").await;
+    assert_eq!(s.provision_to("1.85", "hold-node", "abort").await.status, 202);
+    let n = s.wait_state("1.85", "hold-node", "deploy failed").await;
+    assert_eq!(
+        n["last_error"],
+        "By request, the deploy operation was aborted during or after the completion of step \"deploy.hold\""
+    );
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -1258,6 +1324,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    unhold,
     continue_inspection,
     children,
     shards,

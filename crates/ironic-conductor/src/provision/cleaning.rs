@@ -314,7 +314,8 @@ impl Provisioner {
     }
 
     /// `abort`: in `clean wait` or `clean hold`, only when the running step allows it;
-    /// in `inspect wait` (the ramdisk's data is no longer awaited).
+    /// in `inspect wait` (the ramdisk's data is no longer awaited); in `deploy hold`,
+    /// `deploy wait` (1.110), `service hold` and `service wait`.
     pub(super) async fn abort(&self, mut held: Held) -> Result<(), Error> {
         let uuid = held.node.uuid.to_string();
         let state = held.node.provision_state;
@@ -322,6 +323,42 @@ impl Provisioner {
             return held
                 .bail(fsm::invalid_state_requested("abort", &uuid, state))
                 .await;
+        }
+        if matches!(
+            state,
+            P::DeployHold | P::DeployWait | P::ServiceHold | P::ServiceWait
+        ) {
+            let deploying = matches!(state, P::DeployHold | P::DeployWait);
+            let step = if deploying {
+                &held.node.deploy_step
+            } else {
+                &held.node.service_step
+            };
+            let mut msg = format!(
+                "By request, the {} operation was aborted",
+                if deploying { "deploy" } else { "service" }
+            );
+            if let Ok(s) = Step::from_json(&Value::Object(step.clone())) {
+                msg.push_str(&format!(
+                    " during or after the completion of step \"{}\"",
+                    s.name()
+                ));
+            }
+            let t = fsm::process(state, Event::Abort, true, held.node.target_provision_state)?;
+            set_state(&mut held.node, t);
+            held.node.last_error = Some(msg);
+            if deploying {
+                held.node.deploy_step = JsonObject::new();
+                for k in [USER_DEPLOY_STEPS, DEPLOY_STEP_INDEX] {
+                    held.node.driver_internal_info.remove(k);
+                }
+                agent::wipe_token_and_url(&mut held.node.driver_internal_info);
+            } else {
+                super::servicing::wipe_servicing(&mut held.node);
+            }
+            held.save_and_release().await?;
+            tracing::info!(node = %uuid, state = %state, "aborted");
+            return Ok(());
         }
         if state == P::InspectWait {
             let t = fsm::process(state, Event::Abort, false, None)?;

@@ -31,6 +31,7 @@ mod cleaning;
 mod deploying;
 pub(crate) mod inspecting;
 mod recovery;
+mod servicing;
 mod verbs;
 
 /// `driver_internal_info` keys of a cleaning in progress.
@@ -51,6 +52,10 @@ const CLEAN_WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(60)
 const DEPLOY_STEPS: &str = "deploy_steps";
 /// The index in `deploy_steps` of the step running (or held at).
 const DEPLOY_STEP_INDEX: &str = "deploy_step_index";
+/// `driver_internal_info` keys of a servicing in progress (upstream's names).
+const SERVICE_STEPS: &str = "service_steps";
+const SERVICE_STEP_INDEX: &str = "service_step_index";
+const SERVICE_DISABLE_RAMDISK: &str = "service_disable_ramdisk";
 fn set_state(node: &mut Node, t: fsm::Transition) {
     node.provision_state = t.state;
     node.target_provision_state = t.target;

@@ -180,6 +180,7 @@ impl Provisioner {
         let (list_key, index_key) = match state {
             P::CleanHold => (CLEAN_STEPS, CLEAN_STEP_INDEX),
             P::DeployHold => (DEPLOY_STEPS, DEPLOY_STEP_INDEX),
+            P::ServiceHold => (SERVICE_STEPS, SERVICE_STEP_INDEX),
             _ => {
                 return held
                     .bail(fsm::invalid_state_requested("unhold", &uuid, state))
@@ -211,8 +212,11 @@ impl Provisioner {
             P::CleanHold => self.work.spawn("cleaning", async move {
                 me.run_clean_steps(held, list, index + 1).await
             }),
-            _ => self.work.spawn("deploy", async move {
+            P::DeployHold => self.work.spawn("deploy", async move {
                 me.run_deploy_steps(held, list, index + 1).await
+            }),
+            _ => self.work.spawn("servicing", async move {
+                me.run_service_steps(held, list, index + 1).await
             }),
         }
         Ok(())
