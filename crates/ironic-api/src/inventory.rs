@@ -1,6 +1,6 @@
 //! `GET /v1/nodes/{node}/inventory` (1.81): what the node's last inspection found
 //! (`inventory`) and what its processing added (`plugin_data`), as the conductor stored
-//! them (`crates/ironic-conductor/src/provision/verbs.rs`, `inspect`).
+//! them (`crates/ironic-conductor/src/provision/inspecting.rs`).
 
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;

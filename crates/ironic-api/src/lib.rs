@@ -31,6 +31,7 @@ mod deploy_templates;
 mod drivers;
 pub mod error;
 mod events;
+mod firmware;
 mod history;
 mod inventory;
 mod management;
@@ -370,7 +371,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.85";
+const MAX_VERSION: &str = "1.86";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -559,6 +560,7 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ),
         ("/nodes/{ident}/history", get(history::list)),
         ("/nodes/{ident}/inventory", get(inventory::get)),
+        ("/nodes/{ident}/firmware", get(firmware::list)),
         ("/nodes/{ident}/children", get(nodes::children)),
         ("/shards", get(shards::list)),
         ("/nodes/{ident}/history/{event}", get(history::get_one)),

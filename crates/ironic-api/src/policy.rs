@@ -347,6 +347,7 @@ policies! {
     NodeSetIndicatorState = "baremetal:node:set_indicator_state" => OwnerMember,
     NodeSetRaidState = "baremetal:node:set_raid_state" => OwnerMember,
     NodeBiosGet = "baremetal:node:bios:get" => ProjectReader,
+    NodeFirmwareGet = "baremetal:node:firmware:get" => ProjectReader,
     NodeVendorPassthru = "baremetal:node:vendor_passthru" => SystemAdmin,
     DriverVendorPassthru = "baremetal:driver:vendor_passthru" => SystemAdmin,
     DriverGetRaidLogicalDiskProperties = "baremetal:driver:get_raid_logical_disk_properties" => SystemReader,

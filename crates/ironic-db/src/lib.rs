@@ -19,6 +19,7 @@ pub mod allocations;
 pub mod chassis;
 pub mod conductors;
 pub mod deploy_templates;
+pub mod firmware;
 pub mod heartbeat;
 pub mod history;
 pub mod inventory;

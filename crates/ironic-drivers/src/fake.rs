@@ -64,6 +64,30 @@ pub fn execute(step: &Step) -> Result<Outcome, DriverError> {
 
 /// The fake hardware's inventory (see `Fake::inspect_hardware`): two NICs whose MACs
 /// come from the node's uuid, the first the PXE one.
+/// The fake machine's firmware: a BIOS and a BMC, the BIOS's serial number from the
+/// node's uuid.
+pub fn firmware_components(node_uuid: &str) -> Vec<ironic_model::firmware::Reported> {
+    let hex: String = node_uuid.chars().filter(char::is_ascii_hexdigit).collect();
+    let c = |component: &str, version: &str, model: &str, serial: Option<String>| {
+        ironic_model::firmware::Reported {
+            component: component.into(),
+            current_version: Some(version.into()),
+            vendor: Some("Fake Inc.".into()),
+            model: Some(model.into()),
+            serial_number: serial,
+        }
+    };
+    vec![
+        c(
+            "bios",
+            "1.0.0",
+            "Fake BIOS",
+            Some(format!("BIOS-{}", hex.get(..8).unwrap_or(""))),
+        ),
+        c("bmc", "2.1.0", "Fake BMC", None),
+    ]
+}
+
 pub fn inventory(node_uuid: &str) -> crate::interfaces::Inspection {
     let hex: String = node_uuid.chars().filter(char::is_ascii_hexdigit).collect();
     let pairs = |from: usize| -> String {

@@ -353,6 +353,15 @@ pub trait Driver: Send + Sync {
     fn inspect_hardware<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, Option<Inspection>> {
         Box::pin(async { Ok(None) })
     }
+    /// The firmware components the hardware reports (1.86), or `None` when this
+    /// hardware type reports none. Asked after an inspection, when the node's
+    /// firmware interface is not `no-firmware`.
+    fn firmware_components<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+    ) -> DriverFuture<'a, Option<Vec<ironic_model::firmware::Reported>>> {
+        Box::pin(async { Ok(None) })
+    }
     fn deploy(&self) -> &dyn DeployInterface;
     fn boot(&self) -> &dyn BootInterface;
     fn raid(&self) -> &dyn RaidInterface;
@@ -752,6 +761,18 @@ impl Driver for Fake {
             // `driver_info.fake_fail` may name `inspect.inspect_hardware`.
             FAKE_OTHERS[2].injected(node, "inspect_hardware")?;
             Ok(Some(fake::inventory(node.uuid)))
+        })
+    }
+
+    /// A BIOS and a BMC with fixed versions (upstream's fake reports none; ours does,
+    /// so that `GET …/firmware` can be driven end to end).
+    fn firmware_components<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+    ) -> DriverFuture<'a, Option<Vec<ironic_model::firmware::Reported>>> {
+        Box::pin(async move {
+            FAKE_OTHERS[1].injected(node, "firmware_components")?;
+            Ok(Some(fake::firmware_components(node.uuid)))
         })
     }
 

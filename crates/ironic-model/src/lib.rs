@@ -10,6 +10,7 @@ pub mod chassis;
 pub mod cluster;
 pub mod deploy_template;
 pub mod error;
+pub mod firmware;
 pub mod fsm;
 pub mod history;
 pub mod ids;

@@ -1074,7 +1074,11 @@ async fn unhold(s: &Server) {
         {"interface": "deploy", "step": "wait", "args": {"seconds": 1}},
     ]);
     let r = s
-        .provision("1.85", "hold-node", json!({"target": "clean", "clean_steps": steps}))
+        .provision(
+            "1.85",
+            "hold-node",
+            json!({"target": "clean", "clean_steps": steps}),
+        )
         .await;
     assert_eq!(r.status, 202, "{}", r.body);
     let n = s.wait_state("1.85", "hold-node", "clean hold").await;
@@ -1083,10 +1087,19 @@ async fn unhold(s: &Server) {
         (&json!("power off"), &json!("manageable"))
     );
     assert_eq!(n["clean_step"]["step"], "hold");
-    assert_eq!(s.provision_to("1.84", "hold-node", "unhold").await.status, 406);
-    assert_eq!(s.provision_to("1.85", "hold-node", "unhold").await.status, 202);
+    assert_eq!(
+        s.provision_to("1.84", "hold-node", "unhold").await.status,
+        406
+    );
+    assert_eq!(
+        s.provision_to("1.85", "hold-node", "unhold").await.status,
+        202
+    );
     let n = s.wait_state("1.85", "hold-node", "manageable").await;
-    assert_eq!((&n["power_state"], &n["last_error"]), (&json!("power on"), &json!(null)));
+    assert_eq!(
+        (&n["power_state"], &n["last_error"]),
+        (&json!("power on"), &json!(null))
+    );
     assert_eq!(n["clean_step"], json!({}));
 
     // A deploy holds at its `hold` step, continues on `unhold`; `abort` ends a hold.
@@ -1094,25 +1107,139 @@ async fn unhold(s: &Server) {
     s.wait_state("1.85", "hold-node", "available").await;
     let hold = json!([{"interface": "deploy", "step": "hold", "priority": 90, "args": {}}]);
     let r = s
-        .provision("1.85", "hold-node", json!({"target": "active", "deploy_steps": hold}))
+        .provision(
+            "1.85",
+            "hold-node",
+            json!({"target": "active", "deploy_steps": hold}),
+        )
         .await;
     assert_eq!(r.status, 202, "{}", r.body);
     let n = s.wait_state("1.85", "hold-node", "deploy hold").await;
     assert_eq!(n["target_provision_state"], "active");
-    assert_eq!(s.provision_to("1.85", "hold-node", "unhold").await.status, 202);
+    assert_eq!(
+        s.provision_to("1.85", "hold-node", "unhold").await.status,
+        202
+    );
     let n = s.wait_state("1.85", "hold-node", "active").await;
     assert_eq!(n["last_error"], json!(null));
     let r = s
-        .provision("1.85", "hold-node", json!({"target": "rebuild", "deploy_steps": hold}))
+        .provision(
+            "1.85",
+            "hold-node",
+            json!({"target": "rebuild", "deploy_steps": hold}),
+        )
         .await;
     assert_eq!(r.status, 202, "{}", r.body);
     s.wait_state("1.85", "hold-node", "deploy hold").await;
-    assert_eq!(s.provision_to("1.85", "hold-node", "abort").await.status, 202);
+    assert_eq!(
+        s.provision_to("1.85", "hold-node", "abort").await.status,
+        202
+    );
     let n = s.wait_state("1.85", "hold-node", "deploy failed").await;
     assert_eq!(
         n["last_error"],
         "By request, the deploy operation was aborted during or after the completion of step \"deploy.hold\""
     );
+}
+
+/// 1.86: firmware components, recorded after an inspection (S301–S303).
+async fn firmware(s: &Server) {
+    s.node(json!({"driver": "fake-hardware", "name": "fw-node"}))
+        .await;
+    assert_eq!(
+        s.get("/v1/nodes/fw-node/firmware", "1.85").await.status,
+        404
+    );
+    assert_eq!(
+        s.get("/v1/nodes/fw-node?fields=firmware_interface", "1.85")
+            .await
+            .status,
+        406
+    );
+    let r = s
+        .get("/v1/nodes/fw-node?fields=firmware_interface", "1.86")
+        .await;
+    assert_eq!(r.json()["firmware_interface"], "fake");
+    let r = s.get("/v1/nodes/fw-node/firmware", "1.86").await;
+    assert_eq!((r.status, r.json()), (200, json!({"firmware": []})));
+    s.provision_to("1.86", "fw-node", "manage").await;
+    s.wait_state("1.86", "fw-node", "manageable").await;
+    s.provision_to("1.86", "fw-node", "inspect").await;
+    s.wait_state("1.86", "fw-node", "manageable").await;
+    let list = s.get("/v1/nodes/fw-node/firmware", "1.86").await.json();
+    let list = list["firmware"].as_array().unwrap().clone();
+    assert_eq!(list.len(), 2, "{list:?}");
+    let keys: Vec<&str> = list[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "created_at",
+            "updated_at",
+            "component",
+            "initial_version",
+            "current_version",
+            "last_version_flashed"
+        ]
+    );
+    assert_eq!(
+        (
+            &list[0]["component"],
+            &list[0]["initial_version"],
+            &list[0]["current_version"]
+        ),
+        (&json!("bios"), &json!("1.0.0"), &json!("1.0.0"))
+    );
+    assert_eq!(list[1]["component"], "bmc");
+    // Inspecting again updates them, keeping when they were first seen.
+    s.provision_to("1.86", "fw-node", "inspect").await;
+    s.wait_state("1.86", "fw-node", "manageable").await;
+    let again = s
+        .get("/v1/nodes/fw-node/firmware?fields=component", "1.86")
+        .await
+        .json();
+    assert_eq!(again["firmware"][0]["created_at"], list[0]["created_at"]);
+    assert!(again["firmware"][0]["updated_at"].is_string(), "{again}");
+    assert_eq!(again["firmware"][0].as_object().unwrap().len(), 3);
+    let r = s
+        .get(
+            "/v1/nodes/fw-node/firmware?fields=vendor,serial_number",
+            "1.86",
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Fields serial_number, vendor are not allowed in this API version. They require at least API version 1.114.".into()
+        )
+    );
+    let r = s
+        .get("/v1/nodes/fw-node/firmware?fields=nope", "1.86")
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Field nope is not a valid field.".into())
+    );
+    // No firmware interface, nothing recorded.
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.86",
+            &json!({"driver": "fake-hardware", "name": "fw-none", "firmware_interface": "no-firmware"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    s.provision_to("1.86", "fw-none", "manage").await;
+    s.wait_state("1.86", "fw-none", "manageable").await;
+    s.provision_to("1.86", "fw-none", "inspect").await;
+    s.wait_state("1.86", "fw-none", "manageable").await;
+    let r = s.get("/v1/nodes/fw-none/firmware", "1.86").await;
+    assert_eq!(r.json(), json!({"firmware": []}));
 }
 
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
@@ -1324,6 +1451,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    firmware,
     unhold,
     continue_inspection,
     children,

@@ -44,6 +44,7 @@ impl Provisioner {
             self.apply_inspection(node, &found.inventory, &found.plugin_data, Hooks::OutOfBand)
                 .await?;
         }
+        self.cache_firmware(node).await;
         finished(node);
         Ok(Event::Done)
     }
@@ -139,6 +140,11 @@ impl Provisioner {
                     .await
             }
         };
+        if outcome.is_ok() {
+            // While the node is still powered on: some hardware reports its NICs' firmware
+            // only then (upstream's order).
+            self.cache_firmware(&held.node).await;
+        }
         self.end_inband_inspection(&mut held.node).await;
         let event = match outcome {
             Ok(()) => {
@@ -163,6 +169,28 @@ impl Provisioner {
                 tracing::info!(node = %uuid, state = %n.provision_state, "inspection finished")
             }
             Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+        }
+    }
+
+    /// Records the firmware components the node's firmware interface reports (1.86). A
+    /// failure is logged only: the inspection itself succeeded (upstream's).
+    async fn cache_firmware(&self, node: &Node) {
+        if matches!(node.interfaces.get("firmware"), None | Some("no-firmware")) {
+            return;
+        }
+        let Ok(driver) = self.driver_of(node) else {
+            return;
+        };
+        match driver.firmware_components(NodeInfo::from(node)).await {
+            Ok(Some(found)) => {
+                if let Err(e) = self.db.firmware_cache(node.id.0, &found).await {
+                    tracing::warn!(node = %node.uuid, error = %e, "could not store the firmware components");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(node = %node.uuid, "could not read the firmware components: {e}")
+            }
         }
     }
 
