@@ -1242,6 +1242,159 @@ async fn firmware(s: &Server) {
     assert_eq!(r.json(), json!({"firmware": []}));
 }
 
+/// 1.87: servicing an active node with `service_steps` (S339–S347, S350).
+async fn servicing(s: &Server) {
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "svc-node"}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    let log = json!([{"interface": "vendor", "step": "log_passthrough", "args": {}}]);
+    s.provision_to("1.87", "svc-node", "manage").await;
+    s.wait_state("1.87", "svc-node", "manageable").await;
+    s.provision_to("1.87", "svc-node", "provide").await;
+    s.wait_state("1.87", "svc-node", "available").await;
+    let r = s
+        .provision(
+            "1.87",
+            "svc-node",
+            json!({"target": "service", "service_steps": log}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "The requested action \"service\" can not be performed on node \"svc-node\" while it is in state \"available\".".into()
+        )
+    );
+    s.provision_to("1.87", "svc-node", "active").await;
+    s.wait_state("1.87", "svc-node", "active").await;
+    let r = s
+        .provision(
+            "1.86",
+            "svc-node",
+            json!({"target": "service", "service_steps": log}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (406, "Request not acceptable.".into())
+    );
+    let r = s
+        .provision("1.87", "svc-node", json!({"target": "service"}))
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "\"service_steps\" is required when setting target provision state to service".into()
+        )
+    );
+    let r = s
+        .provision(
+            "1.87",
+            "svc-node",
+            json!({"target": "rebuild", "service_steps": log}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "\"service_steps\" is only valid when setting target provision state to service".into()
+        )
+    );
+    let r = s
+        .provision(
+            "1.87",
+            "svc-node",
+            json!({"target": "service", "service_steps": log, "disable_ramdisk": true}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "disable_ramdisk is not acceptable in this API version".into()
+        )
+    );
+    assert_eq!(
+        s.get("/v1/nodes/svc-node?fields=service_step", "1.86")
+            .await
+            .status,
+        406
+    );
+
+    // The steps run and the node is active again (S342, S343).
+    let r = s
+        .provision(
+            "1.87",
+            "svc-node",
+            json!({"target": "service", "service_steps": log}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state("1.87", "svc-node", "active").await;
+    let n = s
+        .get("/v1/nodes/svc-node?fields=target_provision_state,service_step,last_error,driver_internal_info", "1.87")
+        .await
+        .json();
+    assert!(
+        common::fake_journal(&n)
+            .contains(&("vendor.log_passthrough".to_string(), "done".to_string())),
+        "{n}"
+    );
+    assert_eq!(
+        (
+            &n["target_provision_state"],
+            &n["service_step"],
+            &n["last_error"]
+        ),
+        (&json!(null), &json!({}), &json!(null))
+    );
+
+    // A hold in servicing waits for unhold.
+    let hold =
+        json!([{"interface": "deploy", "step": "hold"}, {"interface": "power", "step": "reboot"}]);
+    let r = s
+        .provision(
+            "1.87",
+            "svc-node",
+            json!({"target": "service", "service_steps": hold}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.87", "svc-node", "service hold").await;
+    assert_eq!(n["service_step"]["step"], "hold");
+    assert_eq!(
+        s.provision_to("1.87", "svc-node", "unhold").await.status,
+        202
+    );
+    let n = s.wait_state("1.87", "svc-node", "active").await;
+    assert_eq!(n["power_state"], "power on");
+
+    // An unknown step fails the servicing, in maintenance (S346, S347).
+    let r = s
+        .provision(
+            "1.87",
+            "svc-node",
+            json!({"target": "service", "service_steps": [{"interface": "vendor", "step": "explode"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.87", "svc-node", "service failed").await;
+    assert_eq!(
+        (&n["target_provision_state"], &n["maintenance"], &n["fault"]),
+        (&json!("active"), &json!(true), &json!("service failure"))
+    );
+    assert_eq!(
+        n["last_error"],
+        format!(
+            "Node {uuid} failed step {{'interface': 'vendor', 'step': 'explode', 'args': {{}}}}: the vendor interface has no step explode"
+        )
+    );
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -1451,6 +1604,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    servicing,
     firmware,
     unhold,
     continue_inspection,
