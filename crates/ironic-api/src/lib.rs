@@ -44,6 +44,7 @@ pub mod ramdisk;
 mod root;
 mod shards;
 mod vifs;
+mod vmedia;
 mod volume;
 pub use ironic_db::topology;
 pub mod view;
@@ -371,7 +372,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.87";
+const MAX_VERSION: &str = "1.89";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -561,6 +562,10 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/nodes/{ident}/history", get(history::list)),
         ("/nodes/{ident}/inventory", get(inventory::get)),
         ("/nodes/{ident}/firmware", get(firmware::list)),
+        (
+            "/nodes/{ident}/vmedia",
+            get(vmedia::get).post(vmedia::attach).delete(vmedia::detach),
+        ),
         ("/nodes/{ident}/children", get(nodes::children)),
         ("/shards", get(shards::list)),
         ("/nodes/{ident}/history/{event}", get(history::get_one)),

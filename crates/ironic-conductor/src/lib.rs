@@ -737,6 +737,30 @@ impl Handlers for Conductor {
         Conductor::agent_heartbeat(self, req).await
     }
 
+    async fn attach_virtual_media(
+        &self,
+        _ctx: &Context,
+        req: ironic_rpc::calls::AttachVirtualMedia,
+    ) -> Result<(), Error> {
+        Conductor::attach_virtual_media(self, req).await
+    }
+
+    async fn detach_virtual_media(
+        &self,
+        _ctx: &Context,
+        req: ironic_rpc::calls::DetachVirtualMedia,
+    ) -> Result<(), Error> {
+        Conductor::detach_virtual_media(self, req).await
+    }
+
+    async fn get_virtual_media(
+        &self,
+        _ctx: &Context,
+        req: ironic_rpc::calls::GetVirtualMedia,
+    ) -> Result<JsonDoc, Error> {
+        Conductor::get_virtual_media(self, req).await
+    }
+
     async fn continue_inspection(
         &self,
         _ctx: &Context,

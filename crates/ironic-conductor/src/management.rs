@@ -1,4 +1,5 @@
-//! Console, boot device, NMI, target RAID configuration and vendor passthru: each asks
+//! Console, boot device, NMI, virtual media, target RAID configuration and vendor
+//! passthru: each asks
 //! the node's interface of that kind, under the node's lock where it changes
 //! something. An interface the node does not have (`no-console`, `no-raid`,
 //! `no-vendor`, or one without the operation) is upstream's 400 "does not support".
@@ -6,6 +7,7 @@
 use ironic_catalog::vendor::{driver_vendor_methods, node_vendor_methods};
 use ironic_drivers::interfaces::{BootDevice, Indicator, ManagementInterface, NodeInfo};
 use ironic_model::{Error, Node};
+use ironic_rpc::calls::{AttachVirtualMedia, DetachVirtualMedia, GetVirtualMedia};
 use ironic_rpc::calls::{
     GetBootDevice, GetConsoleInformation, GetIndicatorState, GetSupportedBootDevices,
     GetSupportedIndicators, InjectNmi, JsonDoc, SetBootDevice, SetConsoleMode, SetIndicatorState,
@@ -33,7 +35,89 @@ fn driver_error(node: &Node, what: &str, e: impl std::fmt::Display) -> Error {
     Error::invalid(format!("Failed to {what} for node {}: {e}", node.uuid))
 }
 
+/// The management interface, when it handles virtual media; else upstream's 400 naming
+/// the operation.
+fn vmedia<'a>(
+    c: &'a Conductor,
+    n: &Node,
+    what: &str,
+) -> Result<&'a dyn ManagementInterface, Error> {
+    interface(n, "management")?;
+    let m = c.driver_for(n)?.management();
+    if !m.can_virtual_media() {
+        return Err(unsupported(&n.driver, what));
+    }
+    Ok(m)
+}
+
 impl Conductor {
+    /// Inserts a virtual medium (1.89) under the node's lock. Upstream answers first and
+    /// records a failure in the node's history; here the failure is the answer (400),
+    /// as for boot mode changes.
+    pub(crate) async fn attach_virtual_media(&self, req: AttachVirtualMedia) -> Result<(), Error> {
+        let AttachVirtualMedia {
+            node,
+            device_type,
+            image_url,
+            image_download_source,
+        } = req;
+        self.with_lock(&node, |mut n| async move {
+            let m = vmedia(self, &n, "attach_virtual_media")?;
+            let changes = m
+                .attach_virtual_media(NodeInfo::from(&n), &device_type, &image_url)
+                .await
+                .map_err(|e| {
+                    Error::invalid(format!(
+                        "Could not attach device {device_type} to node {}: {e}",
+                        n.uuid
+                    ))
+                })?;
+            changes.apply(&mut n);
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            tracing::info!(node = %n.uuid, device_type, source = image_download_source, "virtual media attached");
+            Ok(())
+        })
+        .await
+    }
+
+    /// Ejects virtual media (1.89) under the node's lock.
+    pub(crate) async fn detach_virtual_media(&self, req: DetachVirtualMedia) -> Result<(), Error> {
+        let DetachVirtualMedia { node, device_types } = req;
+        self.with_lock(&node, |mut n| async move {
+            let m = vmedia(self, &n, "detach_virtual_media")?;
+            let changes = m
+                .detach_virtual_media(NodeInfo::from(&n), device_types.as_deref())
+                .await
+                .map_err(|e| {
+                    let which = device_types
+                        .as_ref()
+                        .map_or_else(|| "None".to_string(), |t| t.join(", "));
+                    Error::invalid(format!(
+                        "Could not detach device(s) {which} from node {}: {e}",
+                        n.uuid
+                    ))
+                })?;
+            changes.apply(&mut n);
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            tracing::info!(node = %n.uuid, ?device_types, "virtual media detached");
+            Ok(())
+        })
+        .await
+    }
+
+    /// The node's virtual media (1.93), as the hardware reports them.
+    pub(crate) async fn get_virtual_media(&self, req: GetVirtualMedia) -> Result<JsonDoc, Error> {
+        let n = self.read(&req.node).await?;
+        let m = vmedia(self, &n, "get_virtual_media")?;
+        let doc = m
+            .get_virtual_media(NodeInfo::from(&n))
+            .await
+            .map_err(|e| driver_error(&n, "get the virtual media", e))?;
+        Ok(JsonDoc(doc))
+    }
+
     pub(crate) async fn get_console_information(
         &self,
         req: GetConsoleInformation,

@@ -299,6 +299,34 @@ pub trait ManagementInterface: Interface {
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async { Err(DriverError::invalid("cannot set secure boot")) })
     }
+    /// Whether this interface attaches and detaches virtual media (1.89) and reports
+    /// them (1.93).
+    fn can_virtual_media(&self) -> bool {
+        false
+    }
+    /// Inserts `image_url` as a virtual device of `device_type` (`cdrom`, `floppy`,
+    /// `disk`; checked by the caller).
+    fn attach_virtual_media<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _device_type: &'a str,
+        _image_url: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async { Err(DriverError::invalid("cannot attach virtual media")) })
+    }
+    /// Ejects the virtual devices of `device_types` (every one when `None`).
+    fn detach_virtual_media<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _device_types: Option<&'a [String]>,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async { Err(DriverError::invalid("cannot detach virtual media")) })
+    }
+    /// The virtual devices as the hardware reports them: `[{"media_types": [...],
+    /// "inserted": bool, "image": url}]` (upstream's Redfish shape).
+    fn get_virtual_media<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, Value> {
+        Box::pin(async { Err(DriverError::invalid("cannot read virtual media")) })
+    }
     /// The boot devices `set_boot_device` accepts for this node.
     fn supported_boot_devices(&self, node: NodeInfo<'_>) -> Vec<&'static str>;
     /// The device the node boots from next; `None` when the hardware cannot tell.
@@ -464,6 +492,15 @@ struct FakeInterface {
 pub const FAKE_FAIL: &str = "fake_fail";
 /// `driver_internal_info` key where the fake management interface keeps the boot device.
 pub const FAKE_BOOT_DEVICE: &str = "fake_boot_device";
+/// `driver_internal_info` of a fake node: its virtual media, by device type.
+pub const FAKE_VMEDIA: &str = "fake_vmedia";
+/// The virtual device types (upstream's `VMEDIA_DEVICES`, in its order) and the Redfish
+/// media types of each.
+pub const VMEDIA_DEVICES: &[(&str, &[&str])] = &[
+    ("disk", &["USBStick"]),
+    ("cdrom", &["CD", "DVD"]),
+    ("floppy", &["Floppy"]),
+];
 
 impl FakeInterface {
     /// `Err` if the node's `driver_info.fake_fail` names this call.
@@ -602,6 +639,84 @@ impl ManagementInterface for FakeInterface {
                 return Err(DriverError::invalid("secure boot needs the uefi boot mode"));
             }
             Ok(NodeChanges::none())
+        })
+    }
+
+    /// The fake machine has one virtual device of each type; what is inserted is kept
+    /// on the node.
+    fn can_virtual_media(&self) -> bool {
+        true
+    }
+
+    fn attach_virtual_media<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device_type: &'a str,
+        image_url: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, "attach_virtual_media")?;
+            let mut media = match node.driver_internal_info.get(FAKE_VMEDIA) {
+                Some(Value::Object(m)) => m.clone(),
+                _ => JsonObject::new(),
+            };
+            media.insert(device_type.into(), Value::String(image_url.into()));
+            let mut changes = NodeChanges::none();
+            changes
+                .driver_internal_info
+                .insert(FAKE_VMEDIA.into(), Value::Object(media));
+            Ok(changes)
+        })
+    }
+
+    fn detach_virtual_media<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device_types: Option<&'a [String]>,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.injected(node, "detach_virtual_media")?;
+            let mut media = match node.driver_internal_info.get(FAKE_VMEDIA) {
+                Some(Value::Object(m)) => m.clone(),
+                _ => JsonObject::new(),
+            };
+            match device_types {
+                None => media.clear(),
+                Some(types) => {
+                    for t in types {
+                        media.remove(t);
+                    }
+                }
+            }
+            let mut changes = NodeChanges::none();
+            // An empty map is removed (a null value deletes the key).
+            let v = if media.is_empty() {
+                Value::Null
+            } else {
+                Value::Object(media)
+            };
+            changes.driver_internal_info.insert(FAKE_VMEDIA.into(), v);
+            Ok(changes)
+        })
+    }
+
+    fn get_virtual_media<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Value> {
+        Box::pin(async move {
+            self.injected(node, "get_virtual_media")?;
+            let media = node.driver_internal_info.get(FAKE_VMEDIA);
+            Ok(Value::Array(
+                VMEDIA_DEVICES
+                    .iter()
+                    .map(|(t, kinds)| {
+                        let image = media.and_then(|m| m.get(*t)).cloned();
+                        serde_json::json!({
+                            "media_types": kinds,
+                            "inserted": image.is_some(),
+                            "image": image.unwrap_or_else(|| Value::String(String::new())),
+                        })
+                    })
+                    .collect(),
+            ))
         })
     }
 

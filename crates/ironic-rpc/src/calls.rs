@@ -1835,6 +1835,105 @@ impl Call for ContinueInspection {
     }
 }
 
+/// Inserts a virtual medium (1.89): accepted under the node's lock, done in the
+/// background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachVirtualMedia {
+    pub node: NodeRef,
+    pub device_type: String,
+    pub image_url: String,
+    pub image_download_source: String,
+}
+
+impl Call for AttachVirtualMedia {
+    const METHOD: &'static str = m::ATTACH_VIRTUAL_MEDIA;
+    type Reply = ();
+    type Wire = pb::AttachVirtualMediaRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    /// Inserting the same image again leaves the node as one insert does.
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::AttachVirtualMediaRequest {
+        pb::AttachVirtualMediaRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            device_type: self.device_type,
+            image_url: self.image_url,
+            image_download_source: self.image_download_source,
+        }
+    }
+    fn from_wire(w: pb::AttachVirtualMediaRequest) -> Result<Self, Error> {
+        Ok(AttachVirtualMedia {
+            node: node_ref_from_pb(w.node)?,
+            device_type: w.device_type,
+            image_url: w.image_url,
+            image_download_source: w.image_download_source,
+        })
+    }
+}
+
+/// Ejects virtual media (1.89), those of `device_types` or (`None`) every one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DetachVirtualMedia {
+    pub node: NodeRef,
+    pub device_types: Option<Vec<String>>,
+}
+
+impl Call for DetachVirtualMedia {
+    const METHOD: &'static str = m::DETACH_VIRTUAL_MEDIA;
+    type Reply = ();
+    type Wire = pb::DetachVirtualMediaRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::DetachVirtualMediaRequest {
+        pb::DetachVirtualMediaRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+            all: self.device_types.is_none(),
+            device_types: self.device_types.unwrap_or_default(),
+        }
+    }
+    fn from_wire(w: pb::DetachVirtualMediaRequest) -> Result<Self, Error> {
+        Ok(DetachVirtualMedia {
+            node: node_ref_from_pb(w.node)?,
+            device_types: (!w.all).then_some(w.device_types),
+        })
+    }
+}
+
+/// The node's virtual media as the hardware reports them (1.93).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetVirtualMedia {
+    pub node: NodeRef,
+}
+
+impl Call for GetVirtualMedia {
+    const METHOD: &'static str = m::GET_VIRTUAL_MEDIA;
+    type Reply = JsonDoc;
+    type Wire = pb::GetVirtualMediaRequest;
+    fn route(&self) -> Route {
+        Route::Owner(self.node.clone())
+    }
+    fn retry_safe(&self) -> bool {
+        true
+    }
+    fn to_wire(self) -> pb::GetVirtualMediaRequest {
+        pb::GetVirtualMediaRequest {
+            node: Some(node_ref_to_pb(&self.node)),
+        }
+    }
+    fn from_wire(w: pb::GetVirtualMediaRequest) -> Result<Self, Error> {
+        Ok(GetVirtualMedia {
+            node: node_ref_from_pb(w.node)?,
+        })
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The list
 
@@ -1886,6 +1985,9 @@ contract! {
     GetNodeWithToken => get_node_with_token,
     Heartbeat => heartbeat,
     ContinueInspection => continue_inspection,
+    AttachVirtualMedia => attach_virtual_media,
+    DetachVirtualMedia => detach_virtual_media,
+    GetVirtualMedia => get_virtual_media,
 }
 
 #[cfg(test)]
@@ -1947,6 +2049,20 @@ mod tests {
             driver: "fake-hardware".into(),
             conductor_group: "g".into(),
         };
+        round_trip(DetachVirtualMedia {
+            node: node.clone(),
+            device_types: None,
+        });
+        round_trip(DetachVirtualMedia {
+            node: node.clone(),
+            device_types: Some(vec![]),
+        });
+        round_trip(AttachVirtualMedia {
+            node: node.clone(),
+            device_type: "cdrom".into(),
+            image_url: "http://192.0.2.1/boot.iso".into(),
+            image_download_source: "local".into(),
+        });
         round_trip(DoNodeService {
             node: node.clone(),
             steps: vec![Requested {

@@ -1395,6 +1395,202 @@ async fn servicing(s: &Server) {
     );
 }
 
+/// The newest microversion the server advertises (its minor number).
+async fn max_minor(s: &Server) -> u16 {
+    let r = s.get("/v1", "latest").await;
+    let v = r
+        .header("x-openstack-ironic-api-version")
+        .unwrap()
+        .to_string();
+    v.trim_start_matches("1.").parse().unwrap()
+}
+
+/// Port fields above 1.87 (S036–S045, S063, S067): each is 406 in a body and in
+/// `fields=` one version below the one that added it, and stored and shown from it.
+/// Walks the fields of every version up to the advertised maximum.
+async fn port_fields_by_version(s: &Server) {
+    let max = max_minor(s).await;
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "pf-node"}))
+        .await;
+    let node = n["uuid"].as_str().unwrap().to_string();
+    let cases: [(&str, u16, serde_json::Value); 5] = [
+        ("name", 88, json!("pf-port")),
+        ("description", 97, json!("uplink to leaf 3")),
+        ("vendor", 100, json!("acme")),
+        ("category", 101, json!("storage")),
+        ("available_for_dynamic_portgroup", 111, json!(false)),
+    ];
+    let mut mac = 0x10;
+    for (field, since, value) in cases {
+        if since > max {
+            continue;
+        }
+        mac += 1;
+        let body = json!({"address": format!("52:54:00:aa:00:{mac:02x}"), "node_uuid": node, field: value});
+        let below = format!("1.{}", since - 1);
+        let at = format!("1.{since}");
+        let r = s.post("/v1/ports", &below, &body).await;
+        assert_eq!(
+            (r.status, r.fault()),
+            (406, "Request not acceptable.".into()),
+            "{field} at {below}"
+        );
+        let r = s.post("/v1/ports", &at, &body).await;
+        assert_eq!(r.status, 201, "{field} at {at}: {}", r.body);
+        assert_eq!(r.json()[field], value, "{field}");
+        let uuid = r.json()["uuid"].as_str().unwrap().to_string();
+        let r = s
+            .get(&format!("/v1/ports/{uuid}?fields={field}"), &below)
+            .await;
+        assert_eq!(r.status, 406, "fields={field} at {below}");
+        let r = s.get(&format!("/v1/ports/{uuid}"), &below).await;
+        assert!(r.json().get(field).is_none(), "{field} shown at {below}");
+        let r = s
+            .get(&format!("/v1/ports/{uuid}?fields={field}"), &at)
+            .await;
+        assert_eq!(r.json()[field], value, "{field} at {at}");
+    }
+    if max >= 88 {
+        // A port by its name (S064); a second port of that name is refused.
+        let r = s.get("/v1/ports/pf-port", "1.88").await;
+        assert_eq!((r.status, &r.json()["name"]), (200, &json!("pf-port")));
+        let r = s
+            .post(
+                "/v1/ports",
+                "1.88",
+                &json!({"address": "52:54:00:aa:01:01", "node_uuid": node, "name": "pf-port"}),
+            )
+            .await;
+        assert_eq!(r.status, 409, "{}", r.body);
+        let r = s
+            .post(
+                "/v1/ports",
+                "1.88",
+                &json!({"address": "52:54:00:aa:01:02", "node_uuid": node, "name": "not a name"}),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{}", r.body);
+    }
+    if max >= 94 {
+        // The node by name (S037, S040).
+        let body = json!({"address": "52:54:00:aa:02:01", "node_ident": "pf-node"});
+        assert_eq!(s.post("/v1/ports", "1.93", &body).await.status, 406);
+        let r = s.post("/v1/ports", "1.94", &body).await;
+        assert_eq!((r.status, &r.json()["node_uuid"]), (201, &json!(node)));
+    }
+}
+
+/// 1.89 and 1.93: virtual media (S285–S292); fake-hardware keeps what is inserted.
+async fn vmedia(s: &Server) {
+    let max = max_minor(s).await;
+    s.node(json!({"driver": "fake-hardware", "name": "vm-node"}))
+        .await;
+    let iso = json!({"device_type": "cdrom", "image_url": "http://192.0.2.1/boot.iso",
+                     "image_download_source": "http"});
+    let r = s.post("/v1/nodes/vm-node/vmedia", "1.88", &iso).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(
+        s.delete("/v1/nodes/vm-node/vmedia", "1.88").await.status,
+        404
+    );
+    let r = s.post("/v1/nodes/vm-node/vmedia", "1.89", &iso).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
+    assert_eq!(
+        n["driver_internal_info"]["fake_vmedia"],
+        json!({"cdrom": "http://192.0.2.1/boot.iso"})
+    );
+    for (body, fault) in [
+        (
+            json!({"device_type": "tape", "image_url": "http://192.0.2.1/boot.iso"}),
+            "Schema error for vmedia: 'tape' is not one of ['disk', 'cdrom', 'floppy']",
+        ),
+        (
+            json!({"device_type": "cdrom", "image_url": "file:///boot.iso"}),
+            "Unsupported or missing URL scheme: file",
+        ),
+        (
+            json!({"device_type": "cdrom"}),
+            "Schema error for vmedia: 'image_url' is a required property",
+        ),
+    ] {
+        let r = s.post("/v1/nodes/vm-node/vmedia", "1.89", &body).await;
+        assert_eq!((r.status, r.fault()), (400, fault.into()));
+    }
+    let r = s
+        .post(
+            "/v1/nodes/vm-node/vmedia",
+            "1.89",
+            &json!({"device_type": "floppy", "image_url": "nfs://192.0.2.1/export/f.img"}),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = s
+        .delete("/v1/nodes/vm-node/vmedia?device_types=tape", "1.89")
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Invalid device type(s) tape (valid are disk, cdrom, floppy)".into()
+        )
+    );
+    let r = s
+        .delete("/v1/nodes/vm-node/vmedia?device_types=cdrom", "1.89")
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
+    assert_eq!(
+        n["driver_internal_info"]["fake_vmedia"],
+        json!({"floppy": "nfs://192.0.2.1/export/f.img"})
+    );
+    // GET: not below 1.93 (S292's plain not-found).
+    let r = s.get("/v1/nodes/vm-node/vmedia", "1.89").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "The resource could not be found.".into())
+    );
+    if max >= 93 {
+        let r = s.get("/v1/nodes/vm-node/vmedia", "1.93").await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.json(),
+            json!([
+                {"media_types": ["USBStick"], "inserted": false, "image": ""},
+                {"media_types": ["CD", "DVD"], "inserted": false, "image": ""},
+                {"media_types": ["Floppy"], "inserted": true, "image": "nfs://192.0.2.1/export/f.img"},
+            ])
+        );
+    }
+    // Everything out.
+    assert_eq!(
+        s.delete("/v1/nodes/vm-node/vmedia", "1.89").await.status,
+        204
+    );
+    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
+    assert_eq!(n["driver_internal_info"]["fake_vmedia"], json!(null));
+    // A management interface without virtual media: upstream's "does not support".
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.89",
+            &json!({"driver": "oneview", "name": "vm-ov",
+                    "driver_info": {"server_hardware_uri": "/rest/server-hardware/1"}}),
+        )
+        .await;
+    if r.status == 201 {
+        let r = s.post("/v1/nodes/vm-ov/vmedia", "1.89", &iso).await;
+        assert_eq!(
+            (r.status, r.fault()),
+            (
+                400,
+                "Driver oneview does not support attach_virtual_media (disabled or not implemented).".into()
+            )
+        );
+    }
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -1604,6 +1800,8 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    vmedia,
+    port_fields_by_version,
     servicing,
     firmware,
     unhold,

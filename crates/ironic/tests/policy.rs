@@ -524,6 +524,9 @@ async fn every_route_has_a_policy_decision() {
                 "PATCH" => Some(patch.clone()),
                 "POST" if template == "/nodes" => Some(json!({"driver": "fake-hardware"})),
                 "POST" if template == "/allocations" => Some(json!({"resource_class": "rc"})),
+                "POST" if template.ends_with("/vmedia") => {
+                    Some(json!({"device_type": "cdrom", "image_url": "http://192.0.2.1/boot.iso"}))
+                }
                 "POST" => Some(json!({"name": "CUSTOM_U", "steps": []})),
                 "PUT" if template.ends_with("/provision") => Some(json!({"target": "manage"})),
                 "PUT" if template.ends_with("/power") => Some(json!({"target": "power on"})),
