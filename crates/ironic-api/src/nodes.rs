@@ -55,7 +55,9 @@ fn parse_ident(ident: &str, v: Version) -> Result<NodeIdent, Error> {
 
 pub(crate) async fn load_node(st: &AppState, ident: &str, v: Version) -> Result<Node, Error> {
     match find_node(st, ident, v).await {
-        // Before 1.91 a trailing ".json" is a format suffix: retry once without it.
+        // Before 1.91 a trailing ".json" is a format suffix: retry once without it
+        // (upstream strips it first; a node whose name ends so is found either way).
+        Err(e) if v.at_least(91) => Err(e),
         Err(e) => match ident.strip_suffix(".json") {
             Some(stripped) => find_node(st, stripped, v).await.map_err(|_| e),
             None => Err(e),

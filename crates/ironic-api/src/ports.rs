@@ -226,7 +226,13 @@ pub(crate) fn render<T: Nic>(o: &T, base: &str, fields: &[&str], full: bool, v: 
         if *f == T::LINKS_BEFORE {
             m.insert("links".into(), links());
         }
-        m.insert((*f).to_string(), o.value(f));
+        let mut val = o.value(f);
+        if *f == "local_link_connection"
+            && let Value::Object(llc) = &val
+        {
+            val = Value::Object(pm::llc_view(llc, v));
+        }
+        m.insert((*f).to_string(), val);
     }
     if !m.contains_key("links") {
         m.insert("links".into(), links());

@@ -108,14 +108,35 @@ pub const PORTGROUP_DEFAULT_LIST_FIELDS: &[&str] = &["uuid", "address", "name"];
 /// Port groups exist from this microversion.
 pub const PORTGROUP_MIN: u16 = 23;
 
-/// Keys of `local_link_connection`; `network_type` from 1.64.
+/// Keys of `local_link_connection`; `network_type` from 1.64; the OVN VTEP switch
+/// keys from 1.90 to 1.104 ([`vtep_allowed`]).
 pub const LLC_KEYS: &[&str] = &[
     "switch_id",
     "port_id",
     "switch_info",
     "hostname",
     "network_type",
+    VTEP_LOGICAL,
+    VTEP_PHYSICAL,
 ];
+
+pub const VTEP_LOGICAL: &str = "vtep-logical-switch";
+pub const VTEP_PHYSICAL: &str = "vtep-physical-switch";
+
+/// Whether the OVN VTEP keys of `local_link_connection` may be set and are shown: 1.90
+/// added them, 1.105 removed them again (upstream's `allow_ovn_vtep_version`).
+pub fn vtep_allowed(v: Version) -> bool {
+    v.at_least(90) && !v.at_least(105)
+}
+
+/// A port's `local_link_connection` as version `v` shows it: one with VTEP keys reads
+/// as `{}` where they are not allowed (upstream's).
+pub fn llc_view(llc: &JsonObject, v: Version) -> JsonObject {
+    if !vtep_allowed(v) && (llc.contains_key(VTEP_LOGICAL) || llc.contains_key(VTEP_PHYSICAL)) {
+        return JsonObject::new();
+    }
+    llc.clone()
+}
 
 /// The default bonding mode (upstream's `[DEFAULT] default_portgroup_mode`).
 pub const DEFAULT_PORTGROUP_MODE: &str = "active-backup";
@@ -271,6 +292,14 @@ pub fn check_local_link_connection(
     if llc.contains_key("network_type") && !version.at_least(64) {
         return Err(Error::not_acceptable());
     }
+    if llc.contains_key(VTEP_LOGICAL) && !vtep_allowed(version) {
+        return Err(Error::not_acceptable());
+    }
+    for (a, b) in [(VTEP_LOGICAL, VTEP_PHYSICAL), (VTEP_PHYSICAL, VTEP_LOGICAL)] {
+        if llc.contains_key(a) && !llc.contains_key(b) {
+            return Err(not_valid(format!("'{b}' is a dependency of '{a}'")));
+        }
+    }
     for (k, v) in llc {
         if !v.is_string() {
             return Err(not_valid(format!("{} is not of type 'string'", py_repr(v))));
@@ -284,10 +313,11 @@ pub fn check_local_link_connection(
     }
     let has = |k: &str| llc.contains_key(k);
     let unmanaged = llc.get("network_type").and_then(Value::as_str) == Some("unmanaged");
+    let ovn = has("port_id") && has(VTEP_LOGICAL) && has(VTEP_PHYSICAL);
     let complete = if is_smartnic {
         has("port_id") && has("hostname")
     } else {
-        (has("switch_id") && has("port_id")) || unmanaged
+        (has("switch_id") && has("port_id")) || unmanaged || ovn
     };
     if !complete {
         let need = if is_smartnic {

@@ -1591,6 +1591,66 @@ async fn vmedia(s: &Server) {
     }
 }
 
+/// 1.90 (and 1.105): the OVN VTEP keys of `local_link_connection`; 1.91: no `.json`
+/// suffix stripping (S255–S257).
+async fn vtep_and_json_suffix(s: &Server) {
+    let max = max_minor(s).await;
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "sfx"}))
+        .await;
+    let node = n["uuid"].as_str().unwrap().to_string();
+    let llc = json!({"port_id": "Ethernet1/9", "vtep-logical-switch": "ls-1",
+                     "vtep-physical-switch": "ps-1"});
+    let body =
+        json!({"address": "52:54:00:bb:00:01", "node_uuid": node, "local_link_connection": llc});
+    assert_eq!(s.post("/v1/ports", "1.89", &body).await.status, 406);
+    let r = s.post("/v1/ports", "1.90", &body).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["local_link_connection"], llc);
+    let uuid = r.json()["uuid"].as_str().unwrap().to_string();
+    // Shown empty where the keys are not allowed.
+    let r = s.get(&format!("/v1/ports/{uuid}"), "1.89").await;
+    assert_eq!(r.json()["local_link_connection"], json!({}));
+    let r = s
+        .post(
+            "/v1/ports",
+            "1.90",
+            &json!({"address": "52:54:00:bb:00:02", "node_uuid": node,
+                    "local_link_connection": {"port_id": "p", "vtep-logical-switch": "ls"}}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.fault()
+            .contains("'vtep-physical-switch' is a dependency of 'vtep-logical-switch'"),
+        "{}",
+        r.fault()
+    );
+    if max >= 105 {
+        let b2 = json!({"address": "52:54:00:bb:00:03", "node_uuid": node, "local_link_connection": llc});
+        assert_eq!(s.post("/v1/ports", "1.105", &b2).await.status, 406);
+    }
+    if max >= 91 {
+        let r = s.get("/v1/nodes/sfx.json?fields=name", "1.90").await;
+        assert_eq!((r.status, &r.json()["name"]), (200, &json!("sfx")));
+        let r = s.get("/v1/nodes/sfx.json?fields=name", "1.91").await;
+        assert_eq!(
+            (r.status, r.fault()),
+            (404, "Node sfx.json could not be found.".into())
+        );
+        let r = s
+            .post(
+                "/v1/nodes",
+                "1.91",
+                &json!({"driver": "fake-hardware", "name": "dot.json"}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        let r = s.get("/v1/nodes/dot.json?fields=name", "1.91").await;
+        assert_eq!((r.status, &r.json()["name"]), (200, &json!("dot.json")));
+    }
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -1800,6 +1860,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    vtep_and_json_suffix,
     vmedia,
     port_fields_by_version,
     servicing,
