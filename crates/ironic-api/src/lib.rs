@@ -42,6 +42,7 @@ mod provision;
 mod query;
 pub mod ramdisk;
 mod root;
+mod runbooks;
 mod shards;
 mod vifs;
 mod vmedia;
@@ -372,7 +373,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.91";
+const MAX_VERSION: &str = "1.92";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -633,6 +634,21 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
             get(management::raid_logical_disk_properties),
         ),
         ("/events", post(events::post)),
+        ("/runbooks", get(runbooks::list).post(runbooks::create)),
+        (
+            "/runbooks/{ident}",
+            get(runbooks::get_one)
+                .patch(runbooks::patch)
+                .delete(runbooks::delete),
+        ),
+        (
+            "/runbooks/{ident}/traits",
+            get(runbooks::traits_get).put(runbooks::traits_put),
+        ),
+        (
+            "/runbooks/{ident}/traits/{name}",
+            put(runbooks::trait_put).delete(runbooks::trait_delete),
+        ),
         ("/lookup", get(ramdisk::lookup)),
         ("/heartbeat/{ident}", post(ramdisk::heartbeat)),
         ("/continue_inspection", post(ramdisk::continue_inspection)),

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::extract::{FromRequestParts, MatchedPath};
 use axum::http::request::Parts;
+use ironic_model::runbook::Runbook;
 use ironic_model::{Allocation, Error, Node};
 
 use crate::error::ApiError;
@@ -174,6 +175,12 @@ enum Rule {
     /// Anyone, credentials or not: the public routes of the ramdisk agent (upstream's
     /// `is_public_api`).
     PublicApi,
+    /// System reader or service, a reader of the runbook's owner project, any service.
+    RunbookReader,
+    /// System member, a manager of the runbook's owner project, any service.
+    RunbookAdmin,
+    /// System member, any manager, any service (creating a runbook).
+    RunbookCreator,
 }
 
 impl Rule {
@@ -232,6 +239,13 @@ impl Rule {
             }
             Rule::SystemReaderOrAnyAdmin => c.system(READER) || c.roles.has(ADMIN),
             Rule::PublicApi => true,
+            Rule::RunbookReader => {
+                c.system(READER) || system_service || owner(READER) || c.roles.has(SERVICE)
+            }
+            Rule::RunbookAdmin => c.system(MEMBER) || owner(MANAGER) || c.roles.has(SERVICE),
+            Rule::RunbookCreator => {
+                c.system(MEMBER) || c.roles.has(MANAGER) || c.roles.has(SERVICE)
+            }
             Rule::SystemAdminOwnerManager => {
                 c.system(ADMIN) || system_service || owner(MANAGER) || owner(SERVICE)
             }
@@ -362,6 +376,15 @@ policies! {
     VolumeDelete = "baremetal:volume:delete" => ProjectManager,
     VolumeUpdate = "baremetal:volume:update" => OwnerMemberLesseeManager,
     VolumeViewTargetProperties = "baremetal:volume:view_target_properties" => SystemReaderOrAnyAdmin,
+    RunbookGet = "baremetal:runbook:get" => RunbookReader,
+    RunbookList = "baremetal:runbook:list" => AnyReader,
+    RunbookListAll = "baremetal:runbook:list_all" => SystemReader,
+    RunbookCreate = "baremetal:runbook:create" => RunbookCreator,
+    RunbookDelete = "baremetal:runbook:delete" => RunbookAdmin,
+    RunbookUpdate = "baremetal:runbook:update" => RunbookAdmin,
+    RunbookUpdatePublic = "baremetal:runbook:update:public" => SystemMember,
+    RunbookUpdateOwner = "baremetal:runbook:update:owner" => SystemMember,
+    RunbookUse = "baremetal:runbook:use" => RunbookAdmin,
     IpaLookup = "baremetal:driver:ipa_lookup" => PublicApi,
     IpaHeartbeat = "baremetal:node:ipa_heartbeat" => PublicApi,
     IpaContinueInspection = "baremetal:driver:ipa_continue_inspection" => PublicApi,
@@ -540,6 +563,26 @@ impl Authz {
             None
         } else {
             Some(Redaction(self.creds.clone()))
+        }
+    }
+
+    /// `p` on a runbook asked for as `ident`: 404 when the caller may not see it (a
+    /// public one is seen by anyone who may list runbooks), 403 when it may see it but
+    /// not do `p`.
+    pub fn runbook(&self, r: &Runbook, ident: &str, p: Policy) -> Result<(), ApiError> {
+        let t = Target {
+            owner: r.owner.as_deref(),
+            lessee: None,
+        };
+        let sees = self.allows(Policy::RunbookGet, t)
+            || (r.public && self.allows(Policy::RunbookList, Target::default()));
+        if !sees {
+            return Err(ironic_model::runbook::not_found(ident).into());
+        }
+        if p == Policy::RunbookGet || self.allows(p, t) {
+            Ok(())
+        } else {
+            Err(p.denied())
         }
     }
 

@@ -53,6 +53,7 @@ const MEMBERS: &[(&str, u16)] = &[
     ("disable_ramdisk", 1),
     // Checked below: with the verb, whose version is checked after the node's state.
     ("service_steps", 1),
+    ("runbook", 92),
 ];
 
 /// Interfaces that offer clean steps.
@@ -198,8 +199,19 @@ pub async fn set_provision_state(
         }
         other => (other?, false),
     };
-    let steps = match (verb.event, obj.get("clean_steps")) {
+    let runbook = match obj.get("runbook") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(r)) => Some(r.clone()),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "Invalid runbook: {} is not of type 'string'",
+                py_repr(other)
+            )));
+        }
+    };
+    let mut steps = match (verb.event, obj.get("clean_steps")) {
         (Event::Clean, Some(s)) => Some(requested_steps("clean_steps", s)?),
+        (Event::Clean, None) if runbook.is_some() => None,
         (Event::Clean, None) => {
             return Err(ApiError::invalid(
                 "\"clean_steps\" is required when setting target provision state to clean",
@@ -233,12 +245,12 @@ pub async fn set_provision_state(
         )));
     }
     let deploy_steps = user_deploy_steps(obj.get("deploy_steps"), verb.event, v)?;
-    let disable_ramdisk = match obj.get("disable_ramdisk") {
+    let mut disable_ramdisk = match obj.get("disable_ramdisk") {
         None | Some(Value::Null) => None,
         Some(Value::Bool(b)) => Some(*b),
         Some(_) => return Err(ApiError::invalid("disable_ramdisk must be a boolean")),
     };
-    let service_steps = match obj.get("service_steps") {
+    let mut service_steps = match obj.get("service_steps") {
         None | Some(Value::Null) => None,
         Some(Value::Array(l)) if l.is_empty() => None,
         Some(s) if verb.event == Event::Service => Some(requested_steps("service_steps", s)?),
@@ -261,6 +273,26 @@ pub async fn set_provision_state(
     }
     if too_new {
         return Err(Error::not_acceptable().into());
+    }
+    if let Some(name) = &runbook {
+        let (s, d) = runbook_steps(
+            &st,
+            &authz,
+            &node,
+            name,
+            verb.event,
+            &steps,
+            &service_steps,
+            v,
+        )
+        .await?;
+        match verb.event {
+            Event::Clean => steps = Some(s),
+            _ => service_steps = Some(s),
+        }
+        // The runbook's own setting wins (upstream's); a false one asks for nothing
+        // newer than the verb.
+        disable_ramdisk = d.then_some(true);
     }
     if disable_ramdisk.is_some() {
         let since = match verb.event {
@@ -335,6 +367,72 @@ pub async fn set_provision_state(
         }
     }
     Ok(accepted(&base, &ident))
+}
+
+/// The steps of `runbook` (1.92) for a `clean` or `service` of `node`: the caller may
+/// use it (`baremetal:runbook:use`; 404 when it may not see it) and the node's traits
+/// approve it (from 1.112 a trait the runbook has; before, its name); no explicit
+/// steps beside it. Returns the steps in their order and its `disable_ramdisk`.
+#[allow(clippy::too_many_arguments)]
+async fn runbook_steps(
+    st: &AppState,
+    authz: &Authz,
+    node: &ironic_model::Node,
+    name: &str,
+    event: Event,
+    clean_steps: &Option<Vec<Requested>>,
+    service_steps: &Option<Vec<Requested>>,
+    v: Version,
+) -> Result<(Vec<Requested>, bool), ApiError> {
+    if !matches!(event, Event::Clean | Event::Service) {
+        return Err(ApiError::invalid(
+            "\"runbooks\" is only valid when setting target provision state to any of ['clean', 'service']",
+        ));
+    }
+    let rb = crate::runbooks::authorized(st, authz, name, Policy::RunbookUse).await?;
+    let node_traits = st.db.node_traits(node.id).await?;
+    if v.at_least(112) {
+        if rb.traits.is_empty() {
+            return Err(ApiError::invalid(format!(
+                "Runbook {} has no traits configured. Please ask an administrator to add traits to the runbook.",
+                rb.uuid
+            )));
+        }
+        if !rb.traits.iter().any(|t| node_traits.contains(t)) {
+            let mut sorted = rb.traits.clone();
+            sorted.sort();
+            return Err(ApiError::invalid(format!(
+                "This runbook has not been approved for use on this node {}. The node does not have any of the runbook's traits {}. Please ask an administrator to add a matching trait to your node.",
+                node.uuid,
+                py_repr(&serde_json::json!(sorted))
+            )));
+        }
+    } else if !node_traits.contains(&rb.name) {
+        return Err(ApiError::invalid(format!(
+            "This runbook has not been approved for use on this node {}. Please ask an administrator to add it to your node traits.",
+            node.uuid
+        )));
+    }
+    let (given, what) = match event {
+        Event::Clean => (clean_steps, "clean_steps"),
+        _ => (service_steps, "service_steps"),
+    };
+    if given.is_some() {
+        return Err(ApiError::invalid(format!(
+            "Please provide either \"{what}\" or a runbook, but not both."
+        )));
+    }
+    let steps = rb
+        .ordered_steps()
+        .into_iter()
+        .map(|s| Requested {
+            interface: s.interface,
+            step: s.step,
+            args: s.args,
+        })
+        .collect();
+    tracing::info!(node = %node.uuid, runbook = %rb.name, "steps from a runbook");
+    Ok((steps, rb.disable_ramdisk))
 }
 
 /// `PUT /v1/nodes/{node}/states/boot_mode` (1.76): `{"target": "bios"|"uefi"}`, and

@@ -84,6 +84,9 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(82) {
         doc.insert("shards".into(), pair(&base, "shards"));
     }
+    if req.version.at_least(92) {
+        doc.insert("runbooks".into(), pair(&base, "runbooks"));
+    }
     if req.version.at_least(84) {
         doc.insert(
             "continue_inspection".into(),

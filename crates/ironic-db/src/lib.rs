@@ -25,6 +25,7 @@ pub mod history;
 pub mod inventory;
 pub mod nodes;
 pub mod ports;
+pub mod runbooks;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod topology;

@@ -21,6 +21,7 @@ pub mod patch;
 pub mod port;
 pub mod raid;
 pub mod ring;
+pub mod runbook;
 pub mod secrets;
 pub mod states;
 pub mod version;

@@ -1651,6 +1651,296 @@ async fn vtep_and_json_suffix(s: &Server) {
     }
 }
 
+/// 1.92: runbooks, and running one in manual cleaning or servicing (S402–S454).
+async fn runbooks(s: &Server) {
+    let max = max_minor(s).await;
+    let r = s.get("/v1/runbooks", "1.91").await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let bios = json!({"interface": "bios", "step": "apply_configuration",
+                      "args": {"settings": [{"name": "LogicalProc", "value": "Disabled"}]},
+                      "order": 0});
+    let log = json!({"interface": "vendor", "step": "log_passthrough", "args": {}, "order": "1"});
+    let body = json!({"name": "CUSTOM_BIOS_TUNE", "steps": [log, bios], "extra": {"team": "ops"}});
+    assert_eq!(s.post("/v1/runbooks", "1.91", &body).await.status, 405);
+    let r = s.post("/v1/runbooks", "1.92", &body).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let created = r.json();
+    let uuid = created["uuid"].as_str().unwrap().to_string();
+    let keys: Vec<&str> = created
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "uuid",
+            "created_at",
+            "updated_at",
+            "name",
+            "extra",
+            "public",
+            "owner",
+            "disable_ramdisk",
+            "links",
+            "steps"
+        ]
+    );
+    assert_eq!(created["steps"][0]["order"], 1);
+    let err = |b: serde_json::Value| async move { s.post("/v1/runbooks", "1.92", &b).await };
+    for (b, status, fault) in [
+        (
+            json!({"name": "my-runbook", "steps": [bios]}),
+            400,
+            "Schema error for runbook: 'my-runbook' is not valid under any of the given schemas. Possible root cause: 'my-runbook' does not match '^CUSTOM_[A-Z0-9_]+$'",
+        ),
+        (
+            json!({"name": "CUSTOM_E", "steps": []}),
+            400,
+            "Schema error for runbook: [] should be non-empty",
+        ),
+        (
+            json!({"name": "CUSTOM_E", "steps": [{"interface": "bios", "step": "x", "args": {}}]}),
+            400,
+            "Schema error for runbook: 'order' is a required property",
+        ),
+        (
+            json!({"name": "CUSTOM_E", "steps": [{"interface": "network", "step": "x", "args": {}, "order": 0}]}),
+            400,
+            "Schema error for runbook: 'network' is not one of ['vendor', 'power', 'management', 'firmware', 'deploy', 'bios', 'raid']",
+        ),
+        (
+            json!({"name": "CUSTOM_E", "steps": [bios, bios]}),
+            400,
+            "Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the same interface and step. Duplicates: interface: bios, step: apply_configuration.",
+        ),
+        (
+            json!({"name": "CUSTOM_BIOS_TUNE", "steps": [bios]}),
+            409,
+            "A runbook with name CUSTOM_BIOS_TUNE already exists.",
+        ),
+        (
+            json!({"name": "CUSTOM_E", "steps": [bios], "owner": "other"}),
+            400,
+            "Cannot create a runbook as a project scoped admin with an owner other than your own project.",
+        ),
+    ] {
+        let r = err(b.clone()).await;
+        assert_eq!((r.status, r.fault()), (status, fault.to_string()), "{b}");
+    }
+    for extra in [json!({"traits": ["CUSTOM_A"]}), json!({"description": "d"})] {
+        let mut b = json!({"name": "CUSTOM_E", "steps": [bios]});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        assert_eq!(err(b).await.status, 400);
+    }
+    // Read by name or uuid; lists show uuid and name; steps are no sort key.
+    let r = s.get("/v1/runbooks/CUSTOM_BIOS_TUNE", "1.92").await;
+    assert_eq!((r.status, &r.json()["uuid"]), (200, &json!(uuid)));
+    let r = s.get("/v1/runbooks/no-such-runbook", "1.92").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, "Runbook no-such-runbook could not be found.".into())
+    );
+    let l = s.get("/v1/runbooks", "1.92").await.json();
+    let keys: Vec<&str> = l["runbooks"][0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["uuid", "name", "links"]);
+    let r = s.get("/v1/runbooks?sort_key=steps", "1.92").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "The sort_key value steps is an invalid field for sorting".into()
+        )
+    );
+    // PATCH.
+    let path = format!("/v1/runbooks/{uuid}");
+    let path = path.as_str();
+    let patch = |ops: serde_json::Value| async move { s.patch(path, "1.92", &ops).await };
+    let r = patch(json!([{"op": "add", "path": "/description", "value": "x"}])).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Cannot patch /description. Only the following can be updated: disable_ramdisk, extra, name, owner, public, steps".into()
+        )
+    );
+    let r = patch(json!([{"op": "remove", "path": "/name"}])).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Schema error for patch: 'name' is a required property".into()
+        )
+    );
+    let r = patch(json!([{"op": "replace", "path": "/extra/team", "value": "infra"}])).await;
+    assert_eq!(
+        (r.status, &r.json()["extra"]),
+        (200, &json!({"team": "infra"}))
+    );
+
+    // Use: the node must carry the runbook's name as a trait (before 1.112).
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "rb-node"}))
+        .await;
+    let node = n["uuid"].as_str().unwrap().to_string();
+    s.provision_to("1.92", "rb-node", "manage").await;
+    s.wait_state("1.92", "rb-node", "manageable").await;
+    let clean = json!({"target": "clean", "runbook": "CUSTOM_BIOS_TUNE"});
+    assert_eq!(
+        s.provision("1.91", "rb-node", clean.clone()).await.status,
+        406
+    );
+    let r = s.provision("1.92", "rb-node", clean.clone()).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            format!(
+                "This runbook has not been approved for use on this node {node}. Please ask an administrator to add it to your node traits."
+            )
+        )
+    );
+    let r = s
+        .put("/v1/nodes/rb-node/traits/CUSTOM_BIOS_TUNE", "1.92", None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = s
+        .provision(
+            "1.92",
+            "rb-node",
+            json!({"target": "clean", "runbook": "CUSTOM_BIOS_TUNE",
+                   "clean_steps": [{"interface": "vendor", "step": "log_passthrough"}]}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Please provide either \"clean_steps\" or a runbook, but not both.".into()
+        )
+    );
+    let r = s
+        .provision(
+            "1.92",
+            "rb-node",
+            json!({"target": "clean", "runbook": "no-such-runbook"}),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = s.provision("1.92", "rb-node", clean).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.92", "rb-node", "manageable").await;
+    assert_eq!(n["last_error"], json!(null));
+    let done: Vec<String> = common::fake_journal(&n)
+        .into_iter()
+        .filter(|(_, e)| e == "done")
+        .map(|(step, _)| step)
+        .collect();
+    assert_eq!(done, ["bios.apply_configuration", "vendor.log_passthrough"]);
+    // Deleted by uuid.
+    assert_eq!(
+        s.delete(&format!("/v1/runbooks/{uuid}"), "1.92")
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        s.get(&format!("/v1/runbooks/{uuid}"), "1.92").await.status,
+        404
+    );
+    if max >= 112 {
+        runbooks_1_112(s, &node).await;
+    }
+}
+
+/// 1.112: runbook descriptions, logical names and traits; a runbook needs a trait the
+/// node has (S403, S432–S445).
+async fn runbooks_1_112(s: &Server, node: &str) {
+    let step = json!({"interface": "vendor", "step": "log_passthrough", "args": {}, "order": 0});
+    let r = s
+        .post(
+            "/v1/runbooks",
+            "1.112",
+            &json!({"name": "svc-log", "description": "log it", "steps": [step]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        (&r.json()["description"], &r.json()["traits"]),
+        (&json!("log it"), &json!([]))
+    );
+    assert_eq!(
+        s.get("/v1/runbooks/svc-log/traits", "1.111").await.status,
+        404
+    );
+    let r = s.get("/v1/runbooks/svc-log/traits", "1.112").await;
+    assert_eq!(r.json(), json!({"traits": []}));
+    let r = s
+        .provision(
+            "1.112",
+            "rb-node",
+            json!({"target": "clean", "runbook": "svc-log"}),
+        )
+        .await;
+    assert!(r.fault().contains("has no traits configured"), "{}", r.body);
+    let r = s
+        .put(
+            "/v1/runbooks/svc-log/traits/CUSTOM_ELSEWHERE",
+            "1.112",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    let r = s
+        .provision(
+            "1.112",
+            "rb-node",
+            json!({"target": "clean", "runbook": "svc-log"}),
+        )
+        .await;
+    assert_eq!(
+        r.fault(),
+        format!(
+            "This runbook has not been approved for use on this node {node}. The node does not have any of the runbook's traits ['CUSTOM_ELSEWHERE']. Please ask an administrator to add a matching trait to your node."
+        )
+    );
+    let r = s
+        .put(
+            "/v1/runbooks/svc-log/traits",
+            "1.112",
+            Some(&json!({"traits": ["CUSTOM_BIOS_TUNE", "CUSTOM_OTHER"]})),
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        s.delete("/v1/runbooks/svc-log/traits/CUSTOM_NOPE", "1.112")
+            .await
+            .status,
+        204
+    );
+    let r = s
+        .put("/v1/runbooks/svc-log/traits/not-a-trait", "1.112", None)
+        .await;
+    assert_eq!(r.status, 400);
+    let r = s
+        .provision(
+            "1.112",
+            "rb-node",
+            json!({"target": "clean", "runbook": "svc-log"}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state("1.112", "rb-node", "manageable").await;
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -1860,6 +2150,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    runbooks,
     vtep_and_json_suffix,
     vmedia,
     port_fields_by_version,
