@@ -582,6 +582,10 @@ pub async fn set_power_state(
         Some((_, min)) if !v.at_least(*min) => return Err(Error::not_acceptable().into()),
         Some(_) => {}
     }
+    // 1.95: a node that must stay on (upstream's 409, S311); reboots are allowed.
+    if node.disable_power_off && matches!(target, "power off" | "soft power off") {
+        return Err(power_off_refused(target).into());
+    }
     let change = ChangeNodePowerState {
         node: NodeRef::from(&node),
         new_state: target.to_string(),
@@ -589,6 +593,10 @@ pub async fn set_power_state(
     };
     st.conductor.call(&req.ctx, change).await?;
     Ok(accepted(&base, &ident))
+}
+
+fn power_off_refused(target: &str) -> Error {
+    Error::Conflict(format!("Failed to set node power state to {target}."))
 }
 
 /// `GET /v1/nodes/{node}/validate`: each interface's validation, core interfaces

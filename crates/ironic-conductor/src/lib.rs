@@ -453,6 +453,12 @@ impl Handlers for Conductor {
             timeout_secs,
         } = req;
         self.with_lock(&node, |mut n| async move {
+            if n.disable_power_off && matches!(new_state.as_str(), "power off" | "soft power off") {
+                tracing::error!(node = %n.uuid, "refusing to power off a node with disable_power_off");
+                return Err(Error::Conflict(format!(
+                    "Failed to set node power state to {new_state}."
+                )));
+            }
             if ironic_drivers::interfaces::power_result(&new_state).is_none() {
                 return Err(Error::invalid(format!(
                     "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",

@@ -1941,6 +1941,67 @@ async fn runbooks_1_112(s: &Server, node: &str) {
     s.wait_state("1.112", "rb-node", "manageable").await;
 }
 
+/// 1.95: `disable_power_off`: power off refused, reboots allowed (S213, S311–S315).
+async fn disable_power_off(s: &Server) {
+    let body = json!({"driver": "fake-hardware", "name": "dpo-node", "disable_power_off": true});
+    assert_eq!(s.post("/v1/nodes", "1.94", &body).await.status, 406);
+    let r = s.post("/v1/nodes", "1.95", &body).await;
+    assert_eq!(
+        (r.status, &r.json()["disable_power_off"]),
+        (201, &json!(true))
+    );
+    let power = |target: &'static str| async move {
+        s.put(
+            "/v1/nodes/dpo-node/states/power",
+            "1.95",
+            Some(&json!({"target": target})),
+        )
+        .await
+    };
+    assert_eq!(power("power on").await.status, 202);
+    for t in ["power off", "soft power off"] {
+        let r = power(t).await;
+        assert_eq!(
+            (r.status, r.fault()),
+            (409, format!("Failed to set node power state to {t}."))
+        );
+    }
+    assert_eq!(power("rebooting").await.status, 202);
+    let n = s.get("/v1/nodes/dpo-node", "1.95").await.json();
+    assert_eq!(
+        (&n["power_state"], &n["last_error"]),
+        (&json!("power on"), &json!(null))
+    );
+    // A reserved power_off step fails the cleaning.
+    s.provision_to("1.95", "dpo-node", "manage").await;
+    s.wait_state("1.95", "dpo-node", "manageable").await;
+    let r = s
+        .provision(
+            "1.95",
+            "dpo-node",
+            json!({"target": "clean", "clean_steps": [{"interface": "power", "step": "power_off"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state("1.95", "dpo-node", "clean failed").await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("disable_power_off is set"),
+        "{n}"
+    );
+    assert_eq!(n["power_state"], "power on");
+    let patch = json!([{"op": "replace", "path": "/disable_power_off", "value": false}]);
+    assert_eq!(
+        s.patch("/v1/nodes/dpo-node", "1.94", &patch).await.status,
+        406
+    );
+    let r = s.patch("/v1/nodes/dpo-node", "1.95", &patch).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(power("power off").await.status, 202);
+}
+
 /// 1.82: shards: the node field, the node and port filters, `GET /v1/shards`
 /// (S003, S234–S241).
 async fn shards(s: &Server) {
@@ -2150,6 +2211,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    disable_power_off,
     runbooks,
     vtep_and_json_suffix,
     vmedia,

@@ -196,12 +196,16 @@ impl Provisioner {
 
     /// What an in-band inspection leaves behind, whatever its end: the lookup data,
     /// the agent's token and URL; the node is powered off (upstream's `[inspector]
-    /// power_off`, default true). A failure to power off is logged only.
+    /// power_off`, default true) unless `disable_power_off` (1.95) says it stays on. A
+    /// failure to power off is logged only.
     pub(super) async fn end_inband_inspection(&self, node: &mut Node) {
         for k in [agent::LOOKUP_BMC_ADDRESSES, INSPECT_WAIT_DEADLINE] {
             node.driver_internal_info.remove(k);
         }
         agent::wipe_token_and_url(&mut node.driver_internal_info);
+        if node.disable_power_off {
+            return;
+        }
         let Ok(driver) = self.driver_of(node) else {
             return;
         };

@@ -250,6 +250,11 @@ impl Provisioner {
                 ))));
             }
             "power_on" => "power on",
+            "power_off" if node.disable_power_off => {
+                return Err(
+                    "Failed to set node power state to power off: disable_power_off is set.".into(),
+                );
+            }
             "power_off" => "power off",
             "reboot" => "rebooting",
             _ => {
