@@ -350,6 +350,29 @@ os baremetal node list -f value -c Name | grep >/dev/null compat-child && fail "
 os baremetal node list --include-children -f value -c Name | grep >/dev/null compat-child || fail "node list --include-children"
 [ "$(os baremetal node list --parent-node compat-new -f value -c Name)" = compat-child ] || fail "node list --parent-node"
 os baremetal node delete compat-child
+[ "$(os baremetal node firmware list compat-new -f value -c Component | sort | tr '\n' ' ')" = "bios bmc " ] \
+  || fail "node firmware list: $(os baremetal node firmware list compat-new -f value)"
+
+echo "== runbooks, hold and unhold, servicing"
+echo '[{"interface": "vendor", "step": "log_passthrough", "args": {}, "order": 0}, {"interface": "deploy", "step": "hold", "args": {}, "order": 1}]' >"$dir/rb.json"
+os baremetal runbook create --name CUSTOM_COMPAT_RB --steps "$dir/rb.json" --extra team=ops -f value -c uuid >/dev/null
+[ "$(os baremetal runbook list -f value -c Name)" = CUSTOM_COMPAT_RB ] || fail "runbook list"
+os baremetal runbook set CUSTOM_COMPAT_RB --extra team=infra
+os baremetal runbook show CUSTOM_COMPAT_RB -f json -c extra | grep >/dev/null '"team": "infra"' || fail "runbook set"
+os baremetal node add trait compat-new CUSTOM_COMPAT_RB
+os baremetal node clean compat-new --runbook CUSTOM_COMPAT_RB
+wait_state compat-new "clean hold"
+os baremetal node unhold compat-new
+wait_state compat-new manageable
+os baremetal runbook delete CUSTOM_COMPAT_RB
+os baremetal node provide compat-new
+wait_state compat-new available
+os baremetal node deploy compat-new
+wait_state compat-new active
+echo '[{"interface": "vendor", "step": "log_passthrough", "args": {}}]' | os baremetal node service compat-new --service-steps -
+wait_state compat-new active
+os baremetal node show compat-new -f json -c driver_internal_info | grep >/dev/null '"step": "vendor.log_passthrough"' \
+  || fail "service steps not run"
 os baremetal node maintenance set compat-new
 os baremetal node delete compat-new
 
