@@ -3,7 +3,7 @@
 //! shared queue, or the node's conductor when backfilling; `destroy_allocation`).
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_db::allocations::AllocationFilter;
 use ironic_model::allocation::{self as alloc, Allocation, NewAllocation, RESOURCE_CLASS_MAX};
@@ -325,9 +325,10 @@ pub async fn create(
     let created = st.conductor.call(&req.ctx, create).await?;
     let fields = fields_of(&Query(Vec::new()), v)?;
     let mut resp = one_response(&created, &base, &fields, StatusCode::CREATED)?;
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/allocations/{}", created.uuid)) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(
+        &mut resp,
+        &format!("{base}/v1/allocations/{}", created.uuid),
+    );
     Ok(resp)
 }
 

@@ -3,7 +3,7 @@
 //! conductor owns them.
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_model::chassis::{self as ch, Chassis, DEFAULT_LIST_FIELDS, DESCRIPTION_MAX, FIELDS};
 use ironic_model::ids::canonical_uuid;
@@ -150,9 +150,7 @@ pub async fn create(
         .await?;
     tracing::info!(chassis = %created.uuid, "chassis created");
     let mut resp = json_response(StatusCode::CREATED, &doc(&created, &base, FIELDS));
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/chassis/{}", created.uuid)) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(&mut resp, &format!("{base}/v1/chassis/{}", created.uuid));
     Ok(resp)
 }
 

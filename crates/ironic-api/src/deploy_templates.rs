@@ -4,7 +4,7 @@
 //! when it deploys, and the steps a node would run can be seen beforehand.
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_model::deploy_template::{self as dt, DeployTemplate, validate_doc};
 use ironic_model::ids::is_uuid_like;
@@ -122,10 +122,10 @@ pub async fn create(
     let created = st.db.deploy_template_create(&t).await?;
     tracing::info!(template = %created.name, uuid = %created.uuid, "deploy template created");
     let mut resp = json_response(StatusCode::CREATED, &doc(&created, &base, FIELDS));
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/deploy_templates/{}", created.uuid))
-    {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(
+        &mut resp,
+        &format!("{base}/v1/deploy_templates/{}", created.uuid),
+    );
     Ok(resp)
 }
 

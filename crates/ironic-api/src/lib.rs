@@ -148,6 +148,14 @@ impl FromRequestParts<AppState> for Req {
     }
 }
 
+/// Sets the `Location` header of `resp` to `url` (left out if `url` is not a valid
+/// header value, which a URL built from our own base and identifiers never is).
+pub(crate) fn set_location(resp: &mut Response, url: &str) {
+    if let Ok(loc) = HeaderValue::from_str(url) {
+        resp.headers_mut().insert(header::LOCATION, loc);
+    }
+}
+
 /// A JSON response with the given status.
 pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
     match serde_json::to_vec(body) {

@@ -1,7 +1,7 @@
 //! `/v1/nodes` and its sub-resources (reference §4.2).
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_db::{NodeFilter, NodeListQuery};
 use ironic_model::ids::{NodeIdent, NodeUuid, canonical_uuid};
@@ -574,9 +574,7 @@ pub async fn create(
         None,
         authz.redaction(),
     );
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}", created.uuid)) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(&mut resp, &format!("{base}/v1/nodes/{}", created.uuid));
     Ok(resp)
 }
 
@@ -1041,13 +1039,10 @@ pub async fn trait_put(
         )
         .await?;
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!(
-        "{base}/v1/nodes/{}/traits/{}",
-        enc(&ident),
-        enc(&name)
-    )) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(
+        &mut resp,
+        &format!("{base}/v1/nodes/{}/traits/{}", enc(&ident), enc(&name)),
+    );
     Ok(resp)
 }
 

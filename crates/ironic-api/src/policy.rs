@@ -121,6 +121,12 @@ impl<'a> Target<'a> {
             lessee: n.lessee.as_deref().filter(|s| !s.is_empty()),
         }
     }
+    pub fn runbook(r: &'a Runbook) -> Target<'a> {
+        Target {
+            owner: r.owner.as_deref().filter(|s| !s.is_empty()),
+            lessee: None,
+        }
+    }
     pub fn allocation(a: &'a Allocation) -> Target<'a> {
         Target {
             owner: a.owner.as_deref().filter(|s| !s.is_empty()),
@@ -570,10 +576,7 @@ impl Authz {
     /// public one is seen by anyone who may list runbooks), 403 when it may see it but
     /// not do `p`.
     pub fn runbook(&self, r: &Runbook, ident: &str, p: Policy) -> Result<(), ApiError> {
-        let t = Target {
-            owner: r.owner.as_deref(),
-            lessee: None,
-        };
+        let t = Target::runbook(r);
         let sees = self.allows(Policy::RunbookGet, t)
             || (r.public && self.allows(Policy::RunbookList, Target::default()));
         if !sees {

@@ -5,7 +5,7 @@
 //! `fields`, `detail`, pagination and sort, and the policy on the owning node.
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_db::Db;
 use ironic_db::ports::{Key, NicListQuery};
@@ -578,9 +578,7 @@ pub(crate) async fn owning_node(
 pub(crate) fn created<T: Nic>(o: &T, base: &str, v: Version) -> Response {
     let fields = pm::fields_at(T::FIELDS, v);
     let mut resp = json_response(StatusCode::CREATED, &render(o, base, &fields, true, v));
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/{}/{}", T::PATH, o.uuid())) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(&mut resp, &format!("{base}/v1/{}/{}", T::PATH, o.uuid()));
     resp
 }
 

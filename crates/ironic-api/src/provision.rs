@@ -9,7 +9,7 @@
 //! answers 400 (`docs/api.md`).
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use ironic_catalog::steps::Requested;
 use ironic_model::deploy_template::{TemplateStep, validate_step};
@@ -35,9 +35,7 @@ type ApiResult = Result<axum::response::Response, ApiError>;
 /// 202, no body, `Location` to the node's states (where the client follows the work).
 fn accepted(base: &str, ident: &str) -> axum::response::Response {
     let mut resp = StatusCode::ACCEPTED.into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/nodes/{}/states", enc(ident))) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(&mut resp, &format!("{base}/v1/nodes/{}/states", enc(ident)));
     resp
 }
 

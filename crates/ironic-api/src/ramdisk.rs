@@ -36,16 +36,23 @@ pub struct RamdiskSettings {
     pub heartbeat_timeout: u64,
 }
 
-/// Turned off, refused (403, upstream's message naming the path); below 1.22, not found
-/// (upstream's handler raises a plain not-found, not the routing one).
-fn gate(st: &AppState, req: &Req, uri: &OriginalUri) -> Result<(), ApiError> {
-    if !st.settings.ramdisk.enabled {
-        return Err(Error::Forbidden(format!(
-            "Access was denied to the following resource: {}",
-            uri.0.path()
-        ))
-        .into());
+/// `[api] enable_ramdisk_endpoints = false`: refused (403, upstream's message naming the
+/// path).
+fn enabled(st: &AppState, uri: &OriginalUri) -> Result<(), ApiError> {
+    if st.settings.ramdisk.enabled {
+        return Ok(());
     }
+    Err(Error::Forbidden(format!(
+        "Access was denied to the following resource: {}",
+        uri.0.path()
+    ))
+    .into())
+}
+
+/// Lookup and heartbeat: [`enabled`], and below 1.22 not found (upstream's handler
+/// raises a plain not-found, not the routing one).
+fn gate(st: &AppState, req: &Req, uri: &OriginalUri) -> Result<(), ApiError> {
+    enabled(st, uri)?;
     if !req.version.at_least(22) {
         return Err(not_found());
     }
@@ -352,13 +359,7 @@ pub async fn continue_inspection(
     RawQuery(q): RawQuery,
     JsonBody(body): JsonBody,
 ) -> ApiResult {
-    if !st.settings.ramdisk.enabled {
-        return Err(Error::Forbidden(format!(
-            "Access was denied to the following resource: {}",
-            uri.0.path()
-        ))
-        .into());
-    }
+    enabled(&st, &uri)?;
     let q = Query::parse(q.as_deref())?;
     q.only(&["node_uuid"])?;
     let new = req.version.at_least(84);

@@ -5,7 +5,7 @@
 //! may change them) or by the deployment; a `public` one is seen by every reader.
 
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_model::ids::is_uuid_like;
 use ironic_model::names::validate_trait;
@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::policy::{Authz, Policy};
+use crate::policy::{Authz, Policy, Target};
 use crate::query::{Query, field_list};
 use crate::view::{Ts, links_value, masked};
 use crate::{AppState, Base, Req, json_response};
@@ -176,9 +176,7 @@ pub async fn create(
         StatusCode::CREATED,
         &doc(&created, &base, &fields_at(req.version)),
     );
-    if let Ok(loc) = HeaderValue::from_str(&format!("{base}/v1/runbooks/{}", created.uuid)) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(&mut resp, &format!("{base}/v1/runbooks/{}", created.uuid));
     Ok(resp)
 }
 
@@ -328,7 +326,7 @@ pub async fn patch(
         rb::check_name(&json!(valid.name), v, "patch")?;
         Ok(valid)
     })?;
-    let t = ironic_model_target(&r);
+    let t = Target::runbook(&r);
     if valid.public != r.public && !authz.allows(Policy::RunbookUpdatePublic, t) {
         return Err(Policy::RunbookUpdatePublic.denied());
     }
@@ -348,13 +346,6 @@ pub async fn patch(
         StatusCode::OK,
         &doc(&saved, &base, &fields_at(v)),
     ))
-}
-
-fn ironic_model_target(r: &Runbook) -> crate::policy::Target<'_> {
-    crate::policy::Target {
-        owner: r.owner.as_deref(),
-        lessee: None,
-    }
 }
 
 pub async fn delete(
@@ -455,12 +446,13 @@ pub async fn trait_put(
         st.db.runbook_update(&r).await?;
     }
     let mut resp = StatusCode::NO_CONTENT.into_response();
-    if let Ok(loc) = HeaderValue::from_str(&format!(
-        "{base}/v1/runbooks/{}/traits/{t}",
-        crate::nodes::enc(&ident)
-    )) {
-        resp.headers_mut().insert(header::LOCATION, loc);
-    }
+    crate::set_location(
+        &mut resp,
+        &format!(
+            "{base}/v1/runbooks/{}/traits/{t}",
+            crate::nodes::enc(&ident)
+        ),
+    );
     Ok(resp)
 }
 

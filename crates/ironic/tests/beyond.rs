@@ -1579,16 +1579,16 @@ async fn vmedia(s: &Server) {
                     "driver_info": {"server_hardware_uri": "/rest/server-hardware/1"}}),
         )
         .await;
-    if r.status == 201 {
-        let r = s.post("/v1/nodes/vm-ov/vmedia", "1.89", &iso).await;
-        assert_eq!(
-            (r.status, r.fault()),
-            (
-                400,
-                "Driver oneview does not support attach_virtual_media (disabled or not implemented).".into()
-            )
-        );
-    }
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = s.post("/v1/nodes/vm-ov/vmedia", "1.89", &iso).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Driver oneview does not support attach_virtual_media (disabled or not implemented)."
+                .into()
+        )
+    );
 }
 
 /// 1.90 (and 1.105): the OVN VTEP keys of `local_link_connection`; 1.91: no `.json`

@@ -134,16 +134,13 @@ impl Provisioner {
                 .driver_internal_info
                 .insert(CLEAN_STEP_INDEX.into(), json!(i));
             tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
-            let started = std::time::Instant::now();
-            let outcome = match self.run_step(&mut held.node, step).await {
-                Ok(Ran::Outcome(o)) => Ok(o),
-                Ok(Ran::Hold) => {
+            let outcome = match self.run_step(&mut held.node, "clean", step).await {
+                Ran::Finished(o) => o,
+                Ran::Hold => {
                     self.hold(held).await;
                     return;
                 }
-                Err(why) => Err(why),
             };
-            super::step_timed("clean", step, started, &outcome);
             match outcome {
                 Ok(Outcome::Done) => {
                     self.step_event(&mut held.node, step, "done");

@@ -148,16 +148,13 @@ impl Provisioner {
                 return;
             }
             tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
-            let started = std::time::Instant::now();
-            let outcome = match self.run_step(&mut held.node, step).await {
-                Ok(Ran::Outcome(o)) => Ok(o),
-                Ok(Ran::Hold) => {
+            let outcome = match self.run_step(&mut held.node, "deploy", step).await {
+                Ran::Finished(o) => o,
+                Ran::Hold => {
                     self.hold(held).await;
                     return;
                 }
-                Err(why) => Err(why),
             };
-            super::step_timed("deploy", step, started, &outcome);
             match outcome {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {

@@ -1,6 +1,8 @@
 //! Provisioning verbs and the background work they start: verification (`manage`),
-//! automated cleaning (`provide`), manual cleaning (`clean`), `abort`, and the fake
-//! `inspect` and `adopt`.
+//! automated cleaning (`provide`), manual cleaning (`clean`), deploying, servicing
+//! (`service`), inspection (out of band, or in band through the ramdisk's
+//! `continue_inspection`), `adopt`, `abort`, and the reserved steps (`hold` and
+//! `unhold`, `wait`, power actions; [`Provisioner::run_step`]).
 //!
 //! A verb is checked and applied under the node lock (`fsm::process`); the RPC returns
 //! once the node is in its new state, and a task of its own carries the lock on. A step
@@ -128,8 +130,8 @@ fn step_json(s: &Step) -> JsonObject {
 
 /// What running a step did.
 enum Ran {
-    /// The driver's (or a power action's) outcome.
-    Outcome(Outcome),
+    /// The driver's (or a power action's) outcome, or why it failed (timed).
+    Finished(Result<Outcome, String>),
     /// The reserved `hold` step: the node waits in `… hold` for `unhold`.
     Hold,
 }
@@ -226,11 +228,24 @@ impl Provisioner {
     /// (`steps::RESERVED_STEPS`): a power action through the power interface, a `wait`
     /// as a pause of its `seconds` (at most `[conductor] max_conductor_wait_step_seconds`,
     /// which is also the pause when none is given: there is no agent whose heartbeat
-    /// would end it), a `hold` as [`Ran::Hold`]. `Err` is the reason it failed.
-    async fn run_step(&self, node: &mut Node, step: &Step) -> Result<Ran, String> {
+    /// would end it), a `hold` as [`Ran::Hold`]. A step that finished (or failed) is
+    /// timed as a step of `kind` (`clean`, `deploy`, `service`).
+    async fn run_step(&self, node: &mut Node, kind: &'static str, step: &Step) -> Ran {
+        let started = std::time::Instant::now();
+        let outcome = match self.step_outcome(node, step).await {
+            Ok(None) => return Ran::Hold,
+            Ok(Some(o)) => Ok(o),
+            Err(why) => Err(why),
+        };
+        step_timed(kind, step, started, &outcome);
+        Ran::Finished(outcome)
+    }
+
+    /// [`Provisioner::run_step`] untimed: `None` for `hold`.
+    async fn step_outcome(&self, node: &mut Node, step: &Step) -> Result<Option<Outcome>, String> {
         let driver = self.driver_of(node).map_err(|e| e.to_string())?;
         let power = match step.step.as_str() {
-            "hold" => return Ok(Ran::Hold),
+            "hold" => return Ok(None),
             "wait" => {
                 let most = self.settings.max_conductor_wait_step_seconds;
                 let secs = match step.args.get("seconds") {
@@ -245,7 +260,7 @@ impl Provisioner {
                 if secs > most {
                     tracing::warn!(node = %node.uuid, asked = secs, most, "a wait step longer than the maximum; waiting the maximum");
                 }
-                return Ok(Ran::Outcome(Outcome::Wait(std::time::Duration::from_secs(
+                return Ok(Some(Outcome::Wait(std::time::Duration::from_secs(
                     secs.min(most),
                 ))));
             }
@@ -261,7 +276,7 @@ impl Provisioner {
                 return driver
                     .execute_step(NodeInfo::from(&*node), step)
                     .await
-                    .map(Ran::Outcome)
+                    .map(Some)
                     .map_err(|e| e.to_string());
             }
         };
@@ -271,7 +286,7 @@ impl Provisioner {
             .await
             .map_err(|e| e.to_string())?;
         node.power_state = Some(after);
-        Ok(Ran::Outcome(Outcome::Done))
+        Ok(Some(Outcome::Done))
     }
 
     /// Calls the node's deploy interface and applies the changes it reports to the

@@ -118,16 +118,13 @@ impl Provisioner {
                 return;
             }
             tracing::info!(node = %uuid, step = %step.name(), index = i, "service step starts");
-            let started = std::time::Instant::now();
-            let outcome = match self.run_step(&mut held.node, step).await {
-                Ok(Ran::Outcome(o)) => Ok(o),
-                Ok(Ran::Hold) => {
+            let outcome = match self.run_step(&mut held.node, "service", step).await {
+                Ran::Finished(o) => o,
+                Ran::Hold => {
                     self.hold(held).await;
                     return;
                 }
-                Err(why) => Err(why),
             };
-            super::step_timed("service", step, started, &outcome);
             match outcome {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {
