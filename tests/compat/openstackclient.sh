@@ -323,7 +323,7 @@ os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru 
 os baremetal node delete compat-hw
 if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
 
-echo "== above 1.62: shards, boot mode, inspection and inventory, history, BIOS registry, children"
+echo "== above 1.62: shards, boot mode, inspection rules, inspection and inventory, history, BIOS registry, children"
 os baremetal node create --driver fake-hardware --name compat-new --shard compat-shard -f value -c uuid >/dev/null
 os baremetal shard list -f value | grep >/dev/null "compat-shard" || fail "shard list: $(os baremetal shard list -f value)"
 [ "$(os baremetal node list --shards compat-shard -f value -c Name)" = compat-new ] || fail "node list --shards"
@@ -333,8 +333,24 @@ os baremetal node secure boot on compat-new
 [ "$(os baremetal node show compat-new -f value -c secure_boot)" = True ] || fail "secure boot on"
 os baremetal node manage compat-new
 wait_state compat-new manageable
+rule=$(os baremetal inspection rule create --description compat --priority 10 \
+  --conditions '[{"op": "eq", "args": {"values": ["{inventory[cpu][architecture]}", "x86_64"]}}]' \
+  --actions '[{"op": "add-trait", "args": {"name": "CUSTOM_COMPAT_IR"}}, {"op": "set-attribute", "args": {"path": "/extra/arch", "value": "arch-{inventory[cpu][architecture]}"}}]' \
+  -f value -c uuid)
+os baremetal inspection rule create --actions '[{"op": "log", "args": {"msg": "seen {node.name}"}}]' -f value -c uuid >"$dir/rule2"
+[ "$(os baremetal inspection rule list -f value -c UUID | wc -l)" = 2 ] || fail "inspection rule list"
+os baremetal inspection rule set "$rule" --priority 20
+[ "$(os baremetal inspection rule show "$rule" -f value -c priority)" = 20 ] || fail "inspection rule set"
+os baremetal inspection rule unset "$rule" --description
+[ "$(os baremetal inspection rule show "$rule" -f value -c description)" = None ] || fail "inspection rule unset"
+os baremetal inspection rule list --long -f value -c Actions | grep >/dev/null CUSTOM_COMPAT_IR || fail "inspection rule list --long"
+os baremetal inspection rule delete "$(cat "$dir/rule2")"
 os baremetal node inspect compat-new
 wait_state compat-new manageable
+os baremetal node trait list compat-new -f value | grep >/dev/null CUSTOM_COMPAT_IR || fail "inspection rule did not add its trait"
+os baremetal node show compat-new -f json -c extra | grep >/dev/null '"arch": "arch-x86_64"' || fail "inspection rule did not set extra"
+os baremetal inspection rule delete "$rule"
+[ -z "$(os baremetal inspection rule list -f value -c UUID)" ] || fail "inspection rule delete"
 os baremetal node inventory save compat-new --file "$dir/inventory.json"
 grep -q '"architecture": "x86_64"' "$dir/inventory.json" || fail "inventory save: $(cat "$dir/inventory.json")"
 [ "$(os baremetal node show compat-new -f value -c properties | grep -c "'cpus': 8")" = 1 ] || fail "inspected properties"

@@ -33,6 +33,7 @@ pub mod error;
 mod events;
 mod firmware;
 mod history;
+mod inspection_rules;
 mod inventory;
 mod management;
 mod nodes;
@@ -381,7 +382,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
 }
 
 const MIN_VERSION: &str = "1.1";
-const MAX_VERSION: &str = "1.95";
+const MAX_VERSION: &str = "1.96";
 
 async fn not_found() -> ApiError {
     ApiError::routing(StatusCode::NOT_FOUND, "")
@@ -656,6 +657,16 @@ fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         (
             "/runbooks/{ident}/traits/{name}",
             put(runbooks::trait_put).delete(runbooks::trait_delete),
+        ),
+        (
+            "/inspection_rules",
+            get(inspection_rules::list).post(inspection_rules::create),
+        ),
+        (
+            "/inspection_rules/{id}",
+            get(inspection_rules::get_one)
+                .patch(inspection_rules::patch)
+                .delete(inspection_rules::delete),
         ),
         ("/lookup", get(ramdisk::lookup)),
         ("/heartbeat/{ident}", post(ramdisk::heartbeat)),

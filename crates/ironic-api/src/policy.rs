@@ -391,6 +391,12 @@ policies! {
     RunbookUpdatePublic = "baremetal:runbook:update:public" => SystemMember,
     RunbookUpdateOwner = "baremetal:runbook:update:owner" => SystemMember,
     RunbookUse = "baremetal:runbook:use" => RunbookAdmin,
+    InspectionRuleGet = "baremetal:inspection_rule:get" => SystemReader,
+    // Registered as upstream does; no request checks it (a list is `get`).
+    InspectionRuleListAll = "baremetal:inspection_rule:list_all" => SystemReader,
+    InspectionRuleCreate = "baremetal:inspection_rule:create" => SystemAdmin,
+    InspectionRuleUpdate = "baremetal:inspection_rule:update" => SystemAdmin,
+    InspectionRuleDelete = "baremetal:inspection_rule:delete" => SystemAdmin,
     IpaLookup = "baremetal:driver:ipa_lookup" => PublicApi,
     IpaHeartbeat = "baremetal:node:ipa_heartbeat" => PublicApi,
     IpaContinueInspection = "baremetal:driver:ipa_continue_inspection" => PublicApi,

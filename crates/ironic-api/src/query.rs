@@ -82,6 +82,28 @@ impl Query {
         )
     }
 
+    /// A list page's body: `{<key>: docs}`, and a `next` link after the last item when
+    /// the page is full (`last` is its marker).
+    pub fn page(
+        &self,
+        base: &str,
+        key: &str,
+        docs: Vec<serde_json::Value>,
+        limit: usize,
+        last: Option<&str>,
+    ) -> serde_json::Value {
+        let full = docs.len() == limit;
+        let mut body = serde_json::Map::new();
+        body.insert(key.into(), serde_json::Value::Array(docs));
+        if full && let Some(last) = last {
+            body.insert(
+                "next".into(),
+                self.next_link(base, key, limit as u32, last).into(),
+            );
+        }
+        serde_json::Value::Object(body)
+    }
+
     pub fn limit(&self, max: u32) -> Result<u32, ApiError> {
         match self.get("limit") {
             None => Ok(max),

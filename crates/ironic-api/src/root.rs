@@ -87,6 +87,9 @@ pub async fn v1(req: Req, Base(base): Base) -> Response {
     if req.version.at_least(92) {
         doc.insert("runbooks".into(), pair(&base, "runbooks"));
     }
+    if req.version.at_least(96) {
+        doc.insert("inspection_rules".into(), pair(&base, "inspection_rules"));
+    }
     if req.version.at_least(84) {
         doc.insert(
             "continue_inspection".into(),

@@ -251,17 +251,11 @@ pub async fn list(
     };
     let page: Vec<&Runbook> = all.iter().skip(start).take(limit).collect();
     let docs: Vec<Value> = page.iter().map(|r| doc(r, &base, &fields)).collect();
-    let mut body = Map::new();
-    body.insert("runbooks".into(), Value::Array(docs));
-    if page.len() == limit
-        && let Some(last) = page.last()
-    {
-        body.insert(
-            "next".into(),
-            json!(q.next_link(&base, "runbooks", limit as u32, &last.uuid)),
-        );
-    }
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let last = page.last().map(|r| r.uuid.as_str());
+    Ok(json_response(
+        StatusCode::OK,
+        &q.page(&base, "runbooks", docs, limit, last),
+    ))
 }
 
 pub async fn get_one(

@@ -91,6 +91,10 @@ pub struct ConductorSettings {
     pub inspect_wait_timeout: Duration,
     /// `[conductor] max_conductor_wait_step_seconds`: the longest reserved `wait` step.
     pub max_conductor_wait_step_seconds: u64,
+    /// `[inspection_rules] built_in_rules`: a YAML file of rules besides the API's.
+    pub built_in_rules: Option<std::path::PathBuf>,
+    /// `[inspection_rules] mask_secrets`: `always`, `never` or `sensitive`.
+    pub mask_secrets: String,
 }
 
 impl ConductorSettings {
@@ -132,6 +136,12 @@ impl ConductorSettings {
             inspector_add_ports: cfg.inspector.add_ports.clone(),
             inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
             max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,
+            built_in_rules: cfg
+                .inspection_rules
+                .built_in_rules
+                .as_ref()
+                .map(std::path::PathBuf::from),
+            mask_secrets: cfg.inspection_rules.mask_secrets.clone(),
         }
     }
 }

@@ -35,6 +35,8 @@ fn settings() -> ConductorSettings {
         inspector_add_ports: "pxe".into(),
         inspect_wait_timeout: Duration::from_secs(1800),
         max_conductor_wait_step_seconds: 30,
+        built_in_rules: None,
+        mask_secrets: "always".into(),
     }
 }
 

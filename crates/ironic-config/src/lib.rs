@@ -32,6 +32,7 @@ pub struct Config {
     pub telemetry: TelemetrySection,
     pub oneview: OneViewSection,
     pub inspector: InspectorSection,
+    pub inspection_rules: InspectionRulesSection,
 }
 
 /// What an inspection does with what it found (upstream's `[inspector]`).
@@ -47,6 +48,28 @@ impl Default for InspectorSection {
     fn default() -> Self {
         InspectorSection {
             add_ports: "pxe".into(),
+        }
+    }
+}
+
+/// How inspection rules run (upstream's `[inspection_rules]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InspectionRulesSection {
+    /// A YAML file of rules every inspection runs besides the API's (re-read by each
+    /// inspection; an unreadable or invalid file fails the inspection).
+    pub built_in_rules: Option<String>,
+    /// Whether rules see passwords in the inventory and plugin data (`password`,
+    /// `auth_token`, `bmc_password` at any depth) as `***`: `always`, `never`, or
+    /// `sensitive` (only rules marked sensitive see them).
+    pub mask_secrets: String,
+}
+
+impl Default for InspectionRulesSection {
+    fn default() -> Self {
+        InspectionRulesSection {
+            built_in_rules: None,
+            mask_secrets: "always".into(),
         }
     }
 }
@@ -445,6 +468,15 @@ impl Config {
             return Err(ConfigError::Invalid(format!(
                 "[inspector] add_ports must be all, pxe or disabled, not {:?}",
                 self.inspector.add_ports
+            )));
+        }
+        if !matches!(
+            self.inspection_rules.mask_secrets.as_str(),
+            "always" | "never" | "sensitive"
+        ) {
+            return Err(ConfigError::Invalid(format!(
+                "[inspection_rules] mask_secrets must be always, never or sensitive, not {:?}",
+                self.inspection_rules.mask_secrets
             )));
         }
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));

@@ -22,6 +22,7 @@ pub mod deploy_templates;
 pub mod firmware;
 pub mod heartbeat;
 pub mod history;
+pub mod inspection_rules;
 pub mod inventory;
 pub mod nodes;
 pub mod ports;

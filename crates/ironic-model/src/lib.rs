@@ -14,6 +14,7 @@ pub mod firmware;
 pub mod fsm;
 pub mod history;
 pub mod ids;
+pub mod inspection_rule;
 pub mod names;
 pub mod network_data;
 pub mod node;

@@ -2211,6 +2211,8 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    inspection_rules,
+    inspection_rules_run,
     disable_power_off,
     runbooks,
     vtep_and_json_suffix,
@@ -2232,3 +2234,521 @@ on_both_backends!(
     bios_registry,
     boot_mode
 );
+
+/// 1.96: inspection rules, the API (S357–S387, S399–S401).
+async fn inspection_rules(s: &Server) {
+    const V: &str = "1.96";
+    let base = s.base();
+    let s357 = json!({
+        "uuid": "12121212-3434-4565-8787-909090909090",
+        "description": "tag fake machines", "priority": 50, "phase": "main",
+        "conditions": [{"op": "contains", "args": {
+            "value": "{inventory[system_vendor][manufacturer]}", "regex": "Fake"}}],
+        "actions": [
+            {"op": "add-trait", "args": {"name": "CUSTOM_INSPECTED"}},
+            {"op": "set-attribute", "args": {"path": "/extra/rack",
+                "value": "r-{inventory[system_vendor][serial_number]}"}},
+            {"op": "set-capability", "args": {"name": "boot_mode", "value": "uefi"}}
+        ]
+    });
+    let r = s.post("/v1/inspection_rules", "1.95", &s357).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            405,
+            "The API version does not allow inspection rules".into()
+        )
+    );
+    assert_eq!(s.get("/v1/inspection_rules", "1.95").await.status, 404);
+    assert!(
+        s.get("/v1", "1.95")
+            .await
+            .json()
+            .get("inspection_rules")
+            .is_none()
+    );
+    let v1 = s.get("/v1", V).await.json();
+    let keys: Vec<&str> = v1.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        &keys[keys.len() - 2..],
+        ["inspection_rules", "continue_inspection"]
+    );
+
+    let uuid = "12121212-3434-4565-8787-909090909090";
+    let r = s.post("/v1/inspection_rules", V, &s357).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.header("location").unwrap(),
+        format!("{base}/v1/inspection_rules/{uuid}")
+    );
+    let created = r.json();
+    let keys: Vec<&str> = created
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "uuid",
+            "created_at",
+            "updated_at",
+            "description",
+            "priority",
+            "sensitive",
+            "phase",
+            "conditions",
+            "actions",
+            "links"
+        ]
+    );
+    assert_eq!(created["conditions"], s357["conditions"]);
+    assert_eq!(created["actions"], s357["actions"]);
+    assert_eq!(created["updated_at"], json!(null));
+    let r = s.post("/v1/inspection_rules", V, &s357).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (409, format!("A rule with UUID {uuid} already exists."))
+    );
+    // Without conditions (upstream answers 500 and stores it), minimal, sensitive.
+    let log = json!([{"op": "log", "args": {"msg": "hello"}}]);
+    let r = s
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"description": "no conditions", "actions": log}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let b = r.json();
+    assert_eq!(
+        (
+            &b["conditions"],
+            &b["priority"],
+            &b["sensitive"],
+            &b["phase"]
+        ),
+        (&json!([]), &json!(0), &json!(false), &json!("main"))
+    );
+    let minimal = s
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"conditions": [], "actions": log, "priority": 10}),
+        )
+        .await
+        .json();
+    assert_eq!(minimal["description"], json!(null));
+    let secret = json!({
+        "description": "sensitive", "sensitive": true,
+        "conditions": [{"op": "eq", "args": {"values": ["{node.auto_discovered}", "True"]}}],
+        "actions": [{"op": "set-attribute", "args": {"path": "/driver_info/ipmi_password", "value": "s3cret"}}]
+    });
+    let r = s.post("/v1/inspection_rules", V, &secret).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let sensitive = r.json();
+    assert_eq!(
+        (&sensitive["conditions"], &sensitive["actions"]),
+        (&json!(null), &json!(null))
+    );
+    let sens_uuid = sensitive["uuid"].as_str().unwrap().to_string();
+    let got = s
+        .get(&format!("/v1/inspection_rules/{sens_uuid}"), V)
+        .await
+        .json();
+    assert_eq!(
+        (&got["conditions"], &got["actions"]),
+        (&json!(null), &json!(null))
+    );
+    // The plugin-data operators carry the plugin data as an argument (upstream's).
+    let pd = s
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"actions": [{"op": "set-plugin-data", "args": {"path": "a.b", "value": 1}}]}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        pd["actions"][0]["args"],
+        json!({"path": "a.b", "value": 1, "plugin_data": {}})
+    );
+    let pd_uuid = pd["uuid"].as_str().unwrap().to_string();
+
+    for (body, fault) in [
+        (json!({"conditions": []}), "Schema error: 'actions' is a required property".to_string()),
+        (json!({"actions": []}), "Schema error: [] should be non-empty".into()),
+        (
+            json!({"actions": [{"op": "explode", "args": {}}]}),
+            "Schema error: 'explode' is not one of ['fail', 'log', 'set-attribute', 'extend-attribute', 'del-attribute', 'set-capability', 'unset-capability', 'add-trait', 'remove-trait', 'set-plugin-data', 'extend-plugin-data', 'unset-plugin-data', 'set-port-attribute', 'extend-port-attribute', 'del-port-attribute', 'api-call']".into(),
+        ),
+        (
+            json!({"actions": log, "conditions": [{"op": "approx", "args": {}}]}),
+            "Schema error: 'approx' is not one of ['eq', 'lt', 'gt', 'is-empty', 'in-net', 'matches', 'contains', 'one-of', 'is-none', 'is-true', 'is-false', '!eq', '!lt', '!gt', '!is-empty', '!in-net', '!matches', '!contains', '!one-of', '!is-none', '!is-true', '!is-false']".into(),
+        ),
+        (json!({"actions": [{"op": "log"}]}), "Schema error: 'args' is a required property".into()),
+        (
+            json!({"actions": [{"op": "add-trait", "args": {"value": "CUSTOM_X"}}]}),
+            "missing required argument(s): name; unexpected argument(s): value".into(),
+        ),
+        (
+            json!({"actions": log, "conditions": [{"op": "eq", "args": {"value": 1}}]}),
+            "missing required argument(s): values; unexpected argument(s): value".into(),
+        ),
+        (json!({"actions": log, "priority": -1}), "Schema error: -1 is less than the minimum of 0".into()),
+        (
+            json!({"actions": log, "priority": 10000}),
+            "Priority must be between 0 and 9999 for user-defined rules.".into(),
+        ),
+        (json!({"actions": log, "phase": "early"}), "Invalid phase: early. Valid phases are: main".into()),
+        (
+            json!({"actions": log, "name": "x"}),
+            "Schema error: Additional properties are not allowed ('name' was unexpected)".into(),
+        ),
+        (
+            json!({"priority": 10000, "conditions": [{"op": "eq", "args": {}}],
+                   "actions": [{"op": "add-trait", "args": {}}]}),
+            "missing required argument(s): values".into(),
+        ),
+        (
+            json!({"phase": "early", "priority": 10000, "actions": log}),
+            "Multiple validation errors occurred: Invalid phase: early. Valid phases are: main; Priority must be between 0 and 9999 for user-defined rules.".into(),
+        ),
+        (json!({"actions": log, "uuid": "nope"}), "Expected UUID for uuid: nope".into()),
+    ] {
+        let r = s.post("/v1/inspection_rules", V, &body).await;
+        assert_eq!((r.status, r.fault()), (400, fault), "{body}");
+    }
+
+    // One: by uuid only.
+    let r = s
+        .get(
+            "/v1/inspection_rules/11111111-2222-3333-4444-555555555555",
+            V,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            404,
+            "Rule 11111111-2222-3333-4444-555555555555 could not be found.".into()
+        )
+    );
+    let r = s.get("/v1/inspection_rules/tag-fake", V).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Schema error: 'tag-fake' is not a 'uuid'".into())
+    );
+    assert_eq!(
+        s.get(&format!("/v1/inspection_rules/{uuid}"), "1.95")
+            .await
+            .status,
+        404
+    );
+    let one = s
+        .get(
+            &format!("/v1/inspection_rules/{uuid}?fields=priority,uuid"),
+            V,
+        )
+        .await
+        .json();
+    assert_eq!(
+        one,
+        json!({"uuid": uuid, "priority": 50, "links": [
+            {"href": format!("{base}/v1/inspection_rules/{uuid}"), "rel": "self"},
+            {"href": format!("{base}/inspection_rules/{uuid}"), "rel": "bookmark"}]})
+    );
+    let r = s
+        .get(
+            &format!("/v1/inspection_rules/{uuid}?fields=uuid,foo,bar"),
+            V,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Field(s) \"foo, bar\" are not valid".into())
+    );
+
+    // Lists: default fields, detail, sorting, paging.
+    let l = s.get("/v1/inspection_rules", V).await.json();
+    let first = &l["inspection_rules"][0];
+    let keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["uuid", "description", "priority", "phase", "links"]);
+    assert_eq!(l["inspection_rules"].as_array().unwrap().len(), 5);
+    let d = s.get("/v1/inspection_rules?detail=true", V).await.json();
+    assert_eq!(d["inspection_rules"][0]["actions"], s357["actions"]);
+    let prio: Vec<i64> = s
+        .get(
+            "/v1/inspection_rules?phase=main&sort_key=priority&sort_dir=desc",
+            V,
+        )
+        .await
+        .json()["inspection_rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["priority"].as_i64().unwrap())
+        .collect();
+    assert_eq!(prio, [50, 10, 0, 0, 0]);
+    let r = s.get("/v1/inspection_rules?sort_key=actions", V).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Schema error: 'actions' should not be valid under {'type': 'string', 'enum': ['actions', 'conditions']}".into())
+    );
+    let r = s
+        .get("/v1/inspection_rules?detail=true&fields=uuid", V)
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Can not specify ?detail=True and fields in the same request.".into()
+        )
+    );
+    let r = s.get("/v1/inspection_rules?sort_key=foo", V).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "The sort_key value \"foo\" is an invalid field for sorting".into()
+        )
+    );
+    let r = s.get("/v1/inspection_rules?owner=x", V).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Schema error: Additional properties are not allowed ('owner' was unexpected)".into()
+        )
+    );
+    let page = s.get("/v1/inspection_rules?limit=1", V).await.json();
+    assert_eq!(page["inspection_rules"][0]["uuid"], json!(uuid));
+    let next = page["next"].as_str().unwrap();
+    let rest = next.strip_prefix(&base).unwrap();
+    let page2 = s.get(rest, V).await.json();
+    assert_eq!(page2["inspection_rules"][0]["uuid"], b["uuid"]);
+
+    // PATCH (S383–S387).
+    let path = format!("/v1/inspection_rules/{uuid}");
+    let r = s
+        .patch(
+            &path,
+            V,
+            &json!([{"op": "add", "path": "/description", "value": "tagged"},
+                                 {"op": "replace", "path": "/priority", "value": 5}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let p = r.json();
+    assert_eq!(
+        (&p["description"], &p["priority"]),
+        (&json!("tagged"), &json!(5))
+    );
+    assert!(p["updated_at"].is_string(), "{p}");
+    let r = s
+        .patch(
+            &path,
+            V,
+            &json!([{"op": "replace", "path": "/actions", "value": s357["actions"]}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for (body, fault) in [
+        (
+            json!([{"op": "replace", "path": "/priority", "value": 10000}]),
+            "Priority must be between 0 and 9999 for user-defined rules.",
+        ),
+        (
+            json!([{"op": "replace", "path": "/actions/0/op", "value": "explode"}]),
+            "Schema error for patch: 'explode' is not one of ['fail', 'log', 'set-attribute', 'extend-attribute', 'del-attribute', 'set-capability', 'unset-capability', 'add-trait', 'remove-trait', 'set-plugin-data', 'extend-plugin-data', 'unset-plugin-data', 'set-port-attribute', 'extend-port-attribute', 'del-port-attribute', 'api-call']",
+        ),
+        (
+            json!([{"op": "remove", "path": "/actions"}]),
+            "Schema error for patch: 'actions' is a required property",
+        ),
+        (
+            json!([{"op": "replace", "path": "/uuid", "value": "12121212-3434-4565-8787-000000000000"}]),
+            "Cannot patch /uuid. Only the following can be updated: actions, conditions, description, phase, priority, sensitive",
+        ),
+        (
+            json!([{"op": "add", "path": "/name", "value": "x"}]),
+            "Adding a new attribute (/name) to the root of the resource is not allowed",
+        ),
+    ] {
+        let r = s.patch(&path, V, &body).await;
+        assert_eq!((r.status, r.fault()), (400, fault.to_string()), "{body}");
+    }
+    let r = s
+        .patch(&path, V, &json!([{"op": "remove", "path": "/conditions"}]))
+        .await;
+    assert_eq!(r.json()["conditions"], json!([]));
+    // Once sensitive, always sensitive.
+    let sens_path = format!("/v1/inspection_rules/{sens_uuid}");
+    let r = s
+        .patch(
+            &sens_path,
+            V,
+            &json!([{"op": "replace", "path": "/sensitive", "value": false}]),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Couldn't apply patch '[{'op': 'replace', 'path': '/sensitive', 'value': False}]'. Reason: Inspection rules cannot have the sensitive flag unset.".into())
+    );
+    let r = s
+        .patch(
+            &format!("/v1/inspection_rules/{pd_uuid}"),
+            V,
+            &json!([{"op": "replace", "path": "/sensitive", "value": true}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        (&r.json()["sensitive"], &r.json()["actions"]),
+        (&json!(true), &json!(null))
+    );
+    let r = s.patch(&path, "1.95", &json!([])).await;
+    assert_eq!(r.status, 405);
+    let r = s
+        .patch("/v1/inspection_rules/tag-fake", V, &json!([]))
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Expected UUID for inspection_rule_uuid: tag-fake".into()
+        )
+    );
+
+    // DELETE (S399–S401).
+    let r = s
+        .delete(&format!("/v1/inspection_rules/{pd_uuid}"), V)
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (204, ""));
+    let r = s
+        .delete(&format!("/v1/inspection_rules/{pd_uuid}"), V)
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (404, format!("Rule {pd_uuid} could not be found."))
+    );
+    assert_eq!(s.delete("/v1/inspection_rules", V).await.status, 405);
+    assert_eq!(s.delete(&path, "1.95").await.status, 405);
+}
+
+/// 1.96: rules run on every inspection, after the hooks, in priority order, and change
+/// the node (S389–S398).
+async fn inspection_rules_run(s: &Server) {
+    const V: &str = "1.96";
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "insp-node",
+                     "inspect_interface": "agent"}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    s.provision_to(V, "insp-node", "manage").await;
+    s.wait_state(V, "insp-node", "manageable").await;
+    let rules = [
+        json!({"description": "tag fake machines", "priority": 50,
+               "conditions": [{"op": "contains", "args": {
+                   "value": "{inventory[system_vendor][manufacturer]}", "regex": "Fake"}}],
+               "actions": [
+                   {"op": "add-trait", "args": {"name": "CUSTOM_INSPECTED"}},
+                   {"op": "set-attribute", "args": {"path": "/extra/rack",
+                       "value": "r-{inventory[system_vendor][serial_number]}"}},
+                   {"op": "set-capability", "args": {"name": "boot_mode", "value": "uefi"}}]}),
+        // Skipped: the node was not discovered.
+        json!({"sensitive": true,
+               "conditions": [{"op": "eq", "args": {"values": ["{node.auto_discovered}", "True"]}}],
+               "actions": [{"op": "set-attribute", "args": {"path": "/extra/discovered", "value": true}}]}),
+        // Runs last (lowest priority), sees what the first did, and loops.
+        json!({"priority": 0,
+               "conditions": [{"op": "eq", "args": {"values": ["{node.extra[rack]}", "r-SN-40"]}}],
+               "actions": [
+                   {"op": "set-attribute", "loop": [{"p": "/extra/bmc", "v": "{inventory[bmc_address]}"}],
+                    "args": {"path": "{item[p]}", "value": "{item[v]}"}},
+                   {"op": "set-plugin-data", "args": {"path": "rules.seen", "value": "{inventory[cpu][count]}"}},
+                   {"op": "set-port-attribute", "args": {"port_id": "52:54:00:00:40:01",
+                       "path": "/extra/switch", "value": "sw-{node.name}"}}]}),
+    ];
+    for r in &rules {
+        let r = s.post("/v1/inspection_rules", V, r).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let data = json!({
+        "inventory": {
+            "interfaces": [{"name": "eth0", "mac_address": "52:54:00:00:40:01",
+                            "ipv4_address": "192.0.2.40", "has_carrier": true}],
+            "cpu": {"count": 4, "architecture": "x86_64", "model_name": "Fake CPU"},
+            "memory": {"physical_mb": 4096, "total": 4294967296u64},
+            "disks": [{"name": "/dev/sda", "size": 10737418240u64}],
+            "bmc_address": "192.0.2.240",
+            "system_vendor": {"manufacturer": "Fake Inc.", "product_name": "Box",
+                              "serial_number": "SN-40"}
+        },
+        "boot_interface": "52:54:00:00:40:01"
+    });
+    let inspect = || async {
+        assert_eq!(s.provision_to(V, "insp-node", "inspect").await.status, 202);
+        s.wait_state(V, "insp-node", "inspect wait").await;
+        let r = s
+            .post(
+                &format!("/v1/continue_inspection?node_uuid={uuid}"),
+                V,
+                &data,
+            )
+            .await;
+        assert_eq!(r.status, 202, "{}", r.body);
+    };
+    inspect().await;
+    let n = s.wait_state(V, "insp-node", "manageable").await;
+    assert_eq!(n["last_error"], json!(null));
+    assert_eq!(n["extra"], json!({"rack": "r-SN-40", "bmc": "192.0.2.240"}));
+    assert_eq!(n["properties"]["capabilities"], "boot_mode:uefi");
+    assert_eq!(n["properties"]["cpu_arch"], "x86_64");
+    assert_eq!(n["traits"], json!(["CUSTOM_INSPECTED"]));
+    let inv = s.get("/v1/nodes/insp-node/inventory", V).await.json();
+    assert_eq!(inv["plugin_data"]["rules"], json!({"seen": "4"}));
+    let ports = s
+        .get("/v1/nodes/insp-node/ports?fields=address,extra", V)
+        .await
+        .json();
+    assert_eq!(
+        ports["ports"][0]["extra"],
+        json!({"switch": "sw-insp-node"}),
+        "{ports}"
+    );
+
+    // A rule that fails the inspection (S396–S398); what ran before it stays.
+    let r = s
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"priority": 100, "actions": [
+                {"op": "set-capability", "args": {"name": "boot_mode", "value": "bios"}},
+                {"op": "fail", "args": {"msg": "refusing {node.name}"}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    inspect().await;
+    let n = s.wait_state(V, "insp-node", "inspect failed").await;
+    let msg =
+        "Failed to finish inspection: Failed to inspect hardware. Reason: refusing {node.name}";
+    assert_eq!(n["last_error"], msg);
+    assert_eq!(n["target_provision_state"], "manageable");
+    assert_eq!(
+        n["properties"]["capabilities"],
+        "boot_mode:uefi,boot_mode:bios"
+    );
+    let h = s.get("/v1/nodes/insp-node/history", V).await.json();
+    let last = h["history"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&last["severity"], &last["event"]),
+        (&json!("ERROR"), &json!(msg))
+    );
+}

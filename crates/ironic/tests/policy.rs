@@ -518,6 +518,7 @@ async fn every_route_has_a_policy_decision() {
                     },
                 )
                 .replace("{hostname}", "test-conductor")
+                .replace("{id}", "12121212-3434-4565-8787-909090909090")
         };
         for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
             let body = match method {
@@ -526,6 +527,9 @@ async fn every_route_has_a_policy_decision() {
                 "POST" if template == "/allocations" => Some(json!({"resource_class": "rc"})),
                 "POST" if template.ends_with("/vmedia") => {
                     Some(json!({"device_type": "cdrom", "image_url": "http://192.0.2.1/boot.iso"}))
+                }
+                "POST" if template == "/inspection_rules" => {
+                    Some(json!({"actions": [{"op": "log", "args": {"msg": "x"}}]}))
                 }
                 "POST" => Some(json!({"name": "CUSTOM_U", "steps": []})),
                 "PUT" if template.ends_with("/provision") => Some(json!({"target": "manage"})),

@@ -6,6 +6,7 @@
 //! [`Provisioner::apply_inspection`]: the inventory stored (1.81), properties and ports
 //! from it, as upstream's inspection hooks do.
 
+use super::rules;
 use super::*;
 
 /// `driver_internal_info`: when an `inspect wait` times out (Unix ms).
@@ -281,10 +282,6 @@ impl Provisioner {
                     .insert("local_gb".into(), json!(size / gib - 1));
             }
         }
-        self.db
-            .inventory_save(node.id.0, inv, plugin_data)
-            .await
-            .map_err(|e| e.to_string())?;
         let pxe_mac = pxe_mac(inv, plugin_data);
         let macs: Vec<String> = interfaces
             .iter()
@@ -334,7 +331,98 @@ impl Provisioner {
                 Err(e) => return Err(e.to_string()),
             }
         }
-        Ok(())
+        // Rules see what the hooks made (properties, ports) and may change the plugin
+        // data that is stored; when one fails, this run's data is not stored.
+        let mut plugin_data = plugin_data.clone();
+        self.run_inspection_rules(node, inv, &mut plugin_data)
+            .await?;
+        self.db
+            .inventory_save(node.id.0, inv, &plugin_data)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The inspection rules (1.96), the API's and the built-in file's, on what an
+    /// inspection found (`rules/`). Ports the actions changed are saved whatever the
+    /// outcome, as the node is: what a rule did before a failure stays done (upstream's).
+    async fn run_inspection_rules(
+        &self,
+        node: &mut Node,
+        inventory: &JsonObject,
+        plugin_data: &mut JsonObject,
+    ) -> Result<(), String> {
+        let mut all = self
+            .db
+            .inspection_rule_all()
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(path) = &self.settings.built_in_rules {
+            all.extend(super::builtin_rules::load(path)?);
+        }
+        if all.is_empty() {
+            return Ok(());
+        }
+        let mut ports = self
+            .db
+            .port_list(&ironic_db::ports::NicListQuery {
+                node_id: Some(node.id),
+                ..ironic_db::ports::NicListQuery::every()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let mask = match self.settings.mask_secrets.as_str() {
+            "never" => rules::MaskSecrets::Never,
+            "sensitive" => rules::MaskSecrets::Sensitive,
+            _ => rules::MaskSecrets::Always,
+        };
+        let http = HttpCaller(ironic_drivers::http_get::GetClient::new());
+        let uuid = node.uuid.to_string();
+        let (node_id, traits_before) = (node.id, node.traits.clone());
+        let mut subject = rules::Subject {
+            node,
+            inventory,
+            plugin_data,
+            ports: &mut ports,
+            changed_ports: std::collections::BTreeSet::new(),
+        };
+        let outcome = rules::apply_rules(&all, &mut subject, mask, &http).await;
+        let changed = std::mem::take(&mut subject.changed_ports);
+        // Traits live in their own table; the node's save does not write them.
+        let traits = subject.node.traits.clone();
+        if traits != traits_before
+            && let Err(e) = self
+                .db
+                .node_add_traits(node_id, &traits, true, crate::MAX_TRAITS_PER_NODE)
+                .await
+        {
+            tracing::error!(node = %uuid, error = %e, "could not save the traits inspection rules set");
+        }
+        for i in changed {
+            if let Some(p) = ports.get(i)
+                && let Err(e) = self.db.port_save(p).await
+            {
+                tracing::error!(node = %uuid, port = %p.uuid, error = %e, "could not save a port an inspection rule changed");
+            }
+        }
+        match &outcome {
+            Ok(()) => tracing::info!(node = %uuid, rules = all.len(), "inspection rules applied"),
+            Err(e) => tracing::warn!(node = %uuid, "inspection rules failed: {e}"),
+        }
+        outcome
+    }
+}
+
+/// The `api-call` action's HTTP client.
+struct HttpCaller(ironic_drivers::http_get::GetClient);
+
+impl rules::ApiCaller for HttpCaller {
+    fn get<'a>(
+        &'a self,
+        url: &'a str,
+        headers: &'a JsonObject,
+        timeout: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, String>> + Send + 'a>> {
+        Box::pin(self.0.status(url, headers, timeout))
     }
 }
 

@@ -1,0 +1,350 @@
+//! The inspection rules engine (API 1.96; behaviour in `docs/api.md`, Inspection rules):
+//! which rules run and in which order, their conditions and their actions, on what an
+//! inspection found. Upstream's behaviour is Python's, so its semantics are kept where
+//! they show: templates are `str.format` (`template.rs`), values print as `str()` and
+//! compare as Python does (`py.rs`), and the texts that end in `last_error` are
+//! upstream's.
+//!
+//! Architecture: pure over the [`Subject`] (the node, the inventory, the plugin data,
+//! the ports) except for the `api-call` action's HTTP request, which goes through the
+//! caller's [`ApiCaller`]. Nothing is saved here: the caller saves the node, the
+//! plugin data and the ports in `changed_ports`, whatever the outcome (what a rule did
+//! before a failure stays done, as upstream saves each change at once).
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use ironic_model::inspection_rule::{
+    ACTION_OPS, CONDITION_OPS, InspectionRule, PHASE_MAIN, check_args, is_non_empty, named_args,
+    signature,
+};
+use ironic_model::node::JsonObject;
+use ironic_model::port::Port;
+use serde_json::{Map, Value};
+
+mod actions;
+mod conditions;
+mod py;
+mod template;
+#[cfg(test)]
+mod tests;
+
+use template::{Vars, interpolate, node_view};
+
+/// `[inspection_rules] mask_secrets`
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MaskSecrets {
+    Always,
+    Never,
+    Sensitive,
+}
+
+impl MaskSecrets {
+    /// Whether secrets are masked for `rule`: always, or for rules not marked
+    /// sensitive.
+    fn applies(self, rule: &InspectionRule) -> bool {
+        match self {
+            MaskSecrets::Always => true,
+            MaskSecrets::Never => false,
+            MaskSecrets::Sensitive => !rule.sensitive,
+        }
+    }
+}
+
+/// What the rules see and change.
+pub(crate) struct Subject<'a> {
+    pub node: &'a mut ironic_model::Node,
+    /// Read-only for rules.
+    pub inventory: &'a JsonObject,
+    /// Rules may change it.
+    pub plugin_data: &'a mut JsonObject,
+    /// The node's ports.
+    pub ports: &'a mut Vec<Port>,
+    /// Indexes into `ports` that actions changed (the caller saves them).
+    pub changed_ports: BTreeSet<usize>,
+}
+
+/// An HTTP GET for the `api-call` action (the caller supplies the real client).
+pub(crate) trait ApiCaller: Send + Sync {
+    /// One attempt; Ok(status code) or Err(connection error text).
+    fn get<'a>(
+        &'a self,
+        url: &'a str,
+        headers: &'a JsonObject,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Result<u16, String>> + Send + 'a>>;
+}
+
+/// Why a rule stopped the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Failure {
+    /// Upstream's own exceptions: the text as it ends in `last_error` (after the
+    /// caller's `Failed to finish inspection: `).
+    Final(String),
+    /// Any other Python exception: its text, which the engine wraps as
+    /// `Failed to apply rule <rule> to node <node>: <text>`.
+    Generic(String),
+}
+
+impl Failure {
+    /// Upstream's `InspectionRuleExecutionFailure`.
+    fn execution(reason: impl std::fmt::Display) -> Self {
+        Failure::Final(format!(
+            "Inspection rule execution failed. Reason: {reason}"
+        ))
+    }
+    /// Upstream's `RuleActionExecutionFailure`.
+    fn action(reason: impl std::fmt::Display) -> Self {
+        Failure::Final(format!(
+            "Inspection rule action execution failed. Reason: {reason}"
+        ))
+    }
+    /// Upstream's `RuleConditionCheckFailure`.
+    fn condition(reason: impl std::fmt::Display) -> Self {
+        Failure::Final(format!(
+            "Inspection rule condition check failed. Reason: {reason}"
+        ))
+    }
+}
+
+/// Runs `rules` (database rules in id order followed by built-in rules in file order)
+/// on the subject: filters DB rules to phase `main` (built-ins regardless), stable-sorts
+/// by priority descending, evaluates conditions, runs actions. Err is the text for
+/// `last_error` after "Failed to finish inspection: " (the caller adds that prefix).
+pub(crate) async fn apply_rules(
+    rules: &[InspectionRule],
+    s: &mut Subject<'_>,
+    mask: MaskSecrets,
+    http: &dyn ApiCaller,
+) -> Result<(), String> {
+    let mut order: Vec<&InspectionRule> = rules
+        .iter()
+        .filter(|r| r.built_in || r.phase == PHASE_MAIN)
+        .collect();
+    if order.is_empty() {
+        tracing::debug!(node = %s.node.uuid, "no inspection rules to apply");
+        return Ok(());
+    }
+    // Stable: ties keep the database's id order, then the file's.
+    order.sort_by_key(|r| std::cmp::Reverse(r.priority));
+    for rule in order {
+        let masked = mask.applies(rule);
+        let outcome = match rule_matches(rule, s, masked) {
+            Ok(true) => {
+                tracing::info!(node = %s.node.uuid, rule = %rule.uuid, "applying the actions of an inspection rule");
+                run_actions(rule, s, masked, http).await
+            }
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => {}
+            Err(Failure::Final(text)) => {
+                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "error applying an inspection rule: {text}");
+                return Err(text);
+            }
+            Err(Failure::Generic(detail)) => {
+                let text = format!(
+                    "Failed to apply rule {} to node {}: {detail}",
+                    rule.uuid, s.node.uuid
+                );
+                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "{text}");
+                return Err(text);
+            }
+        }
+    }
+    tracing::info!(node = %s.node.uuid, "finished applying inspection rules");
+    Ok(())
+}
+
+/// The operator of a condition or action item: upstream's `parse_inverted_operator`
+/// (one leading `!`, spaces allowed) for conditions.
+fn item_op(item: &JsonObject) -> Result<&str, Failure> {
+    match item.get("op") {
+        Some(Value::String(op)) => Ok(op.as_str()),
+        Some(other) => Err(Failure::Generic(format!(
+            "'{}' object has no attribute 'strip'",
+            py::type_name(other)
+        ))),
+        None => Err(Failure::Generic("'op'".into())),
+    }
+}
+
+fn parse_inverted(op: &str) -> Result<(&str, bool), Failure> {
+    let op = op.trim();
+    if op.matches('!').count() > 1 {
+        return Err(Failure::Generic(
+            "Multiple exclamation marks are not allowed. To apply the invert of an operation, simply add an exclamation mark (with an optional space) before the operator, e.g. eq - !eq.".into(),
+        ));
+    }
+    let inverted = op.starts_with('!');
+    Ok((op.trim_start_matches('!').trim(), inverted))
+}
+
+/// The arguments of an item by name, interpolated where upstream interpolates: the
+/// operator's templated arguments, or every argument inside a loop.
+fn process_args(
+    op: &str,
+    item: &JsonObject,
+    vars: &Vars<'_>,
+    in_loop: bool,
+) -> Result<Map<String, Value>, Failure> {
+    let empty = Value::Object(Map::new());
+    let raw = item.get("args").unwrap_or(&empty);
+    if !matches!(raw, Value::Object(_) | Value::Array(_)) {
+        return Err(Failure::Generic(format!(
+            "'{}' object has no attribute 'items'",
+            py::type_name(raw)
+        )));
+    }
+    if let Err(e) = check_args(op, &mut raw.clone()) {
+        // A short list is upstream's validation error (shown as is); missing or
+        // unexpected names are Python's TypeError at the call.
+        return Err(if raw.is_array() {
+            Failure::Final(e)
+        } else {
+            Failure::Generic(e)
+        });
+    }
+    let mut args = named_args(op, raw);
+    args.remove("plugin_data");
+    let templated = signature(op).map_or(&[][..], |s| s.interpolated);
+    let is_empty = op == "is-empty";
+    for (name, v) in args.iter_mut() {
+        if in_loop || templated.contains(&name.as_str()) {
+            *v = interpolate(v, vars, in_loop, is_empty);
+        }
+    }
+    Ok(args)
+}
+
+/// A rule's conditions, all of them (none: the rule matches).
+fn rule_matches(rule: &InspectionRule, s: &Subject<'_>, mask: bool) -> Result<bool, Failure> {
+    if rule.conditions.is_empty() {
+        return Ok(true);
+    }
+    let view = node_view(s.node);
+    for condition in &rule.conditions {
+        let vars = Vars {
+            node: &view,
+            inventory: s.inventory,
+            plugin_data: s.plugin_data,
+            item: None,
+            mask,
+        };
+        if !condition_holds(condition, &vars)? {
+            tracing::debug!(node = %s.node.uuid, rule = %rule.uuid, op = ?condition.get("op"), "inspection rule skipped: a condition does not hold");
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// One condition, looped or not; `multiple` combines the iterations.
+fn condition_holds(condition: &JsonObject, vars: &Vars<'_>) -> Result<bool, Failure> {
+    let raw = item_op(condition)?;
+    let (op, inverted) = parse_inverted(raw)?;
+    if !CONDITION_OPS.contains(&op) {
+        return Err(Failure::Generic(format!(
+            "Unsupported operator: '{op}'. Supported operators are: {}.",
+            CONDITION_OPS.join(", ")
+        )));
+    }
+    let once = |item: Option<&Value>| -> Result<bool, Failure> {
+        let vars = Vars {
+            node: vars.node,
+            inventory: vars.inventory,
+            plugin_data: vars.plugin_data,
+            item,
+            mask: vars.mask,
+        };
+        let mut args = process_args(op, condition, &vars, item.is_some())?;
+        if item.is_some() && matches!(op, "eq" | "lt" | "gt") {
+            args.insert("force_strings".into(), Value::Bool(true));
+        }
+        let result = conditions::check(op, &args)?;
+        Ok(result != inverted)
+    };
+    let lp = condition.get("loop").filter(|l| is_non_empty(l));
+    let multiple = match condition.get("multiple") {
+        None => Some("any"),
+        Some(m) => m.as_str(),
+    };
+    match lp {
+        Some(Value::Array(items)) => {
+            let mut results = Vec::with_capacity(items.len());
+            for item in items {
+                let r = once(Some(item))?;
+                match multiple {
+                    Some("first") if r => return Ok(true),
+                    Some("last") => results = vec![r],
+                    _ => results.push(r),
+                }
+            }
+            Ok(match multiple {
+                Some("any") => results.iter().any(|r| *r),
+                Some("all") => results.iter().all(|r| *r),
+                _ => results.first().copied().unwrap_or(false),
+            })
+        }
+        // An object loop runs once with the whole object as the item.
+        Some(obj @ Value::Object(_)) => once(Some(obj)),
+        _ => once(None),
+    }
+}
+
+/// A rule's actions in order; a looped one runs once per item (once for an object).
+async fn run_actions(
+    rule: &InspectionRule,
+    s: &mut Subject<'_>,
+    mask: bool,
+    http: &dyn ApiCaller,
+) -> Result<(), Failure> {
+    for action in &rule.actions {
+        let op = item_op(action)?;
+        if !ACTION_OPS.contains(&op) {
+            return Err(Failure::Generic(format!(
+                "Unsupported action: '{op}'. Supported actions are: {}.",
+                ACTION_OPS.join(", ")
+            )));
+        }
+        match action.get("loop").filter(|l| is_non_empty(l)) {
+            Some(Value::Array(items)) => {
+                for item in items {
+                    run_action(op, action, Some(item), s, mask, http).await?;
+                }
+            }
+            Some(obj @ Value::Object(_)) => {
+                run_action(op, action, Some(obj), s, mask, http).await?
+            }
+            // A loop that is neither a list nor an object: upstream does nothing.
+            Some(_) => {}
+            None => run_action(op, action, None, s, mask, http).await?,
+        }
+    }
+    Ok(())
+}
+
+async fn run_action(
+    op: &str,
+    action: &JsonObject,
+    item: Option<&Value>,
+    s: &mut Subject<'_>,
+    mask: bool,
+    http: &dyn ApiCaller,
+) -> Result<(), Failure> {
+    let args = {
+        let view = node_view(s.node);
+        let vars = Vars {
+            node: &view,
+            inventory: s.inventory,
+            plugin_data: s.plugin_data,
+            item,
+            mask,
+        };
+        process_args(op, action, &vars, item.is_some())?
+    };
+    actions::execute(op, args, s, http).await
+}
