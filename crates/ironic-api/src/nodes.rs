@@ -260,6 +260,7 @@ const LIST_ARGS: &[(&str, u16)] = &[
     ("sharded", 82),
     ("include_children", 83),
     ("parent_node", 83),
+    ("instance_name", 104),
 ];
 
 pub async fn list(
@@ -314,6 +315,13 @@ pub(crate) async fn list_nodes(
                     "The detail parameter is not supported at this API version (it needs 1.43).",
                 ));
             }
+            if *name == "instance_name" {
+                // Upstream's wording for this one (S224).
+                return Err(Error::NotAcceptable(
+                    "instance_name is not acceptable in this API version".into(),
+                )
+                .into());
+            }
             if *min >= 82 {
                 return Err(Error::not_acceptable_below(*min).into());
             }
@@ -362,6 +370,7 @@ pub(crate) async fn list_nodes(
         lessee: q.get("lessee").map(str::to_owned),
         project: scope.or_else(|| q.get("project").map(str::to_owned)),
         description_contains: q.get("description_contains").map(str::to_owned),
+        instance_name: q.get("instance_name").map(str::to_owned),
         shards: q.get("shard").map(shard_list),
         sharded: q.bool("sharded")?,
         parent_node: match q.get("parent_node") {

@@ -324,10 +324,13 @@ pub(crate) async fn list<T: Nic>(
     q.only(&allowed)?;
     // Filters newer than the request.
     let newer = |name: &str, since: u16| q.has(name) && !v.at_least(since);
+    // `conductor_groups` (1.99) is not version-checked upstream (S084): neither here.
+    let shard_since = if T::WHAT == "port" { 82 } else { 106 };
+    if newer("shard", shard_since) {
+        return Err(Error::not_acceptable_below(shard_since).into());
+    }
     if newer("detail", T::DETAIL_SINCE)
         || newer("portgroup", 24)
-        || newer("shard", if T::WHAT == "port" { 82 } else { 106 })
-        || newer("conductor_groups", 99)
         || newer("description_contains", 97)
     {
         return Err(Error::not_acceptable().into());
@@ -383,12 +386,16 @@ pub(crate) async fn list<T: Nic>(
         limit: limit as usize,
         description_contains: q.get("description_contains").map(str::to_string),
         shards: q.get("shard").map(crate::nodes::shard_list),
-        conductor_groups: q.get("conductor_groups").map(|g| {
-            g.split(',')
-                .map(|s| s.trim().to_ascii_lowercase())
-                .filter(|s| !s.is_empty())
-                .collect()
-        }),
+        // Empty names are dropped; none left is no filter (upstream's `string_list`).
+        conductor_groups: q
+            .get("conductor_groups")
+            .map(|g| {
+                g.split(',')
+                    .map(|s| s.trim().to_ascii_lowercase())
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<String>>()
+            })
+            .filter(|g| !g.is_empty()),
         ..Default::default()
     };
     if let Some(sk) = q.get("sort_key")

@@ -267,7 +267,7 @@ pub async fn set_provision_state(
     }
     let state = node.provision_state;
     if fsm::next(state, verb.event).is_none() {
-        return Err(fsm::invalid_state_requested(target, &ident, state).into());
+        return Err(fsm::invalid_state_requested(target, node.uuid.as_str(), state).into());
     }
     if too_new {
         return Err(Error::not_acceptable().into());

@@ -579,6 +579,8 @@ pub struct NodeFilter {
     /// Owner or lessee.
     pub project: Option<String>,
     pub description_contains: Option<String>,
+    /// 1.104.
+    pub instance_name: Option<String>,
     /// In one of these shards (1.82).
     pub shards: Option<Vec<String>>,
     /// With a shard, or without one.
@@ -749,6 +751,7 @@ impl Db {
         w.eq_text("fault", &f.fault);
         w.eq_text("owner", &f.owner);
         w.eq_text("lessee", &f.lessee);
+        w.eq_text("instance_name", &f.instance_name);
         if let Some(shards) = &f.shards {
             w.any_of("n.shard", shards);
         }

@@ -284,11 +284,24 @@ impl Origin {
     }
 }
 
+/// An integer, or a string of one: the CLI (`baremetal inspection rule create
+/// --priority 10`) sends the number as text, which upstream's schema refuses.
 fn is_integer(v: &Value) -> Option<i64> {
     match v {
         Value::Number(n) => n
             .as_i64()
             .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A boolean, or one of Ironic's boolean words (the CLI sends `--sensitive true` as
+/// text); `None` for null.
+fn as_flag(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => crate::node::parse_bool_word(s),
         _ => None,
     }
 }
@@ -405,7 +418,8 @@ fn check_schema(body: &Value) -> Result<(), String> {
         }
     }
     if let Some(s) = o.get("sensitive")
-        && !matches!(s, Value::Bool(_) | Value::Null)
+        && !s.is_null()
+        && as_flag(s).is_none()
     {
         return Err(not_of_type(s, &["boolean", "null"]));
     }
@@ -613,7 +627,7 @@ pub fn validate_doc(body: &Value, origin: Origin) -> Result<RuleDoc, Error> {
             .and_then(Value::as_str)
             .map(str::to_string),
         priority,
-        sensitive: o.get("sensitive").and_then(Value::as_bool).unwrap_or(false),
+        sensitive: o.get("sensitive").and_then(as_flag).unwrap_or(false),
         phase: PHASE_MAIN.to_string(),
         conditions,
         actions,
@@ -734,8 +748,8 @@ mod tests {
                 "5 is not of type 'string', 'null'",
             ),
             (
-                json!({"actions": [log()], "sensitive": "yes"}),
-                "'yes' is not of type 'boolean', 'null'",
+                json!({"actions": [log()], "sensitive": "maybe"}),
+                "'maybe' is not of type 'boolean', 'null'",
             ),
             (json!({"actions": [5]}), "5 is not of type 'object'"),
             (
@@ -756,6 +770,16 @@ mod tests {
                 Origin::Create
             )
             .is_ok()
+        );
+        // What the CLI sends: numbers and flags as text.
+        let d = validate_doc(
+            &json!({"actions": [log()], "priority": "10", "sensitive": "true"}),
+            Origin::Create,
+        );
+        assert_eq!(d.map(|d| (d.priority, d.sensitive)).ok(), Some((10, true)));
+        assert_eq!(
+            err(json!({"actions": [log()], "priority": "ten"})),
+            "Schema error: 'ten' is not of type 'integer'"
         );
     }
 

@@ -944,6 +944,15 @@ pub fn from_create_body(body: &Value, version: Version, defaults: &NodeDefaults)
 pub fn check_update(old: &Node, new: &mut Node) -> Result<()> {
     let uuid = old.uuid.as_str();
     let state = old.provision_state;
+    // A change of `instance_info` carrying a `display_name` names an unnamed instance
+    // (upstream's forward compatibility for 1.104's `instance_name`; S229).
+    if new.instance_info != old.instance_info
+        && new.instance_name.is_none()
+        && let Some(Value::String(d)) = new.instance_info.get("display_name")
+        && !d.is_empty()
+    {
+        new.instance_name = Some(d.chars().take(255).collect());
+    }
     if old.maintenance && !new.maintenance {
         new.maintenance_reason = None;
         new.fault = None;

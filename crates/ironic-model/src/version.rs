@@ -13,7 +13,7 @@ impl Version {
     pub const MIN: Version = Version { minor: 1 };
     /// The newest version whose node features (fields, filters and node endpoints of
     /// every version up to it) we serve. See `docs/api.md` for what is left out.
-    pub const MAX: Version = Version { minor: 96 };
+    pub const MAX: Version = Version { minor: 115 };
 
     pub const fn new(minor: u16) -> Self {
         Version { minor }

@@ -25,7 +25,7 @@ on_both_backends!(
     drivers_and_conductors,
 );
 
-const MAX: &str = "1.96";
+const MAX: &str = "1.115";
 
 fn keys(v: &Value) -> Vec<String> {
     v.as_object()

@@ -1052,8 +1052,12 @@ async fn inspect_wait_times_out() {
 /// 1.85: `unhold`: the reserved `hold` step holds cleaning and deploying until it; the
 /// state is checked before the version (S332, S333); reserved power steps run too.
 async fn unhold(s: &Server) {
-    s.node(json!({"driver": "fake-hardware", "name": "hold-node"}))
-        .await;
+    let hold_uuid = s
+        .node(json!({"driver": "fake-hardware", "name": "hold-node"}))
+        .await["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
     s.provision_to("1.85", "hold-node", "manage").await;
     s.wait_state("1.85", "hold-node", "manageable").await;
     for v in ["1.84", "1.85"] {
@@ -1062,7 +1066,9 @@ async fn unhold(s: &Server) {
             (r.status, r.fault()),
             (
                 400,
-                "The requested action \"unhold\" can not be performed on node \"hold-node\" while it is in state \"manageable\".".into()
+                format!(
+                    "The requested action \"unhold\" can not be performed on node \"{hold_uuid}\" while it is in state \"manageable\"."
+                )
             ),
             "at {v}"
         );
@@ -1264,7 +1270,12 @@ async fn servicing(s: &Server) {
         (r.status, r.fault()),
         (
             400,
-            "The requested action \"service\" can not be performed on node \"svc-node\" while it is in state \"available\".".into()
+            format!(
+                "The requested action \"service\" can not be performed on node \"{}\" while it is in state \"available\".",
+                s.get("/v1/nodes/svc-node", "1.87").await.json()["uuid"]
+                    .as_str()
+                    .unwrap()
+            )
         )
     );
     s.provision_to("1.87", "svc-node", "active").await;
@@ -2211,6 +2222,7 @@ async fn children(s: &Server) {
 }
 
 on_both_backends!(
+    versions_97_to_115,
     inspection_rules,
     inspection_rules_run,
     disable_power_off,
@@ -2750,5 +2762,366 @@ async fn inspection_rules_run(s: &Server) {
     assert_eq!(
         (&last["severity"], &last["event"]),
         (&json!("ERROR"), &json!(msg))
+    );
+}
+
+/// 1.97–1.115, each version's change one version below and at it (S006, S007, S081–S085,
+/// S103–S115, S122, S123, S142, S146, S147, S205, S214, S218–S233, S294–S298, S341, S344).
+async fn versions_97_to_115(s: &Server) {
+    let max = max_minor(s).await;
+    assert!(max >= 115, "advertised 1.{max}");
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": "v-node"}))
+        .await;
+    let node = n["uuid"].as_str().unwrap().to_string();
+
+    // 1.98: `~1` escapes are still refused by the node patch schema (S233).
+    let r = s
+        .patch(
+            "/v1/nodes/v-node",
+            "1.115",
+            &json!([{"op": "add", "path": "/extra/a~1b", "value": 1}]),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Schema error for patch: '/extra/a~1b' does not match '^(/[\\\\w-]+)+$'".into()
+        )
+    );
+
+    // 1.99: ports by their nodes' conductor groups; not version-checked (S083–S085).
+    let r = s
+        .post(
+            "/v1/ports",
+            "1.99",
+            &json!({"address": "52:54:00:97:00:01", "node_uuid": node}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    for v in ["1.98", "1.99"] {
+        let r = s.get("/v1/ports?conductor_groups=cg-none", v).await;
+        assert_eq!(
+            (r.status, r.json()["ports"].as_array().unwrap().len()),
+            (200, 0),
+            "{v}"
+        );
+        let r = s.get("/v1/ports?conductor_groups=,", v).await;
+        assert_eq!(
+            r.json()["ports"].as_array().unwrap().len(),
+            1,
+            "{v}: {}",
+            r.body
+        );
+    }
+    let r = s
+        .get("/v1/ports?conductor_groups=cg-none&node=v-node", "1.99")
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Filtering by conductor_groups cannot be combined with node_ident, portgroup_ident, or node address filters.".into())
+    );
+    // Shard filters: ports from 1.82, port groups from 1.106 (S081, S122, S123).
+    let r = s.get("/v1/ports?shard=shard-a", "1.81").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "Request not acceptable. The minimal required API version should be 1.82".into()
+        )
+    );
+    let r = s.get("/v1/portgroups?shard=shard-a", "1.105").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "Request not acceptable. The minimal required API version should be 1.106".into()
+        )
+    );
+    assert_eq!(
+        s.get("/v1/portgroups?shard=shard-a", "1.106").await.status,
+        200
+    );
+
+    // 1.102, 1.103, 1.111: port group `physical_network`, `category`, `dynamic_portgroup`.
+    let pg = json!({"uuid": "96e0f1a2-b3c4-4d5e-8f6a-7b8c9d0e1f2a", "node_uuid": node,
+                    "name": "bond0", "address": "52:54:00:00:10:00", "mode": "802.3ad",
+                    "properties": {"miimon": "100"}, "standalone_ports_supported": false,
+                    "physical_network": "physnet1", "category": "bond", "extra": {"team": "net"}});
+    let r = s.post("/v1/portgroups", "1.115", &pg).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let b = r.json();
+    let keys: Vec<&str> = b.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "uuid",
+            "created_at",
+            "updated_at",
+            "address",
+            "extra",
+            "internal_info",
+            "mode",
+            "name",
+            "properties",
+            "standalone_ports_supported",
+            "node_uuid",
+            "physical_network",
+            "category",
+            "dynamic_portgroup",
+            "links",
+            "ports"
+        ]
+    );
+    assert_eq!(b["dynamic_portgroup"], json!(false));
+    for (field, since) in [
+        ("physical_network", 102),
+        ("category", 103),
+        ("dynamic_portgroup", 111),
+    ] {
+        let below = format!("1.{}", since - 1);
+        let got = s.get("/v1/portgroups/bond0", &below).await.json();
+        assert!(got.get(field).is_none(), "{field} at {below}");
+        let r = s
+            .get(&format!("/v1/portgroups/bond0?fields={field}"), &below)
+            .await;
+        assert_eq!(r.status, 406, "{field} at {below}");
+        let got = s
+            .get("/v1/portgroups/bond0", &format!("1.{since}"))
+            .await
+            .json();
+        assert!(got.get(field).is_some(), "{field} at 1.{since}");
+    }
+    let r = s
+        .post(
+            "/v1/portgroups",
+            "1.115",
+            &json!({"node_uuid": node, "dynamic_portgroup": true}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Schema error for portgroup: Additional properties are not allowed ('dynamic_portgroup' was unexpected)".into())
+    );
+    // A member port takes its group's physical network and cannot change it (S142–S147).
+    let r = s
+        .post(
+            "/v1/ports",
+            "1.115",
+            &json!({"address": "52:54:00:97:00:02", "node_uuid": node,
+                    "portgroup_uuid": "96e0f1a2-b3c4-4d5e-8f6a-7b8c9d0e1f2a",
+                    "physical_network": "physnet1", "pxe_enabled": false}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let port = r.json()["uuid"].as_str().unwrap().to_string();
+    let r = s
+        .patch(
+            &format!("/v1/ports/{port}"),
+            "1.115",
+            &json!([{"op": "replace", "path": "/physical_network", "value": "physnet9"}]),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "physical_network cannot be changed while the port belongs to a portgroup.".into()
+        )
+    );
+    let r = s
+        .patch(
+            "/v1/portgroups/bond0",
+            "1.115",
+            &json!([{"op": "replace", "path": "/physical_network", "value": "physnet3"}]),
+        )
+        .await;
+    assert_eq!(
+        (r.status, &r.json()["physical_network"]),
+        (200, &json!("physnet3")),
+        "{}",
+        r.body
+    );
+    let ports = s
+        .get(
+            "/v1/portgroups/bond0/ports?fields=uuid,physical_network",
+            "1.115",
+        )
+        .await
+        .json();
+    assert_eq!(ports["ports"][0]["physical_network"], "physnet3");
+
+    // 1.104: `instance_name`, its filter, and `instance_info.display_name` (S205–S230).
+    let body = json!({"driver": "fake-hardware", "name": "v-inst", "instance_name": "vm-one"});
+    let r = s.post("/v1/nodes", "1.103", &body).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (406, "Request not acceptable.".into())
+    );
+    let r = s.post("/v1/nodes", "1.104", &body).await;
+    assert_eq!(
+        (r.status, &r.json()["instance_name"]),
+        (201, &json!("vm-one"))
+    );
+    let r = s.get("/v1/nodes?instance_name=vm-one", "1.103").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "instance_name is not acceptable in this API version".into()
+        )
+    );
+    let names = node_names(s, "instance_name=vm-one", "1.104").await;
+    assert_eq!(names, ["v-inst"]);
+    let r = s
+        .patch(
+            "/v1/nodes/v-inst",
+            "1.103",
+            &json!([{"op": "replace", "path": "/instance_name", "value": "vm-two"}]),
+        )
+        .await;
+    assert_eq!(r.status, 406);
+    let r = s
+        .patch(
+            "/v1/nodes/v-inst",
+            "1.104",
+            &json!([{"op": "replace", "path": "/instance_name", "value": "vm-two"}]),
+        )
+        .await;
+    assert_eq!(
+        (r.status, &r.json()["instance_name"]),
+        (200, &json!("vm-two"))
+    );
+    // A set name is kept; an unset one follows `display_name`.
+    let r = s
+        .patch(
+            "/v1/nodes/v-inst",
+            "1.104",
+            &json!([{"op": "add", "path": "/instance_info/display_name", "value": "vm-three"}]),
+        )
+        .await;
+    assert_eq!(r.json()["instance_name"], "vm-two");
+    let r = s
+        .patch(
+            "/v1/nodes/v-node",
+            "1.10",
+            &json!([{"op": "add", "path": "/instance_info/display_name", "value": "vm-four"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        s.get("/v1/nodes/v-node", "1.104").await.json()["instance_name"],
+        "vm-four"
+    );
+
+    // 1.107: both request id headers at every version (S006, S007).
+    for v in ["1.106", "1.107"] {
+        let r = s.get("/v1/nodes", v).await;
+        let a = r.header("x-openstack-request-id").unwrap().to_string();
+        assert!(a.starts_with("req-"), "{a}");
+        assert_eq!(r.header("openstack-request-id"), Some(a.as_str()));
+    }
+
+    // 1.109: `health`, read-only (S218–S220).
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.115",
+            &json!({"driver": "fake-hardware", "health": "OK"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (400, "Schema error for node: Additional properties are not allowed ('health' was unexpected)".into())
+    );
+    assert_eq!(
+        s.get("/v1/nodes/v-node?fields=health", "1.108")
+            .await
+            .status,
+        406
+    );
+    let r = s
+        .get("/v1/nodes/v-node?fields=name,health,instance_name", "1.109")
+        .await
+        .json();
+    assert_eq!(r["health"], json!(null));
+    assert!(
+        s.get("/v1/nodes/v-node", "1.108")
+            .await
+            .json()
+            .get("health")
+            .is_none()
+    );
+
+    // 1.108: `disable_ramdisk` with `service` (S341, S344).
+    available(s, "v-dep").await;
+    let dep = s.get("/v1/nodes/v-dep", "1.115").await.json()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(s.provision_to("1.115", "v-dep", "active").await.status, 202);
+    s.wait_state("1.115", "v-dep", "active").await;
+    let service = json!({"target": "service", "disable_ramdisk": true,
+                         "service_steps": [{"interface": "vendor", "step": "log_passthrough", "args": {}}]});
+    let r = s
+        .put("/v1/nodes/v-dep/states/provision", "1.107", Some(&service))
+        .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            406,
+            "disable_ramdisk is not acceptable in this API version".into()
+        )
+    );
+    let r = s
+        .put("/v1/nodes/v-dep/states/provision", "1.108", Some(&service))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state("1.115", "v-dep", "active").await;
+    // 1.110: `abort` of an active node is still refused (S334).
+    let r = s.provision_to("1.115", "v-dep", "abort").await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            format!(
+                "The requested action \"abort\" can not be performed on node \"{dep}\" while it is in state \"active\"."
+            )
+        )
+    );
+
+    // 1.113, 1.115: history detail fields (S294–S298).
+    let fields_at = |v: &'static str| async move {
+        let h = s
+            .get("/v1/nodes/v-dep/history?detail=true&limit=1", v)
+            .await
+            .json();
+        let e = h["history"][0].as_object().unwrap().clone();
+        e.keys().cloned().collect::<Vec<String>>()
+    };
+    assert!(!fields_at("1.112").await.contains(&"project".to_string()));
+    let at113 = fields_at("1.113").await;
+    assert!(at113.contains(&"project".to_string()) && !at113.contains(&"state".to_string()));
+    let at115 = fields_at("1.115").await;
+    for f in [
+        "project",
+        "state",
+        "target_provision_state",
+        "duration_seconds",
+    ] {
+        assert!(at115.contains(&f.to_string()), "{f}: {at115:?}");
+    }
+
+    // 1.114: firmware identity fields.
+    let r = s
+        .get("/v1/nodes/v-dep/firmware?fields=component,vendor", "1.113")
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        s.get("/v1/nodes/v-dep/firmware?fields=component,vendor", "1.114")
+            .await
+            .status,
+        200
     );
 }

@@ -53,12 +53,16 @@ async fn verbs_and_automated_cleaning(s: &Server) {
         .node(json!({"driver": "fake-hardware", "name": "v1"}))
         .await;
     assert_eq!(n["provision_state"], "enroll");
-    // The state machine refuses a verb that cannot start here, before any RPC.
+    // The state machine refuses a verb that cannot start here, before any RPC; the
+    // node is named by its uuid (upstream's, S128).
     let r = s.provision(MAX, "v1", json!({"target": "provide"})).await;
     assert_eq!(r.status, 400);
     assert_eq!(
         r.fault(),
-        "The requested action \"provide\" can not be performed on node \"v1\" while it is in state \"enroll\"."
+        format!(
+            "The requested action \"provide\" can not be performed on node \"{}\" while it is in state \"enroll\".",
+            n["uuid"].as_str().unwrap()
+        )
     );
     let r = s.provision(MAX, "v1", json!({"target": "fly"})).await;
     assert_eq!(r.status, 400);
@@ -735,10 +739,11 @@ async fn forbidden_verbs_are_refused_in_every_stable_state(s: &Server) {
             }
             let r = s.provision(MAX, name, body).await;
             assert_eq!(r.status, 400, "{} from {state}: {}", verb.name, r.body);
+            let uuid = node(s, name).await["uuid"].as_str().unwrap().to_string();
             assert_eq!(
                 r.fault(),
                 format!(
-                    "The requested action \"{}\" can not be performed on node \"{name}\" while it is in state \"{state}\".",
+                    "The requested action \"{}\" can not be performed on node \"{uuid}\" while it is in state \"{state}\".",
                     verb.name
                 )
             );
