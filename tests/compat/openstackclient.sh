@@ -323,7 +323,7 @@ os baremetal node passthru call compat-hw echo --arg x=1 || fail "node passthru 
 os baremetal node delete compat-hw
 if os baremetal node show compat-hw 2>/dev/null; then fail "node delete"; fi
 
-echo "== above 1.62: shards, boot mode, inspection rules, inspection and inventory, history, BIOS registry, children"
+echo "== above 1.62: shards, boot mode, inspection rules, inspection and inventory, history, BIOS registry, children, firmware, virtual media"
 os baremetal node create --driver fake-hardware --name compat-new --shard compat-shard -f value -c uuid >/dev/null
 os baremetal shard list -f value | grep >/dev/null "compat-shard" || fail "shard list: $(os baremetal shard list -f value)"
 [ "$(os baremetal node list --shards compat-shard -f value -c Name)" = compat-new ] || fail "node list --shards"
@@ -368,6 +368,22 @@ os baremetal node list --include-children -f value -c Name | grep >/dev/null com
 os baremetal node delete compat-child
 [ "$(os baremetal node firmware list compat-new -f value -c Component | sort | tr '\n' ' ')" = "bios bmc " ] \
   || fail "node firmware list: $(os baremetal node firmware list compat-new -f value)"
+# Virtual media (1.89, 1.93): the CLI has no command for it; openstacksdk (installed
+# with the CLI) drives it, and the GET of 1.93 shows what is inserted.
+.venv/bin/python - "http://127.0.0.1:$port" >"$dir/vm" 2>&1 <<'PY' || fail "vmedia: $(cat "$dir/vm")"
+import json, sys, urllib.request
+import openstack
+url = sys.argv[1]
+c = openstack.connect(auth_type="none", auth={"endpoint": url}, baremetal_endpoint_override=url)
+c.baremetal.attach_vmedia_to_node("compat-new", device_type="cdrom", image_url="http://192.0.2.1/boot.iso")
+req = urllib.request.Request(url + "/v1/nodes/compat-new/vmedia", headers={"X-OpenStack-Ironic-API-Version": "1.93"})
+shown = json.load(urllib.request.urlopen(req))
+assert "http://192.0.2.1/boot.iso" in json.dumps(shown), shown
+c.baremetal.detach_vmedia_from_node("compat-new")
+shown = json.load(urllib.request.urlopen(req))
+assert "boot.iso" not in json.dumps(shown), shown
+print("vmedia ok")
+PY
 
 echo "== runbooks, hold and unhold, servicing"
 echo '[{"interface": "vendor", "step": "log_passthrough", "args": {}, "order": 0}, {"interface": "deploy", "step": "hold", "args": {}, "order": 1}]' >"$dir/rb.json"
@@ -375,6 +391,11 @@ os baremetal runbook create --name CUSTOM_COMPAT_RB --steps "$dir/rb.json" --ext
 [ "$(os baremetal runbook list -f value -c Name)" = CUSTOM_COMPAT_RB ] || fail "runbook list"
 os baremetal runbook set CUSTOM_COMPAT_RB --extra team=infra
 os baremetal runbook show CUSTOM_COMPAT_RB -f json -c extra | grep >/dev/null '"team": "infra"' || fail "runbook set"
+# From 1.112 a runbook runs on a node that shares one of its traits.
+os baremetal runbook trait add CUSTOM_COMPAT_RB CUSTOM_COMPAT_RB CUSTOM_OTHER
+[ "$(os baremetal runbook trait list CUSTOM_COMPAT_RB -f value | sort | tr '\n' ' ')" = "CUSTOM_COMPAT_RB CUSTOM_OTHER " ] \
+  || fail "runbook trait list: $(os baremetal runbook trait list CUSTOM_COMPAT_RB -f value)"
+os baremetal runbook trait remove CUSTOM_COMPAT_RB CUSTOM_OTHER
 os baremetal node add trait compat-new CUSTOM_COMPAT_RB
 os baremetal node clean compat-new --runbook CUSTOM_COMPAT_RB
 wait_state compat-new "clean hold"

@@ -791,8 +791,10 @@ const RETRY_STATUSES: &[u16] = &[429, 500, 502, 503, 504];
 /// urllib3's ceiling on a backoff.
 const BACKOFF_MAX: f64 = 120.0;
 
-/// The longest timeout we hand to the client.
-const TIMEOUT_MAX: f64 = 86_400.0;
+/// The longest timeout of one attempt, and the most retries: the rules run under the
+/// node's lock, so a rule's call must end in bounded time (upstream has no bound).
+const TIMEOUT_MAX: f64 = 120.0;
+const RETRIES_MAX: u32 = 10;
 
 fn invalid_parameter(e: ConvError) -> Failure {
     match e {
@@ -848,7 +850,9 @@ async fn api_call(args: &Map<String, Value>, http: &dyn ApiCaller) -> Result<(),
     };
     let timeout =
         Duration::try_from_secs_f64(timeout.min(TIMEOUT_MAX)).unwrap_or(Duration::from_secs(5));
-    let retries = u32::try_from(retries.max(0)).unwrap_or(u32::MAX);
+    let retries = u32::try_from(retries.max(0))
+        .unwrap_or(u32::MAX)
+        .min(RETRIES_MAX);
     let mut errors: u32 = 0;
     loop {
         let outcome = http.get(&url, &headers, timeout).await;
