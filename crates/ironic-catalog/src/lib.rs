@@ -175,7 +175,41 @@ pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[
 ];
 
 /// Every hardware type this build knows.
-pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT, ONEVIEW];
+pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT, ONEVIEW, REDFISH];
+
+const RAMDISK_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
+    interface: "deploy",
+    step: "deploy",
+    priority: 100,
+    abortable: false,
+    requires_ramdisk: false,
+    args: &[],
+}];
+
+/// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`). Power and
+/// management (boot device, boot mode) today; virtual media boot, out-of-band
+/// inspection and BIOS come next (issue 18), so it is not enabled by default yet.
+pub const REDFISH: HardwareType = HardwareType {
+    name: "redfish",
+    interfaces: &[
+        ("bios", "no-bios", &["no-bios"]),
+        ("boot", "redfish-virtual-media", &["redfish-virtual-media"]),
+        ("console", "no-console", &["no-console"]),
+        ("deploy", "ramdisk", &["ramdisk"]),
+        ("firmware", "no-firmware", &["no-firmware"]),
+        ("inspect", "no-inspect", &["no-inspect"]),
+        ("management", "redfish", &["redfish"]),
+        ("network", "noop", &["flat", "noop"]),
+        ("power", "redfish", &["redfish"]),
+        ("raid", "no-raid", &["no-raid"]),
+        ("rescue", "no-rescue", &["no-rescue"]),
+        ("storage", "noop", &["noop"]),
+        ("vendor", "no-vendor", &["no-vendor"]),
+    ],
+    clean_steps: &[],
+    deploy_steps: RAMDISK_DEPLOY_STEPS,
+    steps_from_agent: false,
+};
 
 const ONEVIEW_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
     interface: "deploy",

@@ -42,6 +42,18 @@ pub struct Service {
     drain_timeout: Duration,
 }
 
+/// `[redfish]` as the driver's settings.
+fn redfish_settings(cfg: &Config) -> ironic_drivers::redfish::client::Settings {
+    let r = &cfg.redfish;
+    ironic_drivers::redfish::client::Settings {
+        request_timeout: Duration::from_secs(r.request_timeout.max(1)),
+        attempts: r.connection_attempts.max(1),
+        retry_interval: Duration::from_secs(r.connection_retry_interval),
+        power_state_change_timeout: Duration::from_secs(r.power_state_change_timeout),
+        power_poll_interval: Duration::from_secs(1),
+    }
+}
+
 /// The `oneview` hardware type's appliance, from `[oneview]`.
 pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settings {
     let o = &cfg.oneview;
@@ -92,7 +104,8 @@ impl Service {
         bus: Option<BusSettings>,
     ) -> Result<Service, StartError> {
         let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?
-            .with_oneview(oneview_settings(cfg));
+            .with_oneview(oneview_settings(cfg))
+            .with_redfish(redfish_settings(cfg));
         let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(cfg));
         conductor.release_own_locks().await?;
         // A restart within the heartbeat timeout: show we are alive before taking any

@@ -31,6 +31,7 @@ pub struct Config {
     pub log: LogSection,
     pub telemetry: TelemetrySection,
     pub oneview: OneViewSection,
+    pub redfish: RedfishSection,
     pub inspector: InspectorSection,
     pub inspection_rules: InspectionRulesSection,
 }
@@ -48,6 +49,31 @@ impl Default for InspectorSection {
     fn default() -> Self {
         InspectorSection {
             add_ports: "pxe".into(),
+        }
+    }
+}
+
+/// How the `redfish` hardware type talks to BMCs (upstream's `[redfish]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedfishSection {
+    /// Attempts of a call that cannot connect or is answered 5xx.
+    pub connection_attempts: u32,
+    /// Seconds between those attempts.
+    pub connection_retry_interval: u64,
+    /// Seconds a power change may take to show on the BMC.
+    pub power_state_change_timeout: u64,
+    /// Seconds one HTTP request may take.
+    pub request_timeout: u64,
+}
+
+impl Default for RedfishSection {
+    fn default() -> Self {
+        RedfishSection {
+            connection_attempts: 5,
+            connection_retry_interval: 4,
+            power_state_change_timeout: 60,
+            request_timeout: 30,
         }
     }
 }

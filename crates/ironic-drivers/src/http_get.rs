@@ -35,12 +35,7 @@ impl Default for GetClient {
 
 impl GetClient {
     pub fn new() -> GetClient {
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|b| b.with_root_certificates(roots).with_no_client_auth());
+        let tls = crate::tls::client_config(false, None);
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         let connector = match tls {

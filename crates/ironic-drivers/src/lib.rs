@@ -9,6 +9,8 @@ pub mod http_get;
 pub mod interfaces;
 pub mod oneview;
 pub mod outbound;
+pub mod redfish;
+pub mod tls;
 
 pub use ironic_catalog::{FAKE_AGENT, FAKE_HARDWARE, HardwareType, KNOWN, known, steps};
 
@@ -76,6 +78,15 @@ impl Registry {
     pub fn with_oneview(mut self, settings: oneview::client::Settings) -> Registry {
         if self.oneview.is_some() {
             self.oneview = Some(std::sync::Arc::new(oneview::OneView::new(settings)));
+        }
+        self
+    }
+
+    /// Sets the `redfish` hardware type's settings (`[redfish]`). The driver is one per
+    /// process: the first settings given are the ones it keeps.
+    pub fn with_redfish(self, settings: redfish::client::Settings) -> Registry {
+        if self.get(redfish::REDFISH.name).is_some() {
+            redfish::driver(settings);
         }
         self
     }

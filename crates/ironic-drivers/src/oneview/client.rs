@@ -134,92 +134,17 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 /// TLS for an `https://` appliance: the web roots, a CA bundle, or no verification.
 fn tls_config(s: &Settings) -> Result<rustls::ClientConfig, OvError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| OvError::Config(format!("TLS: {e}")))?;
-    if s.allow_insecure {
-        return Ok(builder
-            .dangerous()
-            .with_custom_certificate_verifier(std::sync::Arc::new(NoVerification(provider)))
-            .with_no_client_auth());
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    match &s.ca_file {
-        Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| OvError::Config(format!("tls_cacert_file {path}: {e}")))?;
-            for c in certs {
-                let c = c.map_err(|e| OvError::Config(format!("tls_cacert_file {path}: {e}")))?;
-                roots
-                    .add(c)
-                    .map_err(|e| OvError::Config(format!("tls_cacert_file {path}: {e}")))?;
-            }
-            if roots.is_empty() {
-                return Err(OvError::Config(format!(
-                    "tls_cacert_file {path} holds no certificate"
-                )));
-            }
-        }
-        None => roots.extend(webpki_roots_certs()),
-    }
-    Ok(builder.with_root_certificates(roots).with_no_client_auth())
-}
-
-fn webpki_roots_certs() -> impl Iterator<Item = rustls::pki_types::TrustAnchor<'static>> {
-    webpki_roots::TLS_SERVER_ROOTS.iter().cloned()
-}
-
-/// `allow_insecure_connections`: any certificate is accepted (signatures are still
-/// checked, so the connection is encrypted, just not authenticated).
-#[derive(Debug)]
-struct NoVerification(std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+    let ca = if s.allow_insecure {
+        None
+    } else {
+        s.ca_file.as_deref()
+    };
+    crate::tls::client_config(s.allow_insecure, ca).map_err(|e| {
+        OvError::Config(match ca {
+            Some(path) if e.starts_with(path) => format!("tls_cacert_file {e}"),
+            _ => e,
+        })
+    })
 }
 
 fn error_from(status: u16, body: &Value) -> OvError {

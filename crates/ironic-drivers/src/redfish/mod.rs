@@ -1,0 +1,675 @@
+//! The `redfish` hardware type (`docs/drivers.md`): a node's BMC speaks DMTF Redfish
+//! at `driver_info.redfish_address`. Power (reset actions, waited for until the BMC
+//! shows the new state) and management (boot device and boot mode through the
+//! system's boot source override) are driven over HTTP(S) with basic authentication.
+//!
+//! `driver_info`: `redfish_address` (required; `https://` by default), `redfish_system_id`
+//! (the system's id or `/redfish/v1/Systems/<id>` path; optional when the BMC has one
+//! system), `redfish_username`, `redfish_password` (masked in every answer),
+//! `redfish_verify_ca` (true, false, or a CA bundle path), `redfish_auth_type`
+//! (`basic` or `auto`; sessions are not used yet).
+
+pub mod client;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+
+use crate::HardwareType;
+use crate::interfaces::{
+    BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverError,
+    DriverErrorKind, DriverFuture, Interface, ManagementInterface, NodeChanges, NodeInfo,
+    PowerInterface, RaidInterface,
+};
+use crate::outbound::Origin;
+use client::{Bmc, Http, RfError, Settings};
+
+pub use ironic_catalog::REDFISH;
+
+/// How the HTTPS certificate of a BMC is checked (`redfish_verify_ca`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Verify {
+    WebRoots,
+    No,
+    CaFile(String),
+}
+
+/// What a node's `driver_info` says about its BMC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedfishInfo {
+    pub origin: Origin,
+    pub system_id: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    verify: Verify,
+}
+
+fn text<'a>(
+    di: &'a serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, DriverError> {
+    match di.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(DriverError::invalid(format!(
+            "Invalid driver_info: {key} must be a string"
+        ))),
+    }
+}
+
+/// Reads and checks a node's `driver_info` (the messages name the field).
+pub fn parse_info(node: NodeInfo<'_>) -> Result<RedfishInfo, DriverError> {
+    let di = node.driver_info;
+    let Some(address) = text(di, "redfish_address")? else {
+        return Err(DriverError::invalid(
+            "Missing the following Redfish properties in node's driver_info: redfish_address",
+        ));
+    };
+    let origin = Origin::parse(address, "https")
+        .map_err(|e| DriverError::invalid(format!("Invalid Redfish address {e}")))?;
+    let system_id = text(di, "redfish_system_id")?.map(str::to_owned);
+    if let Some(id) = &system_id
+        && (id.contains("..") || id.contains('?') || id.contains('#'))
+    {
+        return Err(DriverError::invalid(format!(
+            "Invalid Redfish system id {id:?}"
+        )));
+    }
+    let verify = match di.get("redfish_verify_ca") {
+        None | Some(Value::Null) | Some(Value::Bool(true)) => Verify::WebRoots,
+        Some(Value::Bool(false)) => Verify::No,
+        Some(Value::String(s)) => match ironic_model::node::parse_bool_word(s) {
+            Some(true) => Verify::WebRoots,
+            Some(false) => Verify::No,
+            None if std::path::Path::new(s).is_file() => Verify::CaFile(s.clone()),
+            None => {
+                return Err(DriverError::invalid(format!(
+                    "Invalid value {s:?} for redfish_verify_ca: a boolean or the path of an existing CA bundle"
+                )));
+            }
+        },
+        Some(other) => {
+            return Err(DriverError::invalid(format!(
+                "Invalid value {other} for redfish_verify_ca: a boolean or the path of an existing CA bundle"
+            )));
+        }
+    };
+    match text(di, "redfish_auth_type")? {
+        None | Some("basic" | "auto") => {}
+        Some(other) => {
+            return Err(DriverError::invalid(format!(
+                "Invalid redfish_auth_type {other:?}: basic and auto are supported"
+            )));
+        }
+    }
+    Ok(RedfishInfo {
+        origin,
+        system_id,
+        username: text(di, "redfish_username")?.map(str::to_owned),
+        password: text(di, "redfish_password")?.map(str::to_owned),
+        verify,
+    })
+}
+
+fn rf(e: RfError) -> DriverError {
+    let kind = match &e {
+        RfError::Refused(_) => DriverErrorKind::Invalid,
+        _ => DriverErrorKind::Failed,
+    };
+    DriverError::new(kind, e.to_string())
+}
+
+/// The driver: settings and one HTTP client per TLS setting, shared by every node.
+pub struct Redfish {
+    settings: Settings,
+    clients: Mutex<HashMap<Verify, Http>>,
+    iface: Iface,
+}
+
+struct Iface;
+
+impl Redfish {
+    pub fn new(settings: Settings) -> Redfish {
+        Redfish {
+            settings,
+            clients: Mutex::new(HashMap::new()),
+            iface: Iface,
+        }
+    }
+
+    fn http(&self, v: &Verify) -> Result<Http, DriverError> {
+        let mut clients = self
+            .clients
+            .lock()
+            .map_err(|_| DriverError::failed("Redfish client cache poisoned"))?;
+        if let Some(c) = clients.get(v) {
+            return Ok(c.clone());
+        }
+        let tls = match v {
+            Verify::WebRoots => crate::tls::client_config(false, None),
+            Verify::No => crate::tls::client_config(true, None),
+            Verify::CaFile(p) => crate::tls::client_config(false, Some(p)),
+        }
+        .map_err(|e| DriverError::invalid(format!("redfish_verify_ca: {e}")))?;
+        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+        http.set_connect_timeout(Some(self.settings.request_timeout));
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let c = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector);
+        clients.insert(v.clone(), c.clone());
+        Ok(c)
+    }
+}
+
+/// A node's BMC, ready for calls.
+struct Conn {
+    info: RedfishInfo,
+    http: Http,
+}
+
+impl Conn {
+    fn bmc<'a>(&'a self, settings: &'a Settings) -> Bmc<'a> {
+        Bmc {
+            origin: self.info.origin.clone(),
+            username: self.info.username.as_deref(),
+            password: self.info.password.as_deref(),
+            http: &self.http,
+            settings,
+        }
+    }
+}
+
+/// The path of the node's system: its `redfish_system_id`, else the only member of
+/// `/redfish/v1/Systems`.
+async fn system_path(bmc: &Bmc<'_>, info: &RedfishInfo) -> Result<String, DriverError> {
+    if let Some(id) = &info.system_id {
+        return Ok(if id.starts_with('/') {
+            id.clone()
+        } else {
+            format!("/redfish/v1/Systems/{id}")
+        });
+    }
+    let systems = bmc.get("/redfish/v1/Systems").await.map_err(rf)?;
+    let members: Vec<&str> = systems
+        .get("Members")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("@odata.id").and_then(Value::as_str))
+        .collect();
+    match members.as_slice() {
+        [one] => Ok((*one).to_string()),
+        [] => Err(DriverError::failed(format!(
+            "The Redfish BMC at {} has no systems",
+            bmc.origin.base()
+        ))),
+        _ => Err(DriverError::invalid(format!(
+            "The Redfish BMC at {} has {} systems: redfish_system_id must name one",
+            bmc.origin.base(),
+            members.len()
+        ))),
+    }
+}
+
+/// Redfish `PowerState` as Ironic's (transitional states as where they lead).
+fn map_power(s: &str) -> Option<&'static str> {
+    match s {
+        "On" | "PoweringOn" | "Paused" => Some("power on"),
+        "Off" | "PoweringOff" => Some("power off"),
+        _ => None,
+    }
+}
+
+/// The reset action and the state it leads to.
+fn reset_for(target: &str) -> Option<(&'static str, &'static str)> {
+    match target {
+        "power on" => Some(("On", "power on")),
+        "power off" => Some(("ForceOff", "power off")),
+        "soft power off" => Some(("GracefulShutdown", "power off")),
+        "rebooting" => Some(("ForceRestart", "power on")),
+        "soft rebooting" => Some(("GracefulRestart", "power on")),
+        _ => None,
+    }
+}
+
+/// Ironic's boot devices and Redfish's `BootSourceOverrideTarget` values.
+const BOOT_DEVICES: &[(&str, &str)] = &[
+    ("pxe", "Pxe"),
+    ("disk", "Hdd"),
+    ("cdrom", "Cd"),
+    ("bios", "BiosSetup"),
+    ("floppy", "Floppy"),
+    ("usb", "Usb"),
+    ("uefi-http", "UefiHttp"),
+];
+
+impl Redfish {
+    fn conn(&self, node: NodeInfo<'_>) -> Result<Conn, DriverError> {
+        let info = parse_info(node)?;
+        let http = self.http(&info.verify)?;
+        Ok(Conn { info, http })
+    }
+
+    async fn system(&self, c: &Conn) -> Result<(String, Value), DriverError> {
+        let bmc = c.bmc(&self.settings);
+        let path = system_path(&bmc, &c.info).await?;
+        let sys = bmc.get(&path).await.map_err(rf)?;
+        Ok((path, sys))
+    }
+
+    async fn power_state(&self, node: NodeInfo<'_>) -> Result<String, DriverError> {
+        let c = self.conn(node)?;
+        let (_, sys) = self.system(&c).await?;
+        let s = sys.get("PowerState").and_then(Value::as_str).unwrap_or("");
+        map_power(s).map(str::to_owned).ok_or_else(|| {
+            DriverError::failed(format!(
+                "The Redfish BMC at {} reports an unknown power state {s:?}",
+                c.info.origin.base()
+            ))
+        })
+    }
+
+    async fn set_power(
+        &self,
+        node: NodeInfo<'_>,
+        target: &str,
+        timeout: Option<u32>,
+    ) -> Result<String, DriverError> {
+        let Some((reset, expect)) = reset_for(target) else {
+            return Err(DriverError::invalid(format!(
+                "The Redfish power interface cannot set {target:?}"
+            )));
+        };
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let (path, sys) = self.system(&c).await?;
+        let current = sys
+            .get("PowerState")
+            .and_then(Value::as_str)
+            .and_then(map_power);
+        // Already there: nothing to do (upstream's; a reboot always resets).
+        if matches!(target, "power on" | "power off" | "soft power off") && current == Some(expect)
+        {
+            return Ok(expect.to_string());
+        }
+        // A reboot of a node that is off is a power on.
+        let reset = if target.contains("reboot") && current == Some("power off") {
+            "On"
+        } else {
+            reset
+        };
+        let action = sys
+            .pointer("/Actions/#ComputerSystem.Reset/target")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{path}/Actions/ComputerSystem.Reset"));
+        bmc.call("POST", &action, Some(&json!({"ResetType": reset})))
+            .await
+            .map_err(|e| {
+                rf(e).context(format!(
+                    "Failed to set the power state of node {} to {target}",
+                    node.uuid
+                ))
+            })?;
+        let wait = timeout
+            .map(|t| std::time::Duration::from_secs(u64::from(t)))
+            .unwrap_or(self.settings.power_state_change_timeout);
+        let deadline = tokio::time::Instant::now() + wait;
+        // Bounded by the deadline; a reboot shows as "on" at once on most BMCs.
+        loop {
+            let sys = bmc.get(&path).await.map_err(rf)?;
+            let now = sys.get("PowerState").and_then(Value::as_str).unwrap_or("");
+            if now == if expect == "power on" { "On" } else { "Off" } {
+                return Ok(expect.to_string());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(DriverError::failed(format!(
+                    "Timeout reached while waiting for the Redfish BMC at {} to power node {} {} (it reports {now:?} after {:?})",
+                    c.info.origin.base(),
+                    node.uuid,
+                    if expect == "power on" { "on" } else { "off" },
+                    wait
+                )));
+            }
+            tokio::time::sleep(self.settings.power_poll_interval).await;
+        }
+    }
+
+    async fn boot_device(&self, node: NodeInfo<'_>) -> Result<Option<BootDevice>, DriverError> {
+        let c = self.conn(node)?;
+        let (_, sys) = self.system(&c).await?;
+        let boot = sys.get("Boot").cloned().unwrap_or(Value::Null);
+        let target = boot.get("BootSourceOverrideTarget").and_then(Value::as_str);
+        let enabled = boot
+            .get("BootSourceOverrideEnabled")
+            .and_then(Value::as_str);
+        Ok(match (target, enabled) {
+            (_, Some("Disabled")) | (None, _) | (Some("None"), _) => None,
+            (Some(t), e) => BOOT_DEVICES
+                .iter()
+                .find(|(_, r)| *r == t)
+                .map(|(d, _)| BootDevice {
+                    device: (*d).to_string(),
+                    persistent: e == Some("Continuous"),
+                }),
+        })
+    }
+
+    async fn set_boot(&self, node: NodeInfo<'_>, device: &BootDevice) -> Result<(), DriverError> {
+        let Some((_, target)) = BOOT_DEVICES.iter().find(|(d, _)| *d == device.device) else {
+            return Err(DriverError::invalid(format!(
+                "Invalid boot device {} specified, valid devices are: {}",
+                device.device,
+                BOOT_DEVICES
+                    .iter()
+                    .map(|(d, _)| *d)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let path = system_path(&bmc, &c.info).await?;
+        let body = json!({"Boot": {
+            "BootSourceOverrideTarget": target,
+            "BootSourceOverrideEnabled": if device.persistent { "Continuous" } else { "Once" },
+        }});
+        bmc.call("PATCH", &path, Some(&body)).await.map_err(|e| {
+            rf(e).context(format!(
+                "Failed to set the boot device of node {}",
+                node.uuid
+            ))
+        })?;
+        Ok(())
+    }
+
+    async fn boot_mode(&self, node: NodeInfo<'_>) -> Result<Option<String>, DriverError> {
+        let c = self.conn(node)?;
+        let (_, sys) = self.system(&c).await?;
+        Ok(
+            match sys
+                .pointer("/Boot/BootSourceOverrideMode")
+                .and_then(Value::as_str)
+            {
+                Some("UEFI") => Some("uefi".into()),
+                Some("Legacy") => Some("bios".into()),
+                _ => None,
+            },
+        )
+    }
+
+    async fn set_mode(&self, node: NodeInfo<'_>, mode: &str) -> Result<(), DriverError> {
+        let m = match mode {
+            "uefi" => "UEFI",
+            "bios" => "Legacy",
+            other => {
+                return Err(DriverError::invalid(format!(
+                    "Invalid boot mode {other}: uefi or bios"
+                )));
+            }
+        };
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let path = system_path(&bmc, &c.info).await?;
+        bmc.call(
+            "PATCH",
+            &path,
+            Some(&json!({"Boot": {"BootSourceOverrideMode": m}})),
+        )
+        .await
+        .map_err(|e| rf(e).context(format!("Failed to set the boot mode of node {}", node.uuid)))?;
+        Ok(())
+    }
+}
+
+static DRIVER: std::sync::OnceLock<Redfish> = std::sync::OnceLock::new();
+
+/// The process's `redfish` driver (settings from the first caller, usually the
+/// registry at start-up).
+pub fn driver(settings: Settings) -> &'static Redfish {
+    DRIVER.get_or_init(|| Redfish::new(settings))
+}
+
+fn the() -> &'static Redfish {
+    driver(Settings::default())
+}
+
+impl Interface for Iface {
+    fn validate<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, ()> {
+        Box::pin(async move { parse_info(node).map(|_| ()) })
+    }
+
+    /// `deploy.deploy` of the `ramdisk` deploy interface: the node is (re)started on
+    /// what the boot interface prepared.
+    fn execute_step<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        step: &'a crate::steps::Step,
+    ) -> DriverFuture<'a, crate::interfaces::Outcome> {
+        Box::pin(async move {
+            match (step.interface.as_str(), step.step.as_str()) {
+                ("deploy", "deploy") => {
+                    the().set_power(node, "rebooting", None).await?;
+                    Ok(crate::interfaces::Outcome::Done)
+                }
+                _ => Err(DriverError::invalid(format!(
+                    "the redfish driver has no step {}",
+                    step.name()
+                ))),
+            }
+        })
+    }
+}
+
+impl PowerInterface for Iface {
+    fn get_power_state<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, String> {
+        Box::pin(the().power_state(node))
+    }
+
+    fn set_power_state<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        target: &'a str,
+        timeout_secs: Option<u32>,
+    ) -> DriverFuture<'a, String> {
+        Box::pin(the().set_power(node, target, timeout_secs))
+    }
+}
+
+impl ManagementInterface for Iface {
+    fn supported_boot_devices(&self, _node: NodeInfo<'_>) -> Vec<&'static str> {
+        BOOT_DEVICES.iter().map(|(d, _)| *d).collect()
+    }
+
+    fn get_boot_device<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<BootDevice>> {
+        Box::pin(the().boot_device(node))
+    }
+
+    fn set_boot_device<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device: BootDevice,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            the().set_boot(node, &device).await?;
+            Ok(NodeChanges::none())
+        })
+    }
+
+    fn can_change_boot_mode(&self) -> bool {
+        true
+    }
+
+    fn get_boot_mode<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<String>> {
+        Box::pin(the().boot_mode(node))
+    }
+
+    fn set_boot_mode<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        mode: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            the().set_mode(node, mode).await?;
+            Ok(NodeChanges::none())
+        })
+    }
+}
+
+fn nothing<'a>() -> DriverFuture<'a, NodeChanges> {
+    Box::pin(async { Ok(NodeChanges::none()) })
+}
+
+/// `ramdisk` deploy: nothing to write to the disk; the node boots what its boot
+/// interface prepared (virtual media comes with the boot interface, later).
+impl DeployInterface for Iface {
+    fn prepare<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+    fn tear_down<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            let state = the().set_power(node, "power off", None).await?;
+            Ok(NodeChanges {
+                power_state: Some(state),
+                ..NodeChanges::none()
+            })
+        })
+    }
+    fn prepare_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+    fn tear_down_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+}
+
+impl BootInterface for Iface {
+    fn prepare_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+    fn clean_up_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+    fn prepare_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+    fn clean_up_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        nothing()
+    }
+}
+
+impl RaidInterface for Iface {}
+impl BiosInterface for Iface {}
+
+impl Driver for Redfish {
+    fn hardware_type(&self) -> &'static HardwareType {
+        &REDFISH
+    }
+    fn power(&self) -> &dyn PowerInterface {
+        &self.iface
+    }
+    fn management(&self) -> &dyn ManagementInterface {
+        &self.iface
+    }
+    fn deploy(&self) -> &dyn DeployInterface {
+        &self.iface
+    }
+    fn boot(&self) -> &dyn BootInterface {
+        &self.iface
+    }
+    fn raid(&self) -> &dyn RaidInterface {
+        &self.iface
+    }
+    fn bios(&self) -> &dyn BiosInterface {
+        &self.iface
+    }
+    /// The `noop` network and storage interfaces have nothing to do here.
+    fn other(&self, interface_type: &str) -> Option<&dyn Interface> {
+        match interface_type {
+            "network" | "storage" => Some(&self.iface),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ironic_model::node::JsonObject;
+
+    fn info(di: Value) -> Result<RedfishInfo, DriverError> {
+        let Value::Object(di) = di else {
+            return Err(DriverError::invalid("not an object"));
+        };
+        let empty = JsonObject::new();
+        parse_info(NodeInfo {
+            uuid: "n",
+            driver_info: &di,
+            driver_internal_info: &empty,
+            properties: &empty,
+            instance_info: &empty,
+            power_state: None,
+            provision_state: "enroll",
+            target_provision_state: None,
+            instance_uuid: None,
+            boot_mode: None,
+            secure_boot: None,
+            skip_automated_cleaning: false,
+        })
+    }
+
+    #[test]
+    fn driver_info_is_checked_with_clear_messages() {
+        let ok = info(
+            json!({"redfish_address": "http://127.0.0.1:8000", "redfish_system_id": "abc",
+                             "redfish_username": "u", "redfish_password": "p", "redfish_verify_ca": "false"}),
+        );
+        let ok = ok.map_err(|e| e.message).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ok.origin.base(), "http://127.0.0.1:8000");
+        assert_eq!(ok.verify, Verify::No);
+        let e = |di: Value| info(di).err().map(|e| e.message).unwrap_or_default();
+        assert_eq!(
+            e(json!({})),
+            "Missing the following Redfish properties in node's driver_info: redfish_address"
+        );
+        assert!(e(json!({"redfish_address": "ftp://x"})).starts_with("Invalid Redfish address"));
+        assert!(
+            e(json!({"redfish_address": "x", "redfish_verify_ca": "/no/such/ca.pem"}))
+                .contains("redfish_verify_ca")
+        );
+        assert!(
+            e(json!({"redfish_address": "x", "redfish_system_id": "../../x"}))
+                .contains("system id")
+        );
+        assert!(
+            e(json!({"redfish_address": "x", "redfish_auth_type": "token"}))
+                .contains("redfish_auth_type")
+        );
+        assert_eq!(
+            info(json!({"redfish_address": "bmc.example.com"}))
+                .map(|i| i.origin.base())
+                .ok(),
+            Some("https://bmc.example.com".to_string())
+        );
+    }
+
+    #[test]
+    fn power_states_and_resets_map_as_upstream() {
+        assert_eq!(map_power("PoweringOn"), Some("power on"));
+        assert_eq!(map_power("Off"), Some("power off"));
+        assert_eq!(map_power("Unknown"), None);
+        assert_eq!(
+            reset_for("soft power off"),
+            Some(("GracefulShutdown", "power off"))
+        );
+        assert_eq!(reset_for("rebooting"), Some(("ForceRestart", "power on")));
+        assert_eq!(reset_for("fly"), None);
+    }
+}

@@ -1,0 +1,299 @@
+#![allow(clippy::unwrap_used)]
+//! The `redfish` hardware type against a real Redfish peer nobody here wrote:
+//! sushy-tools' `sushy-emulator` with its fake systems driver (installed by
+//! `scripts/test.sh`, which exports `IRONIC_TEST_SUSHY`), on loopback. Its power
+//! changes land 1 to 11 s after they are asked for, as a real BMC's do, so every check
+//! here waits for a condition, bounded.
+
+mod common;
+
+use common::procs::{Proc, free_port};
+use common::{Backend, Server, until};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const V: &str = "1.115";
+const SYSTEM: &str = "11111111-1111-1111-1111-111111111111";
+const OTHER: &str = "22222222-2222-2222-2222-222222222222";
+
+/// A running `sushy-emulator` with two fake systems.
+struct Emulator {
+    proc: Proc,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Emulator {
+    fn start() -> Emulator {
+        let bin = std::env::var("IRONIC_TEST_SUSHY").expect(
+            "IRONIC_TEST_SUSHY: the sushy-emulator of scripts/test.sh's virtualenv (run the tests with scripts/test.sh)",
+        );
+        let dir = std::env::temp_dir().join(format!("ironic-sushy-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        let port = free_port();
+        // The configuration is a Python file.
+        let conf = format!(
+            "SUSHY_EMULATOR_FAKE_DRIVER = True\n\
+             SUSHY_EMULATOR_STATE_DIR = '{}'\n\
+             SUSHY_EMULATOR_FAKE_SYSTEMS = [\n\
+               {{'uuid': '{SYSTEM}', 'name': 'node-0', 'power_state': 'Off',\n\
+                 'nics': [{{'mac': '52:54:00:aa:bb:01'}}, {{'mac': '52:54:00:aa:bb:02'}}]}},\n\
+               {{'uuid': '{OTHER}', 'name': 'node-1', 'power_state': 'On', 'boot_mode': 'Legacy',\n\
+                 'nics': [{{'mac': '52:54:00:cc:dd:01'}}]}},\n\
+             ]\n",
+            dir.join("state").display()
+        );
+        let conf_path = dir.join("emulator.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let proc = Proc::spawn(
+            &bin,
+            "sushy",
+            &[
+                "--config".into(),
+                conf_path.display().to_string(),
+                "-i".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                port.to_string(),
+            ],
+            &[],
+            &dir,
+        );
+        Emulator { proc, port, dir }
+    }
+
+    fn address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn client(&self) -> Server {
+        Server::client(format!("127.0.0.1:{}", self.port).parse().unwrap())
+    }
+
+    async fn system(&self, id: &str) -> Value {
+        let r = self
+            .client()
+            .call("GET", &format!("/redfish/v1/Systems/{id}"), None, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    }
+
+    async fn ready(&self) {
+        until(
+            "sushy-emulator answers",
+            Duration::from_secs(30),
+            || async { std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() },
+        )
+        .await;
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.proc.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn power_state(s: &Server, node: &str) -> Value {
+    s.get(&format!("/v1/nodes/{node}"), V).await.json()["power_state"].clone()
+}
+
+async fn redfish_node(s: &Server, name: &str, emu: &Emulator, system: Option<&str>) -> String {
+    let mut di = json!({"redfish_address": emu.address(), "redfish_username": "admin",
+                        "redfish_password": "s3cret-pass"});
+    if let Some(id) = system {
+        di["redfish_system_id"] = json!(id);
+    }
+    let r = s
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "redfish", "name": name, "driver_info": di}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    // The password never shows.
+    assert_eq!(r.json()["driver_info"]["redfish_password"], "******");
+    assert!(!r.body.contains("s3cret-pass"), "{}", r.body);
+    r.json()["uuid"].as_str().unwrap().to_string()
+}
+
+async fn lifecycle(backend: Backend) {
+    let emu = Emulator::start();
+    let s = common::start_with(backend, |c| {
+        c.default.enabled_hardware_types.push("redfish".into());
+        // An unreachable BMC is given up on quickly.
+        c.redfish.connection_attempts = 2;
+        c.redfish.connection_retry_interval = 1;
+    })
+    .await;
+    emu.ready().await;
+
+    // The driver and its interfaces are listed.
+    let d = s.get("/v1/drivers/redfish", V).await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    assert_eq!(d.json()["default_power_interface"], "redfish");
+
+    // Two systems on the BMC: the node must name one; validation says so.
+    let bad = redfish_node(&s, "rf-ambiguous", &emu, None).await;
+    let v = s.get(&format!("/v1/nodes/{bad}/validate"), V).await.json();
+    assert_eq!(v["power"]["result"], json!(true), "{v}");
+    let r = s
+        .put(
+            &format!("/v1/nodes/{bad}/states/power"),
+            V,
+            Some(&json!({"target": "power on"})),
+        )
+        .await;
+    if r.status == 202 {
+        until(
+            "the failed power change is recorded",
+            Duration::from_secs(30),
+            || async {
+                s.get(&format!("/v1/nodes/{bad}"), V).await.json()["last_error"].is_string()
+            },
+        )
+        .await;
+        let n = s.get(&format!("/v1/nodes/{bad}"), V).await.json();
+        assert!(
+            n["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("redfish_system_id must name one"),
+            "{n}"
+        );
+    } else {
+        assert!(
+            r.fault().contains("redfish_system_id must name one"),
+            "{}",
+            r.body
+        );
+    }
+
+    let node = redfish_node(&s, "rf-0", &emu, Some(SYSTEM)).await;
+    // manage: verification reads the power state from the BMC.
+    assert_eq!(s.provision_to(V, "rf-0", "manage").await.status, 202);
+    let n = s.wait_state(V, "rf-0", "manageable").await;
+    assert_eq!(n["power_state"], "power off", "{n}");
+
+    // Power on, reboot, off: each reaches the emulator and is waited for.
+    for (target, expect, redfish) in [
+        ("power on", "power on", "On"),
+        ("rebooting", "power on", "On"),
+        ("power off", "power off", "Off"),
+    ] {
+        let r = s
+            .put(
+                &format!("/v1/nodes/{node}/states/power"),
+                V,
+                Some(&json!({"target": target})),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{target}: {}", r.body);
+        until(target, Duration::from_secs(60), || async {
+            let n = s.get(&format!("/v1/nodes/{node}"), V).await.json();
+            n["power_state"] == expect && n["target_power_state"].is_null()
+        })
+        .await;
+        assert_eq!(emu.system(SYSTEM).await["PowerState"], redfish, "{target}");
+        assert_eq!(power_state(&s, &node).await, expect);
+    }
+
+    // Boot device: set persistently, read back from the BMC.
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/management/boot_device"),
+            V,
+            Some(&json!({"boot_device": "pxe", "persistent": true})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let boot = emu.system(SYSTEM).await["Boot"].clone();
+    assert_eq!(
+        (
+            &boot["BootSourceOverrideTarget"],
+            &boot["BootSourceOverrideEnabled"]
+        ),
+        (&json!("Pxe"), &json!("Continuous")),
+        "{boot}"
+    );
+    let got = s
+        .get(&format!("/v1/nodes/{node}/management/boot_device"), V)
+        .await
+        .json();
+    assert_eq!(got, json!({"boot_device": "pxe", "persistent": true}));
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/management/boot_device"),
+            V,
+            Some(&json!({"boot_device": "cdrom"})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    // (The emulator keeps every override "Continuous", whatever it is sent.)
+    assert_eq!(
+        emu.system(SYSTEM).await["Boot"]["BootSourceOverrideTarget"],
+        "Cd"
+    );
+    let sup = s
+        .get(
+            &format!("/v1/nodes/{node}/management/boot_device/supported"),
+            V,
+        )
+        .await
+        .json();
+    assert!(
+        sup["supported_boot_devices"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("pxe")),
+        "{sup}"
+    );
+
+    // Boot mode (1.76) through the boot source override mode.
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/states/boot_mode"),
+            V,
+            Some(&json!({"target": "bios"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    until("boot mode bios", Duration::from_secs(30), || async {
+        s.get(&format!("/v1/nodes/{node}"), V).await.json()["boot_mode"] == "bios"
+    })
+    .await;
+    assert_eq!(
+        emu.system(SYSTEM).await["Boot"]["BootSourceOverrideMode"],
+        "Legacy"
+    );
+
+    // A BMC that is not there: a clear error naming it, no hang.
+    let gone = s
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "redfish", "name": "rf-gone", "driver_info": {
+                "redfish_address": format!("http://127.0.0.1:{}", free_port()),
+                "redfish_system_id": SYSTEM}}),
+        )
+        .await;
+    assert_eq!(gone.status, 201, "{}", gone.body);
+    let r = s.get("/v1/nodes/rf-gone/management/boot_device", V).await;
+    assert!(r.status >= 400, "{}", r.body);
+    assert!(r.fault().contains("Redfish BMC unreachable"), "{}", r.body);
+
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_lifecycle_all_in_one() {
+    lifecycle(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_lifecycle_split() {
+    lifecycle(Backend::Split).await;
+}
