@@ -51,6 +51,7 @@ mod management;
 use management::BootModeChange;
 mod nics;
 pub mod oneview;
+pub mod power_sync;
 mod provision;
 pub mod registry;
 pub mod service;
@@ -91,6 +92,15 @@ pub struct ConductorSettings {
     pub inspect_wait_timeout: Duration,
     /// `[conductor] max_conductor_wait_step_seconds`: the longest reserved `wait` step.
     pub max_conductor_wait_step_seconds: u64,
+    /// `[conductor] sync_power_state_interval`; zero disables the sync.
+    pub sync_power_state_interval: Duration,
+    /// `[conductor] sync_power_state_workers`: BMCs read at the same time.
+    pub sync_power_state_workers: usize,
+    /// `[conductor] force_power_state_during_sync`: set the hardware back (true) or
+    /// record what it reports (false).
+    pub force_power_state_during_sync: bool,
+    /// `[conductor] power_state_sync_max_retries`: failed rounds before maintenance.
+    pub power_state_sync_max_retries: u32,
     /// `[inspection_rules] built_in_rules`: a YAML file of rules besides the API's.
     pub built_in_rules: Option<std::path::PathBuf>,
     /// `[inspection_rules] mask_secrets`: `always`, `never` or `sensitive`.
@@ -136,6 +146,10 @@ impl ConductorSettings {
             inspector_add_ports: cfg.inspector.add_ports.clone(),
             inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
             max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,
+            sync_power_state_interval: Duration::from_secs(cfg.conductor.sync_power_state_interval),
+            sync_power_state_workers: cfg.conductor.sync_power_state_workers,
+            force_power_state_during_sync: cfg.conductor.force_power_state_during_sync,
+            power_state_sync_max_retries: cfg.conductor.power_state_sync_max_retries.max(1),
             built_in_rules: cfg
                 .inspection_rules
                 .built_in_rules
@@ -154,6 +168,8 @@ pub struct Conductor {
     core: Arc<Core>,
     provision: Arc<provision::Provisioner>,
     allocations: Arc<allocations::Allocator>,
+    /// Power-state sync failures in a row, per node (`power_sync.rs`).
+    power_failures: power_sync::Failures,
 }
 
 impl std::ops::Deref for Conductor {
@@ -170,6 +186,7 @@ impl Conductor {
             provision: Arc::new(provision::Provisioner::new(core.clone())),
             allocations: Arc::new(allocations::Allocator::new(core.clone())),
             core,
+            power_failures: power_sync::Failures::default(),
         })
     }
 

@@ -371,6 +371,31 @@ impl Core {
         })
     }
 
+    /// [`Core::lock`] with one attempt: `Locked` at once when another operation holds
+    /// the node (for periodic work that comes back anyway).
+    pub(crate) async fn lock_now(&self, target: &NodeRef) -> Result<Held, Error> {
+        let mut node = self.reserve(target.id).await?;
+        let guard = LockGuard {
+            db: self.db.clone(),
+            work: self.work.clone(),
+            book: self.locks.clone(),
+            node_id: target.id,
+            host: self.settings.host.clone(),
+            armed: true,
+        };
+        if node.uuid.as_str() != target.uuid {
+            drop(guard);
+            return Err(Error::node_not_found(&target.uuid));
+        }
+        node.reservation = Some(self.settings.host.clone());
+        Ok(Held {
+            seen: crate::history::Seen::of(&node),
+            history: self.settings.node_history,
+            node,
+            guard,
+        })
+    }
+
     /// [`Core::lock`] for a call that writes the node: stamps the node with the call's
     /// request id (saved with the node's next write), and recognises a repeat of a call
     /// whose first attempt was applied (its conductor died before answering): then the

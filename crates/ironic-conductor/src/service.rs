@@ -187,6 +187,13 @@ impl Service {
             },
         );
         work.periodic(
+            "power-state sync",
+            settings.sync_power_state_interval,
+            true,
+            both.clone(),
+            |(c, t)| async move { c.power_sync(&t).await },
+        );
+        work.periodic(
             "oneview checks",
             settings.oneview_check_interval,
             true,

@@ -35,6 +35,10 @@ fn settings() -> ConductorSettings {
         inspector_add_ports: "pxe".into(),
         inspect_wait_timeout: Duration::from_secs(1800),
         max_conductor_wait_step_seconds: 30,
+        sync_power_state_interval: Duration::ZERO,
+        sync_power_state_workers: 8,
+        force_power_state_during_sync: true,
+        power_state_sync_max_retries: 3,
         built_in_rules: None,
         mask_secrets: "always".into(),
     }

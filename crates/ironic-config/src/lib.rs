@@ -288,6 +288,15 @@ pub struct ConductorSection {
     pub inspect_wait_timeout: u64,
     /// The longest pause a reserved `wait` step takes, in seconds (upstream's).
     pub max_conductor_wait_step_seconds: u64,
+    /// Seconds between power-state syncs of the nodes this conductor owns; 0 disables.
+    pub sync_power_state_interval: u64,
+    /// BMCs a sync reads at the same time.
+    pub sync_power_state_workers: usize,
+    /// A sync sets the hardware back to the recorded power state (true) or records
+    /// what the hardware reports (false).
+    pub force_power_state_during_sync: bool,
+    /// Failed syncs in a row before a node goes into maintenance (`power failure`).
+    pub power_state_sync_max_retries: u32,
     /// `ironic-conductor` only: where it serves `/healthz`, `/readyz` and `/metrics`;
     /// empty turns the listener off. (The all-in-one serves them on the API port.)
     #[serde(deserialize_with = "optional_addr")]
@@ -402,6 +411,10 @@ impl Default for ConductorSection {
             node_history_minimum_days: 0,
             inspect_wait_timeout: 1800,
             max_conductor_wait_step_seconds: 30,
+            sync_power_state_interval: 60,
+            sync_power_state_workers: 8,
+            force_power_state_during_sync: true,
+            power_state_sync_max_retries: 3,
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 6388))),
         }
     }

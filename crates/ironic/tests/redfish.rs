@@ -62,6 +62,44 @@ impl Emulator {
         Emulator { proc, port, dir }
     }
 
+    /// The emulator goes away (as a BMC that loses power or its network).
+    fn stop(&mut self) {
+        self.proc.kill9();
+    }
+
+    /// And comes back, on the same port, with the same state.
+    fn restart(&mut self) {
+        let bin = std::env::var("IRONIC_TEST_SUSHY").unwrap();
+        self.proc = Proc::spawn(
+            &bin,
+            "sushy",
+            &[
+                "--config".into(),
+                self.dir.join("emulator.conf").display().to_string(),
+                "-i".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                self.port.to_string(),
+            ],
+            &[],
+            &self.dir,
+        );
+    }
+
+    /// A power action on the emulator itself, behind the service's back.
+    async fn reset(&self, id: &str, kind: &str) {
+        let r = self
+            .client()
+            .call(
+                "POST",
+                &format!("/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset"),
+                None,
+                Some(&json!({"ResetType": kind}).to_string()),
+            )
+            .await;
+        assert!(r.status < 300, "{}", r.body);
+    }
+
     fn address(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -296,4 +334,89 @@ async fn redfish_lifecycle_all_in_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redfish_lifecycle_split() {
     lifecycle(Backend::Split).await;
+}
+
+/// The power-state sync: a change behind our back is noticed (recorded, or undone when
+/// `force_power_state_during_sync`), a BMC that stops answering puts the node into
+/// maintenance with `power failure` after the retries, and its return takes it out.
+async fn power_sync(backend: Backend, force: bool) {
+    let mut emu = Emulator::start();
+    let s = common::start_with(backend, |c| {
+        c.default.enabled_hardware_types.push("redfish".into());
+        c.redfish.connection_attempts = 1;
+        c.conductor.sync_power_state_interval = 1;
+        c.conductor.power_state_sync_max_retries = 2;
+        c.conductor.force_power_state_during_sync = force;
+    })
+    .await;
+    emu.ready().await;
+    let node = redfish_node(&s, "rf-sync", &emu, Some(SYSTEM)).await;
+    assert_eq!(s.provision_to(V, "rf-sync", "manage").await.status, 202);
+    let n = s.wait_state(V, "rf-sync", "manageable").await;
+    assert_eq!(n["power_state"], "power off");
+
+    emu.reset(SYSTEM, "On").await;
+    if force {
+        // Seen on, then set back off by the sync.
+        until("the emulator turns on", Duration::from_secs(30), || async {
+            emu.system(SYSTEM).await["PowerState"] == "On"
+        })
+        .await;
+        until(
+            "the sync turns it off again",
+            Duration::from_secs(60),
+            || async { emu.system(SYSTEM).await["PowerState"] == "Off" },
+        )
+        .await;
+        assert_eq!(power_state(&s, &node).await, "power off");
+    } else {
+        until(
+            "the sync records power on",
+            Duration::from_secs(60),
+            || async { power_state(&s, &node).await == "power on" },
+        )
+        .await;
+        assert_eq!(emu.system(SYSTEM).await["PowerState"], "On");
+    }
+
+    emu.stop();
+    until(
+        "maintenance for power failure",
+        Duration::from_secs(60),
+        || async {
+            let n = s.get(&format!("/v1/nodes/{node}"), V).await.json();
+            n["maintenance"] == true && n["fault"] == "power failure"
+        },
+    )
+    .await;
+    let n = s.get(&format!("/v1/nodes/{node}"), V).await.json();
+    assert_eq!(n["power_state"], json!(null), "{n}");
+    let reason = n["maintenance_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("During sync_power_state, max retries exceeded for node")
+            && reason.contains("Redfish BMC unreachable"),
+        "{reason}"
+    );
+
+    emu.restart();
+    until(
+        "out of maintenance once the BMC answers",
+        Duration::from_secs(60),
+        || async {
+            let n = s.get(&format!("/v1/nodes/{node}"), V).await.json();
+            n["maintenance"] == false && n["fault"].is_null() && n["power_state"].is_string()
+        },
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_power_sync_records_all_in_one() {
+    power_sync(Backend::Sqlite, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_power_sync_forces_split() {
+    power_sync(Backend::Split, true).await;
 }

@@ -1,0 +1,303 @@
+//! Power-state sync (upstream's `_sync_power_states` and power-failure recovery), once
+//! per conductor every `[conductor] sync_power_state_interval`, on the nodes it owns:
+//! the BMC's power state is read (at most `sync_power_state_workers` at a time) and
+//!
+//! - when it differs from the database: the hardware is set back to the recorded state
+//!   (`force_power_state_during_sync`, upstream's default) or the database follows the
+//!   hardware;
+//! - when the BMC cannot be reached (or the forcing fails)
+//!   `power_state_sync_max_retries` rounds in a row: the node goes into maintenance
+//!   with `fault` `power failure` and no power state;
+//! - a node in maintenance for `power failure` whose BMC answers again comes out of it
+//!   (upstream runs this check as a separate periodic task; here it is part of the round).
+//!
+//! Skipped: locked nodes (never waited on: the lock is tried once), nodes being
+//! enrolled, waiting in `deploy wait` or `clean wait`, with a power change in progress,
+//! and nodes in maintenance for any other reason. The failure counts live in memory:
+//! a conductor that takes a node over starts counting afresh (as upstream).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ironic_db::topology::Topology;
+use ironic_db::{NodeFilter, NodeListQuery};
+use ironic_drivers::interfaces::NodeInfo;
+use ironic_model::states::ProvisionState as P;
+use ironic_model::{Error, Node};
+use ironic_rpc::NodeRef;
+
+use crate::Conductor;
+
+/// The `fault` of a node whose BMC could not be reached.
+pub const POWER_FAILURE: &str = "power failure";
+
+/// Failures in a row, per node uuid (this conductor's memory).
+#[derive(Debug, Default)]
+pub struct Failures(std::sync::Mutex<HashMap<String, u32>>);
+
+impl Failures {
+    fn bump(&self, uuid: &str) -> u32 {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(uuid.to_string()).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    fn clear(&self, uuid: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uuid);
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Round {
+    pub checked: usize,
+    pub updated: usize,
+    pub forced: usize,
+    pub failed: usize,
+    pub to_maintenance: usize,
+    pub recovered: usize,
+}
+
+/// What happened to one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    InSync,
+    Updated,
+    Forced,
+    Failed,
+    ToMaintenance,
+    Recovered,
+    Skipped,
+}
+
+fn excluded(n: &Node) -> bool {
+    matches!(n.provision_state, P::Enroll | P::DeployWait | P::CleanWait)
+        || n.reservation.is_some()
+        || n.target_power_state.is_some()
+        || (n.maintenance && n.fault.as_deref() != Some(POWER_FAILURE))
+}
+
+impl Conductor {
+    /// The nodes this conductor owns that a sync looks at.
+    async fn nodes_to_sync(&self, topology: &Topology) -> Result<Vec<Node>, Error> {
+        let snap = topology.snapshot();
+        let me = self.settings.host.as_str();
+        let mut out = Vec::new();
+        let mut marker: Option<String> = None;
+        // Bounded: at most 1,000 pages of 1,000 nodes.
+        for _ in 0..1000 {
+            let q = NodeListQuery {
+                filter: NodeFilter::default(),
+                marker: marker.clone(),
+                with_traits: false,
+                ..Default::default()
+            };
+            let page = self.db.node_list(&q).await?;
+            let full = page.len() == q.limit as usize;
+            marker = page.last().map(|n| n.uuid.to_string());
+            out.extend(page.into_iter().filter(|n| {
+                snap.owner(&n.conductor_group, &n.driver, n.uuid.as_str()) == Some(me)
+                    && self.drivers.driver(&n.driver).is_some()
+                    && !excluded(n)
+            }));
+            if !full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// One node: read the BMC without the lock; change the node only under it, taken
+    /// once (a busy node is left to the next round).
+    async fn sync_one(self: &Arc<Self>, seen: Node) -> Outcome {
+        let uuid = seen.uuid.to_string();
+        let Ok(driver) = self.driver_for(&seen) else {
+            return Outcome::Skipped;
+        };
+        let read = driver.power().get_power_state(NodeInfo::from(&seen)).await;
+        let nref = NodeRef::from(&seen);
+        let max = self.settings.power_state_sync_max_retries;
+        let actual = match read {
+            Ok(p) => p,
+            Err(e) => {
+                let n = self.power_failures.bump(&uuid);
+                tracing::warn!(node = %uuid, failures = n, "power-state sync could not read the BMC: {e}");
+                if n < max || seen.maintenance {
+                    return Outcome::Failed;
+                }
+                return self.power_failure(&nref, &e.to_string()).await;
+            }
+        };
+        let Ok(mut held) = self.lock_now(&nref).await else {
+            return Outcome::Skipped;
+        };
+        // Read again under the lock: it may have changed since the list.
+        if excluded_locked(&held.node) {
+            held.release().await;
+            return Outcome::Skipped;
+        }
+        if held.node.maintenance && held.node.fault.as_deref() == Some(POWER_FAILURE) {
+            held.node.maintenance = false;
+            held.node.maintenance_reason = None;
+            held.node.fault = None;
+            held.node.power_state = Some(actual.clone());
+            self.power_failures.clear(&uuid);
+            return match held.save_and_release().await {
+                Ok(_) => {
+                    tracing::info!(node = %uuid, power_state = %actual, "the BMC answers again: out of maintenance");
+                    Outcome::Recovered
+                }
+                Err(e) => {
+                    tracing::error!(node = %uuid, error = %e, "could not save the node");
+                    Outcome::Failed
+                }
+            };
+        }
+        let recorded = held.node.power_state.clone();
+        if recorded.as_deref() == Some(actual.as_str()) {
+            self.power_failures.clear(&uuid);
+            held.release().await;
+            return Outcome::InSync;
+        }
+        let force = self.settings.force_power_state_during_sync
+            && matches!(recorded.as_deref(), Some("power on" | "power off"));
+        if force {
+            let target = recorded.unwrap_or_default();
+            let r = driver
+                .power()
+                .set_power_state(NodeInfo::from(&held.node), &target, None)
+                .await;
+            match r {
+                Ok(now) => {
+                    tracing::warn!(node = %uuid, found = %actual, restored = %now, "power state changed behind our back; set back to the recorded one");
+                    self.power_failures.clear(&uuid);
+                    held.node.power_state = Some(now);
+                    let _ = held.save_and_release().await;
+                    Outcome::Forced
+                }
+                Err(e) => {
+                    held.release().await;
+                    let n = self.power_failures.bump(&uuid);
+                    tracing::warn!(node = %uuid, failures = n, "power-state sync could not restore {target}: {e}");
+                    if n < max {
+                        Outcome::Failed
+                    } else {
+                        self.power_failure(&nref, &e.to_string()).await
+                    }
+                }
+            }
+        } else {
+            tracing::warn!(node = %uuid, recorded = ?recorded, found = %actual, "power state changed behind our back; recorded what the BMC reports");
+            self.power_failures.clear(&uuid);
+            held.node.power_state = Some(actual);
+            match held.save_and_release().await {
+                Ok(_) => Outcome::Updated,
+                Err(_) => Outcome::Failed,
+            }
+        }
+    }
+
+    /// Too many failures: maintenance with `power failure` (upstream's reason).
+    async fn power_failure(&self, nref: &NodeRef, why: &str) -> Outcome {
+        let Ok(mut held) = self.lock_now(nref).await else {
+            return Outcome::Failed;
+        };
+        if held.node.maintenance {
+            held.release().await;
+            return Outcome::Failed;
+        }
+        let uuid = held.node.uuid.to_string();
+        let expected = held
+            .node
+            .power_state
+            .clone()
+            .unwrap_or_else(|| "None".into());
+        held.node.maintenance = true;
+        held.node.fault = Some(POWER_FAILURE.into());
+        held.node.maintenance_reason = Some(format!(
+            "During sync_power_state, max retries exceeded for node {uuid}, node state None does not match expected state '{expected}'. Updating DB state to 'None' Switching node to maintenance mode. Error: {why}"
+        ));
+        held.node.power_state = None;
+        match held.save_and_release().await {
+            Ok(_) => {
+                tracing::error!(node = %uuid, "power-state sync: the BMC does not answer; maintenance ({POWER_FAILURE})");
+                self.power_failures.clear(&uuid);
+                Outcome::ToMaintenance
+            }
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// One round over this conductor's nodes, `sync_power_state_workers` at a time.
+    pub async fn power_sync_round(self: &Arc<Self>, topology: &Topology) -> Result<Round, Error> {
+        let nodes = self.nodes_to_sync(topology).await?;
+        let workers = Arc::new(tokio::sync::Semaphore::new(
+            self.settings.sync_power_state_workers.max(1),
+        ));
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in nodes {
+            let (me, workers) = (self.clone(), workers.clone());
+            tasks.spawn(async move {
+                let _permit = workers.acquire_owned().await;
+                me.sync_one(n).await
+            });
+        }
+        let mut round = Round::default();
+        while let Some(r) = tasks.join_next().await {
+            let Ok(o) = r else { continue };
+            if o != Outcome::Skipped {
+                round.checked += 1;
+            }
+            match o {
+                Outcome::Updated => round.updated += 1,
+                Outcome::Forced => round.forced += 1,
+                Outcome::Failed => round.failed += 1,
+                Outcome::ToMaintenance => round.to_maintenance += 1,
+                Outcome::Recovered => round.recovered += 1,
+                Outcome::InSync | Outcome::Skipped => {}
+            }
+        }
+        Ok(round)
+    }
+
+    /// The periodic task: one round, logged when it found something.
+    pub async fn power_sync(self: &Arc<Self>, topology: &Topology) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        let r = self
+            .power_sync_round(topology)
+            .await
+            .map_err(|e| e.to_string())?;
+        metrics::histogram!("ironic_power_sync_round_seconds")
+            .record(start.elapsed().as_secs_f64());
+        metrics::counter!("ironic_power_sync_nodes_total").increment(r.checked as u64);
+        if r != Round::default()
+            && (r.updated + r.forced + r.failed + r.to_maintenance + r.recovered) > 0
+        {
+            tracing::info!(
+                checked = r.checked,
+                updated = r.updated,
+                forced = r.forced,
+                failed = r.failed,
+                to_maintenance = r.to_maintenance,
+                recovered = r.recovered,
+                ms = start.elapsed().as_millis() as u64,
+                "power-state sync"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// [`excluded`] for a node this conductor now holds (its own reservation aside).
+fn excluded_locked(n: &Node) -> bool {
+    matches!(n.provision_state, P::Enroll | P::DeployWait | P::CleanWait)
+        || n.target_power_state.is_some()
+        || (n.maintenance && n.fault.as_deref() != Some(POWER_FAILURE))
+}
