@@ -186,9 +186,9 @@ const RAMDISK_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
     args: &[],
 }];
 
-/// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`). Power and
-/// management (boot device, boot mode) today; virtual media boot, out-of-band
-/// inspection and BIOS come next (issue 18), so it is not enabled by default yet.
+/// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`). Power,
+/// management (boot device, boot mode) and out-of-band inspection today; virtual media
+/// boot and BIOS come next (issue 18), so it is not enabled by default yet.
 pub const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     interfaces: &[
@@ -197,7 +197,7 @@ pub const REDFISH: HardwareType = HardwareType {
         ("console", "no-console", &["no-console"]),
         ("deploy", "ramdisk", &["ramdisk"]),
         ("firmware", "no-firmware", &["no-firmware"]),
-        ("inspect", "no-inspect", &["no-inspect"]),
+        ("inspect", "redfish", &["redfish", "agent", "no-inspect"]),
         ("management", "redfish", &["redfish"]),
         ("network", "noop", &["flat", "noop"]),
         ("power", "redfish", &["redfish"]),

@@ -82,6 +82,15 @@ impl Origin {
         format!("{}://{}", self.scheme, self.authority)
     }
 
+    /// The host, without port or IPv6 brackets.
+    pub fn host(&self) -> String {
+        let a = self.authority.as_str();
+        if let Some(rest) = a.strip_prefix('[') {
+            return rest.split(']').next().unwrap_or("").to_string();
+        }
+        a.rsplit_once(':').map_or(a, |(h, _)| h).to_string()
+    }
+
     /// The URL of `path` on this origin, if `path` is safe: an absolute path (or an
     /// absolute URL on this very origin, as devices put in `Location`) that starts with
     /// `prefix` (which ends with `/`), without dot segments, backslashes, fragments,

@@ -162,6 +162,8 @@ async fn lifecycle(backend: Backend) {
     let emu = Emulator::start();
     let s = common::start_with(backend, |c| {
         c.default.enabled_hardware_types.push("redfish".into());
+        // Out-of-band inspection makes a port of every NIC the BMC lists.
+        c.inspector.add_ports = "all".into();
         // An unreachable BMC is given up on quickly.
         c.redfish.connection_attempts = 2;
         c.redfish.connection_retry_interval = 1;
@@ -306,6 +308,38 @@ async fn lifecycle(backend: Backend) {
     assert_eq!(
         emu.system(SYSTEM).await["Boot"]["BootSourceOverrideMode"],
         "Legacy"
+    );
+
+    // Out-of-band inspection: the BMC's NICs become ports, its inventory is stored,
+    // and inspection rules run on it.
+    let r = s
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"actions": [{"op": "set-attribute", "args": {
+                "path": "/extra/vendor", "value": "{inventory[system_vendor][manufacturer]}"}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(s.provision_to(V, "rf-0", "inspect").await.status, 202);
+    let n = s.wait_state(V, "rf-0", "manageable").await;
+    assert_eq!(n["last_error"], json!(null), "{n}");
+    assert_eq!(n["extra"]["vendor"], "Sushy Emulator", "{n}");
+    let ports = s.get("/v1/nodes/rf-0/ports?fields=address", V).await.json();
+    let mut macs: Vec<&str> = ports["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["address"].as_str().unwrap())
+        .collect();
+    macs.sort();
+    assert_eq!(macs, ["52:54:00:aa:bb:01", "52:54:00:aa:bb:02"]);
+    let inv = s.get("/v1/nodes/rf-0/inventory", V).await.json();
+    assert_eq!(inv["inventory"]["bmc_address"], "127.0.0.1");
+    assert_eq!(
+        inv["inventory"]["interfaces"].as_array().unwrap().len(),
+        2,
+        "{inv}"
     );
 
     // A BMC that is not there: a clear error naming it, no hang.

@@ -429,6 +429,215 @@ impl Redfish {
     }
 }
 
+/// Redfish `InstructionSet` as upstream's architecture names.
+fn architecture(instruction_set: &str) -> Option<&'static str> {
+    match instruction_set {
+        "x86-64" => Some("x86_64"),
+        "x86" => Some("i686"),
+        "ARM-A64" => Some("aarch64"),
+        "ARM-A32" => Some("arm"),
+        "IA-64" => Some("ia64"),
+        "MIPS32" => Some("mips"),
+        "MIPS64" => Some("mips64"),
+        "PowerISA" => Some("ppc64le"),
+        _ => None,
+    }
+}
+
+impl Redfish {
+    /// The members of the collection `link` points at, each read (a member that cannot be
+    /// read is left out). `None` when the collection itself cannot be read: many BMCs
+    /// (and the emulator) lack some of them.
+    async fn members(&self, bmc: &Bmc<'_>, sys: &Value, link: &str) -> Option<Vec<Value>> {
+        let path = sys.get(link)?.get("@odata.id")?.as_str()?;
+        let coll = match bmc.get(path).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(bmc = %bmc.origin.base(), %link, "not read during inspection: {e}");
+                return None;
+            }
+        };
+        let mut out = Vec::new();
+        // Bounded by what the BMC lists, at most 256 members.
+        for m in coll
+            .get("Members")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .take(256)
+        {
+            if let Some(p) = m.get("@odata.id").and_then(Value::as_str)
+                && let Ok(v) = bmc.get(p).await
+            {
+                out.push(v);
+            }
+        }
+        Some(out)
+    }
+
+    /// Out-of-band inspection: the system, its processors, memory, storage and NICs as
+    /// upstream's inventory (what the BMC does not report is left out, not guessed).
+    async fn inspect(
+        &self,
+        node: NodeInfo<'_>,
+    ) -> Result<crate::interfaces::Inspection, DriverError> {
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let (_, sys) = self.system(&c).await.map_err(|e| {
+            e.context(format!(
+                "Failed to inspect node {} through its Redfish BMC",
+                node.uuid
+            ))
+        })?;
+        let mut inv = serde_json::Map::new();
+        let mut cpu = serde_json::Map::new();
+        if let Some(n) = sys
+            .pointer("/ProcessorSummary/Count")
+            .and_then(Value::as_u64)
+        {
+            cpu.insert("count".into(), json!(n));
+        }
+        if let Some(m) = sys
+            .pointer("/ProcessorSummary/Model")
+            .and_then(Value::as_str)
+        {
+            cpu.insert("model_name".into(), json!(m));
+        }
+        if let Some(procs) = self.members(&bmc, &sys, "Processors").await {
+            let cpus: Vec<&Value> = procs
+                .iter()
+                .filter(|p| {
+                    p.get("ProcessorType")
+                        .and_then(Value::as_str)
+                        .is_none_or(|t| t == "CPU")
+                })
+                .collect();
+            if !cpu.contains_key("count") && !cpus.is_empty() {
+                let threads: u64 = cpus
+                    .iter()
+                    .filter_map(|p| p.get("TotalThreads").and_then(Value::as_u64))
+                    .sum();
+                cpu.insert(
+                    "count".into(),
+                    json!(if threads > 0 {
+                        threads
+                    } else {
+                        cpus.len() as u64
+                    }),
+                );
+            }
+            if let Some(a) = cpus.iter().find_map(|p| {
+                p.get("InstructionSet")
+                    .and_then(Value::as_str)
+                    .and_then(architecture)
+            }) {
+                cpu.insert("architecture".into(), json!(a));
+            }
+        }
+        if !cpu.is_empty() {
+            inv.insert("cpu".into(), Value::Object(cpu));
+        }
+        if let Some(gib) = sys
+            .pointer("/MemorySummary/TotalSystemMemoryGiB")
+            .and_then(Value::as_f64)
+        {
+            let mb = (gib * 1024.0).round() as u64;
+            inv.insert(
+                "memory".into(),
+                json!({"physical_mb": mb, "total": mb * 1024 * 1024}),
+            );
+        }
+        let mut disks = Vec::new();
+        if let Some(storages) = self.members(&bmc, &sys, "Storage").await {
+            for st in &storages {
+                for d in st
+                    .get("Drives")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(p) = d.get("@odata.id").and_then(Value::as_str)
+                        && let Ok(drive) = bmc.get(p).await
+                    {
+                        disks.push(json!({"name": drive.get("Name").cloned().unwrap_or(Value::Null),
+                                          "size": drive.get("CapacityBytes").cloned().unwrap_or(json!(0))}));
+                    }
+                }
+            }
+        }
+        if disks.is_empty()
+            && let Some(simple) = self.members(&bmc, &sys, "SimpleStorage").await
+        {
+            for st in &simple {
+                for d in st
+                    .get("Devices")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    disks.push(
+                        json!({"name": d.get("Name").cloned().unwrap_or(Value::Null),
+                                      "size": d.get("CapacityBytes").cloned().unwrap_or(json!(0))}),
+                    );
+                }
+            }
+        }
+        if !disks.is_empty() {
+            inv.insert("disks".into(), Value::Array(disks));
+        }
+        let mut interfaces = Vec::new();
+        for nic in self
+            .members(&bmc, &sys, "EthernetInterfaces")
+            .await
+            .unwrap_or_default()
+        {
+            let mac = nic
+                .get("MACAddress")
+                .or_else(|| nic.get("PermanentMACAddress"))
+                .and_then(Value::as_str);
+            if let Some(mac) = mac {
+                interfaces.push(
+                    json!({"name": nic.get("Id").cloned().unwrap_or(Value::Null),
+                                       "mac_address": mac.to_ascii_lowercase()}),
+                );
+            }
+        }
+        inv.insert("interfaces".into(), Value::Array(interfaces));
+        let vendor: serde_json::Map<String, Value> = [
+            ("manufacturer", "Manufacturer"),
+            ("product_name", "Model"),
+            ("serial_number", "SerialNumber"),
+        ]
+        .iter()
+        .filter_map(|(k, r)| {
+            sys.get(*r)
+                .filter(|v| v.is_string())
+                .map(|v| ((*k).to_string(), v.clone()))
+        })
+        .collect();
+        if !vendor.is_empty() {
+            inv.insert("system_vendor".into(), Value::Object(vendor));
+        }
+        match sys
+            .pointer("/Boot/BootSourceOverrideMode")
+            .and_then(Value::as_str)
+        {
+            Some("UEFI") => {
+                inv.insert("boot".into(), json!({"current_boot_mode": "uefi"}));
+            }
+            Some("Legacy") => {
+                inv.insert("boot".into(), json!({"current_boot_mode": "bios"}));
+            }
+            _ => {}
+        }
+        inv.insert("bmc_address".into(), json!(bmc.origin.host()));
+        Ok(crate::interfaces::Inspection {
+            inventory: inv,
+            plugin_data: serde_json::Map::new(),
+        })
+    }
+}
+
 static DRIVER: std::sync::OnceLock<Redfish> = std::sync::OnceLock::new();
 
 /// The process's `redfish` driver (settings from the first caller, usually the
@@ -591,9 +800,16 @@ impl Driver for Redfish {
         &self.iface
     }
     /// The `noop` network and storage interfaces have nothing to do here.
+    fn inspect_hardware<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+    ) -> DriverFuture<'a, Option<crate::interfaces::Inspection>> {
+        Box::pin(async move { self.inspect(node).await.map(Some) })
+    }
+
     fn other(&self, interface_type: &str) -> Option<&dyn Interface> {
         match interface_type {
-            "network" | "storage" => Some(&self.iface),
+            "network" | "storage" | "inspect" => Some(&self.iface),
             _ => None,
         }
     }
