@@ -186,9 +186,10 @@ const RAMDISK_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
     args: &[],
 }];
 
-/// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`). Power,
-/// management (boot device, boot mode) and out-of-band inspection today; virtual media
-/// boot and BIOS come next (issue 18), so it is not enabled by default yet.
+/// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`): power,
+/// management (boot device, boot mode, virtual media), out-of-band inspection and the
+/// ramdisk deploy from virtual media. BIOS and the rest of issue 18 come next, so it is
+/// not enabled by default yet.
 pub const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     interfaces: &[

@@ -134,6 +134,44 @@ impl Drop for Emulator {
     }
 }
 
+/// A tiny web server that hands out a fake ISO (the emulator downloads what it inserts).
+async fn image_server() -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // Bounded by the test's life: the runtime ends with it.
+        while let Ok((mut c, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf).await;
+                let body = b"not really an ISO";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = c.write_all(head.as_bytes()).await;
+                let _ = c.write_all(body).await;
+            });
+        }
+    });
+    format!("http://{addr}/boot.iso")
+}
+
+async fn vmedia_cd(emu: &Emulator, id: &str) -> Value {
+    let r = emu
+        .client()
+        .call(
+            "GET",
+            &format!("/redfish/v1/Systems/{id}/VirtualMedia/Cd"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
 async fn power_state(s: &Server, node: &str) -> Value {
     s.get(&format!("/v1/nodes/{node}"), V).await.json()["power_state"].clone()
 }
@@ -341,6 +379,59 @@ async fn lifecycle(backend: Backend) {
         2,
         "{inv}"
     );
+
+    // Virtual media through the API (1.89, 1.93).
+    let iso = image_server().await;
+    let r = s
+        .post(
+            "/v1/nodes/rf-0/vmedia",
+            V,
+            &json!({"device_type": "cdrom", "image_url": iso}),
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.body);
+    let cd = vmedia_cd(&emu, SYSTEM).await;
+    assert_eq!(
+        (&cd["Inserted"], &cd["Image"]),
+        (&json!(true), &json!(iso)),
+        "{cd}"
+    );
+    let shown = s.get("/v1/nodes/rf-0/vmedia", V).await;
+    assert!(shown.body.contains(&iso), "{}", shown.body);
+    assert!(s.delete("/v1/nodes/rf-0/vmedia", V).await.status < 300);
+    assert_eq!(vmedia_cd(&emu, SYSTEM).await["Inserted"], false);
+
+    // The ramdisk deploy: the ISO inserted, booted once from CD, the node on; undeploy
+    // ejects it and powers the node off.
+    assert_eq!(s.provision_to(V, "rf-0", "provide").await.status, 202);
+    s.wait_state(V, "rf-0", "available").await;
+    let r = s
+        .patch(
+            "/v1/nodes/rf-0",
+            V,
+            &json!([{"op": "add", "path": "/instance_info/boot_iso", "value": iso}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to(V, "rf-0", "active").await.status, 202);
+    let n = s.wait_state(V, "rf-0", "active").await;
+    assert_eq!(n["power_state"], "power on", "{n}");
+    let cd = vmedia_cd(&emu, SYSTEM).await;
+    assert_eq!(
+        (&cd["Inserted"], &cd["Image"]),
+        (&json!(true), &json!(iso)),
+        "{cd}"
+    );
+    let sys = emu.system(SYSTEM).await;
+    assert_eq!(
+        (&sys["PowerState"], &sys["Boot"]["BootSourceOverrideTarget"]),
+        (&json!("On"), &json!("Cd"))
+    );
+    assert_eq!(s.provision_to(V, "rf-0", "deleted").await.status, 202);
+    let n = s.wait_state(V, "rf-0", "available").await;
+    assert_eq!(n["power_state"], "power off", "{n}");
+    assert_eq!(vmedia_cd(&emu, SYSTEM).await["Inserted"], false);
+    assert_eq!(emu.system(SYSTEM).await["PowerState"], "Off");
 
     // A BMC that is not there: a clear error naming it, no hang.
     let gone = s

@@ -638,6 +638,152 @@ impl Redfish {
     }
 }
 
+/// Ironic's virtual device types and the Redfish `MediaTypes` that serve them.
+fn media_types_for(device_type: &str) -> &'static [&'static str] {
+    match device_type {
+        "cdrom" => &["CD", "DVD"],
+        "floppy" => &["Floppy"],
+        "disk" => &["USBStick"],
+        _ => &[],
+    }
+}
+
+impl Redfish {
+    /// The system's virtual media devices: its own `VirtualMedia` collection, else its
+    /// first manager's.
+    async fn vmedia_devices(&self, bmc: &Bmc<'_>, sys: &Value) -> Result<Vec<Value>, DriverError> {
+        if let Some(found) = self.members(bmc, sys, "VirtualMedia").await {
+            return Ok(found);
+        }
+        let manager = sys
+            .pointer("/Links/ManagedBy/0/@odata.id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| DriverError::invalid("The Redfish BMC offers no virtual media"))?;
+        let m = bmc.get(manager).await.map_err(rf)?;
+        self.members(bmc, &m, "VirtualMedia")
+            .await
+            .ok_or_else(|| DriverError::invalid("The Redfish BMC offers no virtual media"))
+    }
+
+    /// Inserts `url` into the first device serving `device_type` (ejecting what it held).
+    async fn insert(
+        &self,
+        node: NodeInfo<'_>,
+        device_type: &str,
+        url: &str,
+    ) -> Result<(), DriverError> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(DriverError::invalid(format!(
+                "Invalid image URL {url:?}: the BMC fetches it over http or https"
+            )));
+        }
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let (_, sys) = self.system(&c).await?;
+        let wanted = media_types_for(device_type);
+        let devices = self.vmedia_devices(&bmc, &sys).await?;
+        let dev = devices
+            .iter()
+            .find(|d| {
+                d.get("MediaTypes")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| {
+                        t.iter()
+                            .any(|t| t.as_str().is_some_and(|t| wanted.contains(&t)))
+                    })
+            })
+            .ok_or_else(|| {
+                DriverError::invalid(format!(
+                    "The Redfish BMC has no virtual media device for {device_type}"
+                ))
+            })?;
+        let path = dev.get("@odata.id").and_then(Value::as_str).unwrap_or("");
+        if dev.get("Inserted").and_then(Value::as_bool) == Some(true) {
+            let eject = action(dev, "#VirtualMedia.EjectMedia", path, "EjectMedia");
+            bmc.call("POST", &eject, Some(&json!({})))
+                .await
+                .map_err(rf)?;
+        }
+        let insert = action(dev, "#VirtualMedia.InsertMedia", path, "InsertMedia");
+        bmc.call(
+            "POST",
+            &insert,
+            Some(&json!({"Image": url, "Inserted": true, "WriteProtected": true})),
+        )
+        .await
+        .map_err(|e| {
+            rf(e).context(format!(
+                "Failed to insert {url} as {device_type} into node {}",
+                node.uuid
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// Ejects the devices serving `device_types` (all when `None`) that hold media.
+    async fn eject(
+        &self,
+        node: NodeInfo<'_>,
+        device_types: Option<&[String]>,
+    ) -> Result<(), DriverError> {
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let (_, sys) = self.system(&c).await?;
+        for dev in self.vmedia_devices(&bmc, &sys).await? {
+            if dev.get("Inserted").and_then(Value::as_bool) != Some(true) {
+                continue;
+            }
+            let serves = |t: &str| {
+                dev.get("MediaTypes")
+                    .and_then(Value::as_array)
+                    .is_some_and(|m| {
+                        m.iter()
+                            .any(|x| x.as_str().is_some_and(|x| media_types_for(t).contains(&x)))
+                    })
+            };
+            if let Some(types) = device_types
+                && !types.iter().any(|t| serves(t))
+            {
+                continue;
+            }
+            let path = dev.get("@odata.id").and_then(Value::as_str).unwrap_or("");
+            let eject = action(&dev, "#VirtualMedia.EjectMedia", path, "EjectMedia");
+            bmc.call("POST", &eject, Some(&json!({})))
+                .await
+                .map_err(rf)?;
+        }
+        Ok(())
+    }
+
+    /// The devices in upstream's shape.
+    async fn list_vmedia(&self, node: NodeInfo<'_>) -> Result<Value, DriverError> {
+        let c = self.conn(node)?;
+        let bmc = c.bmc(&self.settings);
+        let (_, sys) = self.system(&c).await?;
+        let devices = self.vmedia_devices(&bmc, &sys).await?;
+        Ok(Value::Array(
+            devices
+                .iter()
+                .map(|d| {
+                    json!({"media_types": d.get("MediaTypes").cloned().unwrap_or(json!([])),
+                           "inserted": d.get("Inserted").and_then(Value::as_bool).unwrap_or(false),
+                           "image": d.get("Image").cloned().unwrap_or(Value::Null)})
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// The target of a device's action, else the conventional path.
+fn action(dev: &Value, name: &str, path: &str, short: &str) -> String {
+    dev.get("Actions")
+        .and_then(|a| a.get(name))
+        .and_then(|a| a.get("target"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{path}/Actions/VirtualMedia.{short}"))
+}
+
 static DRIVER: std::sync::OnceLock<Redfish> = std::sync::OnceLock::new();
 
 /// The process's `redfish` driver (settings from the first caller, usually the
@@ -716,6 +862,37 @@ impl ManagementInterface for Iface {
         true
     }
 
+    fn can_virtual_media(&self) -> bool {
+        true
+    }
+
+    fn attach_virtual_media<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device_type: &'a str,
+        image_url: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            the().insert(node, device_type, image_url).await?;
+            Ok(NodeChanges::none())
+        })
+    }
+
+    fn detach_virtual_media<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        device_types: Option<&'a [String]>,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            the().eject(node, device_types).await?;
+            Ok(NodeChanges::none())
+        })
+    }
+
+    fn get_virtual_media<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Value> {
+        Box::pin(the().list_vmedia(node))
+    }
+
     fn get_boot_mode<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<String>> {
         Box::pin(the().boot_mode(node))
     }
@@ -736,14 +913,35 @@ fn nothing<'a>() -> DriverFuture<'a, NodeChanges> {
     Box::pin(async { Ok(NodeChanges::none()) })
 }
 
-/// `ramdisk` deploy: nothing to write to the disk; the node boots what its boot
-/// interface prepared (virtual media comes with the boot interface, later).
+/// `ramdisk` deploy with `redfish-virtual-media` boot (upstream's ramdisk deploy):
+/// nothing is written to a disk; `instance_info.boot_iso` is inserted as a virtual CD,
+/// the node boots from it once, and `deploy.deploy` starts it. Tear-down ejects it and
+/// powers the node off.
 impl DeployInterface for Iface {
-    fn prepare<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
+    fn prepare<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            let Some(iso) = node.instance_info.get("boot_iso").and_then(Value::as_str) else {
+                return Err(DriverError::invalid(format!(
+                    "Node {} has no instance_info.boot_iso: the ramdisk deploy boots that image",
+                    node.uuid
+                )));
+            };
+            the().insert(node, "cdrom", iso).await?;
+            the()
+                .set_boot(
+                    node,
+                    &BootDevice {
+                        device: "cdrom".into(),
+                        persistent: false,
+                    },
+                )
+                .await?;
+            Ok(NodeChanges::none())
+        })
     }
     fn tear_down<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async move {
+            the().eject(node, Some(&["cdrom".to_string()])).await?;
             let state = the().set_power(node, "power off", None).await?;
             Ok(NodeChanges {
                 power_state: Some(state),
