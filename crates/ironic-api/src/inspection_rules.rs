@@ -427,6 +427,14 @@ pub async fn patch(
     }
     d.remove("uuid");
     let valid = validate_doc(&Value::Object(d), Origin::Patch)?;
+    // Whatever the patch's spelling (`"false"`, several operations), once sensitive,
+    // always sensitive.
+    if r.sensitive && !valid.sensitive {
+        return Err(ApiError::invalid(format!(
+            "Couldn't apply patch '{}'. Reason: Inspection rules cannot have the sensitive flag unset.",
+            describe_patch(&body)
+        )));
+    }
     r.set(valid);
     let saved = st.db.inspection_rule_update(&r).await?;
     tracing::info!(uuid = %saved.uuid, "inspection rule updated");

@@ -349,32 +349,20 @@ impl Core {
     /// Takes the lock of the node `target` names, for work that may outlive this call
     /// (the returned [`Held`] is handed to a background task).
     pub(crate) async fn lock(&self, target: &NodeRef) -> Result<Held, Error> {
-        let mut node = self.acquire(target.id).await?;
-        let guard = LockGuard {
-            db: self.db.clone(),
-            work: self.work.clone(),
-            book: self.locks.clone(),
-            node_id: target.id,
-            host: self.settings.host.clone(),
-            armed: true,
-        };
-        if node.uuid.as_str() != target.uuid {
-            drop(guard);
-            return Err(Error::node_not_found(&target.uuid));
-        }
-        node.reservation = Some(self.settings.host.clone());
-        Ok(Held {
-            seen: crate::history::Seen::of(&node),
-            history: self.settings.node_history,
-            node,
-            guard,
-        })
+        let node = self.acquire(target.id).await?;
+        self.held(node, target)
     }
 
     /// [`Core::lock`] with one attempt: `Locked` at once when another operation holds
     /// the node (for periodic work that comes back anyway).
     pub(crate) async fn lock_now(&self, target: &NodeRef) -> Result<Held, Error> {
-        let mut node = self.reserve(target.id).await?;
+        let node = self.reserve(target.id).await?;
+        self.held(node, target)
+    }
+
+    /// The lock just taken on `node`, as a [`Held`] (given back at once if the node is
+    /// not the one `target` names).
+    fn held(&self, mut node: Node, target: &NodeRef) -> Result<Held, Error> {
         let guard = LockGuard {
             db: self.db.clone(),
             work: self.work.clone(),

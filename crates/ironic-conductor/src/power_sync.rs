@@ -75,10 +75,7 @@ enum Outcome {
 }
 
 fn excluded(n: &Node) -> bool {
-    matches!(n.provision_state, P::Enroll | P::DeployWait | P::CleanWait)
-        || n.reservation.is_some()
-        || n.target_power_state.is_some()
-        || (n.maintenance && n.fault.as_deref() != Some(POWER_FAILURE))
+    excluded_locked(n) || n.reservation.is_some()
 }
 
 impl Conductor {
@@ -132,11 +129,22 @@ impl Conductor {
                 return self.power_failure(&nref, &e.to_string()).await;
             }
         };
+        // A read that worked ends a run of read failures; failures to restore a state
+        // keep counting until one works.
+        if !self.settings.force_power_state_during_sync
+            || seen.power_state.as_deref() == Some(actual.as_str())
+        {
+            self.power_failures.clear(&uuid);
+        }
         let Ok(mut held) = self.lock_now(&nref).await else {
             return Outcome::Skipped;
         };
-        // Read again under the lock: it may have changed since the list.
-        if excluded_locked(&held.node) {
+        // The reading belongs to the node as listed: if the node changed since (a user's
+        // power change, a deploy), the reading may be stale; the next round looks again.
+        if excluded_locked(&held.node)
+            || held.node.updated_at != seen.updated_at
+            || held.node.power_state != seen.power_state
+        {
             held.release().await;
             return Outcome::Skipped;
         }
@@ -206,7 +214,7 @@ impl Conductor {
         let Ok(mut held) = self.lock_now(nref).await else {
             return Outcome::Failed;
         };
-        if held.node.maintenance {
+        if held.node.maintenance || excluded_locked(&held.node) {
             held.release().await;
             return Outcome::Failed;
         }
@@ -241,16 +249,35 @@ impl Conductor {
         let workers = Arc::new(tokio::sync::Semaphore::new(
             self.settings.sync_power_state_workers.max(1),
         ));
+        // One node may take its BMC's retries and a forced power change, no more.
+        let per_node = std::time::Duration::from_secs(300);
         let mut tasks = tokio::task::JoinSet::new();
         for n in nodes {
             let (me, workers) = (self.clone(), workers.clone());
             tasks.spawn(async move {
                 let _permit = workers.acquire_owned().await;
-                me.sync_one(n).await
+                let uuid = n.uuid.to_string();
+                match tokio::time::timeout(per_node, me.sync_one(n)).await {
+                    Ok(o) => o,
+                    Err(_) => {
+                        tracing::warn!(node = %uuid, "power-state sync of the node took too long; given up for this round");
+                        Outcome::Failed
+                    }
+                }
             });
         }
         let mut round = Round::default();
-        while let Some(r) = tasks.join_next().await {
+        let mut stop = self.work.stop_signal();
+        loop {
+            // A stopping conductor does not wait for the round: the rest is dropped.
+            let r = tokio::select! {
+                r = tasks.join_next() => r,
+                () = stop.stopped() => {
+                    tasks.abort_all();
+                    break;
+                }
+            };
+            let Some(r) = r else { break };
             let Ok(o) = r else { continue };
             if o != Outcome::Skipped {
                 round.checked += 1;

@@ -10,7 +10,6 @@ use http_body_util::{BodyExt, Empty};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Map, Value};
 
 /// The most of a response body read (and thrown away) before the connection is let go.
@@ -18,7 +17,8 @@ const MAX_BODY: usize = 1 << 20;
 
 #[derive(Clone)]
 pub struct GetClient {
-    http: HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    /// `Err`: why no TLS configuration could be made (every call says it).
+    http: Result<HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>, String>,
 }
 
 impl std::fmt::Debug for GetClient {
@@ -35,24 +35,9 @@ impl Default for GetClient {
 
 impl GetClient {
     pub fn new() -> GetClient {
-        let tls = crate::tls::client_config(false, None);
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        let connector = match tls {
-            Ok(tls) => hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(tls)
-                .https_or_http()
-                .enable_http1()
-                .wrap_connector(http),
-            // The ring provider always offers the safe versions; plain HTTP otherwise.
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
-                .with_webpki_roots()
-                .https_or_http()
-                .enable_http1()
-                .wrap_connector(http),
-        };
         GetClient {
-            http: HttpClient::builder(TokioExecutor::new()).build(connector),
+            http: crate::tls::client_config(false, None)
+                .map(|tls| crate::tls::https_client(tls, None)),
         }
     }
 
@@ -83,8 +68,9 @@ impl GetClient {
         let req = req
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("invalid request: {e}"))?;
+        let http = self.http.as_ref().map_err(|e| format!("TLS: {e}"))?;
         let call = async {
-            let resp = self.http.request(req).await.map_err(|e| e.to_string())?;
+            let resp = http.request(req).await.map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
             let mut body = resp.into_body();
             let mut read = 0usize;

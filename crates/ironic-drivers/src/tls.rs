@@ -1,8 +1,46 @@
 //! TLS client settings shared by the drivers' HTTP clients: the public web roots, a
 //! PEM bundle of trusted authorities, or (explicitly asked for) no verification.
 
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+
+/// An HTTP/1 client for `http://` and `https://` URLs with `tls`, connecting within
+/// `connect_timeout` when given.
+pub fn https_client<B>(
+    tls: rustls::ClientConfig,
+    connect_timeout: Option<std::time::Duration>,
+) -> Client<HttpsConnector<HttpConnector>, B>
+where
+    B: hyper::body::Body + Send,
+    B::Data: Send,
+{
+    let mut http = HttpConnector::new();
+    http.set_connect_timeout(connect_timeout);
+    http.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector)
+}
+
+/// An error with its causes (`client error (Connect): … : Connection refused`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    // Bounded: causes do not loop, but never trust that.
+    for _ in 0..8 {
+        let Some(c) = cur else { break };
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
 
 /// A client configuration: `insecure` accepts any certificate (signatures are still
 /// checked, so the connection is encrypted, just not authenticated); else `ca_file`'s

@@ -2613,6 +2613,24 @@ async fn inspection_rules(s: &Server) {
         (r.status, r.fault()),
         (400, "Couldn't apply patch '[{'op': 'replace', 'path': '/sensitive', 'value': False}]'. Reason: Inspection rules cannot have the sensitive flag unset.".into())
     );
+    // Whatever the spelling: a boolean word, or a true then a false.
+    for body in [
+        json!([{"op": "replace", "path": "/sensitive", "value": "false"}]),
+        json!([{"op": "replace", "path": "/sensitive", "value": true},
+               {"op": "replace", "path": "/sensitive", "value": false}]),
+    ] {
+        let r = s.patch(&sens_path, V, &body).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert!(
+            r.fault()
+                .ends_with("Inspection rules cannot have the sensitive flag unset.")
+        );
+    }
+    let still = s.get(&sens_path, V).await.json();
+    assert_eq!(
+        (&still["sensitive"], &still["actions"]),
+        (&json!(true), &json!(null))
+    );
     let r = s
         .patch(
             &format!("/v1/inspection_rules/{pd_uuid}"),

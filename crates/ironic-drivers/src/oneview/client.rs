@@ -10,7 +10,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -118,20 +117,6 @@ fn origin(manager_url: &str) -> Result<Origin, OvError> {
 /// Every request goes under this prefix of the appliance (see [`crate::outbound`]).
 const REST: &str = "/rest/";
 
-/// An error with its causes (`client error (Connect): … : invalid peer certificate …`).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    // Bounded: causes do not loop, but never trust that.
-    for _ in 0..8 {
-        let Some(c) = cur else { break };
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
 /// TLS for an `https://` appliance: the web roots, a CA bundle, or no verification.
 fn tls_config(s: &Settings) -> Result<rustls::ClientConfig, OvError> {
     let ca = if s.allow_insecure {
@@ -166,17 +151,10 @@ fn error_from(status: u16, body: &Value) -> OvError {
 impl Client {
     pub fn new(settings: Settings) -> Result<Client, OvError> {
         let origin = origin(&settings.manager_url)?;
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(settings.request_timeout));
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(&settings)?)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let http = crate::tls::https_client(tls_config(&settings)?, Some(settings.request_timeout));
         Ok(Client {
             origin,
-            http: HttpClient::builder(TokioExecutor::new()).build(connector),
+            http,
             settings,
             session: Mutex::new(None),
         })
@@ -214,7 +192,11 @@ impl Client {
             .map_err(|e| OvError::Config(format!("bad request to {path}: {e}")))?;
         let fut = async {
             let r = self.http.request(req).await.map_err(|e| {
-                OvError::Unreachable(format!("{} ({})", self.origin.base(), chain(&e)))
+                OvError::Unreachable(format!(
+                    "{} ({})",
+                    self.origin.base(),
+                    crate::tls::error_chain(&e)
+                ))
             })?;
             let status = r.status().as_u16();
             let location = r

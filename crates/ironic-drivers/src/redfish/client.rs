@@ -15,6 +15,9 @@ use serde_json::Value;
 
 use crate::outbound::Origin;
 
+/// The largest answer read from a BMC.
+const MAX_BODY: usize = 16 << 20;
+
 /// Every request goes under this prefix of the BMC.
 pub const PREFIX: &str = "/redfish/v1/";
 
@@ -91,19 +94,6 @@ impl RfError {
     }
 }
 
-/// An error with its causes.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    for _ in 0..8 {
-        let Some(c) = cur else { break };
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
 /// Redfish's error message (`error.@Message.ExtendedInfo[0].Message`, else
 /// `error.message`), or the start of the body.
 fn message_of(body: &Value, raw: &[u8]) -> String {
@@ -162,17 +152,15 @@ impl Bmc<'_> {
             .map_err(|e| RfError::Refused(format!("{method} {path}: {e}")))?;
         let base = self.origin.base();
         let fut = async {
-            let r = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| RfError::Unreachable(format!("{base} ({})", chain(&e))))?;
+            let r = self.http.request(req).await.map_err(|e| {
+                RfError::Unreachable(format!("{base} ({})", crate::tls::error_chain(&e)))
+            })?;
             let status = r.status().as_u16();
-            let raw = r
-                .into_body()
+            // A BMC's answer is small; a bigger one is refused, not buffered.
+            let raw = http_body_util::Limited::new(r.into_body(), MAX_BODY)
                 .collect()
                 .await
-                .map_err(|e| RfError::Unreachable(format!("{base} ({e})")))?
+                .map_err(|e| RfError::Garbage(format!("{base}: {method} {path}: {e}")))?
                 .to_bytes()
                 .to_vec();
             let json = if raw.iter().all(u8::is_ascii_whitespace) {
@@ -210,7 +198,8 @@ impl Bmc<'_> {
     }
 
     /// A call, retried `attempts` times in all when the BMC cannot be reached or
-    /// answers 5xx; an answer of 400 or more is an error naming the BMC and the call.
+    /// answers 5xx (a POST, which may have been applied, only when it could not
+    /// connect); an answer of 400 or more is an error naming the BMC and the call.
     pub async fn call(
         &self,
         method: &str,
@@ -229,12 +218,17 @@ impl Bmc<'_> {
                         status,
                         message: message_of(&json, &raw),
                     };
-                    if status < 500 {
+                    // A POST (a reset, an insertion) may have been applied: not repeated.
+                    if status < 500 || method == "POST" {
                         return Err(e);
                     }
                     last = Some(e);
                 }
                 Ok((_, json, _)) => return Ok(json),
+                // A POST is repeated only when it never reached the BMC.
+                Err(RfError::Unreachable(m)) if method == "POST" && !m.contains("Connect") => {
+                    return Err(RfError::Unreachable(m));
+                }
                 Err(e @ RfError::Unreachable(_)) => last = Some(e),
                 Err(e) => return Err(e),
             }

@@ -153,16 +153,7 @@ impl Redfish {
             Verify::CaFile(p) => crate::tls::client_config(false, Some(p)),
         }
         .map_err(|e| DriverError::invalid(format!("redfish_verify_ca: {e}")))?;
-        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-        http.set_connect_timeout(Some(self.settings.request_timeout));
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let c = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build(connector);
+        let c = crate::tls::https_client(tls, Some(self.settings.request_timeout));
         clients.insert(v.clone(), c.clone());
         Ok(c)
     }
@@ -313,13 +304,14 @@ impl Redfish {
         bmc.call("POST", &action, Some(&json!({"ResetType": reset})))
             .await
             .map_err(|e| {
-                rf(e).context(format!(
-                    "Failed to set the power state of node {} to {target}",
+                let msg = format!(
+                    "Failed to set the power state of node {} to {target}: {e}",
                     node.uuid
-                ))
+                );
+                rf(e).context(msg)
             })?;
         let wait = timeout
-            .map(|t| std::time::Duration::from_secs(u64::from(t)))
+            .map(|t| std::time::Duration::from_secs(u64::from(t).min(POWER_WAIT_LIMIT)))
             .unwrap_or(self.settings.power_state_change_timeout);
         let deadline = tokio::time::Instant::now() + wait;
         // Bounded by the deadline; a reboot shows as "on" at once on most BMCs.
@@ -382,10 +374,8 @@ impl Redfish {
             "BootSourceOverrideEnabled": if device.persistent { "Continuous" } else { "Once" },
         }});
         bmc.call("PATCH", &path, Some(&body)).await.map_err(|e| {
-            rf(e).context(format!(
-                "Failed to set the boot device of node {}",
-                node.uuid
-            ))
+            let msg = format!("Failed to set the boot device of node {}: {e}", node.uuid);
+            rf(e).context(msg)
         })?;
         Ok(())
     }
@@ -424,7 +414,10 @@ impl Redfish {
             Some(&json!({"Boot": {"BootSourceOverrideMode": m}})),
         )
         .await
-        .map_err(|e| rf(e).context(format!("Failed to set the boot mode of node {}", node.uuid)))?;
+        .map_err(|e| {
+            let msg = format!("Failed to set the boot mode of node {}: {e}", node.uuid);
+            rf(e).context(msg)
+        })?;
         Ok(())
     }
 }
@@ -484,10 +477,11 @@ impl Redfish {
         let c = self.conn(node)?;
         let bmc = c.bmc(&self.settings);
         let (_, sys) = self.system(&c).await.map_err(|e| {
-            e.context(format!(
-                "Failed to inspect node {} through its Redfish BMC",
+            let msg = format!(
+                "Failed to inspect node {} through its Redfish BMC: {e}",
                 node.uuid
-            ))
+            );
+            e.context(msg)
         })?;
         let mut inv = serde_json::Map::new();
         let mut cpu = serde_json::Map::new();
@@ -516,7 +510,7 @@ impl Redfish {
                 let threads: u64 = cpus
                     .iter()
                     .filter_map(|p| p.get("TotalThreads").and_then(Value::as_u64))
-                    .sum();
+                    .fold(0u64, u64::saturating_add);
                 cpu.insert(
                     "count".into(),
                     json!(if threads > 0 {
@@ -541,10 +535,10 @@ impl Redfish {
             .pointer("/MemorySummary/TotalSystemMemoryGiB")
             .and_then(Value::as_f64)
         {
-            let mb = (gib * 1024.0).round() as u64;
+            let mb = (gib.clamp(0.0, 1e12) * 1024.0).round() as u64;
             inv.insert(
                 "memory".into(),
-                json!({"physical_mb": mb, "total": mb * 1024 * 1024}),
+                json!({"physical_mb": mb, "total": mb.saturating_mul(1024 * 1024)}),
             );
         }
         let mut disks = Vec::new();
@@ -555,6 +549,7 @@ impl Redfish {
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
+                    .take(256)
                 {
                     if let Some(p) = d.get("@odata.id").and_then(Value::as_str)
                         && let Ok(drive) = bmc.get(p).await
@@ -674,7 +669,8 @@ impl Redfish {
     ) -> Result<(), DriverError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(DriverError::invalid(format!(
-                "Invalid image URL {url:?}: the BMC fetches it over http or https"
+                "Invalid image URL {:?}: the BMC fetches it over http or https",
+                shown_url(url)
             )));
         }
         let c = self.conn(node)?;
@@ -712,10 +708,12 @@ impl Redfish {
         )
         .await
         .map_err(|e| {
-            rf(e).context(format!(
-                "Failed to insert {url} as {device_type} into node {}",
+            let msg = format!(
+                "Failed to insert {} as {device_type} into node {}: {e}",
+                shown_url(url),
                 node.uuid
-            ))
+            );
+            rf(e).context(msg)
         })?;
         Ok(())
     }
@@ -782,6 +780,17 @@ fn action(dev: &Value, name: &str, path: &str, short: &str) -> String {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| format!("{path}/Actions/VirtualMedia.{short}"))
+}
+
+/// The longest an out-of-band inspection may take.
+const INSPECTION_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The longest a power change is waited for, whatever the request asks.
+const POWER_WAIT_LIMIT: u64 = 3600;
+
+/// A URL as errors show it: without its query (signed URLs carry tokens there).
+fn shown_url(url: &str) -> &str {
+    url.split(['?', '#']).next().unwrap_or(url)
 }
 
 static DRIVER: std::sync::OnceLock<Redfish> = std::sync::OnceLock::new();
@@ -1002,7 +1011,18 @@ impl Driver for Redfish {
         &'a self,
         node: NodeInfo<'a>,
     ) -> DriverFuture<'a, Option<crate::interfaces::Inspection>> {
-        Box::pin(async move { self.inspect(node).await.map(Some) })
+        Box::pin(async move {
+            // The node is locked meanwhile: a slow or endless BMC is given up on.
+            tokio::time::timeout(INSPECTION_LIMIT, self.inspect(node))
+                .await
+                .map_err(|_| {
+                    DriverError::failed(format!(
+                        "The Redfish inspection of node {} took more than {INSPECTION_LIMIT:?}",
+                        node.uuid
+                    ))
+                })?
+                .map(Some)
+        })
     }
 
     fn other(&self, interface_type: &str) -> Option<&dyn Interface> {
