@@ -929,9 +929,6 @@ pub fn driver(name: &str) -> Option<&'static dyn Driver> {
     match name {
         "fake-hardware" => Some(&FAKE_HARDWARE_DRIVER),
         "fake-agent" => Some(&FAKE_AGENT_DRIVER),
-        "redfish" => Some(crate::redfish::driver(
-            crate::redfish::client::Settings::default(),
-        )),
         _ => None,
     }
 }

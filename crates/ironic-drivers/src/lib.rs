@@ -27,6 +27,7 @@ pub struct UnknownHardwareTypes {
 pub struct Registry {
     enabled: Vec<HardwareType>,
     oneview: Option<std::sync::Arc<oneview::OneView>>,
+    redfish: Option<std::sync::Arc<redfish::Redfish>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -71,7 +72,16 @@ impl Registry {
                     ca_file: None,
                 }))
             });
-        Ok(Registry { enabled, oneview })
+        // Default `[redfish]` settings until `with_redfish`.
+        let redfish = enabled
+            .iter()
+            .any(|h| h.name == redfish::REDFISH.name)
+            .then(|| std::sync::Arc::new(redfish::Redfish::new(Default::default())));
+        Ok(Registry {
+            enabled,
+            oneview,
+            redfish,
+        })
     }
 
     /// Binds the `oneview` hardware type (if enabled) to an appliance.
@@ -82,11 +92,10 @@ impl Registry {
         self
     }
 
-    /// Sets the `redfish` hardware type's settings (`[redfish]`). The driver is one per
-    /// process: the first settings given are the ones it keeps.
-    pub fn with_redfish(self, settings: redfish::client::Settings) -> Registry {
-        if self.get(redfish::REDFISH.name).is_some() {
-            redfish::driver(settings);
+    /// Gives the `redfish` hardware type (if enabled) its settings (`[redfish]`).
+    pub fn with_redfish(mut self, settings: redfish::client::Settings) -> Registry {
+        if self.redfish.is_some() {
+            self.redfish = Some(std::sync::Arc::new(redfish::Redfish::new(settings)));
         }
         self
     }
@@ -97,6 +106,12 @@ impl Registry {
 
     /// The implementation of an enabled hardware type.
     pub fn driver(&self, name: &str) -> Option<&dyn interfaces::Driver> {
+        if name == redfish::REDFISH.name {
+            return self
+                .redfish
+                .as_deref()
+                .map(|d| d as &dyn interfaces::Driver);
+        }
         if name == oneview::ONEVIEW.name {
             return self
                 .oneview

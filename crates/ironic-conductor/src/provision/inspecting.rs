@@ -375,7 +375,10 @@ impl Provisioner {
             "sensitive" => rules::MaskSecrets::Sensitive,
             _ => rules::MaskSecrets::Always,
         };
-        let http = HttpCaller(ironic_drivers::http_get::GetClient::new());
+        // Built at the first rule run of the process (its TLS roots are not free), then
+        // shared: a hyper client pools its connections.
+        static HTTP: std::sync::OnceLock<HttpCaller> = std::sync::OnceLock::new();
+        let http = HTTP.get_or_init(|| HttpCaller(ironic_drivers::http_get::GetClient::new()));
         let uuid = node.uuid.to_string();
         let (node_id, traits_before) = (node.id, node.traits.clone());
         let mut subject = rules::Subject {
@@ -385,7 +388,7 @@ impl Provisioner {
             ports: &mut ports,
             changed_ports: std::collections::BTreeSet::new(),
         };
-        let outcome = rules::apply_rules(&all, &mut subject, mask, &http).await;
+        let outcome = rules::apply_rules(&all, &mut subject, mask, http).await;
         let changed = std::mem::take(&mut subject.changed_ports);
         // Traits live in their own table; the node's save does not write them.
         let traits = subject.node.traits.clone();

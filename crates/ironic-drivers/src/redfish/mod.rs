@@ -121,24 +121,33 @@ fn rf(e: RfError) -> DriverError {
     DriverError::new(kind, e.to_string())
 }
 
-/// The driver: settings and one HTTP client per TLS setting, shared by every node.
+/// The driver of one process's [`crate::Registry`]: its `[redfish]` settings and one
+/// HTTP client per TLS setting, shared by every node.
 pub struct Redfish {
-    settings: Settings,
-    clients: Mutex<HashMap<Verify, Http>>,
     iface: Iface,
 }
 
-struct Iface;
+/// What every interface of the driver works with.
+struct Core {
+    settings: Settings,
+    clients: Mutex<HashMap<Verify, Http>>,
+}
+
+/// Every interface of the type (they share the BMC connection logic).
+struct Iface(std::sync::Arc<Core>);
 
 impl Redfish {
     pub fn new(settings: Settings) -> Redfish {
         Redfish {
-            settings,
-            clients: Mutex::new(HashMap::new()),
-            iface: Iface,
+            iface: Iface(std::sync::Arc::new(Core {
+                settings,
+                clients: Mutex::new(HashMap::new()),
+            })),
         }
     }
+}
 
+impl Core {
     fn http(&self, v: &Verify) -> Result<Http, DriverError> {
         let mut clients = self
             .clients
@@ -241,7 +250,7 @@ const BOOT_DEVICES: &[(&str, &str)] = &[
     ("uefi-http", "UefiHttp"),
 ];
 
-impl Redfish {
+impl Core {
     fn conn(&self, node: NodeInfo<'_>) -> Result<Conn, DriverError> {
         let info = parse_info(node)?;
         let http = self.http(&info.verify)?;
@@ -437,7 +446,7 @@ fn architecture(instruction_set: &str) -> Option<&'static str> {
     }
 }
 
-impl Redfish {
+impl Core {
     /// The members of the collection `link` points at, each read (a member that cannot be
     /// read is left out). `None` when the collection itself cannot be read: many BMCs
     /// (and the emulator) lack some of them.
@@ -643,7 +652,7 @@ fn media_types_for(device_type: &str) -> &'static [&'static str] {
     }
 }
 
-impl Redfish {
+impl Core {
     /// The system's virtual media devices: its own `VirtualMedia` collection, else its
     /// first manager's.
     async fn vmedia_devices(&self, bmc: &Bmc<'_>, sys: &Value) -> Result<Vec<Value>, DriverError> {
@@ -793,18 +802,6 @@ fn shown_url(url: &str) -> &str {
     url.split(['?', '#']).next().unwrap_or(url)
 }
 
-static DRIVER: std::sync::OnceLock<Redfish> = std::sync::OnceLock::new();
-
-/// The process's `redfish` driver (settings from the first caller, usually the
-/// registry at start-up).
-pub fn driver(settings: Settings) -> &'static Redfish {
-    DRIVER.get_or_init(|| Redfish::new(settings))
-}
-
-fn the() -> &'static Redfish {
-    driver(Settings::default())
-}
-
 impl Interface for Iface {
     fn validate<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, ()> {
         Box::pin(async move { parse_info(node).map(|_| ()) })
@@ -820,7 +817,7 @@ impl Interface for Iface {
         Box::pin(async move {
             match (step.interface.as_str(), step.step.as_str()) {
                 ("deploy", "deploy") => {
-                    the().set_power(node, "rebooting", None).await?;
+                    self.0.set_power(node, "rebooting", None).await?;
                     Ok(crate::interfaces::Outcome::Done)
                 }
                 _ => Err(DriverError::invalid(format!(
@@ -834,7 +831,7 @@ impl Interface for Iface {
 
 impl PowerInterface for Iface {
     fn get_power_state<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, String> {
-        Box::pin(the().power_state(node))
+        Box::pin(self.0.power_state(node))
     }
 
     fn set_power_state<'a>(
@@ -843,7 +840,7 @@ impl PowerInterface for Iface {
         target: &'a str,
         timeout_secs: Option<u32>,
     ) -> DriverFuture<'a, String> {
-        Box::pin(the().set_power(node, target, timeout_secs))
+        Box::pin(self.0.set_power(node, target, timeout_secs))
     }
 }
 
@@ -853,7 +850,7 @@ impl ManagementInterface for Iface {
     }
 
     fn get_boot_device<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<BootDevice>> {
-        Box::pin(the().boot_device(node))
+        Box::pin(self.0.boot_device(node))
     }
 
     fn set_boot_device<'a>(
@@ -862,7 +859,7 @@ impl ManagementInterface for Iface {
         device: BootDevice,
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async move {
-            the().set_boot(node, &device).await?;
+            self.0.set_boot(node, &device).await?;
             Ok(NodeChanges::none())
         })
     }
@@ -882,7 +879,7 @@ impl ManagementInterface for Iface {
         image_url: &'a str,
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async move {
-            the().insert(node, device_type, image_url).await?;
+            self.0.insert(node, device_type, image_url).await?;
             Ok(NodeChanges::none())
         })
     }
@@ -893,17 +890,17 @@ impl ManagementInterface for Iface {
         device_types: Option<&'a [String]>,
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async move {
-            the().eject(node, device_types).await?;
+            self.0.eject(node, device_types).await?;
             Ok(NodeChanges::none())
         })
     }
 
     fn get_virtual_media<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Value> {
-        Box::pin(the().list_vmedia(node))
+        Box::pin(self.0.list_vmedia(node))
     }
 
     fn get_boot_mode<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<String>> {
-        Box::pin(the().boot_mode(node))
+        Box::pin(self.0.boot_mode(node))
     }
 
     fn set_boot_mode<'a>(
@@ -912,7 +909,7 @@ impl ManagementInterface for Iface {
         mode: &'a str,
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async move {
-            the().set_mode(node, mode).await?;
+            self.0.set_mode(node, mode).await?;
             Ok(NodeChanges::none())
         })
     }
@@ -935,8 +932,8 @@ impl DeployInterface for Iface {
                     node.uuid
                 )));
             };
-            the().insert(node, "cdrom", iso).await?;
-            the()
+            self.0.insert(node, "cdrom", iso).await?;
+            self.0
                 .set_boot(
                     node,
                     &BootDevice {
@@ -950,8 +947,8 @@ impl DeployInterface for Iface {
     }
     fn tear_down<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async move {
-            the().eject(node, Some(&["cdrom".to_string()])).await?;
-            let state = the().set_power(node, "power off", None).await?;
+            self.0.eject(node, Some(&["cdrom".to_string()])).await?;
+            let state = self.0.set_power(node, "power off", None).await?;
             Ok(NodeChanges {
                 power_state: Some(state),
                 ..NodeChanges::none()
@@ -1013,7 +1010,7 @@ impl Driver for Redfish {
     ) -> DriverFuture<'a, Option<crate::interfaces::Inspection>> {
         Box::pin(async move {
             // The node is locked meanwhile: a slow or endless BMC is given up on.
-            tokio::time::timeout(INSPECTION_LIMIT, self.inspect(node))
+            tokio::time::timeout(INSPECTION_LIMIT, self.iface.0.inspect(node))
                 .await
                 .map_err(|_| {
                     DriverError::failed(format!(
