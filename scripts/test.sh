@@ -70,22 +70,31 @@ if [ -z "${IRONIC_TEST_POSTGRES:-}" ]; then
   fi
 fi
 
+# The `ipmi` driver runs Debian's ipmitool; its tests drive a fake BMC with it.
+if ! command -v ipmitool >/dev/null; then
+  echo "== installing ipmitool"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ipmitool >/dev/null
+fi
+
 # Protocol peers nobody here wrote, from PyPI, in a virtualenv under the test data
-# folder (kept between runs): sushy-tools' Redfish emulator for the `redfish` driver.
+# folder (kept between runs): sushy-tools' Redfish emulator for the `redfish` driver,
+# pyghmi's fake BMC for the `ipmi` driver.
 IRONIC_TEST_DATA="${IRONIC_TEST_DATA:-$HOME/.cache/ironic-test-data}"
 venv="$IRONIC_TEST_DATA/venv"
-if ! "$venv/bin/python" -c 'import sushy_tools' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import sushy_tools, pyghmi' 2>/dev/null; then
   if ! python3 -c 'import ensurepip' 2>/dev/null; then
     echo "== installing python3-venv"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
   fi
-  echo "== installing sushy-tools into $venv"
+  echo "== installing sushy-tools and pyghmi into $venv"
   mkdir -p "$IRONIC_TEST_DATA"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q sushy-tools
+  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q sushy-tools pyghmi
 fi
 export IRONIC_TEST_SUSHY="$venv/bin/sushy-emulator"
+export IRONIC_TEST_PYTHON="$venv/bin/python"
 
 echo "== cargo test (PostgreSQL at ${IRONIC_TEST_POSTGRES%%@*}@127.0.0.1:5432, RabbitMQ at 127.0.0.1:5672)"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -175,7 +175,7 @@ pub const FAKE_DEPLOY_STEPS: &[StepDecl] = &[
 ];
 
 /// Every hardware type this build knows.
-pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT, ONEVIEW, REDFISH];
+pub const KNOWN: &[HardwareType] = &[FAKE_HARDWARE, FAKE_AGENT, ONEVIEW, REDFISH, IPMI];
 
 const RAMDISK_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
     interface: "deploy",
@@ -202,6 +202,31 @@ pub const REDFISH: HardwareType = HardwareType {
         ("management", "redfish", &["redfish"]),
         ("network", "noop", &["flat", "noop"]),
         ("power", "redfish", &["redfish"]),
+        ("raid", "no-raid", &["no-raid"]),
+        ("rescue", "no-rescue", &["no-rescue"]),
+        ("storage", "noop", &["noop"]),
+        ("vendor", "no-vendor", &["no-vendor"]),
+    ],
+    clean_steps: &[],
+    deploy_steps: RAMDISK_DEPLOY_STEPS,
+    steps_from_agent: false,
+};
+
+/// `ipmi`: a BMC speaking IPMI over LAN, through `ipmitool` (`ironic-drivers`
+/// `ipmi.rs`): power, boot device, NMI, and the ramdisk deploy booted from the
+/// operator's network boot (`pxe` sets the next boot to PXE).
+pub const IPMI: HardwareType = HardwareType {
+    name: "ipmi",
+    interfaces: &[
+        ("bios", "no-bios", &["no-bios"]),
+        ("boot", "pxe", &["pxe"]),
+        ("console", "no-console", &["no-console"]),
+        ("deploy", "ramdisk", &["ramdisk"]),
+        ("firmware", "no-firmware", &["no-firmware"]),
+        ("inspect", "no-inspect", &["no-inspect", "agent"]),
+        ("management", "ipmitool", &["ipmitool"]),
+        ("network", "noop", &["flat", "noop"]),
+        ("power", "ipmitool", &["ipmitool"]),
         ("raid", "no-raid", &["no-raid"]),
         ("rescue", "no-rescue", &["no-rescue"]),
         ("storage", "noop", &["noop"]),
@@ -273,7 +298,8 @@ mod tests {
         let h = known("fake-hardware").unwrap();
         assert_eq!(h.default_interface("network"), Some("noop"));
         assert_eq!(h.enabled_interfaces("bios"), &["fake", "no-bios"]);
-        assert!(known("ipmi").is_none());
+        assert!(known("ipmi").is_some());
+        assert!(known("idrac").is_none());
         for h in KNOWN {
             assert_eq!(h.interfaces.len(), 13, "{}", h.name);
         }

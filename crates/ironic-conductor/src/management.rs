@@ -218,8 +218,17 @@ impl Conductor {
 
     pub(crate) async fn inject_nmi(&self, req: InjectNmi) -> Result<(), Error> {
         self.with_lock(&req.node, |n| async move {
-            // No management interface of this build can inject an NMI yet.
-            Err(unsupported(&n.driver, "inject_nmi"))
+            interface(&n, "management")?;
+            let management = self.driver_for(&n)?.management();
+            if !management.can_inject_nmi() {
+                return Err(unsupported(&n.driver, "inject_nmi"));
+            }
+            management
+                .inject_nmi(NodeInfo::from(&n))
+                .await
+                .map_err(|e| driver_error(&n, "inject NMI", e))?;
+            tracing::info!(node = %n.uuid, "NMI injected");
+            Ok(())
         })
         .await
     }

@@ -54,6 +54,22 @@ fn redfish_settings(cfg: &Config) -> ironic_drivers::redfish::client::Settings {
     }
 }
 
+/// `[ipmi]` as the driver's settings.
+fn ipmi_settings(cfg: &Config) -> ironic_drivers::ipmi::Settings {
+    let i = &cfg.ipmi;
+    let interval = if i.min_command_interval.is_finite() {
+        i.min_command_interval.clamp(0.0, 60.0)
+    } else {
+        5.0
+    };
+    ironic_drivers::ipmi::Settings {
+        command_retry_timeout: Duration::from_secs(i.command_retry_timeout),
+        min_command_interval: Duration::from_secs_f64(interval),
+        power_state_change_timeout: Duration::from_secs(i.power_state_change_timeout),
+        ipmitool: i.ipmitool_path.as_ref().map(Into::into),
+    }
+}
+
 /// The `oneview` hardware type's appliance, from `[oneview]`.
 pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settings {
     let o = &cfg.oneview;
@@ -105,7 +121,8 @@ impl Service {
     ) -> Result<Service, StartError> {
         let drivers = ironic_drivers::Registry::new(&cfg.default.enabled_hardware_types)?
             .with_oneview(oneview_settings(cfg))
-            .with_redfish(redfish_settings(cfg));
+            .with_redfish(redfish_settings(cfg))
+            .with_ipmi(ipmi_settings(cfg));
         let conductor = Conductor::new(db.clone(), drivers, ConductorSettings::from_config(cfg));
         conductor.release_own_locks().await?;
         // A restart within the heartbeat timeout: show we are alive before taking any

@@ -32,6 +32,7 @@ pub struct Config {
     pub telemetry: TelemetrySection,
     pub oneview: OneViewSection,
     pub redfish: RedfishSection,
+    pub ipmi: IpmiSection,
     pub inspector: InspectorSection,
     pub inspection_rules: InspectionRulesSection,
 }
@@ -74,6 +75,32 @@ impl Default for RedfishSection {
             connection_retry_interval: 4,
             power_state_change_timeout: 60,
             request_timeout: 30,
+        }
+    }
+}
+
+/// How the `ipmi` hardware type drives `ipmitool` (upstream's `[ipmi]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IpmiSection {
+    /// Seconds a call is tried again while the BMC cannot be reached.
+    pub command_retry_timeout: u64,
+    /// The least seconds between two calls to one BMC (many BMCs drop sessions when
+    /// called faster).
+    pub min_command_interval: f64,
+    /// Seconds a power change may take to show on the BMC.
+    pub power_state_change_timeout: u64,
+    /// The `ipmitool` binary; unset: the first on `PATH`.
+    pub ipmitool_path: Option<String>,
+}
+
+impl Default for IpmiSection {
+    fn default() -> Self {
+        IpmiSection {
+            command_retry_timeout: 60,
+            min_command_interval: 5.0,
+            power_state_change_timeout: 60,
+            ipmitool_path: None,
         }
     }
 }

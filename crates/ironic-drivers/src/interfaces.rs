@@ -299,6 +299,14 @@ pub trait ManagementInterface: Interface {
     ) -> DriverFuture<'a, NodeChanges> {
         Box::pin(async { Err(DriverError::invalid("cannot set secure boot")) })
     }
+    /// Whether [`ManagementInterface::inject_nmi`] does anything (1.29).
+    fn can_inject_nmi(&self) -> bool {
+        false
+    }
+    /// Sends a non-maskable interrupt to the node (a crash dump on most systems).
+    fn inject_nmi<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, ()> {
+        Box::pin(async { Err(DriverError::invalid("cannot inject an NMI")) })
+    }
     /// Whether this interface attaches and detaches virtual media (1.89) and reports
     /// them (1.93).
     fn can_virtual_media(&self) -> bool {

@@ -1,5 +1,5 @@
 //! The driver implementations the conductor calls ([`interfaces::Driver`]): the fake
-//! hardware types and `oneview`. What each hardware type declares (interfaces, steps)
+//! hardware types, `redfish`, `ipmi` and `oneview`. What each hardware type declares (interfaces, steps)
 //! is pure data in `ironic-catalog`, re-exported here.
 //!
 //! Architecture invariant: drivers never touch the database.
@@ -7,6 +7,7 @@
 pub mod fake;
 pub mod http_get;
 pub mod interfaces;
+pub mod ipmi;
 pub mod oneview;
 pub mod outbound;
 pub mod redfish;
@@ -28,6 +29,7 @@ pub struct Registry {
     enabled: Vec<HardwareType>,
     oneview: Option<std::sync::Arc<oneview::OneView>>,
     redfish: Option<std::sync::Arc<redfish::Redfish>>,
+    ipmi: Option<std::sync::Arc<ipmi::Ipmi>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -77,10 +79,15 @@ impl Registry {
             .iter()
             .any(|h| h.name == redfish::REDFISH.name)
             .then(|| std::sync::Arc::new(redfish::Redfish::new(Default::default())));
+        let ipmi = enabled
+            .iter()
+            .any(|h| h.name == ipmi::IPMI.name)
+            .then(|| std::sync::Arc::new(ipmi::Ipmi::new(Default::default())));
         Ok(Registry {
             enabled,
             oneview,
             redfish,
+            ipmi,
         })
     }
 
@@ -100,6 +107,14 @@ impl Registry {
         self
     }
 
+    /// Gives the `ipmi` hardware type (if enabled) its settings (`[ipmi]`).
+    pub fn with_ipmi(mut self, settings: ipmi::Settings) -> Registry {
+        if self.ipmi.is_some() {
+            self.ipmi = Some(std::sync::Arc::new(ipmi::Ipmi::new(settings)));
+        }
+        self
+    }
+
     pub fn get(&self, name: &str) -> Option<&HardwareType> {
         self.enabled.iter().find(|h| h.name == name)
     }
@@ -111,6 +126,9 @@ impl Registry {
                 .redfish
                 .as_deref()
                 .map(|d| d as &dyn interfaces::Driver);
+        }
+        if name == ipmi::IPMI.name {
+            return self.ipmi.as_deref().map(|d| d as &dyn interfaces::Driver);
         }
         if name == oneview::ONEVIEW.name {
             return self
@@ -147,10 +165,10 @@ mod tests {
         assert!(r.driver("fake-hardware").is_some());
         assert!(r.driver("oneview").is_none());
         assert!(
-            Registry::new(&["ipmi".into()])
+            Registry::new(&["idrac".into()])
                 .unwrap_err()
                 .to_string()
-                .contains("ipmi")
+                .contains("idrac")
         );
     }
 }

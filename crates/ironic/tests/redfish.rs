@@ -7,133 +7,13 @@
 
 mod common;
 
-use common::procs::{Proc, free_port};
+use common::peers::{Emulator, SYSTEM};
+use common::procs::free_port;
 use common::{Backend, Server, until};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const V: &str = "1.115";
-const SYSTEM: &str = "11111111-1111-1111-1111-111111111111";
-const OTHER: &str = "22222222-2222-2222-2222-222222222222";
-
-/// A running `sushy-emulator` with two fake systems.
-struct Emulator {
-    proc: Proc,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Emulator {
-    fn start() -> Emulator {
-        let bin = std::env::var("IRONIC_TEST_SUSHY").expect(
-            "IRONIC_TEST_SUSHY: the sushy-emulator of scripts/test.sh's virtualenv (run the tests with scripts/test.sh)",
-        );
-        let dir = std::env::temp_dir().join(format!("ironic-sushy-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(dir.join("state")).unwrap();
-        let port = free_port();
-        // The configuration is a Python file.
-        let conf = format!(
-            "SUSHY_EMULATOR_FAKE_DRIVER = True\n\
-             SUSHY_EMULATOR_STATE_DIR = '{}'\n\
-             SUSHY_EMULATOR_FAKE_SYSTEMS = [\n\
-               {{'uuid': '{SYSTEM}', 'name': 'node-0', 'power_state': 'Off',\n\
-                 'nics': [{{'mac': '52:54:00:aa:bb:01'}}, {{'mac': '52:54:00:aa:bb:02'}}]}},\n\
-               {{'uuid': '{OTHER}', 'name': 'node-1', 'power_state': 'On', 'boot_mode': 'Legacy',\n\
-                 'nics': [{{'mac': '52:54:00:cc:dd:01'}}]}},\n\
-             ]\n",
-            dir.join("state").display()
-        );
-        let conf_path = dir.join("emulator.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let proc = Proc::spawn(
-            &bin,
-            "sushy",
-            &[
-                "--config".into(),
-                conf_path.display().to_string(),
-                "-i".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                port.to_string(),
-            ],
-            &[],
-            &dir,
-        );
-        Emulator { proc, port, dir }
-    }
-
-    /// The emulator goes away (as a BMC that loses power or its network).
-    fn stop(&mut self) {
-        self.proc.kill9();
-    }
-
-    /// And comes back, on the same port, with the same state.
-    fn restart(&mut self) {
-        let bin = std::env::var("IRONIC_TEST_SUSHY").unwrap();
-        self.proc = Proc::spawn(
-            &bin,
-            "sushy",
-            &[
-                "--config".into(),
-                self.dir.join("emulator.conf").display().to_string(),
-                "-i".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                self.port.to_string(),
-            ],
-            &[],
-            &self.dir,
-        );
-    }
-
-    /// A power action on the emulator itself, behind the service's back.
-    async fn reset(&self, id: &str, kind: &str) {
-        let r = self
-            .client()
-            .call(
-                "POST",
-                &format!("/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset"),
-                None,
-                Some(&json!({"ResetType": kind}).to_string()),
-            )
-            .await;
-        assert!(r.status < 300, "{}", r.body);
-    }
-
-    fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn client(&self) -> Server {
-        Server::client(format!("127.0.0.1:{}", self.port).parse().unwrap())
-    }
-
-    async fn system(&self, id: &str) -> Value {
-        let r = self
-            .client()
-            .call("GET", &format!("/redfish/v1/Systems/{id}"), None, None)
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.json()
-    }
-
-    async fn ready(&self) {
-        until(
-            "sushy-emulator answers",
-            Duration::from_secs(30),
-            || async { std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() },
-        )
-        .await;
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        self.proc.kill9();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// A tiny web server that hands out a fake ISO (the emulator downloads what it inserts).
 async fn image_server() -> String {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+pub mod peers;
 pub mod procs;
 pub mod proxy;
 

@@ -1,0 +1,246 @@
+#![allow(clippy::unwrap_used)]
+//! Protocol peers nobody here wrote, run by the tests on loopback: sushy-tools'
+//! Redfish emulator ([`Emulator`]) and pyghmi's fake IPMI BMC ([`FakeBmc`]), from the
+//! virtualenv `scripts/test.sh` prepares (`IRONIC_TEST_SUSHY`, `IRONIC_TEST_PYTHON`),
+//! and Debian's `ipmitool`.
+
+use super::procs::{Proc, free_port};
+use super::{Server, until};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub const SYSTEM: &str = "11111111-1111-1111-1111-111111111111";
+pub const OTHER: &str = "22222222-2222-2222-2222-222222222222";
+
+/// A running `sushy-emulator` with two fake systems.
+pub struct Emulator {
+    proc: Proc,
+    pub port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Emulator {
+    pub fn start() -> Emulator {
+        let bin = std::env::var("IRONIC_TEST_SUSHY").expect(
+            "IRONIC_TEST_SUSHY: the sushy-emulator of scripts/test.sh's virtualenv (run the tests with scripts/test.sh)",
+        );
+        let dir = std::env::temp_dir().join(format!("ironic-sushy-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        let port = free_port();
+        // The configuration is a Python file.
+        let conf = format!(
+            "SUSHY_EMULATOR_FAKE_DRIVER = True\n\
+             SUSHY_EMULATOR_STATE_DIR = '{}'\n\
+             SUSHY_EMULATOR_FAKE_SYSTEMS = [\n\
+               {{'uuid': '{SYSTEM}', 'name': 'node-0', 'power_state': 'Off',\n\
+                 'nics': [{{'mac': '52:54:00:aa:bb:01'}}, {{'mac': '52:54:00:aa:bb:02'}}]}},\n\
+               {{'uuid': '{OTHER}', 'name': 'node-1', 'power_state': 'On', 'boot_mode': 'Legacy',\n\
+                 'nics': [{{'mac': '52:54:00:cc:dd:01'}}]}},\n\
+             ]\n",
+            dir.join("state").display()
+        );
+        let conf_path = dir.join("emulator.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let proc = Proc::spawn(
+            &bin,
+            "sushy",
+            &[
+                "--config".into(),
+                conf_path.display().to_string(),
+                "-i".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                port.to_string(),
+            ],
+            &[],
+            &dir,
+        );
+        Emulator { proc, port, dir }
+    }
+
+    /// The emulator goes away (as a BMC that loses power or its network).
+    pub fn stop(&mut self) {
+        self.proc.kill9();
+    }
+
+    /// And comes back, on the same port, with the same state.
+    pub fn restart(&mut self) {
+        let bin = std::env::var("IRONIC_TEST_SUSHY").unwrap();
+        self.proc = Proc::spawn(
+            &bin,
+            "sushy",
+            &[
+                "--config".into(),
+                self.dir.join("emulator.conf").display().to_string(),
+                "-i".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                self.port.to_string(),
+            ],
+            &[],
+            &self.dir,
+        );
+    }
+
+    /// A power action on the emulator itself, behind the service's back.
+    pub async fn reset(&self, id: &str, kind: &str) {
+        let r = self
+            .client()
+            .call(
+                "POST",
+                &format!("/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset"),
+                None,
+                Some(&json!({"ResetType": kind}).to_string()),
+            )
+            .await;
+        assert!(r.status < 300, "{}", r.body);
+    }
+
+    pub fn address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn client(&self) -> Server {
+        Server::client(format!("127.0.0.1:{}", self.port).parse().unwrap())
+    }
+
+    pub async fn system(&self, id: &str) -> Value {
+        let r = self
+            .client()
+            .call("GET", &format!("/redfish/v1/Systems/{id}"), None, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    }
+
+    pub async fn ready(&self) {
+        until(
+            "sushy-emulator answers",
+            Duration::from_secs(30),
+            || async { std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() },
+        )
+        .await;
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.proc.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// pyghmi's `FakeBmc`, bound to 127.0.0.1 (its own entry point listens on every
+/// address), on a free UDP port.
+const RUNNER: &str = r#"import sys
+import pyghmi.ipmi.bmc as bmc
+from pyghmi.cmd.fakebmc import FakeBmc
+
+class LoopbackBmc(FakeBmc):
+    def __init__(self, port):
+        bmc.Bmc.__init__(self, {'admin': 'password'}, port=port, address='127.0.0.1')
+        self.powerstate = 'off'
+        self.bootdevice = 'default'
+
+LoopbackBmc(int(sys.argv[1])).listen()
+"#;
+
+pub struct FakeBmc {
+    proc: Proc,
+    pub port: u16,
+    dir: std::path::PathBuf,
+}
+
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map(|a| a.port())
+        .expect("a free UDP port")
+}
+
+impl FakeBmc {
+    pub fn python() -> String {
+        std::env::var("IRONIC_TEST_PYTHON").expect(
+            "IRONIC_TEST_PYTHON: the Python of scripts/test.sh's virtualenv, with pyghmi (run the tests with scripts/test.sh)",
+        )
+    }
+
+    pub fn spawn(dir: &std::path::Path, port: u16) -> Proc {
+        Proc::spawn(
+            &Self::python(),
+            "fakebmc",
+            &[dir.join("bmc.py").display().to_string(), port.to_string()],
+            &[],
+            dir,
+        )
+    }
+
+    pub async fn start() -> FakeBmc {
+        let dir = std::env::temp_dir().join(format!("ironic-fakebmc-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("bmc.py"), RUNNER).unwrap();
+        let port = free_udp_port();
+        let bmc = FakeBmc {
+            proc: Self::spawn(&dir, port),
+            port,
+            dir,
+        };
+        bmc.ready().await;
+        bmc
+    }
+
+    pub async fn ready(&self) {
+        until("the fake BMC answers", Duration::from_secs(30), || async {
+            self.ipmitool(&["power", "status"]).is_some()
+        })
+        .await;
+    }
+
+    /// `ipmitool` run by the test itself, to see the BMC as it is.
+    pub fn ipmitool(&self, args: &[&str]) -> Option<String> {
+        let out = std::process::Command::new("ipmitool")
+            .args([
+                "-I",
+                "lanplus",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+            ])
+            .args(["-U", "admin", "-P", "password", "-R", "1", "-N", "1"])
+            .args(args)
+            .output()
+            .expect("ipmitool is installed (scripts/test.sh installs it)");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn power(&self) -> String {
+        self.ipmitool(&["power", "status"])
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    pub fn boot_flags(&self) -> String {
+        self.ipmitool(&["chassis", "bootparam", "get", "5"])
+            .unwrap()
+    }
+
+    pub fn stop(&mut self) {
+        self.proc.kill9();
+    }
+
+    pub async fn restart(&mut self) {
+        self.proc = Self::spawn(&self.dir, self.port);
+        self.ready().await;
+    }
+}
+
+impl Drop for FakeBmc {
+    fn drop(&mut self) {
+        self.proc.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
