@@ -55,7 +55,7 @@ os() { .venv/bin/openstack --os-endpoint "http://127.0.0.1:$port" --os-auth-type
 fail() { echo "FAIL: $*" >&2; tail -20 "$dir/log" >&2; exit 1; }
 
 echo "== driver list"
-[ "$(os baremetal driver list -f value -c name | sort | tr '\n' ' ')" = "fake-hardware oneview " ] \
+[ "$(os baremetal driver list -f value -c name | sort | tr '\n' ' ')" = "fake-hardware ipmi oneview redfish " ] \
   || fail "driver list: $(os baremetal driver list -f value)"
 
 echo "== node create"

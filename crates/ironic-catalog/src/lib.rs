@@ -188,8 +188,7 @@ const RAMDISK_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
 
 /// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`): power,
 /// management (boot device, boot mode, virtual media), out-of-band inspection and the
-/// ramdisk deploy from virtual media. BIOS and the rest of issue 18 come next, so it is
-/// not enabled by default yet.
+/// ramdisk deploy from virtual media.
 pub const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     interfaces: &[

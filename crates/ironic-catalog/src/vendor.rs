@@ -66,6 +66,57 @@ pub fn driver_properties(
             "server_hardware_uri",
             "Server Hardware URI. Required in driver_info.",
         )],
+        "redfish" => &[
+            (
+                "redfish_address",
+                "The BMC's Redfish service: host[:port] (HTTPS) or http(s)://host[:port]. Required.",
+            ),
+            (
+                "redfish_system_id",
+                "The system's id or /redfish/v1/Systems/<id> path; needed only when the BMC manages several systems. Optional.",
+            ),
+            ("redfish_username", "User name for the BMC. Optional."),
+            (
+                "redfish_password",
+                "Password for the BMC; shown masked. Optional.",
+            ),
+            (
+                "redfish_verify_ca",
+                "true (the default: verify against the web roots), false (no verification) or the path of a CA bundle. Optional.",
+            ),
+            (
+                "redfish_auth_type",
+                "basic or auto (basic authentication either way). Optional.",
+            ),
+        ],
+        "ipmi" => &[
+            (
+                "ipmi_address",
+                "The BMC's host name or IP address. Required.",
+            ),
+            ("ipmi_port", "The BMC's UDP port; default 623. Optional."),
+            ("ipmi_username", "User name for the BMC. Optional."),
+            (
+                "ipmi_password",
+                "Password for the BMC; shown masked, passed to ipmitool in a private file. Optional.",
+            ),
+            (
+                "ipmi_protocol_version",
+                "2.0 (lanplus, the default) or 1.5 (lan). Optional.",
+            ),
+            (
+                "ipmi_priv_level",
+                "ADMINISTRATOR (the default), OPERATOR, USER or CALLBACK. Optional.",
+            ),
+            (
+                "ipmi_cipher_suite",
+                "IPMI 2.0 cipher suite, 0 to 17. Optional.",
+            ),
+            (
+                "ipmi_bridging",
+                "Only \"no\": bridging is not supported. Optional.",
+            ),
+        ],
         _ => &[],
     }
 }

@@ -240,7 +240,7 @@ impl Conductor {
         let n = self.read(&req.node).await?;
         interface(&n, "management")?;
         let management = self.driver_for(&n)?.management();
-        let list = indicators(&n, management)?;
+        let list = indicators(&n, management).await?;
         Ok(JsonDoc(serde_json::Value::Array(
             list.into_iter()
                 .map(|i| {
@@ -258,7 +258,7 @@ impl Conductor {
         let n = self.read(&req.node).await?;
         interface(&n, "management")?;
         let management = self.driver_for(&n)?.management();
-        let indicator = find_indicator(&n, management, &req.indicator)?;
+        let indicator = find_indicator(&n, management, &req.indicator).await?;
         let state = management
             .get_indicator_state(NodeInfo::from(&n), &indicator)
             .await
@@ -279,7 +279,7 @@ impl Conductor {
             if !management.can_set_indicators() {
                 return Err(unsupported(&n.driver, "set_indicator_state"));
             }
-            let found = find_indicator(&n, management, &indicator)?;
+            let found = find_indicator(&n, management, &indicator).await?;
             if found.readonly {
                 return Err(Error::invalid(format!(
                     "Indicator {indicator} of node {} is read-only.",
@@ -420,9 +420,14 @@ impl Conductor {
     }
 }
 
-fn indicators(node: &Node, management: &dyn ManagementInterface) -> Result<Vec<Indicator>, Error> {
+async fn indicators(
+    node: &Node,
+    management: &dyn ManagementInterface,
+) -> Result<Vec<Indicator>, Error> {
     management
         .supported_indicators(NodeInfo::from(node))
+        .await
+        .map_err(|e| driver_error(node, "get the supported indicators", e))?
         .ok_or_else(|| unsupported(&node.driver, "get_supported_indicators"))
 }
 
@@ -434,13 +439,13 @@ fn parse_indicator(unique: &str) -> Result<(&str, &str), Error> {
 }
 
 /// `<name>@<component>` among the node's indicators, with upstream's errors.
-fn find_indicator(
+async fn find_indicator(
     node: &Node,
     management: &dyn ManagementInterface,
     unique: &str,
 ) -> Result<Indicator, Error> {
     let (name, component) = parse_indicator(unique)?;
-    let list = indicators(node, management)?;
+    let list = indicators(node, management).await?;
     if !list.iter().any(|i| i.component == component) {
         return Err(Error::invalid(format!(
             "Invalid component {component} specified."

@@ -374,7 +374,12 @@ impl Default for DefaultSection {
     fn default() -> Self {
         DefaultSection {
             host: default_host(),
-            enabled_hardware_types: vec!["fake-hardware".into(), "oneview".into()],
+            enabled_hardware_types: vec![
+                "fake-hardware".into(),
+                "redfish".into(),
+                "ipmi".into(),
+                "oneview".into(),
+            ],
             default_conductor_group: String::new(),
             default_resource_class: None,
             hash_partition_exponent: 5,

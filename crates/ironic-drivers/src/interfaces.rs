@@ -247,8 +247,11 @@ pub struct Indicator {
 pub trait ManagementInterface: Interface {
     /// The node's indicators; `None` when this interface has none to offer
     /// (upstream's "does not support get_supported_indicators").
-    fn supported_indicators(&self, _node: NodeInfo<'_>) -> Option<Vec<Indicator>> {
-        None
+    fn supported_indicators<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+    ) -> DriverFuture<'a, Option<Vec<Indicator>>> {
+        Box::pin(async { Ok(None) })
     }
     /// The state of one of [`ManagementInterface::supported_indicators`].
     fn get_indicator_state<'a>(
@@ -577,9 +580,12 @@ const FAKE_BOOT_DEVICES: &[&str] = &["pxe", "disk", "cdrom", "bios", "safe"];
 impl ManagementInterface for FakeInterface {
     /// Upstream's fake indicators: a read-only chassis LED and a system LED that reads
     /// `on` and cannot be set (upstream's fake has no `set_indicator_state`).
-    fn supported_indicators(&self, _node: NodeInfo<'_>) -> Option<Vec<Indicator>> {
+    fn supported_indicators<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+    ) -> DriverFuture<'a, Option<Vec<Indicator>>> {
         let states = |s: &[&str]| s.iter().map(|s| (*s).to_string()).collect();
-        Some(vec![
+        let list = Some(vec![
             Indicator {
                 component: "chassis".into(),
                 name: "led-0".into(),
@@ -592,7 +598,8 @@ impl ManagementInterface for FakeInterface {
                 readonly: false,
                 states: states(&["blinking", "off", "on"]),
             },
-        ])
+        ]);
+        Box::pin(async move { Ok(list) })
     }
 
     fn get_indicator_state<'a>(

@@ -1461,14 +1461,29 @@ async fn node_states_and_maintenance(s: &Server) {
 
 async fn drivers_and_conductors(s: &Server) {
     let old = s.get("/v1/drivers", "1.1").await.json();
-    // Both hardware types of the default configuration.
+    // The hardware types of the default configuration.
     let names: Vec<&str> = old["drivers"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["fake-hardware", "oneview"]);
+    assert_eq!(names, ["fake-hardware", "ipmi", "oneview", "redfish"]);
+    // Each documents the driver_info keys its interfaces read.
+    for (driver, key) in [("redfish", "redfish_address"), ("ipmi", "ipmi_address")] {
+        let props = s
+            .get(&format!("/v1/drivers/{driver}/properties"), MAX)
+            .await
+            .json();
+        assert!(
+            props[key].as_str().unwrap().ends_with("Required."),
+            "{props}"
+        );
+        assert!(props.as_object().unwrap().len() > 4, "{props}");
+    }
+    let ipmi = s.get("/v1/drivers/ipmi", MAX).await.json();
+    assert_eq!(ipmi["default_power_interface"], "ipmitool");
+    assert_eq!(ipmi["enabled_management_interfaces"], json!(["ipmitool"]));
     assert_eq!(old["drivers"][0]["name"], "fake-hardware");
     assert_eq!(old["drivers"][0]["hosts"], json!(["test-conductor"]));
     assert!(old["drivers"][0].get("type").is_none());
@@ -1496,7 +1511,7 @@ async fn drivers_and_conductors(s: &Server) {
     let d = s.get("/v1/conductors?detail=true", MAX).await.json();
     assert_eq!(
         d["conductors"][0]["drivers"],
-        json!(["fake-hardware", "oneview"])
+        json!(["fake-hardware", "redfish", "ipmi", "oneview"])
     );
     let one = s.get("/v1/conductors/test-conductor", MAX).await.json();
     assert_eq!(one["conductor_group"], "");

@@ -34,7 +34,6 @@ async fn node(s: &Server, node: &str) -> Value {
 }
 
 fn quick(c: &mut ironic_config::Config) {
-    c.default.enabled_hardware_types.push("ipmi".into());
     // The fake BMC keeps up with any pace; an unreachable one is given up on quickly.
     c.ipmi.min_command_interval = 0.0;
     c.ipmi.command_retry_timeout = 3;

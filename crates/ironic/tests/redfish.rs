@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::peers::{Emulator, SYSTEM};
+use common::peers::{Access, Emulator, SYSTEM};
 use common::procs::free_port;
 use common::{Backend, Server, until};
 use serde_json::{Value, json};
@@ -79,7 +79,6 @@ async fn redfish_node(s: &Server, name: &str, emu: &Emulator, system: Option<&st
 async fn lifecycle(backend: Backend) {
     let emu = Emulator::start();
     let s = common::start_with(backend, |c| {
-        c.default.enabled_hardware_types.push("redfish".into());
         // Out-of-band inspection makes a port of every NIC the BMC lists.
         c.inspector.add_ports = "all".into();
         // An unreachable BMC is given up on quickly.
@@ -208,6 +207,101 @@ async fn lifecycle(backend: Backend) {
             .unwrap()
             .contains(&json!("pxe")),
         "{sup}"
+    );
+
+    // Secure boot (1.76) through the system's SecureBoot resource.
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/states/secure_boot"),
+            V,
+            Some(&json!({"target": true})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    until("secure boot on", Duration::from_secs(30), || async {
+        s.get(&format!("/v1/nodes/{node}"), V).await.json()["secure_boot"] == true
+    })
+    .await;
+    let sb = emu
+        .client()
+        .call(
+            "GET",
+            &format!("/redfish/v1/Systems/{SYSTEM}/SecureBoot"),
+            None,
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(sb["SecureBootEnable"], true, "{sb}");
+
+    // Indicators (1.63): the system's LED and its chassis', named by UUID.
+    let list = s
+        .get(&format!("/v1/nodes/{node}/management/indicators"), V)
+        .await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let names: Vec<String> = list.json()["indicators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap().to_string())
+        .collect();
+    let system_led = format!("{SYSTEM}@system");
+    assert!(names.contains(&system_led), "{names:?}");
+    let chassis_led = names
+        .iter()
+        .find(|n| n.ends_with("@chassis"))
+        .unwrap_or_else(|| panic!("a chassis LED in {names:?}"))
+        .clone();
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/management/indicators/{system_led}"),
+            V,
+            Some(&json!({"state": "BLINKING"})),
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.body);
+    assert_eq!(emu.system(SYSTEM).await["IndicatorLED"], "Blinking");
+    let got = s
+        .get(
+            &format!("/v1/nodes/{node}/management/indicators/{system_led}"),
+            V,
+        )
+        .await
+        .json();
+    assert_eq!(got, json!({"state": "blinking"}));
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/management/indicators/{chassis_led}"),
+            V,
+            Some(&json!({"state": "ON"})),
+        )
+        .await;
+    assert!(r.status < 300, "{}", r.body);
+    let chassis_id = chassis_led.trim_end_matches("@chassis");
+    let got = s
+        .get(
+            &format!("/v1/nodes/{node}/management/indicators/{chassis_led}"),
+            V,
+        )
+        .await
+        .json();
+    assert_eq!(got, json!({"state": "on"}), "{chassis_id}");
+
+    // NMI through the reset action: these fake systems refuse it, and the refusal is
+    // reported with the BMC's words.
+    let r = s
+        .put(
+            &format!("/v1/nodes/{node}/management/inject_nmi"),
+            V,
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.fault().contains("Failed to inject an NMI")
+            && r.fault().contains("Redfish BMC answered POST"),
+        "{}",
+        r.body
     );
 
     // Boot mode (1.76) through the boot source override mode.
@@ -347,7 +441,6 @@ async fn redfish_lifecycle_split() {
 async fn power_sync(backend: Backend, force: bool) {
     let mut emu = Emulator::start();
     let s = common::start_with(backend, |c| {
-        c.default.enabled_hardware_types.push("redfish".into());
         c.redfish.connection_attempts = 1;
         c.conductor.sync_power_state_interval = 1;
         c.conductor.power_state_sync_max_retries = 2;
@@ -424,4 +517,132 @@ async fn redfish_power_sync_records_all_in_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redfish_power_sync_forces_split() {
     power_sync(Backend::Split, true).await;
+}
+
+/// The emulator's view of a system over HTTPS with basic authentication, read with
+/// `curl` (an independent client) trusting the throwaway certificate.
+fn system_over_https(emu: &Emulator, ca: &std::path::Path, id: &str) -> Value {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--fail", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .args(["-u", "admin:s3cret-pass"])
+        .arg(format!(
+            "https://127.0.0.1:{}/redfish/v1/Systems/{id}",
+            emu.port
+        ))
+        .output()
+        .expect("curl is installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// HTTPS (TLS 1.2, a throwaway certificate) with HTTP basic authentication, as real
+/// BMCs serve Redfish: `redfish_verify_ca` as a CA bundle, `true` (the web roots, which
+/// do not know this certificate) and `false`; a wrong password is a clear error that
+/// does not show it.
+async fn https(backend: Backend) {
+    let (tls_dir, cert, key) = common::throwaway_certificate();
+    let emu = Emulator::start_with(Access {
+        tls: Some((cert.clone(), key)),
+        user: Some(("admin".into(), "s3cret-pass".into())),
+    });
+    let s = common::start_with(backend, |c| {
+        c.redfish.connection_attempts = 1;
+    })
+    .await;
+    emu.ready().await;
+    let address = format!("https://127.0.0.1:{}", emu.port);
+    let node = |name: &'static str, password: &'static str, verify: Value| {
+        let s = &s;
+        let address = address.clone();
+        async move {
+            let r = s
+                .post(
+                    "/v1/nodes",
+                    V,
+                    &json!({"driver": "redfish", "name": name, "driver_info": {
+                        "redfish_address": address, "redfish_system_id": SYSTEM,
+                        "redfish_username": "admin", "redfish_password": password,
+                        "redfish_verify_ca": verify}}),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            assert_eq!(r.json()["driver_info"]["redfish_password"], "******");
+        }
+    };
+    node("rf-tls", "s3cret-pass", json!(cert.display().to_string())).await;
+    node("rf-tls-webroots", "s3cret-pass", json!(true)).await;
+    node("rf-tls-noverify", "s3cret-pass", json!("false")).await;
+    node(
+        "rf-tls-badpass",
+        "wr0ng-pass",
+        json!(cert.display().to_string()),
+    )
+    .await;
+
+    // Verified against the given CA: managed, powered on, seen on the emulator.
+    assert_eq!(s.provision_to(V, "rf-tls", "manage").await.status, 202);
+    s.wait_state(V, "rf-tls", "manageable").await;
+    let r = s
+        .put(
+            "/v1/nodes/rf-tls/states/power",
+            V,
+            Some(&json!({"target": "power on"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    until("power on over HTTPS", Duration::from_secs(60), || async {
+        let n = s.get("/v1/nodes/rf-tls", V).await.json();
+        n["power_state"] == "power on" && n["target_power_state"].is_null()
+    })
+    .await;
+    assert_eq!(system_over_https(&emu, &cert, SYSTEM)["PowerState"], "On");
+
+    // The web roots do not know a self-signed certificate: refused, saying why.
+    let r = s
+        .get("/v1/nodes/rf-tls-webroots/management/boot_device", V)
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.fault().contains("Redfish BMC unreachable") && r.fault().contains("certificate"),
+        "{}",
+        r.body
+    );
+    // Without verification it is reached.
+    let r = s
+        .get("/v1/nodes/rf-tls-noverify/management/boot_device", V)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // A wrong password: the BMC's 401, named, and the password nowhere.
+    assert_eq!(
+        s.provision_to(V, "rf-tls-badpass", "manage").await.status,
+        202
+    );
+    let n = s.wait_state(V, "rf-tls-badpass", "enroll").await;
+    let err = n["last_error"].as_str().unwrap_or_default();
+    assert!(err.contains("401"), "{n}");
+    assert!(!err.contains("wr0ng-pass"), "{n}");
+    let r = s
+        .get("/v1/nodes/rf-tls-badpass/management/boot_device", V)
+        .await;
+    assert!(r.status >= 400 && r.fault().contains("401"), "{}", r.body);
+    assert!(!r.body.contains("wr0ng-pass"), "{}", r.body);
+
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(tls_dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_over_https_all_in_one() {
+    https(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_over_https_split() {
+    https(Backend::Split).await;
 }

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use crate::HardwareType;
 use crate::interfaces::{
     BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverError,
-    DriverErrorKind, DriverFuture, Interface, ManagementInterface, NodeChanges, NodeInfo,
-    PowerInterface, RaidInterface,
+    DriverErrorKind, DriverFuture, Indicator, Interface, ManagementInterface, NodeChanges,
+    NodeInfo, PowerInterface, RaidInterface,
 };
 use crate::outbound::Origin;
 use client::{Bmc, Http, RfError, Settings};
@@ -427,6 +427,179 @@ impl Core {
             let msg = format!("Failed to set the boot mode of node {}: {e}", node.uuid);
             rf(e).context(msg)
         })?;
+        Ok(())
+    }
+}
+
+/// Redfish `IndicatorLED` values and upstream's indicator states.
+const LED_STATES: &[(&str, &str)] = &[("Lit", "on"), ("Blinking", "blinking"), ("Off", "off")];
+
+/// An indicator's id: the resource's `UUID`, else its `Id` (upstream names them by UUID).
+fn resource_id(r: &Value) -> Option<String> {
+    r.get("UUID")
+        .or_else(|| r.get("Id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+impl Core {
+    /// The system's secure boot resource, if it has one: (path, body).
+    async fn secure_boot_resource(&self, c: &Conn) -> Result<Option<(String, Value)>, DriverError> {
+        let (_, sys) = self.system(c).await?;
+        let Some(link) = sys.pointer("/SecureBoot/@odata.id").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let bmc = c.bmc(&self.settings);
+        let body = bmc.get(link).await.map_err(rf)?;
+        Ok(Some((link.to_string(), body)))
+    }
+
+    async fn secure_boot(&self, node: NodeInfo<'_>) -> Result<Option<bool>, DriverError> {
+        let c = self.conn(node)?;
+        Ok(self
+            .secure_boot_resource(&c)
+            .await?
+            .and_then(|(_, b)| b.get("SecureBootEnable").and_then(Value::as_bool)))
+    }
+
+    async fn set_secure(&self, node: NodeInfo<'_>, on: bool) -> Result<(), DriverError> {
+        let c = self.conn(node)?;
+        let Some((path, _)) = self.secure_boot_resource(&c).await? else {
+            return Err(DriverError::invalid(format!(
+                "The Redfish BMC at {} offers no secure boot resource for node {}",
+                c.info.origin.base(),
+                node.uuid
+            )));
+        };
+        let bmc = c.bmc(&self.settings);
+        bmc.call("PATCH", &path, Some(&json!({"SecureBootEnable": on})))
+            .await
+            .map_err(|e| {
+                let msg = format!("Failed to set secure boot of node {}: {e}", node.uuid);
+                rf(e).context(msg)
+            })?;
+        Ok(())
+    }
+
+    /// The system's and its chassis' LEDs, with the path of each: upstream's
+    /// `system` and `chassis` indicators, named by the resource's UUID.
+    async fn leds(&self, c: &Conn) -> Result<Vec<(Indicator, String)>, DriverError> {
+        let (path, sys) = self.system(c).await?;
+        let bmc = c.bmc(&self.settings);
+        let states: Vec<String> = ["blinking", "off", "on"].map(String::from).to_vec();
+        let mut out = Vec::new();
+        if sys.get("IndicatorLED").is_some_and(Value::is_string)
+            && let Some(id) = resource_id(&sys)
+        {
+            let i = Indicator {
+                component: "system".into(),
+                name: id,
+                readonly: false,
+                states: states.clone(),
+            };
+            out.push((i, path));
+        }
+        let chassis: Vec<String> = sys
+            .pointer("/Links/Chassis")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.get("@odata.id").and_then(Value::as_str))
+            .map(str::to_owned)
+            .take(16)
+            .collect();
+        for link in chassis {
+            // A chassis the BMC cannot show has no indicator to offer.
+            let Ok(ch) = bmc.get(&link).await else {
+                continue;
+            };
+            if ch.get("IndicatorLED").is_some_and(Value::is_string)
+                && let Some(id) = resource_id(&ch)
+            {
+                let i = Indicator {
+                    component: "chassis".into(),
+                    name: id,
+                    readonly: false,
+                    states: states.clone(),
+                };
+                out.push((i, link));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn led_path(&self, c: &Conn, indicator: &Indicator) -> Result<String, DriverError> {
+        self.leds(c)
+            .await?
+            .into_iter()
+            .find(|(i, _)| i.component == indicator.component && i.name == indicator.name)
+            .map(|(_, p)| p)
+            .ok_or_else(|| {
+                DriverError::invalid(format!(
+                    "Unknown indicator {}@{}",
+                    indicator.name, indicator.component
+                ))
+            })
+    }
+
+    async fn led_state(
+        &self,
+        node: NodeInfo<'_>,
+        indicator: &Indicator,
+    ) -> Result<String, DriverError> {
+        let c = self.conn(node)?;
+        let path = self.led_path(&c, indicator).await?;
+        let r = c.bmc(&self.settings).get(&path).await.map_err(rf)?;
+        let led = r.get("IndicatorLED").and_then(Value::as_str).unwrap_or("");
+        Ok(LED_STATES
+            .iter()
+            .find(|(l, _)| *l == led)
+            .map_or("unknown", |(_, s)| *s)
+            .to_string())
+    }
+
+    async fn set_led(
+        &self,
+        node: NodeInfo<'_>,
+        indicator: &Indicator,
+        state: &str,
+    ) -> Result<(), DriverError> {
+        let Some((led, _)) = LED_STATES.iter().find(|(_, s)| *s == state) else {
+            return Err(DriverError::invalid(format!(
+                "Invalid indicator state {state}: on, off or blinking"
+            )));
+        };
+        let c = self.conn(node)?;
+        let path = self.led_path(&c, indicator).await?;
+        c.bmc(&self.settings)
+            .call("PATCH", &path, Some(&json!({"IndicatorLED": led})))
+            .await
+            .map_err(|e| {
+                let msg = format!(
+                    "Failed to set indicator {}@{} of node {}: {e}",
+                    indicator.name, indicator.component, node.uuid
+                );
+                rf(e).context(msg)
+            })?;
+        Ok(())
+    }
+
+    /// A diagnostic interrupt through the system's reset action.
+    async fn nmi(&self, node: NodeInfo<'_>) -> Result<(), DriverError> {
+        let c = self.conn(node)?;
+        let (path, sys) = self.system(&c).await?;
+        let action = sys
+            .pointer("/Actions/#ComputerSystem.Reset/target")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{path}/Actions/ComputerSystem.Reset"));
+        c.bmc(&self.settings)
+            .call("POST", &action, Some(&json!({"ResetType": "Nmi"})))
+            .await
+            .map_err(|e| {
+                let msg = format!("Failed to inject an NMI into node {}: {e}", node.uuid);
+                rf(e).context(msg)
+            })?;
         Ok(())
     }
 }
@@ -901,6 +1074,64 @@ impl ManagementInterface for Iface {
 
     fn get_boot_mode<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<String>> {
         Box::pin(self.0.boot_mode(node))
+    }
+
+    fn get_secure_boot<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, Option<bool>> {
+        Box::pin(self.0.secure_boot(node))
+    }
+
+    fn set_secure_boot<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        on: bool,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.0.set_secure(node, on).await?;
+            Ok(NodeChanges::none())
+        })
+    }
+
+    fn supported_indicators<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+    ) -> DriverFuture<'a, Option<Vec<Indicator>>> {
+        Box::pin(async move {
+            let c = self.0.conn(node)?;
+            let leds = self.0.leds(&c).await?;
+            Ok(Some(leds.into_iter().map(|(i, _)| i).collect()))
+        })
+    }
+
+    fn get_indicator_state<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        indicator: &'a Indicator,
+    ) -> DriverFuture<'a, String> {
+        Box::pin(self.0.led_state(node, indicator))
+    }
+
+    fn can_set_indicators(&self) -> bool {
+        true
+    }
+
+    fn set_indicator_state<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        indicator: &'a Indicator,
+        state: &'a str,
+    ) -> DriverFuture<'a, NodeChanges> {
+        Box::pin(async move {
+            self.0.set_led(node, indicator, state).await?;
+            Ok(NodeChanges::none())
+        })
+    }
+
+    fn can_inject_nmi(&self) -> bool {
+        true
+    }
+
+    fn inject_nmi<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, ()> {
+        Box::pin(self.0.nmi(node))
     }
 
     fn set_boot_mode<'a>(

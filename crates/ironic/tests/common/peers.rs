@@ -19,8 +19,21 @@ pub struct Emulator {
     dir: std::path::PathBuf,
 }
 
+/// How the emulator is reached: HTTPS with a certificate, HTTP basic authentication.
+#[derive(Default)]
+pub struct Access {
+    /// The certificate and key it serves HTTPS with.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The one user it accepts and the password (stored bcrypt-hashed, as it wants).
+    pub user: Option<(String, String)>,
+}
+
 impl Emulator {
     pub fn start() -> Emulator {
+        Self::start_with(Access::default())
+    }
+
+    pub fn start_with(access: Access) -> Emulator {
         let bin = std::env::var("IRONIC_TEST_SUSHY").expect(
             "IRONIC_TEST_SUSHY: the sushy-emulator of scripts/test.sh's virtualenv (run the tests with scripts/test.sh)",
         );
@@ -39,6 +52,37 @@ impl Emulator {
              ]\n",
             dir.join("state").display()
         );
+        let mut conf = conf;
+        if let Some((cert, key)) = &access.tls {
+            conf.push_str(&format!(
+                "SUSHY_EMULATOR_SSL_CERT = '{}'\nSUSHY_EMULATOR_SSL_KEY = '{}'\n",
+                cert.display(),
+                key.display()
+            ));
+        }
+        if let Some((user, password)) = &access.user {
+            // bcrypt at its lowest cost: the emulator checks every request.
+            let python = std::path::Path::new(&bin).with_file_name("python");
+            let out = std::process::Command::new(python)
+                .args([
+                    "-c",
+                    "import bcrypt, sys; print(bcrypt.hashpw(sys.argv[1].encode(), bcrypt.gensalt(4)).decode())",
+                    password,
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let hash = String::from_utf8(out.stdout).unwrap();
+            std::fs::write(dir.join("htpasswd"), format!("{user}:{}", hash.trim())).unwrap();
+            conf.push_str(&format!(
+                "SUSHY_EMULATOR_AUTH_FILE = '{}'\n",
+                dir.join("htpasswd").display()
+            ));
+        }
         let conf_path = dir.join("emulator.conf");
         std::fs::write(&conf_path, conf).unwrap();
         let proc = Proc::spawn(
