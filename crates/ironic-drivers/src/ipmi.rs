@@ -1015,6 +1015,7 @@ mod tests {
         script.push_str(
             "n=$(cat \"$d/count\" 2>/dev/null || echo 0); echo $((n+1)) > \"$d/count\"\n",
         );
+        script.push_str("echo \"args $*\" >> \"$d/args\"\n");
         script.push_str(
             "pw=''; while [ $# -gt 0 ]; do [ \"$1\" = -f ] && pw=$(cat \"$2\"); shift; done\n",
         );
@@ -1092,6 +1093,13 @@ mod tests {
             assert_eq!(pair[0], format!("start {n} pw-1"), "{log}");
             assert_eq!(pair[1], format!("end {n}"), "{log}");
         }
+        // Never on the command line, where any local user could read it.
+        let args = std::fs::read_to_string(dir.join("args")).unwrap();
+        assert!(
+            args.contains("-f ") && args.contains("power status"),
+            "{args}"
+        );
+        assert!(!args.contains("pw-1"), "{args}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

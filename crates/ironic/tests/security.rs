@@ -163,6 +163,141 @@ async fn secrets_never_reach_answers_or_logs() {
     t.cleanup().await;
 }
 
+/// BMC passwords, of nodes whose BMCs answer and of nodes whose BMCs refuse them, as
+/// the real binaries (debug logging) drive them: power changes, boot devices, failed
+/// verification, validation. No answer, `last_error` or log line carries one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bmc_passwords_never_reach_answers_or_logs() {
+    use common::peers::{Access, Emulator, FakeBmc, SYSTEM};
+    const V: &str = "1.115";
+    let t = TestDb::postgres().await.unwrap();
+    let emu = Emulator::start_with(Access {
+        tls: None,
+        user: Some(("admin".into(), "rf-sekrit-1".into())),
+    });
+    let bmc = FakeBmc::start_with_password("ipmi-sekrit-3").await;
+    let filter = "debug,lapin=info,sqlx=warn,hyper=info,hyper_util=info,h2=info,tower=info";
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_LOG__FILTER", filter),
+            ("RUST_LOG", filter),
+            ("IRONIC_IPMI__MIN_COMMAND_INTERVAL", "0"),
+            ("IRONIC_IPMI__COMMAND_RETRY_TIMEOUT", "2"),
+            ("IRONIC_REDFISH__CONNECTION_ATTEMPTS", "1"),
+        ],
+    );
+    let conductor = cluster.conductor("sec-bmc");
+    let (api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    emu.ready().await;
+
+    let nodes = [
+        (
+            "rf-good",
+            json!({"driver": "redfish", "driver_info": {
+            "redfish_address": emu.address(), "redfish_system_id": SYSTEM,
+            "redfish_username": "admin", "redfish_password": "rf-sekrit-1"}}),
+        ),
+        (
+            "rf-bad",
+            json!({"driver": "redfish", "driver_info": {
+            "redfish_address": emu.address(), "redfish_system_id": SYSTEM,
+            "redfish_username": "admin", "redfish_password": "rf-sekrit-2"}}),
+        ),
+        (
+            "ipmi-good",
+            json!({"driver": "ipmi", "driver_info": {
+            "ipmi_address": "127.0.0.1", "ipmi_port": bmc.port,
+            "ipmi_username": "admin", "ipmi_password": "ipmi-sekrit-3"}}),
+        ),
+        (
+            "ipmi-bad",
+            json!({"driver": "ipmi", "driver_info": {
+            "ipmi_address": "127.0.0.1", "ipmi_port": bmc.port,
+            "ipmi_username": "admin", "ipmi_password": "ipmi-sekrit-4"}}),
+        ),
+    ];
+    let mut answers: Vec<String> = Vec::new();
+    for (name, body) in &nodes {
+        let mut body = body.clone();
+        body["name"] = json!(name);
+        // The conductor registers a moment after it starts: until then, 400.
+        common::until("the node is created", Duration::from_secs(30), || {
+            let (api, body) = (&api, &body);
+            async move { api.post("/v1/nodes", V, body).await.status == 201 }
+        })
+        .await;
+        assert_eq!(api.provision_to(V, name, "manage").await.status, 202);
+    }
+    for (name, expect) in [
+        ("rf-good", "manageable"),
+        ("rf-bad", "enroll"),
+        ("ipmi-good", "manageable"),
+        ("ipmi-bad", "enroll"),
+    ] {
+        let n = api.wait_state(V, name, expect).await;
+        if expect == "enroll" {
+            assert!(n["last_error"].is_string(), "{n}");
+        }
+    }
+    for name in ["rf-good", "ipmi-good"] {
+        let r = api
+            .put(
+                &format!("/v1/nodes/{name}/states/power"),
+                V,
+                Some(&json!({"target": "power on"})),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{}", r.body);
+        common::until("powered on", Duration::from_secs(60), || async {
+            let n = api.get(&format!("/v1/nodes/{name}"), V).await.json();
+            n["power_state"] == "power on" && n["target_power_state"].is_null()
+        })
+        .await;
+    }
+    for (name, _) in &nodes {
+        for path in ["", "/validate", "/management/boot_device", "/states"] {
+            answers.push(api.get(&format!("/v1/nodes/{name}{path}"), V).await.body);
+        }
+        let r = api
+            .put(
+                &format!("/v1/nodes/{name}/management/boot_device"),
+                V,
+                Some(&json!({"boot_device": "pxe"})),
+            )
+            .await;
+        answers.push(r.body);
+    }
+    answers.push(api.get("/v1/nodes/detail", V).await.body);
+    let all = answers.join("\n");
+    // The refusals were reported (so the search below means something).
+    assert!(all.contains("refused the credentials"), "{all}");
+    assert!(all.contains("401"), "{all}");
+
+    let logs = format!("{}\n{}", api_proc.log_text(), conductor.log_text());
+    assert!(
+        logs.contains("rpc handled"),
+        "the conductor logged its calls"
+    );
+    for secret in [
+        "rf-sekrit-1",
+        "rf-sekrit-2",
+        "ipmi-sekrit-3",
+        "ipmi-sekrit-4",
+    ] {
+        assert!(!all.contains(secret), "{secret} in an answer");
+        assert!(
+            !logs.contains(secret),
+            "{secret} in the logs of {}",
+            cluster.dir.display()
+        );
+    }
+    drop(conductor);
+    drop(api_proc);
+    t.cleanup().await;
+}
+
 fn lines_of<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
     logs.lines().filter(|l| l.contains(target)).collect()
 }

@@ -181,17 +181,19 @@ import pyghmi.ipmi.bmc as bmc
 from pyghmi.cmd.fakebmc import FakeBmc
 
 class LoopbackBmc(FakeBmc):
-    def __init__(self, port):
-        bmc.Bmc.__init__(self, {'admin': 'password'}, port=port, address='127.0.0.1')
+    def __init__(self, port, password):
+        bmc.Bmc.__init__(self, {'admin': password}, port=port, address='127.0.0.1')
         self.powerstate = 'off'
         self.bootdevice = 'default'
 
-LoopbackBmc(int(sys.argv[1])).listen()
+LoopbackBmc(int(sys.argv[1]), sys.argv[2]).listen()
 "#;
 
 pub struct FakeBmc {
     proc: Proc,
     pub port: u16,
+    /// User `admin`'s password.
+    pub password: String,
     dir: std::path::PathBuf,
 }
 
@@ -209,24 +211,34 @@ impl FakeBmc {
         )
     }
 
-    pub fn spawn(dir: &std::path::Path, port: u16) -> Proc {
+    fn spawn(dir: &std::path::Path, port: u16, password: &str) -> Proc {
         Proc::spawn(
             &Self::python(),
             "fakebmc",
-            &[dir.join("bmc.py").display().to_string(), port.to_string()],
+            &[
+                dir.join("bmc.py").display().to_string(),
+                port.to_string(),
+                password.to_string(),
+            ],
             &[],
             dir,
         )
     }
 
+    /// pyghmi's own credentials: `admin`, `password`.
     pub async fn start() -> FakeBmc {
+        Self::start_with_password("password").await
+    }
+
+    pub async fn start_with_password(password: &str) -> FakeBmc {
         let dir = std::env::temp_dir().join(format!("ironic-fakebmc-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("bmc.py"), RUNNER).unwrap();
         let port = free_udp_port();
         let bmc = FakeBmc {
-            proc: Self::spawn(&dir, port),
+            proc: Self::spawn(&dir, port, password),
             port,
+            password: password.to_string(),
             dir,
         };
         bmc.ready().await;
@@ -251,7 +263,7 @@ impl FakeBmc {
                 "-p",
                 &self.port.to_string(),
             ])
-            .args(["-U", "admin", "-P", "password", "-R", "1", "-N", "1"])
+            .args(["-U", "admin", "-P", &self.password, "-R", "1", "-N", "1"])
             .args(args)
             .output()
             .expect("ipmitool is installed (scripts/test.sh installs it)");
@@ -277,7 +289,7 @@ impl FakeBmc {
     }
 
     pub async fn restart(&mut self) {
-        self.proc = Self::spawn(&self.dir, self.port);
+        self.proc = Self::spawn(&self.dir, self.port, &self.password);
         self.ready().await;
     }
 }
