@@ -34,7 +34,7 @@ enclosure_group = "eg-1"
 count = $N
 INV
 SP=$(port); AP=$(port)
-"$T/oneview-simulator" --listen "127.0.0.1:$SP" --inventory "$DIR/inv.toml" --task-duration-ms 10 >"$DIR/sim.log" 2>&1 & PIDS+=($!)
+"$T/oneview-simulator" --insecure-http --listen "127.0.0.1:$SP" --inventory "$DIR/inv.toml" --task-duration-ms 10 >"$DIR/sim.log" 2>&1 & PIDS+=($!)
 IRONIC_ONEVIEW__MANAGER_URL="http://127.0.0.1:$SP" IRONIC_ONEVIEW__USERNAME=administrator \
 IRONIC_ONEVIEW__PASSWORD=password IRONIC_ONEVIEW__PERIODIC_CHECK_INTERVAL="${INTERVAL:-20}" \
 IRONIC_CONDUCTOR__AUTOMATED_CLEAN=false RUST_LOG=info \

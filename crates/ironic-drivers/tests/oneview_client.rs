@@ -177,98 +177,65 @@ async fn failures_are_clear() {
 /// HTTPS against a TLS server with a self-signed certificate (`openssl s_server`, which
 /// is no OneView: only the handshake matters here): refused with the built-in roots,
 /// accepted with its certificate as the CA file, or with verification off.
+/// The simulator speaks HTTPS as the appliance does (a certificate it generates): the
+/// client checks it against the web roots (refused), the certificate as CA bundle or no
+/// verification (both work end to end: login, a read).
 #[tokio::test]
 async fn https_certificates_are_checked() {
     let dir = std::env::temp_dir().join(format!("ov-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let ok = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-        ])
-        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-        // A server certificate, not a CA (webpki refuses a CA as the end entity).
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .args(["-keyout", "key.pem", "-out", "cert.pem"])
-        .current_dir(&dir)
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut server = std::process::Command::new("openssl")
-        .args([
-            "s_server", "-quiet", "-WWW", "-cert", "cert.pem", "-key", "key.pem",
-        ])
-        .args(["-accept", &format!("127.0.0.1:{port}")])
-        .current_dir(&dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "s_server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let url = format!("https://127.0.0.1:{port}");
-    // s_server does not answer a POST: past the handshake, give up quickly.
-    let settings = |url: &str, p: &str| Settings {
-        request_timeout: Duration::from_millis(500),
-        ..settings(url, p)
-    };
+    let (cert, key) = oneview_simulator::self_signed(&["127.0.0.1".into()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), &cert).unwrap();
+    std::fs::write(dir.join("key.pem"), &key).unwrap();
+    let inv = Inventory::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/examples/oneview-inventory.toml"
+    )))
+    .unwrap();
+    let sim = Simulator::new(&inv, oneview_simulator::Settings::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let acceptor = oneview_simulator::tls_acceptor(&cert, &key).unwrap();
+    let server = tokio::spawn(sim.serve_tls(listener, acceptor));
+
     let cert_error = |e: &OvError| e.to_string().to_lowercase().contains("certificate");
     // The built-in web roots do not know a self-signed certificate.
-    let e = Client::new(settings(&url, "p"))
+    let e = Client::new(settings(&url, "password"))
         .unwrap()
-        .get("/rest/version")
+        .get("/rest/server-hardware/sh-encl1-1")
         .await
         .unwrap_err();
     assert!(
         matches!(e, OvError::Unreachable(_)) && cert_error(&e),
         "{e}"
     );
-    // Its own certificate as the CA bundle: the handshake passes (what follows is not
-    // OneView, so some other error).
-    let mut s = settings(&url, "p");
-    s.ca_file = Some(dir.join("cert.pem").display().to_string());
-    let e = Client::new(s)
-        .unwrap()
-        .get("/rest/version")
-        .await
-        .unwrap_err();
-    assert!(!cert_error(&e), "{e}");
-    // No verification.
-    let mut s = settings(&url, "p");
-    s.allow_insecure = true;
-    let e = Client::new(s)
-        .unwrap()
-        .get("/rest/version")
-        .await
-        .unwrap_err();
-    assert!(!cert_error(&e), "{e}");
+    // Its certificate as the CA bundle, or no verification: logged in, answered.
+    let mut trusted = settings(&url, "password");
+    trusted.ca_file = Some(dir.join("cert.pem").display().to_string());
+    let mut insecure = settings(&url, "password");
+    insecure.allow_insecure = true;
+    for s in [trusted, insecure] {
+        let sh = Client::new(s)
+            .unwrap()
+            .get("/rest/server-hardware/sh-encl1-1")
+            .await
+            .unwrap();
+        assert_eq!(sh["powerState"], "Off", "{sh}");
+    }
+    // Plain HTTP gets no OneView answer from an HTTPS appliance.
+    let plain = url.replace("https://", "http://");
+    assert!(
+        Client::new(settings(&plain, "password"))
+            .unwrap()
+            .get("/rest/server-hardware/sh-encl1-1")
+            .await
+            .is_err()
+    );
     // A CA file that is not one.
-    let mut s = settings(&url, "p");
+    let mut s = settings(&url, "password");
     s.ca_file = Some(dir.join("key.pem").display().to_string());
     assert!(matches!(Client::new(s), Err(OvError::Config(_))));
-    server.kill().unwrap();
-    let _ = server.wait();
+    server.abort();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

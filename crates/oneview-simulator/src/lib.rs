@@ -486,9 +486,43 @@ impl Simulator {
         Router::new().fallback(handle).with_state(self.clone())
     }
 
-    /// Serves on `listener` until the future is dropped.
+    /// Serves plain HTTP on `listener` until the future is dropped (tests, and the
+    /// binary's `--insecure-http`).
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         axum::serve(listener, self.router()).await
+    }
+
+    /// Serves HTTPS on `listener`, as the appliance does, until the future is dropped:
+    /// every connection is a TLS one (handshake within 10 s), HTTP/1.1 inside.
+    pub async fn serve_tls(
+        self,
+        listener: tokio::net::TcpListener,
+        tls: tokio_rustls::TlsAcceptor,
+    ) -> std::io::Result<()> {
+        let router = self.router();
+        loop {
+            let stream = match listener.accept().await {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of file descriptors, say: pause rather than spin.
+                    eprintln!("oneview-simulator: cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let (router, tls) = (router.clone(), tls.clone());
+            tokio::spawn(async move {
+                let Ok(Ok(stream)) =
+                    tokio::time::timeout(Duration::from_secs(10), tls.accept(stream)).await
+                else {
+                    return;
+                };
+                let svc = hyper_util::service::TowerToHyperService::new(router);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -1169,4 +1203,37 @@ fn control(sim: &Simulator, method: &Method, parts: &[&str], body: &Bytes) -> Re
         }
         _ => not_found(&format!("/control/{}", parts.join("/"))),
     }
+}
+
+/// A TLS server configuration (TLS 1.2 and 1.3, HTTP/1.1) from a PEM certificate chain
+/// and private key.
+pub fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot read the certificate chain: {e}"))?;
+    if certs.is_empty() {
+        return Err("the certificate file holds no certificate".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+        .map_err(|e| format!("cannot read the private key: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("the certificate and key do not make a TLS identity: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A self-signed certificate for `hosts` (names or IP addresses), an end-entity one
+/// (not a CA, as TLS clients require of a server certificate): `(cert PEM, key PEM)`.
+/// Clients trust it by its PEM (`[oneview] tls_cacert_file`).
+pub fn self_signed(hosts: &[String]) -> Result<(String, String), String> {
+    let cert = rcgen::generate_simple_self_signed(hosts.to_vec())
+        .map_err(|e| format!("cannot generate a certificate: {e}"))?;
+    Ok((cert.cert.pem(), cert.signing_key.serialize_pem()))
 }

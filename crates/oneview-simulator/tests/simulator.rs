@@ -457,3 +457,89 @@ fn uuid_like() -> u128 {
         .unwrap()
         .as_nanos()
 }
+
+/// The binary serves HTTPS by default, with a certificate it generates and writes out
+/// for clients to trust; plain HTTP only with `--insecure-http`.
+#[test]
+fn the_binary_serves_https_with_a_generated_certificate() {
+    let dir = std::env::temp_dir().join(format!("ov-sim-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let start = |args: &[String]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_oneview-simulator"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let wait_port = |port: u16| {
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(20), "not listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let port = free();
+    let pem = dir.join("sim.pem");
+    let mut https = start(&[
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--tls-cert-out".into(),
+        pem.display().to_string(),
+    ]);
+    wait_port(port);
+    // curl, an independent client, trusting only the written certificate.
+    let curl = |url: String, ca: Option<&std::path::Path>| {
+        let mut c = std::process::Command::new("curl");
+        c.args(["-sS", "--max-time", "10", "--tlsv1.2"]);
+        if let Some(ca) = ca {
+            c.arg("--cacert").arg(ca);
+        }
+        c.arg(url).output().expect("curl is installed")
+    };
+    let out = curl(format!("https://127.0.0.1:{port}/rest/version"), Some(&pem));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["currentVersion"].is_number(), "{v}");
+    // Without trusting it: refused. Plain HTTP: no answer.
+    assert!(
+        !curl(format!("https://127.0.0.1:{port}/rest/version"), None)
+            .status
+            .success()
+    );
+    assert!(
+        !curl(format!("http://127.0.0.1:{port}/rest/version"), None)
+            .status
+            .success()
+    );
+    https.kill().unwrap();
+    let _ = https.wait();
+
+    let port = free();
+    let mut plain = start(&[
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--insecure-http".into(),
+    ]);
+    wait_port(port);
+    let out = curl(format!("http://127.0.0.1:{port}/rest/version"), None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    plain.kill().unwrap();
+    let _ = plain.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

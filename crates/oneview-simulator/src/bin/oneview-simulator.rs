@@ -1,5 +1,8 @@
 //! `oneview-simulator --listen 127.0.0.1:8443 --inventory deploy/examples/oneview-inventory.toml`:
-//! a OneView appliance on plain HTTP for trying and testing the `oneview` driver.
+//! a OneView appliance on HTTPS, as the real one, for trying and testing the `oneview`
+//! driver. Its certificate is given (`--tls-cert`, `--tls-key`) or generated at start
+//! and written where clients can trust it (`--tls-cert-out`); plain HTTP only with
+//! `--insecure-http`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +13,7 @@ use oneview_simulator::{Inventory, Settings, Simulator};
 #[derive(Parser)]
 #[command(
     version,
-    about = "An HPE OneView REST appliance simulator (plain HTTP)"
+    about = "An HPE OneView REST appliance simulator (HTTPS; plain HTTP with --insecure-http)"
 )]
 struct Args {
     /// Address to serve on.
@@ -29,6 +32,53 @@ struct Args {
     /// Session lifetime without use, in seconds.
     #[arg(long, default_value_t = 86400)]
     session_ttl_secs: u64,
+    /// The certificate chain to serve HTTPS with (PEM; with --tls-key). None: a
+    /// self-signed one is generated for the listen address, localhost and 127.0.0.1.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Where to write the generated certificate (PEM) for clients to trust
+    /// (`[oneview] tls_cacert_file`). Default: oneview-simulator-<port>.pem in the
+    /// temporary directory.
+    #[arg(long)]
+    tls_cert_out: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS (real OneView clients refuse it; tests and
+    /// benchmarks on loopback only).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "tls_cert_out"])]
+    insecure_http: bool,
+}
+
+/// The TLS identity: given, or generated and written out. Returns the acceptor and,
+/// when generated, where its certificate went.
+fn tls(args: &Args) -> Result<(tokio_rustls::TlsAcceptor, Option<PathBuf>), String> {
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+    };
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let acceptor = oneview_simulator::tls_acceptor(&read(cert)?, &read(key)?)?;
+        return Ok((acceptor, None));
+    }
+    let host = args
+        .listen
+        .rsplit_once(':')
+        .map_or(args.listen.as_str(), |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    if !hosts.contains(&host) && !host.is_empty() && host != "0.0.0.0" && host != "::" {
+        hosts.push(host);
+    }
+    let (cert, key) = oneview_simulator::self_signed(&hosts)?;
+    let port = args.listen.rsplit(':').next().unwrap_or("8443");
+    let out = args
+        .tls_cert_out
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("oneview-simulator-{port}.pem")));
+    std::fs::write(&out, &cert).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    Ok((oneview_simulator::tls_acceptor(&cert, &key)?, Some(out)))
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -52,6 +102,19 @@ async fn main() -> std::process::ExitCode {
         require_power_off: !args.allow_powered_on_changes,
         session_ttl: Duration::from_secs(args.session_ttl_secs),
     };
+    // The certificate is written before the port opens: a client that sees the port
+    // can trust it at once.
+    let identity = if args.insecure_http {
+        None
+    } else {
+        match tls(&args) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("oneview-simulator: {e}");
+                return std::process::ExitCode::from(2);
+            }
+        }
+    };
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -64,11 +127,31 @@ async fn main() -> std::process::ExitCode {
         .iter()
         .map(|h| h.count.unwrap_or(1) as usize)
         .sum::<usize>();
-    println!(
-        "oneview-simulator serving on http://{} ({hw} server hardware)",
-        args.listen
-    );
-    match Simulator::new(&inventory, settings).serve(listener).await {
+    let simulator = Simulator::new(&inventory, settings);
+    let served = if args.insecure_http {
+        println!(
+            "oneview-simulator serving on http://{} ({hw} server hardware; plain HTTP)",
+            args.listen
+        );
+        simulator.serve(listener).await
+    } else {
+        let Some((acceptor, written)) = identity else {
+            return std::process::ExitCode::from(2);
+        };
+        if let Some(path) = written {
+            println!(
+                "oneview-simulator: generated a self-signed certificate, written to {} \
+                 (trust it with [oneview] tls_cacert_file)",
+                path.display()
+            );
+        }
+        println!(
+            "oneview-simulator serving on https://{} ({hw} server hardware)",
+            args.listen
+        );
+        simulator.serve_tls(listener, acceptor).await
+    };
+    match served {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("oneview-simulator: {e}");
