@@ -79,19 +79,19 @@ fi
 
 # Protocol peers nobody here wrote, from PyPI, in a virtualenv under the test data
 # folder (kept between runs): sushy-tools' Redfish emulator for the `redfish` driver,
-# pyghmi's fake BMC for the `ipmi` driver.
+# pyghmi's fake BMC for the `ipmi` driver, HPE's OneView library against the simulator.
 IRONIC_TEST_DATA="${IRONIC_TEST_DATA:-$HOME/.cache/ironic-test-data}"
 venv="$IRONIC_TEST_DATA/venv"
-if ! "$venv/bin/python" -c 'import sushy_tools, pyghmi' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import sushy_tools, pyghmi, hpeOneView' 2>/dev/null; then
   if ! python3 -c 'import ensurepip' 2>/dev/null; then
     echo "== installing python3-venv"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
   fi
-  echo "== installing sushy-tools and pyghmi into $venv"
+  echo "== installing sushy-tools, pyghmi and hpeOneView into $venv"
   mkdir -p "$IRONIC_TEST_DATA"
   [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q sushy-tools pyghmi
+  "$venv/bin/pip" install -q sushy-tools pyghmi hpeOneView
 fi
 export IRONIC_TEST_SUSHY="$venv/bin/sushy-emulator"
 export IRONIC_TEST_PYTHON="$venv/bin/python"

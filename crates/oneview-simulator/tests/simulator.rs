@@ -543,3 +543,78 @@ fn the_binary_serves_https_with_a_generated_certificate() {
     let _ = plain.wait();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// HPE's own OneView client library (`hpeOneView` from PyPI, installed by
+/// `scripts/test.sh`, whose virtualenv's Python is `IRONIC_TEST_PYTHON`), a peer nobody
+/// here wrote, talks to the simulator over HTTPS trusting the generated certificate:
+/// login, listing, a power task it waits for, templates.
+#[test]
+fn hpe_oneview_library_talks_to_the_simulator_over_https() {
+    let python = std::env::var("IRONIC_TEST_PYTHON").expect(
+        "IRONIC_TEST_PYTHON: the Python of scripts/test.sh's virtualenv, with hpeOneView (run the tests with scripts/test.sh)",
+    );
+    let dir = std::env::temp_dir().join(format!("ov-sim-hpe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pem = dir.join("sim.pem");
+    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_oneview-simulator"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--tls-cert-out"])
+        .arg(&pem)
+        .args(["--task-duration-ms", "50", "--inventory"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/examples/oneview-inventory.toml"
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let script = r#"
+import sys
+from hpeOneView.oneview_client import OneViewClient
+port, ca = sys.argv[1], sys.argv[2]
+c = OneViewClient({"ip": "127.0.0.1:" + port, "ssl_certificate": ca,
+                   "credentials": {"userName": "administrator", "password": "password"}})
+hw = c.server_hardware.get_all()
+print("hardware", len(hw), hw[0]["uri"], hw[0]["powerState"])
+one = c.server_hardware.get_by_uri(hw[0]["uri"])
+one.update_power_state({"powerState": "On", "powerControl": "MomentaryPress"})
+print("power", c.server_hardware.get_by_uri(hw[0]["uri"]).data["powerState"])
+print("templates", " ".join(t["uri"] for t in c.server_profile_templates.get_all()))
+"#;
+    std::fs::write(dir.join("client.py"), script).unwrap();
+    let out = std::process::Command::new(python)
+        .arg(dir.join("client.py"))
+        .arg(port.to_string())
+        .arg(&pem)
+        .output()
+        .unwrap();
+    let _ = sim.kill();
+    let _ = sim.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "hardware 8 /rest/server-hardware/sh-encl1-1 Off",
+            "power On",
+            "templates /rest/server-profile-templates/spt-ironic",
+        ],
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
