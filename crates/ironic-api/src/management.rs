@@ -429,17 +429,11 @@ const BIOS_FIELDS: &[&str] = &[
 
 /// One BIOS setting: `created_at` and `updated_at` always, then `fields` (in
 /// upstream's order), then the links under `ident`.
-fn bios_doc(
-    base: &str,
-    ident: &str,
-    node_uuid: &str,
-    (name, value): (&str, &str),
-    created: &Value,
-    fields: &[&str],
-) -> Value {
+fn bios_doc(base: &str, ident: &str, node_uuid: &str, s: &Setting, fields: &[&str]) -> Value {
+    let (name, value) = (s.name.as_str(), &s.value);
     let mut m = Map::new();
-    m.insert("created_at".into(), created.clone());
-    m.insert("updated_at".into(), Value::Null);
+    m.insert("created_at".into(), s.created.clone());
+    m.insert("updated_at".into(), s.updated.clone());
     for f in fields {
         let v = match *f {
             "name" => json!(name),
@@ -456,6 +450,49 @@ fn bios_doc(
         links_value(base, &format!("nodes/{ident}/bios/{name}")),
     );
     Value::Object(m)
+}
+
+/// One BIOS setting as shown.
+struct Setting {
+    name: String,
+    value: Option<String>,
+    created: Value,
+    updated: Value,
+}
+
+/// The node's BIOS settings: the fake interface's fixed ones (as of the node's
+/// creation), or what a real interface last read from the hardware (stored by the
+/// conductor); none for `no-bios`.
+async fn node_bios(st: &AppState, node: &ironic_model::Node) -> Result<Vec<Setting>, ApiError> {
+    let iface = node.interfaces.get("bios").unwrap_or("no-bios");
+    let fixed = bios_settings(iface);
+    if !fixed.is_empty() {
+        let created = json!(Ts(&node.created_at));
+        return Ok(fixed
+            .iter()
+            .map(|(n, v)| Setting {
+                name: (*n).to_string(),
+                value: Some((*v).to_string()),
+                created: created.clone(),
+                updated: Value::Null,
+            })
+            .collect());
+    }
+    if iface == "no-bios" {
+        return Ok(Vec::new());
+    }
+    Ok(st
+        .db
+        .bios_list(node.id.0)
+        .await?
+        .into_iter()
+        .map(|b| Setting {
+            name: b.name,
+            value: b.value,
+            created: json!(Ts(&b.created_at)),
+            updated: b.updated_at.as_ref().map_or(Value::Null, |t| json!(Ts(t))),
+        })
+        .collect())
 }
 
 /// The fields of a BIOS setting shown without `fields`: with the registry's or not.
@@ -496,10 +533,10 @@ pub async fn bios_list(
         None => bios_default_fields(detail),
     };
     let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeBiosGet).await?;
-    let created = json!(Ts(&node.created_at));
-    let list: Vec<Value> = bios_settings(node.interfaces.get("bios").unwrap_or("no-bios"))
+    let list: Vec<Value> = node_bios(&st, &node)
+        .await?
         .iter()
-        .map(|s| bios_doc(&base, &ident, node.uuid.as_str(), *s, &created, &fields))
+        .map(|s| bios_doc(&base, &ident, node.uuid.as_str(), s, &fields))
         .collect();
     Ok(json_response(StatusCode::OK, &json!({ "bios": list })))
 }
@@ -515,10 +552,10 @@ pub async fn bios_get(
     since(req.version, 40)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let node = authorized_node(&st, &authz, &ident, req.version, Policy::NodeBiosGet).await?;
-    let created = json!(Ts(&node.created_at));
-    let found = bios_settings(node.interfaces.get("bios").unwrap_or("no-bios"))
-        .iter()
-        .find(|(n, _)| *n == name)
+    let found = node_bios(&st, &node)
+        .await?
+        .into_iter()
+        .find(|s| s.name == name)
         .ok_or_else(|| {
             Error::NotFound(format!(
                 "Node {} doesn't have a BIOS setting '{name}'",
@@ -528,7 +565,7 @@ pub async fn bios_get(
     // The registry fields from 1.74; the links under the node's uuid, as upstream's.
     let fields = bios_default_fields(req.version.at_least(74));
     let uuid = node.uuid.as_str();
-    let doc = bios_doc(&base, uuid, uuid, *found, &created, &fields);
+    let doc = bios_doc(&base, uuid, uuid, &found, &fields);
     let mut m = Map::new();
     m.insert(name, doc);
     Ok(json_response(StatusCode::OK, &Value::Object(m)))

@@ -186,13 +186,26 @@ const RAMDISK_DEPLOY_STEPS: &[StepDecl] = &[StepDecl {
     args: &[],
 }];
 
+/// `redfish`'s BIOS steps (clean, service and deploy steps alike): run only when asked
+/// for (priority 0).
+const REDFISH_BIOS_STEPS: &[StepDecl] = &[
+    step("bios", "apply_configuration", 0, false, SETTINGS),
+    step("bios", "factory_reset", 0, false, &[]),
+];
+
+const REDFISH_DEPLOY_STEPS: &[StepDecl] = &[
+    step("deploy", "deploy", 100, false, &[]),
+    step("bios", "apply_configuration", 0, false, SETTINGS),
+    step("bios", "factory_reset", 0, false, &[]),
+];
+
 /// `redfish`: a BMC speaking DMTF Redfish (`ironic-drivers` `redfish/`): power,
 /// management (boot device, boot mode, virtual media), out-of-band inspection and the
-/// ramdisk deploy from virtual media.
+/// ramdisk deploy from virtual media, BIOS settings and steps.
 pub const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     interfaces: &[
-        ("bios", "no-bios", &["no-bios"]),
+        ("bios", "redfish", &["redfish", "no-bios"]),
         ("boot", "redfish-virtual-media", &["redfish-virtual-media"]),
         ("console", "no-console", &["no-console"]),
         ("deploy", "ramdisk", &["ramdisk"]),
@@ -206,8 +219,8 @@ pub const REDFISH: HardwareType = HardwareType {
         ("storage", "noop", &["noop"]),
         ("vendor", "no-vendor", &["no-vendor"]),
     ],
-    clean_steps: &[],
-    deploy_steps: RAMDISK_DEPLOY_STEPS,
+    clean_steps: REDFISH_BIOS_STEPS,
+    deploy_steps: REDFISH_DEPLOY_STEPS,
     steps_from_agent: false,
 };
 

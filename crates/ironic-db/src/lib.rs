@@ -16,6 +16,7 @@ use sqlx::sqlite::{
 };
 
 pub mod allocations;
+pub mod bios;
 pub mod chassis;
 pub mod conductors;
 pub mod deploy_templates;

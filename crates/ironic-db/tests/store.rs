@@ -40,6 +40,7 @@ on_both_backends!(
     allocation_take_over_has_one_winner,
     allocation_never_picks_a_retired_node,
     history_is_kept_in_order_and_pruned,
+    bios_settings_follow_the_hardware,
 );
 
 const HOST: &str = "test-host";
@@ -663,4 +664,46 @@ async fn history_is_kept_in_order_and_pruned(db: &Db) {
             .unwrap()
             .is_empty()
     );
+}
+
+/// The BIOS cache: new settings added, a changed value updated (with `updated_at`), an
+/// unchanged one left alone, one the hardware no longer reports removed; a node's go
+/// with it.
+async fn bios_settings_follow_the_hardware(db: &Db) {
+    let n = create(db, json!({"driver": "redfish"})).await;
+    let set = |pairs: &[(&str, Option<&str>)]| -> Vec<(String, Option<String>)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+            .collect()
+    };
+    db.bios_cache(
+        n.id.0,
+        &set(&[("A", Some("1")), ("B", Some("x")), ("C", None)]),
+    )
+    .await
+    .unwrap();
+    let first = db.bios_list(n.id.0).await.unwrap();
+    assert_eq!(
+        first
+            .iter()
+            .map(|b| (b.name.as_str(), b.value.as_deref()))
+            .collect::<Vec<_>>(),
+        [("A", Some("1")), ("B", Some("x")), ("C", None)]
+    );
+    assert!(first.iter().all(|b| b.updated_at.is_none()));
+    db.bios_cache(n.id.0, &set(&[("A", Some("2")), ("C", None)]))
+        .await
+        .unwrap();
+    let second = db.bios_list(n.id.0).await.unwrap();
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert_eq!(
+        (second[0].value.as_deref(), second[0].updated_at.is_some()),
+        (Some("2"), true)
+    );
+    assert_eq!(second[0].created_at, first[0].created_at);
+    assert_eq!((second[1].name.as_str(), second[1].updated_at), ("C", None));
+    db.node_reserve(n.id, HOST).await.unwrap();
+    db.node_destroy(n.id, HOST).await.unwrap();
+    assert!(db.bios_list(n.id.0).await.unwrap().is_empty());
 }

@@ -162,6 +162,9 @@ impl NodeChanges {
     }
 }
 
+/// BIOS settings as the hardware reports them: `(name, value)`.
+pub type BiosSettings = Vec<(String, Option<String>)>;
+
 /// How a step went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -435,6 +438,17 @@ pub trait Driver: Send + Sync {
                 Box::pin(async move { Err(why) })
             }
         }
+    }
+
+    /// The BIOS settings the hardware reports now, as `(name, value)`, read through
+    /// the node's `bios_interface`; `None` when that interface keeps none (`no-bios`,
+    /// and `fake`, whose settings are fixed data). The conductor stores them.
+    fn bios_settings<'a>(
+        &'a self,
+        _node: NodeInfo<'a>,
+        _bios_interface: &'a str,
+    ) -> DriverFuture<'a, Option<BiosSettings>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// A step of the node started, finished, failed or was aborted (`event`): what the

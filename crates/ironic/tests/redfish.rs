@@ -354,6 +354,74 @@ async fn lifecycle(backend: Backend) {
         "{inv}"
     );
 
+    // BIOS: read from the BMC when the node was managed; a manual clean step changes a
+    // setting on the BMC and the stored settings follow.
+    let bios = s.get("/v1/nodes/rf-0/bios/ProcTurboMode", V).await;
+    assert_eq!(bios.status, 200, "{}", bios.body);
+    assert_eq!(bios.json()["ProcTurboMode"]["value"], "Enabled");
+    let r = s
+        .provision(
+            V,
+            "rf-0",
+            json!({"target": "clean", "clean_steps": [{"interface": "bios",
+                "step": "apply_configuration", "args": {"settings": [
+                    {"name": "ProcTurboMode", "value": "Disabled"},
+                    {"name": "NumCores", "value": "8"}]}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(V, "rf-0", "manageable").await;
+    assert_eq!(n["last_error"], json!(null), "{n}");
+    let on_bmc = emu.bios(SYSTEM).await;
+    assert_eq!(
+        (&on_bmc["ProcTurboMode"], &on_bmc["NumCores"]),
+        (&json!("Disabled"), &json!("8")),
+        "{on_bmc}"
+    );
+    let list = s.get("/v1/nodes/rf-0/bios", V).await.json();
+    let shown: std::collections::BTreeMap<String, Value> = list["bios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["name"].as_str().unwrap().to_string(), b["value"].clone()))
+        .collect();
+    assert_eq!(shown["ProcTurboMode"], "Disabled", "{list}");
+    assert_eq!(shown["NumCores"], "8", "{list}");
+    assert_eq!(shown.len(), on_bmc.as_object().unwrap().len(), "{list}");
+    let one = s.get("/v1/nodes/rf-0/bios/ProcTurboMode", V).await.json();
+    assert!(one["ProcTurboMode"]["updated_at"].is_string(), "{one}");
+    // A step without settings fails the cleaning, saying what it needs.
+    let r = s
+        .provision(
+            V,
+            "rf-0",
+            json!({"target": "clean", "clean_steps": [{"interface": "bios",
+                "step": "apply_configuration", "args": {"settings": []}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(V, "rf-0", "clean failed").await;
+    assert!(
+        n["last_error"].as_str().unwrap().contains("needs settings"),
+        "{n}"
+    );
+    assert_eq!(s.provision_to(V, "rf-0", "manage").await.status, 202);
+    let n = s.wait_state(V, "rf-0", "manageable").await;
+    // A failed cleaning leaves the node in maintenance (upstream's `clean failure`).
+    assert_eq!(
+        (&n["maintenance"], &n["fault"]),
+        (&json!(true), &json!("clean failure")),
+        "{n}"
+    );
+    let r = s
+        .patch(
+            "/v1/nodes/rf-0",
+            V,
+            &json!([{"op": "replace", "path": "/maintenance", "value": false}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
     // Virtual media through the API (1.89, 1.93).
     let iso = image_server().await;
     let r = s
@@ -401,6 +469,21 @@ async fn lifecycle(backend: Backend) {
         (&sys["PowerState"], &sys["Boot"]["BootSourceOverrideTarget"]),
         (&json!("On"), &json!("Cd"))
     );
+    // Servicing an active node (1.87): the BIOS back to its factory settings.
+    let r = s
+        .provision(
+            V,
+            "rf-0",
+            json!({"target": "service", "service_steps": [
+                {"interface": "bios", "step": "factory_reset"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(V, "rf-0", "active").await;
+    assert_eq!(n["last_error"], json!(null), "{n}");
+    assert_eq!(emu.bios(SYSTEM).await["ProcTurboMode"], "Enabled");
+    let one = s.get("/v1/nodes/rf-0/bios/ProcTurboMode", V).await.json();
+    assert_eq!(one["ProcTurboMode"]["value"], "Enabled", "{one}");
     assert_eq!(s.provision_to(V, "rf-0", "deleted").await.status, 202);
     let n = s.wait_state(V, "rf-0", "available").await;
     assert_eq!(n["power_state"], "power off", "{n}");

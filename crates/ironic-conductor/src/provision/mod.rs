@@ -214,6 +214,30 @@ impl Provisioner {
         })
     }
 
+    /// Reads the node's BIOS settings through its bios interface and stores them
+    /// (`GET /v1/nodes/{node}/bios`); nothing for an interface that keeps none. A
+    /// failure is logged: the cache is refreshed at the next verification or BIOS step.
+    pub(super) async fn cache_bios(&self, node: &Node) {
+        let Ok(driver) = self.driver_of(node) else {
+            return;
+        };
+        let iface = node.interfaces.get("bios").unwrap_or("no-bios");
+        match driver.bios_settings(NodeInfo::from(node), iface).await {
+            Ok(None) => {}
+            Ok(Some(settings)) => match self.db.bios_cache(node.id.0, &settings).await {
+                Ok(()) => {
+                    tracing::info!(node = %node.uuid, settings = settings.len(), "BIOS settings cached")
+                }
+                Err(e) => {
+                    tracing::warn!(node = %node.uuid, error = %e, "could not store the BIOS settings")
+                }
+            },
+            Err(e) => {
+                tracing::warn!(node = %node.uuid, error = %e, "could not read the BIOS settings")
+            }
+        }
+    }
+
     /// Validates the node's power and deploy interfaces before work starts on it; `Err`
     /// is the driver's reason (callers word the 400).
     async fn validate_power_and_deploy(&self, node: &Node) -> Result<(), DriverError> {
@@ -275,11 +299,15 @@ impl Provisioner {
             "power_off" => "power off",
             "reboot" => "rebooting",
             _ => {
-                return driver
+                let outcome = driver
                     .execute_step(NodeInfo::from(&*node), step)
                     .await
-                    .map(Some)
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| e.to_string())?;
+                // What a BIOS step changed shows in the cached settings.
+                if step.interface == "bios" && outcome == Outcome::Done {
+                    self.cache_bios(node).await;
+                }
+                return Ok(Some(outcome));
             }
         };
         let after = driver

@@ -134,6 +134,9 @@ impl Provisioner {
                         }
                     }
                 } else {
+                    if held.node.provision_state == P::Verifying {
+                        self.cache_bios(&held.node).await;
+                    }
                     Event::Done
                 }
             }

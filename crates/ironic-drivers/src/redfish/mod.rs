@@ -604,6 +604,112 @@ impl Core {
     }
 }
 
+/// A BIOS attribute's value as text (Redfish gives strings, numbers, booleans).
+fn attribute_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+impl Core {
+    /// The system's `Bios` resource: (path, body); a BMC without one is a clear error.
+    async fn bios(&self, c: &Conn) -> Result<(String, Value), DriverError> {
+        let (_, sys) = self.system(c).await?;
+        let Some(link) = sys.pointer("/Bios/@odata.id").and_then(Value::as_str) else {
+            return Err(DriverError::invalid(format!(
+                "The Redfish BMC at {} offers no BIOS resource",
+                c.info.origin.base()
+            )));
+        };
+        let body = c.bmc(&self.settings).get(link).await.map_err(rf)?;
+        Ok((link.to_string(), body))
+    }
+
+    async fn bios_attributes(
+        &self,
+        node: NodeInfo<'_>,
+    ) -> Result<crate::interfaces::BiosSettings, DriverError> {
+        let c = self.conn(node)?;
+        let (_, bios) = self.bios(&c).await?;
+        let mut out: Vec<(String, Option<String>)> = bios
+            .get("Attributes")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), attribute_text(v)))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// `bios.apply_configuration`: the settings go to the BIOS's pending settings
+    /// object (`@Redfish.Settings`), or the BIOS itself when it has none; a node that
+    /// is on is rebooted so that they apply.
+    async fn apply_bios(&self, node: NodeInfo<'_>, args: &Value) -> Result<(), DriverError> {
+        let bad = || {
+            DriverError::invalid(
+                "bios.apply_configuration needs settings: a list of {\"name\": ..., \"value\": ...}",
+            )
+        };
+        let list = args
+            .get("settings")
+            .and_then(Value::as_array)
+            .ok_or_else(bad)?;
+        let mut attributes = serde_json::Map::new();
+        for s in list {
+            let name = s.get("name").and_then(Value::as_str).ok_or_else(bad)?;
+            let value = s.get("value").cloned().ok_or_else(bad)?;
+            attributes.insert(name.to_string(), value);
+        }
+        if attributes.is_empty() {
+            return Err(bad());
+        }
+        let c = self.conn(node)?;
+        let (path, bios) = self.bios(&c).await?;
+        let target = bios
+            .pointer("/@Redfish.Settings/SettingsObject/@odata.id")
+            .and_then(Value::as_str)
+            .map_or(path, str::to_owned);
+        c.bmc(&self.settings)
+            .call("PATCH", &target, Some(&json!({"Attributes": attributes})))
+            .await
+            .map_err(|e| {
+                let msg = format!("Failed to apply BIOS settings to node {}: {e}", node.uuid);
+                rf(e).context(msg)
+            })?;
+        self.reboot_if_on(node).await
+    }
+
+    /// `bios.factory_reset`: the BIOS's `#Bios.ResetBios` action, then a reboot of a
+    /// node that is on.
+    async fn reset_bios(&self, node: NodeInfo<'_>) -> Result<(), DriverError> {
+        let c = self.conn(node)?;
+        let (path, bios) = self.bios(&c).await?;
+        let action = bios
+            .pointer("/Actions/#Bios.ResetBios/target")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("{path}/Actions/Bios.ResetBios"));
+        c.bmc(&self.settings)
+            .call("POST", &action, Some(&json!({})))
+            .await
+            .map_err(|e| {
+                let msg = format!("Failed to reset the BIOS of node {}: {e}", node.uuid);
+                rf(e).context(msg)
+            })?;
+        self.reboot_if_on(node).await
+    }
+
+    async fn reboot_if_on(&self, node: NodeInfo<'_>) -> Result<(), DriverError> {
+        if self.power_state(node).await? == "power on" {
+            self.set_power(node, "rebooting", None).await?;
+        }
+        Ok(())
+    }
+}
+
 /// Redfish `InstructionSet` as upstream's architecture names.
 fn architecture(instruction_set: &str) -> Option<&'static str> {
     match instruction_set {
@@ -993,6 +1099,16 @@ impl Interface for Iface {
                     self.0.set_power(node, "rebooting", None).await?;
                     Ok(crate::interfaces::Outcome::Done)
                 }
+                ("bios", "apply_configuration") => {
+                    self.0
+                        .apply_bios(node, &Value::Object(step.args.clone()))
+                        .await?;
+                    Ok(crate::interfaces::Outcome::Done)
+                }
+                ("bios", "factory_reset") => {
+                    self.0.reset_bios(node).await?;
+                    Ok(crate::interfaces::Outcome::Done)
+                }
                 _ => Err(DriverError::invalid(format!(
                     "the redfish driver has no step {}",
                     step.name()
@@ -1258,6 +1374,19 @@ impl Driver for Redfish {
             "network" | "storage" | "inspect" => Some(&self.iface),
             _ => None,
         }
+    }
+
+    fn bios_settings<'a>(
+        &'a self,
+        node: NodeInfo<'a>,
+        bios_interface: &'a str,
+    ) -> DriverFuture<'a, Option<crate::interfaces::BiosSettings>> {
+        Box::pin(async move {
+            if bios_interface != "redfish" {
+                return Ok(None);
+            }
+            self.iface.0.bios_attributes(node).await.map(Some)
+        })
     }
 }
 

@@ -19,6 +19,36 @@ pub struct Emulator {
     dir: std::path::PathBuf,
 }
 
+/// sushy-tools' `sushy-emulator`, its fake systems driver given BIOS settings to keep:
+/// that driver has none (its `Bios` resource answers 501), while the libvirt one, which
+/// needs a hypervisor, keeps them in the domain. Everything on the wire (the `Bios`
+/// and `Bios/Settings` resources, `#Bios.ResetBios`) is the emulator's own; only the
+/// storage is added, in the fake system's state, as the libvirt driver's semantics
+/// (settings apply at once, a reset restores the defaults).
+const EMULATOR: &str = r#"import sys
+from sushy_tools.emulator import main as emulator
+from sushy_tools.emulator.resources.systems import fakedriver
+
+DEFAULT_BIOS = {"BootMode": "Uefi", "EmbeddedSata": "Raid", "NicBoot1": "NetworkBoot",
+                "NumCores": "10", "ProcTurboMode": "Enabled", "QuietBoot": "true"}
+
+class FakeWithBios(fakedriver.FakeDriver):
+    def get_bios(self, identity):
+        return dict(self._get(identity).get("bios") or DEFAULT_BIOS)
+
+    def set_bios(self, identity, attributes):
+        bios = self.get_bios(identity)
+        bios.update(attributes)
+        self._update(identity, bios=bios)
+
+    def reset_bios(self, identity):
+        self._update(identity, bios=dict(DEFAULT_BIOS))
+
+fakedriver.FakeDriver = FakeWithBios
+sys.argv[0] = "sushy-emulator"
+sys.exit(emulator.main())
+"#;
+
 /// How the emulator is reached: HTTPS with a certificate, HTTP basic authentication.
 #[derive(Default)]
 pub struct Access {
@@ -85,20 +115,7 @@ impl Emulator {
         }
         let conf_path = dir.join("emulator.conf");
         std::fs::write(&conf_path, conf).unwrap();
-        let proc = Proc::spawn(
-            &bin,
-            "sushy",
-            &[
-                "--config".into(),
-                conf_path.display().to_string(),
-                "-i".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                port.to_string(),
-            ],
-            &[],
-            &dir,
-        );
+        let proc = Self::spawn(&bin, &dir, port);
         Emulator { proc, port, dir }
     }
 
@@ -110,20 +127,29 @@ impl Emulator {
     /// And comes back, on the same port, with the same state.
     pub fn restart(&mut self) {
         let bin = std::env::var("IRONIC_TEST_SUSHY").unwrap();
-        self.proc = Proc::spawn(
-            &bin,
+        self.proc = Self::spawn(&bin, &self.dir, self.port);
+    }
+
+    /// sushy-tools' emulator through [`EMULATOR`], with the virtualenv's Python (next to
+    /// the `sushy-emulator` script `bin`).
+    fn spawn(bin: &str, dir: &std::path::Path, port: u16) -> Proc {
+        std::fs::write(dir.join("emulator.py"), EMULATOR).unwrap();
+        let python = std::path::Path::new(bin).with_file_name("python");
+        Proc::spawn(
+            &python.display().to_string(),
             "sushy",
             &[
+                dir.join("emulator.py").display().to_string(),
                 "--config".into(),
-                self.dir.join("emulator.conf").display().to_string(),
+                dir.join("emulator.conf").display().to_string(),
                 "-i".into(),
                 "127.0.0.1".into(),
                 "-p".into(),
-                self.port.to_string(),
+                port.to_string(),
             ],
             &[],
-            &self.dir,
-        );
+            dir,
+        )
     }
 
     /// A power action on the emulator itself, behind the service's back.
@@ -155,6 +181,16 @@ impl Emulator {
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.json()
+    }
+
+    /// The system's BIOS attributes as the emulator holds them.
+    pub async fn bios(&self, id: &str) -> Value {
+        let r = self
+            .client()
+            .call("GET", &format!("/redfish/v1/Systems/{id}/BIOS"), None, None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["Attributes"].clone()
     }
 
     pub async fn ready(&self) {
