@@ -39,17 +39,8 @@ async fn image_server() -> String {
 }
 
 async fn vmedia_cd(emu: &Emulator, id: &str) -> Value {
-    let r = emu
-        .client()
-        .call(
-            "GET",
-            &format!("/redfish/v1/Systems/{id}/VirtualMedia/Cd"),
-            None,
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.json()
+    emu.get(&format!("/redfish/v1/Systems/{id}/VirtualMedia/Cd"))
+        .await
 }
 
 async fn power_state(s: &Server, node: &str) -> Value {
@@ -59,6 +50,9 @@ async fn power_state(s: &Server, node: &str) -> Value {
 async fn redfish_node(s: &Server, name: &str, emu: &Emulator, system: Option<&str>) -> String {
     let mut di = json!({"redfish_address": emu.address(), "redfish_username": "admin",
                         "redfish_password": "s3cret-pass"});
+    if let Some(ca) = &emu.ca {
+        di["redfish_verify_ca"] = json!(ca.display().to_string());
+    }
     if let Some(id) = system {
         di["redfish_system_id"] = json!(id);
     }
@@ -76,8 +70,17 @@ async fn redfish_node(s: &Server, name: &str, emu: &Emulator, system: Option<&st
     r.json()["uuid"].as_str().unwrap().to_string()
 }
 
-async fn lifecycle(backend: Backend) {
-    let emu = Emulator::start();
+/// The whole life of a node; `tls`: the emulator serves HTTPS (a throwaway
+/// certificate, trusted as `redfish_verify_ca`) and wants basic authentication.
+async fn lifecycle(backend: Backend, tls: bool) {
+    let certificate = tls.then(common::throwaway_certificate);
+    let emu = match &certificate {
+        None => Emulator::start(),
+        Some((_, cert, key)) => Emulator::start_with(Access {
+            tls: Some((cert.clone(), key.clone())),
+            user: Some(("admin".into(), "s3cret-pass".into())),
+        }),
+    };
     let s = common::start_with(backend, |c| {
         // Out-of-band inspection makes a port of every NIC the BMC lists.
         c.inspector.add_ports = "all".into();
@@ -223,15 +226,8 @@ async fn lifecycle(backend: Backend) {
     })
     .await;
     let sb = emu
-        .client()
-        .call(
-            "GET",
-            &format!("/redfish/v1/Systems/{SYSTEM}/SecureBoot"),
-            None,
-            None,
-        )
-        .await
-        .json();
+        .get(&format!("/redfish/v1/Systems/{SYSTEM}/SecureBoot"))
+        .await;
     assert_eq!(sb["SecureBootEnable"], true, "{sb}");
 
     // Indicators (1.63): the system's LED and its chassis', named by UUID.
@@ -506,16 +502,19 @@ async fn lifecycle(backend: Backend) {
     assert!(r.fault().contains("Redfish BMC unreachable"), "{}", r.body);
 
     s.stop().await;
+    if let Some((dir, _, _)) = certificate {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redfish_lifecycle_all_in_one() {
-    lifecycle(Backend::Sqlite).await;
+    lifecycle(Backend::Sqlite, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redfish_lifecycle_split() {
-    lifecycle(Backend::Split).await;
+async fn redfish_lifecycle_split_over_https() {
+    lifecycle(Backend::Split, true).await;
 }
 
 /// The power-state sync: a change behind our back is noticed (recorded, or undone when
@@ -602,27 +601,6 @@ async fn redfish_power_sync_forces_split() {
     power_sync(Backend::Split, true).await;
 }
 
-/// The emulator's view of a system over HTTPS with basic authentication, read with
-/// `curl` (an independent client) trusting the throwaway certificate.
-fn system_over_https(emu: &Emulator, ca: &std::path::Path, id: &str) -> Value {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "--fail", "--max-time", "10", "--cacert"])
-        .arg(ca)
-        .args(["-u", "admin:s3cret-pass"])
-        .arg(format!(
-            "https://127.0.0.1:{}/redfish/v1/Systems/{id}",
-            emu.port
-        ))
-        .output()
-        .expect("curl is installed");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// HTTPS (TLS 1.2, a throwaway certificate) with HTTP basic authentication, as real
 /// BMCs serve Redfish: `redfish_verify_ca` as a CA bundle, `true` (the web roots, which
 /// do not know this certificate) and `false`; a wrong password is a clear error that
@@ -683,7 +661,7 @@ async fn https(backend: Backend) {
         n["power_state"] == "power on" && n["target_power_state"].is_null()
     })
     .await;
-    assert_eq!(system_over_https(&emu, &cert, SYSTEM)["PowerState"], "On");
+    assert_eq!(emu.system(SYSTEM).await["PowerState"], "On");
 
     // The web roots do not know a self-signed certificate: refused, saying why.
     let r = s

@@ -5,7 +5,7 @@
 //! and Debian's `ipmitool`.
 
 use super::procs::{Proc, free_port};
-use super::{Server, until};
+use super::until;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -17,6 +17,9 @@ pub struct Emulator {
     proc: Proc,
     pub port: u16,
     dir: std::path::PathBuf,
+    /// The certificate it serves HTTPS with (trusted by [`Emulator::call`]).
+    pub ca: Option<std::path::PathBuf>,
+    user: Option<(String, String)>,
 }
 
 /// sushy-tools' `sushy-emulator`, its fake systems driver given BIOS settings to keep:
@@ -116,7 +119,13 @@ impl Emulator {
         let conf_path = dir.join("emulator.conf");
         std::fs::write(&conf_path, conf).unwrap();
         let proc = Self::spawn(&bin, &dir, port);
-        Emulator { proc, port, dir }
+        Emulator {
+            proc,
+            port,
+            dir,
+            ca: access.tls.map(|(cert, _)| cert),
+            user: access.user,
+        }
     }
 
     /// The emulator goes away (as a BMC that loses power or its network).
@@ -152,45 +161,78 @@ impl Emulator {
         )
     }
 
+    /// A call on the emulator itself, through `curl` (an independent client; HTTPS
+    /// trusting its certificate, with its user when it has one): (status, JSON body or
+    /// null).
+    pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut c = tokio::process::Command::new("curl");
+        c.args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-X",
+            method,
+            "-w",
+            "\n%{http_code}",
+        ]);
+        if let Some(ca) = &self.ca {
+            c.arg("--cacert").arg(ca);
+        }
+        if let Some((u, p)) = &self.user {
+            c.args(["-u", &format!("{u}:{p}")]);
+        }
+        if let Some(b) = body {
+            c.args(["-H", "Content-Type: application/json", "-d", &b.to_string()]);
+        }
+        let out = c
+            .arg(format!("{}{path}", self.address()))
+            .output()
+            .await
+            .expect("curl is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (
+            status.trim().parse().unwrap_or(0),
+            serde_json::from_str(body).unwrap_or(Value::Null),
+        )
+    }
+
     /// A power action on the emulator itself, behind the service's back.
     pub async fn reset(&self, id: &str, kind: &str) {
-        let r = self
-            .client()
+        let (status, body) = self
             .call(
                 "POST",
                 &format!("/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset"),
-                None,
-                Some(&json!({"ResetType": kind}).to_string()),
+                Some(&json!({"ResetType": kind})),
             )
             .await;
-        assert!(r.status < 300, "{}", r.body);
+        assert!(status < 300, "{status} {body}");
     }
 
     pub fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
-    pub fn client(&self) -> Server {
-        Server::client(format!("127.0.0.1:{}", self.port).parse().unwrap())
+    /// A resource of the emulator, which must exist.
+    pub async fn get(&self, path: &str) -> Value {
+        let (status, body) = self.call("GET", path, None).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        body
     }
 
     pub async fn system(&self, id: &str) -> Value {
-        let r = self
-            .client()
-            .call("GET", &format!("/redfish/v1/Systems/{id}"), None, None)
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.json()
+        self.get(&format!("/redfish/v1/Systems/{id}")).await
     }
 
     /// The system's BIOS attributes as the emulator holds them.
     pub async fn bios(&self, id: &str) -> Value {
-        let r = self
-            .client()
-            .call("GET", &format!("/redfish/v1/Systems/{id}/BIOS"), None, None)
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.json()["Attributes"].clone()
+        self.get(&format!("/redfish/v1/Systems/{id}/BIOS")).await["Attributes"].clone()
     }
 
     pub async fn ready(&self) {
