@@ -17,6 +17,8 @@ fi
 # The ramdisk agent's own API client (ironic-python-agent) drives lookup and heartbeat.
 .venv/bin/python -c 'import ironic_python_agent' 2>/dev/null || .venv/bin/pip install -q ironic-python-agent
 split=0; [ "${1:-}" = --split ] && split=1
+# The fake IPMI BMC below keeps up with any pace.
+export IRONIC_IPMI__MIN_COMMAND_INTERVAL=0
 cargo build -q --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
 T="${CARGO_TARGET_DIR:-target}/debug"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -479,6 +481,50 @@ os baremetal node show compat-insp -f json -c properties | grep >/dev/null '"cpu
 os baremetal node inventory save compat-insp --file "$dir/insp-inv.json"
 grep -q '52:54:00:aa:bb:de' "$dir/insp-inv.json" || fail "inventory not stored: $(cat "$dir/insp-inv.json")"
 os baremetal node delete compat-insp
+
+echo "== real hardware types: ipmi against pyghmi's fake BMC (Debian's ipmitool), redfish details"
+.venv/bin/python -c 'import pyghmi' 2>/dev/null || .venv/bin/pip install -q pyghmi
+command -v ipmitool >/dev/null || fail "ipmitool is not installed (apt-get install ipmitool)"
+bport=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$dir/bmc.py" <<'PY'
+import sys
+import pyghmi.ipmi.bmc as bmc
+from pyghmi.cmd.fakebmc import FakeBmc
+
+class LoopbackBmc(FakeBmc):
+    def __init__(self, port, password):
+        bmc.Bmc.__init__(self, {'admin': password}, port=port, address='127.0.0.1')
+        self.powerstate = 'off'
+        self.bootdevice = 'default'
+
+LoopbackBmc(int(sys.argv[1]), sys.argv[2]).listen()
+PY
+.venv/bin/python "$dir/bmc.py" "$bport" c0mpat-s3cret >"$dir/bmc.log" 2>&1 & pids+=($!)
+[ "$(os baremetal driver show ipmi -f value -c default_power_interface)" = ipmitool ] || fail "driver show ipmi"
+os baremetal driver property list redfish -f value -c Property | grep -qx redfish_address \
+  || fail "redfish properties: $(os baremetal driver property list redfish -f value)"
+os baremetal node create --driver ipmi --name compat-ipmi --driver-info ipmi_address=127.0.0.1 \
+  --driver-info ipmi_port="$bport" --driver-info ipmi_username=admin \
+  --driver-info ipmi_password=c0mpat-s3cret -f value -c uuid >/dev/null
+shown=$(os baremetal node show compat-ipmi -f json -c driver_info)
+grep -q '"ipmi_password": "\*\*\*\*\*\*"' <<<"$shown" || fail "password not masked: $shown"
+if grep -q c0mpat-s3cret <<<"$shown"; then fail "password shown: $shown"; fi
+os baremetal node validate compat-ipmi -f value -c Interface -c Result | grep -qx "power True" \
+  || fail "validate: $(os baremetal node validate compat-ipmi -f value)"
+os baremetal node manage compat-ipmi --wait 60
+[ "$(os baremetal node show compat-ipmi -f value -c power_state)" = "power off" ] || fail "power state read"
+os baremetal node power on compat-ipmi
+for _ in $(seq 1 100); do [ "$(os baremetal node show compat-ipmi -f value -c power_state)" = "power on" ] && break; sleep 0.2; done
+ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power status | grep -q "is on" \
+  || fail "the BMC is not on"
+os baremetal node boot device set compat-ipmi pxe --persistent
+[ "$(os baremetal node boot device show compat-ipmi -f value -c boot_device)" = pxe ] || fail "boot device"
+os baremetal node power off compat-ipmi
+for _ in $(seq 1 100); do [ "$(os baremetal node show compat-ipmi -f value -c power_state)" = "power off" ] && break; sleep 0.2; done
+ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power status | grep -q "is off" \
+  || fail "the BMC is not off"
+if grep -q c0mpat-s3cret "$dir/log"; then fail "the password reached the log"; fi
+os baremetal node delete compat-ipmi
 
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2
