@@ -359,18 +359,38 @@ pub trait DeployInterface: Interface {
     fn prepare<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
     /// Undeploying, before automated cleaning: the instance goes away.
     fn tear_down<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
-    /// Before the clean steps (manual or automated cleaning).
-    fn prepare_cleaning<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
-    /// After cleaning, whether it succeeded or failed.
-    fn tear_down_cleaning<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    /// Before the clean steps (manual or automated cleaning). Default: nothing to do
+    /// (the steps talk to the BMC; no ramdisk to boot).
+    fn prepare_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        no_changes()
+    }
+    /// After cleaning, whether it succeeded or failed. Default: nothing to do.
+    fn tear_down_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        no_changes()
+    }
+}
+
+/// A call that had nothing to do.
+pub fn no_changes<'a>() -> DriverFuture<'a, NodeChanges> {
+    Box::pin(async { Ok(NodeChanges::none()) })
 }
 
 /// Booting a node into a ramdisk (for cleaning, deploying) or into its instance.
+/// Booting the node into a ramdisk or its instance. Defaults: nothing to do (a boot
+/// interface whose boot the deploy interface arranges, as the ramdisk deploys do).
 pub trait BootInterface: Interface {
-    fn prepare_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
-    fn clean_up_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
-    fn prepare_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
-    fn clean_up_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges>;
+    fn prepare_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        no_changes()
+    }
+    fn clean_up_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        no_changes()
+    }
+    fn prepare_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        no_changes()
+    }
+    fn clean_up_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+        no_changes()
+    }
 }
 
 /// RAID configuration; its work is its steps (`raid.create_configuration`,

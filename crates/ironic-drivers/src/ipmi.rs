@@ -768,10 +768,6 @@ impl ManagementInterface for Iface {
     }
 }
 
-fn nothing<'a>() -> DriverFuture<'a, NodeChanges> {
-    Box::pin(async { Ok(NodeChanges::none()) })
-}
-
 /// `ramdisk` deploy with `pxe` boot: the next boot is set to the network (whose DHCP
 /// and TFTP or HTTP boot the operator runs), `deploy.deploy` restarts the node, and
 /// tear-down powers it off.
@@ -799,28 +795,9 @@ impl DeployInterface for Iface {
             })
         })
     }
-    fn prepare_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn tear_down_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
 }
 
-impl BootInterface for Iface {
-    fn prepare_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn clean_up_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn prepare_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn clean_up_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-}
+impl BootInterface for Iface {}
 
 impl RaidInterface for Iface {}
 impl BiosInterface for Iface {}

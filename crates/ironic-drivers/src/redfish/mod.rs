@@ -1262,10 +1262,6 @@ impl ManagementInterface for Iface {
     }
 }
 
-fn nothing<'a>() -> DriverFuture<'a, NodeChanges> {
-    Box::pin(async { Ok(NodeChanges::none()) })
-}
-
 /// `ramdisk` deploy with `redfish-virtual-media` boot (upstream's ramdisk deploy):
 /// nothing is written to a disk; `instance_info.boot_iso` is inserted as a virtual CD,
 /// the node boots from it once, and `deploy.deploy` starts it. Tear-down ejects it and
@@ -1302,28 +1298,9 @@ impl DeployInterface for Iface {
             })
         })
     }
-    fn prepare_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn tear_down_cleaning<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
 }
 
-impl BootInterface for Iface {
-    fn prepare_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn clean_up_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn prepare_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn clean_up_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-}
+impl BootInterface for Iface {}
 
 impl RaidInterface for Iface {}
 impl BiosInterface for Iface {}
