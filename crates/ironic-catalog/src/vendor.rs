@@ -98,7 +98,7 @@ pub fn driver_properties(
             ("ipmi_username", "User name for the BMC. Optional."),
             (
                 "ipmi_password",
-                "Password for the BMC; shown masked, passed to ipmitool in a private file. Optional.",
+                "Password for the BMC; shown masked, passed to ipmitool in its environment. Optional.",
             ),
             (
                 "ipmi_protocol_version",

@@ -42,14 +42,20 @@ pub struct Service {
     drain_timeout: Duration,
 }
 
+/// The longest a driver setting may make a call wait, in seconds (a day): larger
+/// values are taken as this, not left to overflow a deadline.
+const LONGEST_WAIT: u64 = 86_400;
+
 /// `[redfish]` as the driver's settings.
 fn redfish_settings(cfg: &Config) -> ironic_drivers::redfish::client::Settings {
     let r = &cfg.redfish;
     ironic_drivers::redfish::client::Settings {
-        request_timeout: Duration::from_secs(r.request_timeout.max(1)),
+        request_timeout: Duration::from_secs(r.request_timeout.clamp(1, LONGEST_WAIT)),
         attempts: r.connection_attempts.max(1),
         retry_interval: Duration::from_secs(r.connection_retry_interval),
-        power_state_change_timeout: Duration::from_secs(r.power_state_change_timeout),
+        power_state_change_timeout: Duration::from_secs(
+            r.power_state_change_timeout.min(LONGEST_WAIT),
+        ),
         power_poll_interval: Duration::from_secs(1),
     }
 }
@@ -63,9 +69,11 @@ fn ipmi_settings(cfg: &Config) -> ironic_drivers::ipmi::Settings {
         5.0
     };
     ironic_drivers::ipmi::Settings {
-        command_retry_timeout: Duration::from_secs(i.command_retry_timeout),
+        command_retry_timeout: Duration::from_secs(i.command_retry_timeout.min(LONGEST_WAIT)),
         min_command_interval: Duration::from_secs_f64(interval),
-        power_state_change_timeout: Duration::from_secs(i.power_state_change_timeout),
+        power_state_change_timeout: Duration::from_secs(
+            i.power_state_change_timeout.min(LONGEST_WAIT),
+        ),
         ipmitool: i.ipmitool_path.as_ref().map(Into::into),
     }
 }

@@ -17,8 +17,11 @@ pub struct BiosSetting {
 }
 
 impl Db {
-    /// Records the settings the hardware reports: new ones are added, changed values
-    /// updated (with `updated_at`), settings it no longer reports removed.
+    /// Records the settings the hardware reports, in one transaction: new ones are
+    /// added, changed values updated (with `updated_at`), settings it no longer reports
+    /// removed. A name longer than the column (255) is left out, and NUL characters,
+    /// which PostgreSQL text refuses, are dropped from values: what a BMC reports
+    /// cannot fail the whole cache.
     pub async fn bios_cache(
         &self,
         node_id: i64,
@@ -29,39 +32,43 @@ impl Db {
                       value = excluded.value, updated_at = excluded.created_at \
                       WHERE bios_settings.value IS DISTINCT FROM excluded.value";
         let now = ironic_model::node::now();
-        for (name, value) in reported {
-            with_pool!(self, |p| sqlx::query(upsert)
-                .bind(node_id)
-                .bind(name)
-                .bind(value)
-                .bind(now)
-                .execute(p)
-                .await
-                .map(|_| ()))
-            .map_err(|e| internal("writing BIOS settings", e))?;
-        }
-        let known: Vec<String> = with_pool!(self, |p| sqlx::query_scalar(
-            "SELECT name FROM bios_settings WHERE node_id = $1"
-        )
-        .bind(node_id)
-        .fetch_all(p)
-        .await)
-        .map_err(|e| internal("reading BIOS settings", e))?;
-        for gone in known
+        let settings: Vec<(&str, Option<String>)> = reported
             .iter()
-            .filter(|k| !reported.iter().any(|(n, _)| n == *k))
-        {
-            with_pool!(self, |p| sqlx::query(
-                "DELETE FROM bios_settings WHERE node_id = $1 AND name = $2"
-            )
-            .bind(node_id)
-            .bind(gone)
-            .execute(p)
+            .filter(|(name, _)| !name.is_empty() && name.len() <= 255 && !name.contains('\0'))
+            .map(|(name, value)| (name.as_str(), value.as_ref().map(|v| v.replace('\0', ""))))
+            .collect();
+        let res: Result<(), sqlx::Error> = with_pool!(self, |p| {
+            async {
+                let mut tx = p.begin().await?;
+                for (name, value) in &settings {
+                    sqlx::query(upsert)
+                        .bind(node_id)
+                        .bind(*name)
+                        .bind(value)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let known: Vec<String> =
+                    sqlx::query_scalar("SELECT name FROM bios_settings WHERE node_id = $1")
+                        .bind(node_id)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                for gone in known
+                    .iter()
+                    .filter(|k| !settings.iter().any(|(n, _)| n == *k))
+                {
+                    sqlx::query("DELETE FROM bios_settings WHERE node_id = $1 AND name = $2")
+                        .bind(node_id)
+                        .bind(gone)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            }
             .await
-            .map(|_| ()))
-            .map_err(|e| internal("removing a BIOS setting", e))?;
-        }
-        Ok(())
+        });
+        res.map_err(|e| internal("writing BIOS settings", e))
     }
 
     /// The node's settings, by name.

@@ -703,6 +703,23 @@ async fn bios_settings_follow_the_hardware(db: &Db) {
     );
     assert_eq!(second[0].created_at, first[0].created_at);
     assert_eq!((second[1].name.as_str(), second[1].updated_at), ("C", None));
+    // What PostgreSQL could not store does not fail the rest: an overlong name is left
+    // out, NUL characters are dropped from a value.
+    let long = "X".repeat(300);
+    db.bios_cache(
+        n.id.0,
+        &set(&[("C", None), (long.as_str(), Some("v")), ("N", Some("a\0b"))]),
+    )
+    .await
+    .unwrap();
+    let third = db.bios_list(n.id.0).await.unwrap();
+    assert_eq!(
+        third
+            .iter()
+            .map(|b| (b.name.as_str(), b.value.as_deref()))
+            .collect::<Vec<_>>(),
+        [("C", None), ("N", Some("ab"))]
+    );
     db.node_reserve(n.id, HOST).await.unwrap();
     db.node_destroy(n.id, HOST).await.unwrap();
     assert!(db.bios_list(n.id.0).await.unwrap().is_empty());

@@ -9,8 +9,9 @@
 //! until `[ipmi] command_retry_timeout` (upstream's behaviour). Wrong credentials are
 //! not retried: they are a validation error naming the BMC.
 //!
-//! The password goes to `ipmitool` in a file only the service can read (`-f`), never on
-//! its command line, where any local user could read it.
+//! The password goes to `ipmitool` in its environment (`-E`, `IPMI_PASSWORD`), which
+//! only the service's user can read, never on its command line, where any local user
+//! could read it.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -56,6 +57,9 @@ impl Default for Settings {
 /// One `ipmitool` process's limit (it is told to give up after one second per try,
 /// so this only catches a hung process).
 const ATTEMPT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The least pause before trying an unreachable or busy BMC again.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// The longest power wait a caller may ask for (`timeout` of the power API).
 const POWER_WAIT_LIMIT: u64 = 3600;
@@ -321,34 +325,6 @@ impl Ipmi {
     }
 }
 
-/// A file holding the password for `ipmitool -f`, readable by the service alone and
-/// removed when dropped.
-struct PasswordFile(PathBuf);
-
-impl PasswordFile {
-    fn write(password: &str) -> std::io::Result<PasswordFile> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("ironic-ipmi-{}-{n}.pw", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        let file = PasswordFile(path);
-        f.write_all(password.as_bytes())?;
-        Ok(file)
-    }
-}
-
-impl Drop for PasswordFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 impl Core {
     /// `ipmitool`, or the validation error an operator can act on.
     fn ipmitool(&self) -> Result<PathBuf, DriverError> {
@@ -394,19 +370,16 @@ impl Core {
         if let Some(u) = &info.username {
             cmd.args(["-U", u]);
         }
-        let _file = match info.password.as_deref() {
+        match info.password.as_deref() {
+            // From the environment (`-E`): a process's environment is readable by its
+            // own user only, its command line by everyone.
             Some(p) if !p.is_empty() => {
-                let f = PasswordFile::write(p).map_err(|e| {
-                    Failure::Command(format!("cannot write the password file: {e}"))
-                })?;
-                cmd.arg("-f").arg(&f.0);
-                Some(f)
+                cmd.arg("-E").env("IPMI_PASSWORD", p);
             }
             _ => {
                 cmd.args(["-P", ""]);
-                None
             }
-        };
+        }
         cmd.args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
@@ -436,13 +409,22 @@ impl Core {
         self.ipmitool()?;
         let call = args.join(" ");
         let lock = self.bmc_lock(info);
-        let mut last = lock.lock().await;
         let started = Instant::now();
         let deadline = started + self.settings.command_retry_timeout;
+        // Behind calls to a BMC that does not answer, each retried for the whole
+        // timeout: give up rather than queue for ever.
+        let Ok(mut last) = tokio::time::timeout_at(deadline, lock.lock()).await else {
+            return Err(DriverError::failed(format!(
+                "IPMI BMC {} is busy: other calls held it for {:?}; `{call}` not sent",
+                info.bmc(),
+                self.settings.command_retry_timeout
+            )));
+        };
         let mut attempts = 0u32;
+        let mut pause = self.settings.min_command_interval;
         loop {
             if let Some(t) = *last {
-                tokio::time::sleep_until(t + self.settings.min_command_interval).await;
+                tokio::time::sleep_until(t + pause).await;
             }
             attempts += 1;
             let result = self.once(info, args).await;
@@ -475,7 +457,9 @@ impl Core {
                     )));
                 }
                 Failure::Transient(r) => {
-                    let next = Instant::now() + self.settings.min_command_interval;
+                    // A BMC that fails fast (busy, out of sessions) is not hammered.
+                    pause = pause.max(RETRY_PAUSE);
+                    let next = Instant::now() + pause;
                     if next >= deadline {
                         return Err(DriverError::failed(format!(
                             "IPMI BMC {} did not answer `{call}` ({attempts} attempts in {:.0?}): {r}",
@@ -994,10 +978,10 @@ mod tests {
         );
         script.push_str("echo \"args $*\" >> \"$d/args\"\n");
         script.push_str(
-            "pw=''; while [ $# -gt 0 ]; do [ \"$1\" = -f ] && pw=$(cat \"$2\"); shift; done\n",
+            "pw=''; for a in \"$@\"; do [ \"$a\" = -E ] && pw=\"$IPMI_PASSWORD\"; done\n",
         );
         script.push_str(
-            "echo \"start $n $pw\" >> \"$d/log\"; sleep 0.05; echo \"end $n\" >> \"$d/log\"\n",
+            "echo \"start $n $pw $(date +%s%N)\" >> \"$d/log\"; sleep 0.05; echo \"end $n $(date +%s%N)\" >> \"$d/log\"\n",
         );
         script.push_str("case $n in\n");
         for (i, o) in outcomes.iter().enumerate() {
@@ -1049,7 +1033,6 @@ mod tests {
         let dir = temp_dir();
         let core = scripted_core(&dir, &[], 100);
         let info = bmc_info();
-        let started = Instant::now();
         let calls: Vec<_> = (0..4)
             .map(|_| {
                 let (core, info) = (core.clone(), info.clone());
@@ -1059,21 +1042,34 @@ mod tests {
         for c in calls {
             assert_eq!(c.await.unwrap().unwrap().trim(), "Chassis Power is on");
         }
-        // Four calls, three pauses of at least the interval between them.
-        assert!(started.elapsed() >= Duration::from_millis(300));
         let log = std::fs::read_to_string(dir.join("log")).unwrap();
-        let lines: Vec<&str> = log.lines().collect();
+        let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
         assert_eq!(lines.len(), 8, "{log}");
+        let mut previous_end: Option<u128> = None;
         for pair in lines.chunks(2) {
-            // Each run ends before the next starts, and got the password in its file.
-            let n = pair[0].split(' ').nth(1).unwrap();
-            assert_eq!(pair[0], format!("start {n} pw-1"), "{log}");
-            assert_eq!(pair[1], format!("end {n}"), "{log}");
+            // Each run ends before the next starts, at least the interval later, and
+            // got the password from its environment.
+            let (start, end) = (&pair[0], &pair[1]);
+            assert_eq!(
+                (start[0], start[2], end[0]),
+                ("start", "pw-1", "end"),
+                "{log}"
+            );
+            assert_eq!(start[1], end[1], "{log}");
+            let (t0, t1): (u128, u128) = (start[3].parse().unwrap(), end[2].parse().unwrap());
+            if let Some(e) = previous_end {
+                assert!(
+                    t0 >= e + 100_000_000,
+                    "a run began {} ns after the last ended:\n{log}",
+                    t0 - e.min(t0)
+                );
+            }
+            previous_end = Some(t1);
         }
         // Never on the command line, where any local user could read it.
         let args = std::fs::read_to_string(dir.join("args")).unwrap();
         assert!(
-            args.contains("-f ") && args.contains("power status"),
+            args.contains("-E ") && args.contains("power status"),
             "{args}"
         );
         assert!(!args.contains("pw-1"), "{args}");
@@ -1129,19 +1125,5 @@ mod tests {
             e.message
         );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_password_file_is_private_and_removed() {
-        use std::os::unix::fs::PermissionsExt;
-        let f = PasswordFile::write("s3cret").unwrap();
-        let path = f.0.clone();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "s3cret");
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        drop(f);
-        assert!(!path.exists());
     }
 }

@@ -486,6 +486,35 @@ async fn lifecycle(backend: Backend, tls: bool) {
     assert_eq!(vmedia_cd(&emu, SYSTEM).await["Inserted"], false);
     assert_eq!(emu.system(SYSTEM).await["PowerState"], "Off");
 
+    // With `no-bios` the BIOS steps its hardware type offers do not run.
+    assert_eq!(s.provision_to(V, "rf-0", "manage").await.status, 202);
+    s.wait_state(V, "rf-0", "manageable").await;
+    let r = s
+        .patch(
+            "/v1/nodes/rf-0",
+            V,
+            &json!([{"op": "replace", "path": "/bios_interface", "value": "no-bios"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = s
+        .provision(
+            V,
+            "rf-0",
+            json!({"target": "clean", "clean_steps": [{"interface": "bios",
+                "step": "factory_reset"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(V, "rf-0", "clean failed").await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("bios interface is no-bios"),
+        "{n}"
+    );
+
     // A BMC that is not there: a clear error naming it, no hang.
     let gone = s
         .post(

@@ -273,7 +273,7 @@ async fn bmc_passwords_never_reach_answers_or_logs() {
     let all = answers.join("\n");
     // The refusals were reported (so the search below means something).
     assert!(all.contains("refused the credentials"), "{all}");
-    assert!(all.contains("401"), "{all}");
+    assert!(all.contains("with 401"), "{all}");
 
     let logs = format!("{}\n{}", api_proc.log_text(), conductor.log_text());
     assert!(

@@ -299,6 +299,19 @@ impl Provisioner {
             "power_off" => "power off",
             "reboot" => "rebooting",
             _ => {
+                // An interface the node has turned off (`no-bios`, …) runs no steps,
+                // though its hardware type offers them.
+                if let Some(off) = node
+                    .interfaces
+                    .get(&step.interface)
+                    .filter(|i| i.starts_with("no-"))
+                {
+                    return Err(format!(
+                        "the node's {} interface is {off}: it has no step {}",
+                        step.interface,
+                        step.name()
+                    ));
+                }
                 let outcome = driver
                     .execute_step(NodeInfo::from(&*node), step)
                     .await

@@ -50,6 +50,24 @@ struct Args {
     insecure_http: bool,
 }
 
+/// Writes `text` to `path` through a new file renamed over it: a file or link someone
+/// else planted at `path` is replaced (or, in a sticky directory such as /tmp, refused),
+/// never written through.
+fn write_replacing(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    drop(f);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 /// The TLS identity: given, or generated and written out. Returns the acceptor and,
 /// when generated, where its certificate went.
 fn tls(args: &Args) -> Result<(tokio_rustls::TlsAcceptor, Option<PathBuf>), String> {
@@ -77,7 +95,7 @@ fn tls(args: &Args) -> Result<(tokio_rustls::TlsAcceptor, Option<PathBuf>), Stri
         .tls_cert_out
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("oneview-simulator-{port}.pem")));
-    std::fs::write(&out, &cert).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    write_replacing(&out, &cert).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     Ok((oneview_simulator::tls_acceptor(&cert, &key)?, Some(out)))
 }
 
