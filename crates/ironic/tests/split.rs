@@ -233,6 +233,14 @@ async fn three_conductors_share_nodes_and_take_over_after_a_crash() {
         node_owners(&api).await == expected
     })
     .await;
+    // It shows alive (its heartbeat is touched first thing at start) a moment before it
+    // consumes its queue; a call routed meanwhile goes to the next conductor on the
+    // ring, as it should. Once it serves, its calls are its own.
+    assert!(
+        conductors[1].wait_log("ironic-conductor serving", Duration::from_secs(15)),
+        "cond-b did not start again:\n{}",
+        conductors[1].log_text()
+    );
     let u = b_nodes.iter().next().unwrap();
     let r = api
         .patch(
