@@ -85,6 +85,19 @@ impl DriverError {
     }
 }
 
+/// A text value of `driver_info`: absent, null or blank is `None`; anything but a
+/// string is an error naming the key.
+pub fn driver_info_text<'a>(di: &'a JsonObject, key: &str) -> Result<Option<&'a str>, DriverError> {
+    match di.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(DriverError::invalid(format!(
+            "Invalid driver_info: {key} must be a string"
+        ))),
+    }
+}
+
 /// What a driver sees of a node.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeInfo<'a> {

@@ -25,6 +25,7 @@ use crate::HardwareType;
 use crate::interfaces::{
     BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverError, DriverFuture,
     Interface, ManagementInterface, NodeChanges, NodeInfo, Outcome, PowerInterface, RaidInterface,
+    driver_info_text,
 };
 
 pub use ironic_catalog::IPMI;
@@ -88,20 +89,6 @@ impl IpmiInfo {
     }
 }
 
-fn text<'a>(
-    di: &'a serde_json::Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'a str>, DriverError> {
-    match di.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(_) => Err(DriverError::invalid(format!(
-            "Invalid driver_info: {key} must be a string"
-        ))),
-    }
-}
-
 /// A number given as a JSON number or a string of digits (the CLI sends strings).
 fn number(di: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u64>, DriverError> {
     let bad = || DriverError::invalid(format!("Invalid driver_info: {key} must be a number"));
@@ -130,7 +117,7 @@ fn valid_host(h: &str) -> bool {
 /// Reads and checks a node's `driver_info` (the messages name the field).
 pub fn parse_info(node: NodeInfo<'_>) -> Result<IpmiInfo, DriverError> {
     let di = node.driver_info;
-    let Some(address) = text(di, "ipmi_address")? else {
+    let Some(address) = driver_info_text(di, "ipmi_address")? else {
         return Err(DriverError::invalid(
             "Missing the following IPMI credentials in node's driver_info: ipmi_address",
         ));
@@ -154,7 +141,7 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<IpmiInfo, DriverError> {
             )));
         }
     };
-    match text(di, "ipmi_bridging")? {
+    match driver_info_text(di, "ipmi_bridging")? {
         None | Some("no") => {}
         Some(other) => {
             return Err(DriverError::invalid(format!(
@@ -162,7 +149,7 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<IpmiInfo, DriverError> {
             )));
         }
     }
-    let interface = match text(di, "ipmi_protocol_version")? {
+    let interface = match driver_info_text(di, "ipmi_protocol_version")? {
         None | Some("2.0") => "lanplus",
         Some("1.5") => "lan",
         Some(other) => {
@@ -171,7 +158,7 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<IpmiInfo, DriverError> {
             )));
         }
     };
-    let priv_level = match text(di, "ipmi_priv_level")? {
+    let priv_level = match driver_info_text(di, "ipmi_priv_level")? {
         None | Some("ADMINISTRATOR") => "ADMINISTRATOR",
         Some("OPERATOR") => "OPERATOR",
         Some("USER") => "USER",
@@ -194,7 +181,7 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<IpmiInfo, DriverError> {
     Ok(IpmiInfo {
         address: address.to_string(),
         port,
-        username: text(di, "ipmi_username")?.map(str::to_owned),
+        username: driver_info_text(di, "ipmi_username")?.map(str::to_owned),
         password: match di.get("ipmi_password") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),

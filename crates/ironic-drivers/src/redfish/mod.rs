@@ -20,7 +20,7 @@ use crate::HardwareType;
 use crate::interfaces::{
     BiosInterface, BootDevice, BootInterface, DeployInterface, Driver, DriverError,
     DriverErrorKind, DriverFuture, Indicator, Interface, ManagementInterface, NodeChanges,
-    NodeInfo, PowerInterface, RaidInterface,
+    NodeInfo, PowerInterface, RaidInterface, driver_info_text,
 };
 use crate::outbound::Origin;
 use client::{Bmc, Http, RfError, Settings};
@@ -45,31 +45,17 @@ pub struct RedfishInfo {
     verify: Verify,
 }
 
-fn text<'a>(
-    di: &'a serde_json::Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'a str>, DriverError> {
-    match di.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(_) => Err(DriverError::invalid(format!(
-            "Invalid driver_info: {key} must be a string"
-        ))),
-    }
-}
-
 /// Reads and checks a node's `driver_info` (the messages name the field).
 pub fn parse_info(node: NodeInfo<'_>) -> Result<RedfishInfo, DriverError> {
     let di = node.driver_info;
-    let Some(address) = text(di, "redfish_address")? else {
+    let Some(address) = driver_info_text(di, "redfish_address")? else {
         return Err(DriverError::invalid(
             "Missing the following Redfish properties in node's driver_info: redfish_address",
         ));
     };
     let origin = Origin::parse(address, "https")
         .map_err(|e| DriverError::invalid(format!("Invalid Redfish address {e}")))?;
-    let system_id = text(di, "redfish_system_id")?.map(str::to_owned);
+    let system_id = driver_info_text(di, "redfish_system_id")?.map(str::to_owned);
     if let Some(id) = &system_id
         && (id.contains("..") || id.contains('?') || id.contains('#'))
     {
@@ -96,7 +82,7 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<RedfishInfo, DriverError> {
             )));
         }
     };
-    match text(di, "redfish_auth_type")? {
+    match driver_info_text(di, "redfish_auth_type")? {
         None | Some("basic" | "auto") => {}
         Some(other) => {
             return Err(DriverError::invalid(format!(
@@ -107,8 +93,8 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<RedfishInfo, DriverError> {
     Ok(RedfishInfo {
         origin,
         system_id,
-        username: text(di, "redfish_username")?.map(str::to_owned),
-        password: text(di, "redfish_password")?.map(str::to_owned),
+        username: driver_info_text(di, "redfish_username")?.map(str::to_owned),
+        password: driver_info_text(di, "redfish_password")?.map(str::to_owned),
         verify,
     })
 }
@@ -305,11 +291,7 @@ impl Core {
         } else {
             reset
         };
-        let action = sys
-            .pointer("/Actions/#ComputerSystem.Reset/target")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("{path}/Actions/ComputerSystem.Reset"));
+        let action = action(&sys, "#ComputerSystem.Reset", &path);
         bmc.call("POST", &action, Some(&json!({"ResetType": reset})))
             .await
             .map_err(|e| {
@@ -588,11 +570,7 @@ impl Core {
     async fn nmi(&self, node: NodeInfo<'_>) -> Result<(), DriverError> {
         let c = self.conn(node)?;
         let (path, sys) = self.system(&c).await?;
-        let action = sys
-            .pointer("/Actions/#ComputerSystem.Reset/target")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("{path}/Actions/ComputerSystem.Reset"));
+        let action = action(&sys, "#ComputerSystem.Reset", &path);
         c.bmc(&self.settings)
             .call("POST", &action, Some(&json!({"ResetType": "Nmi"})))
             .await
@@ -687,11 +665,7 @@ impl Core {
     async fn reset_bios(&self, node: NodeInfo<'_>) -> Result<(), DriverError> {
         let c = self.conn(node)?;
         let (path, bios) = self.bios(&c).await?;
-        let action = bios
-            .pointer("/Actions/#Bios.ResetBios/target")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("{path}/Actions/Bios.ResetBios"));
+        let action = action(&bios, "#Bios.ResetBios", &path);
         c.bmc(&self.settings)
             .call("POST", &action, Some(&json!({})))
             .await
@@ -983,12 +957,12 @@ impl Core {
             })?;
         let path = dev.get("@odata.id").and_then(Value::as_str).unwrap_or("");
         if dev.get("Inserted").and_then(Value::as_bool) == Some(true) {
-            let eject = action(dev, "#VirtualMedia.EjectMedia", path, "EjectMedia");
+            let eject = action(dev, "#VirtualMedia.EjectMedia", path);
             bmc.call("POST", &eject, Some(&json!({})))
                 .await
                 .map_err(rf)?;
         }
-        let insert = action(dev, "#VirtualMedia.InsertMedia", path, "InsertMedia");
+        let insert = action(dev, "#VirtualMedia.InsertMedia", path);
         bmc.call(
             "POST",
             &insert,
@@ -1033,7 +1007,7 @@ impl Core {
                 continue;
             }
             let path = dev.get("@odata.id").and_then(Value::as_str).unwrap_or("");
-            let eject = action(&dev, "#VirtualMedia.EjectMedia", path, "EjectMedia");
+            let eject = action(&dev, "#VirtualMedia.EjectMedia", path);
             bmc.call("POST", &eject, Some(&json!({})))
                 .await
                 .map_err(rf)?;
@@ -1060,14 +1034,15 @@ impl Core {
     }
 }
 
-/// The target of a device's action, else the conventional path.
-fn action(dev: &Value, name: &str, path: &str, short: &str) -> String {
-    dev.get("Actions")
+/// The target of a resource's action `name` (`#ComputerSystem.Reset`, …), else the
+/// conventional `<path>/Actions/<name>`.
+fn action(res: &Value, name: &str, path: &str) -> String {
+    res.get("Actions")
         .and_then(|a| a.get(name))
         .and_then(|a| a.get("target"))
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .unwrap_or_else(|| format!("{path}/Actions/VirtualMedia.{short}"))
+        .unwrap_or_else(|| format!("{path}/Actions/{}", name.trim_start_matches('#')))
 }
 
 /// The longest an out-of-band inspection may take.
