@@ -264,6 +264,56 @@ impl Db {
         marker: Option<&Allocation>,
         limit: usize,
     ) -> Result<Vec<Allocation>, Error> {
+        let (sql, args) = self.allocation_list_sql(f, sort_key, desc, marker, limit)?;
+        let rows = with_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()));
+            for a in args {
+                q = match a {
+                    ListArg::Text(t) => q.bind(t),
+                    ListArg::OptText(t) => q.bind(t),
+                    ListArg::Int(i) => q.bind(i),
+                    ListArg::OptInt(i) => q.bind(i),
+                    ListArg::Time(t) => q.bind(t),
+                };
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(|e| internal("listing allocations", e))?;
+        rows.into_iter().map(Row::into_allocation).collect()
+    }
+
+    /// PostgreSQL's plan for [`Db::allocation_list`] (see [`Db::node_list_plan`]).
+    pub async fn allocation_list_plan(
+        &self,
+        f: &AllocationFilter,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&Allocation>,
+        limit: usize,
+    ) -> Result<Value, Error> {
+        use crate::nodes::Arg as A;
+        let (sql, args) = self.allocation_list_sql(f, sort_key, desc, marker, limit)?;
+        let args = args
+            .into_iter()
+            .map(|a| match a {
+                ListArg::Text(t) => A::Text(Some(t)),
+                ListArg::OptText(t) => A::Text(t),
+                ListArg::Int(i) => A::I64(Some(i)),
+                ListArg::OptInt(i) => A::I64(i),
+                ListArg::Time(t) => A::Time(t),
+            })
+            .collect();
+        self.explain(&sql, args).await
+    }
+
+    fn allocation_list_sql(
+        &self,
+        f: &AllocationFilter,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&Allocation>,
+        limit: usize,
+    ) -> Result<(String, Vec<ListArg>), Error> {
         if !SORT_KEYS.contains(&sort_key) {
             return Err(Error::invalid(format!(
                 "The sort_key value \"{sort_key}\" is an invalid field for sorting"
@@ -341,9 +391,12 @@ impl Db {
                 }
             }
         }
-        let nulls = match (self.backend(), desc) {
-            (Backend::Postgres, false) => " NULLS FIRST",
-            (Backend::Postgres, true) => " NULLS LAST",
+        // SQLite sorts NULLs first ascending; PostgreSQL is told so for the nullable
+        // keys only (a NOT NULL key keeps the default, which its index has).
+        let nullable = !matches!(sort_key, "id" | "uuid" | "state" | "created_at");
+        let nulls = match (self.backend(), desc, nullable) {
+            (Backend::Postgres, false, true) => " NULLS FIRST",
+            (Backend::Postgres, true, true) => " NULLS LAST",
             _ => "",
         };
         let where_ = if conds.is_empty() {
@@ -354,21 +407,7 @@ impl Db {
         let sql = format!(
             "SELECT {COLS} FROM allocations {where_} ORDER BY {sort_key} {dir}{nulls}, id {dir} LIMIT {limit}"
         );
-        let rows = with_pool!(self, |p| {
-            let mut q = sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(sql.as_str()));
-            for a in args {
-                q = match a {
-                    ListArg::Text(t) => q.bind(t),
-                    ListArg::OptText(t) => q.bind(t),
-                    ListArg::Int(i) => q.bind(i),
-                    ListArg::OptInt(i) => q.bind(i),
-                    ListArg::Time(t) => q.bind(t),
-                };
-            }
-            q.fetch_all(p).await
-        })
-        .map_err(|e| internal("listing allocations", e))?;
-        rows.into_iter().map(Row::into_allocation).collect()
+        Ok((sql, args))
     }
 
     /// Saves `name` and `extra` (PATCH); 409 on a duplicate name.

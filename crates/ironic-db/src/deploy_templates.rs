@@ -292,16 +292,31 @@ impl Db {
         marker: Option<&DeployTemplate>,
         limit: usize,
     ) -> Result<Vec<DeployTemplate>, Error> {
+        let (cond, args) = self.deploy_template_list_cond(sort_key, desc, marker, limit)?;
+        self.deploy_templates_where(&cond, &args).await
+    }
+
+    fn deploy_template_list_cond(
+        &self,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&DeployTemplate>,
+        limit: usize,
+    ) -> Result<(String, Vec<String>), Error> {
         if !SORT_KEYS.contains(&sort_key) {
             return Err(Error::invalid(format!(
                 "The sort_key value \"{sort_key}\" is an invalid field for sorting"
             )));
         }
         let (cmp, dir) = if desc { ("<", "DESC") } else { (">", "ASC") };
-        // `updated_at` may be NULL: sort it as text with NULL first, on both backends.
-        let key = match sort_key {
-            "updated_at" => "COALESCE(CAST(updated_at AS TEXT), '')".to_string(),
-            k => k.to_string(),
+        // `updated_at` may be NULL: it sorts first ascending, on both backends (the
+        // expression of its index, migrations/*/0017_list_indexes.sql).
+        let key = match (sort_key, self.backend()) {
+            ("updated_at", crate::Backend::Postgres) => {
+                "COALESCE(updated_at, '-infinity'::timestamptz)".to_string()
+            }
+            ("updated_at", crate::Backend::Sqlite) => "COALESCE(updated_at, '')".to_string(),
+            (k, _) => k.to_string(),
         };
         let mut args = Vec::new();
         let cond = match marker {
@@ -317,6 +332,24 @@ impl Db {
             }
         };
         let cond = format!("{cond} ORDER BY {key} {dir}, id {dir} LIMIT {limit}");
-        self.deploy_templates_where(&cond, &args).await
+        Ok((cond, args))
+    }
+
+    /// PostgreSQL's plan for [`Db::deploy_template_list`]'s read of the templates (see
+    /// [`Db::node_list_plan`]).
+    pub async fn deploy_template_list_plan(
+        &self,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&DeployTemplate>,
+        limit: usize,
+    ) -> Result<serde_json::Value, Error> {
+        let (cond, args) = self.deploy_template_list_cond(sort_key, desc, marker, limit)?;
+        let sql = format!("SELECT id FROM deploy_templates {cond}");
+        let args = args
+            .into_iter()
+            .map(|a| crate::nodes::Arg::Text(Some(a)))
+            .collect();
+        self.explain(&sql, args).await
     }
 }

@@ -12,7 +12,7 @@ use ironic_model::states::ProvisionState;
 use ironic_model::{AllocationId, ConductorId, Error, Node, NodeId, NodeUuid};
 use sqlx::types::Json;
 
-use crate::{Backend, Db, internal, with_pool};
+use crate::{Backend, Db, Pool, internal, with_pool};
 
 /// The columns written on insert and save, in bind order.
 const WRITE_COLS: &[&str] = &[
@@ -116,6 +116,11 @@ pub fn is_sort_key(key: &str) -> bool {
             ))
 }
 
+/// Every key a node list may be sorted by.
+pub fn sort_keys() -> impl Iterator<Item = &'static str> {
+    std::iter::once("id").chain(WRITE_COLS.iter().copied().filter(|k| is_sort_key(k)))
+}
+
 fn col_kind(col: &str) -> ColKind {
     match col {
         "id" | "uuid" | "driver" | "provision_state" | "console_enabled" | "maintenance"
@@ -132,7 +137,7 @@ fn col_kind(col: &str) -> ColKind {
 }
 
 /// The expression a list sorts by: NULLs sort first ascending on both backends.
-fn sort_expr(alias: &str, col: &str, backend: Backend) -> String {
+pub(crate) fn sort_expr(alias: &str, col: &str, backend: Backend) -> String {
     match (col_kind(col), backend) {
         (ColKind::NotNull, _) => format!("{alias}.{col}"),
         (ColKind::Text, _) => format!("COALESCE({alias}.{col}, '')"),
@@ -633,9 +638,21 @@ impl Where {
         let n = self.args.len();
         self.clauses.push(clause_with_placeholder(n));
     }
-    fn eq_text(&mut self, col: &str, v: &Option<String>) {
+    /// `col` equal to `v`, written with the column's sort expression so that one
+    /// `(sort expression, id)` index serves both the filter and the sort (see
+    /// `migrations/postgres/0017_list_indexes.sql`).
+    fn eq_key(&mut self, col: &str, v: &Option<String>, backend: Backend) {
         if let Some(v) = v {
-            self.push(|n| format!("n.{col} = ${n}"), Arg::Text(Some(v.clone())));
+            let key = sort_expr("n", col, backend);
+            let not_null = if v.is_empty() && key != format!("n.{col}") {
+                format!(" AND n.{col} IS NOT NULL")
+            } else {
+                String::new()
+            };
+            self.push(
+                |n| format!("{key} = ${n}{not_null}"),
+                Arg::Text(Some(v.clone())),
+            );
         }
     }
     /// `col` equal to one of `values` (none: nothing matches).
@@ -651,9 +668,35 @@ impl Where {
             format!("({})", ors.join(" OR "))
         });
     }
+    /// `expr` contains `needle`. On PostgreSQL a `LIKE` pattern (served by a trigram
+    /// index, `pg_trgm`); on SQLite `instr`.
+    pub(crate) fn contains(&mut self, expr: &str, needle: &str, backend: Backend) {
+        match backend {
+            Backend::Postgres => {
+                let mut pattern = String::with_capacity(needle.len() + 2);
+                pattern.push('%');
+                for c in needle.chars() {
+                    if matches!(c, '%' | '_' | '\\') {
+                        pattern.push('\\');
+                    }
+                    pattern.push(c);
+                }
+                pattern.push('%');
+                self.push(|n| format!("{expr} LIKE ${n}"), Arg::Text(Some(pattern)));
+            }
+            Backend::Sqlite => self.push(
+                |n| format!("instr({expr}, ${n}) > 0"),
+                Arg::Text(Some(needle.to_string())),
+            ),
+        }
+    }
+    /// A flag, written as a literal: a prepared statement's generic plan cannot know
+    /// that `retired = true` matches a few rows where `retired = false` matches most.
     fn eq_bool(&mut self, col: &str, v: Option<bool>) {
+        debug_assert_eq!(col_kind(col), ColKind::NotNull);
         if let Some(v) = v {
-            self.push(|n| format!("n.{col} = ${n}"), Arg::Bool(Some(v)));
+            self.clauses
+                .push(format!("n.{col} = {}", if v { "TRUE" } else { "FALSE" }));
         }
     }
 }
@@ -725,6 +768,36 @@ impl Db {
 
     /// One page of nodes. An unknown marker is 404, as upstream answers.
     pub async fn node_list(&self, q: &NodeListQuery) -> Result<Vec<Node>, Error> {
+        let (sql, args) = self.node_list_sql(q).await?;
+        let rows = with_pool!(self, |p| bind_all!(
+            sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())),
+            args
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(|e| internal("listing nodes", e))?;
+        let mut nodes = rows
+            .into_iter()
+            .map(NodeRow::into_node)
+            .collect::<Result<Vec<_>, _>>()?;
+        if q.with_traits && !nodes.is_empty() {
+            let ids: Vec<i64> = nodes.iter().map(|n| n.id.0).collect();
+            let mut traits = self.node_traits_of(&ids).await?;
+            for n in &mut nodes {
+                n.traits = traits.remove(&n.id.0).unwrap_or_default();
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// PostgreSQL's plan for [`Db::node_list`] (`EXPLAIN (FORMAT JSON)`): the test that
+    /// every filter and sort key is served from an index reads it.
+    pub async fn node_list_plan(&self, q: &NodeListQuery) -> Result<serde_json::Value, Error> {
+        let (sql, args) = self.node_list_sql(q).await?;
+        self.explain(&sql, args).await
+    }
+
+    async fn node_list_sql(&self, q: &NodeListQuery) -> Result<(String, Vec<Arg>), Error> {
         if !is_sort_key(&q.sort_key) {
             return Err(Error::invalid(format!(
                 "The sort_key value {} is an invalid field for sorting",
@@ -737,25 +810,28 @@ impl Db {
             clauses: Vec::new(),
             args: Vec::new(),
         };
-        w.eq_text("driver", &f.driver);
-        w.eq_text(
-            "provision_state",
-            &f.provision_state.map(|s| s.as_str().to_string()),
-        );
+        w.eq_key("driver", &f.driver, backend);
+        if let Some(state) = f.provision_state {
+            // A literal, as for the flags below (most nodes are in one or two states); a
+            // state's name is one of our own words, never the client's text.
+            w.clauses
+                .push(format!("n.provision_state = '{}'", state.as_str()));
+        }
         w.eq_bool("maintenance", f.maintenance);
         w.eq_bool("retired", f.retired);
-        w.eq_text("instance_uuid", &f.instance_uuid);
-        w.eq_text("chassis_uuid", &f.chassis_uuid);
-        w.eq_text("resource_class", &f.resource_class);
-        w.eq_text("conductor_group", &f.conductor_group);
-        w.eq_text("fault", &f.fault);
-        w.eq_text("owner", &f.owner);
-        w.eq_text("lessee", &f.lessee);
-        w.eq_text("instance_name", &f.instance_name);
+        w.eq_key("instance_uuid", &f.instance_uuid, backend);
+        w.eq_key("chassis_uuid", &f.chassis_uuid, backend);
+        w.eq_key("resource_class", &f.resource_class, backend);
+        w.eq_key("conductor_group", &f.conductor_group, backend);
+        w.eq_key("fault", &f.fault, backend);
+        w.eq_key("owner", &f.owner, backend);
+        w.eq_key("lessee", &f.lessee, backend);
+        w.eq_key("instance_name", &f.instance_name, backend);
         if let Some(shards) = &f.shards {
-            w.any_of("n.shard", shards);
+            w.any_of(&sort_expr("n", "shard", backend), shards);
+            w.clauses.push("n.shard IS NOT NULL".into());
         }
-        w.eq_text("parent_node", &f.parent_node);
+        w.eq_key("parent_node", &f.parent_node, backend);
         if f.exclude_children {
             w.clauses.push("n.parent_node IS NULL".into());
         }
@@ -770,20 +846,17 @@ impl Db {
             None => {}
         }
         if let Some(p) = &f.project {
+            let (owner, lessee) = (
+                sort_expr("n", "owner", backend),
+                sort_expr("n", "lessee", backend),
+            );
             w.push(
-                |n| format!("(n.owner = ${n} OR n.lessee = ${n})"),
+                |n| format!("({owner} = ${n} OR {lessee} = ${n}) AND ${n} <> ''"),
                 Arg::Text(Some(p.clone())),
             );
         }
         if let Some(d) = &f.description_contains {
-            let func = match backend {
-                Backend::Postgres => "strpos",
-                Backend::Sqlite => "instr",
-            };
-            w.push(
-                |n| format!("{func}(n.description, ${n}) > 0"),
-                Arg::Text(Some(d.clone())),
-            );
+            w.contains("n.description", d, backend);
         }
         let key = sort_expr("n", &q.sort_key, backend);
         let dir = if q.sort_desc { "DESC" } else { "ASC" };
@@ -809,25 +882,27 @@ impl Db {
             " ORDER BY {key} {dir}, n.id {dir} LIMIT {}",
             q.limit.max(1)
         ));
-        let rows = with_pool!(self, |p| bind_all!(
-            sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())),
-            w.args
+        Ok((sql, w.args))
+    }
+
+    /// `EXPLAIN (FORMAT JSON)` of a statement (PostgreSQL only).
+    pub(crate) async fn explain(
+        &self,
+        sql: &str,
+        args: Vec<Arg>,
+    ) -> Result<serde_json::Value, Error> {
+        let Pool::Postgres(p) = &self.pool else {
+            return Err(Error::invalid("plans are read from PostgreSQL only"));
+        };
+        let sql = format!("EXPLAIN (FORMAT JSON) {sql}");
+        let plan: Json<serde_json::Value> = bind_all!(
+            sqlx::query_scalar::<_, Json<serde_json::Value>>(sqlx::AssertSqlSafe(sql.as_str())),
+            args
         )
-        .fetch_all(p)
-        .await)
-        .map_err(|e| internal("listing nodes", e))?;
-        let mut nodes = rows
-            .into_iter()
-            .map(NodeRow::into_node)
-            .collect::<Result<Vec<_>, _>>()?;
-        if q.with_traits && !nodes.is_empty() {
-            let ids: Vec<i64> = nodes.iter().map(|n| n.id.0).collect();
-            let mut traits = self.node_traits_of(&ids).await?;
-            for n in &mut nodes {
-                n.traits = traits.remove(&n.id.0).unwrap_or_default();
-            }
-        }
-        Ok(nodes)
+        .fetch_one(p)
+        .await
+        .map_err(|e| internal("explaining a query", e))?;
+        Ok(plan.0)
     }
 
     async fn node_id_by_uuid(&self, uuid: &str) -> Result<i64, Error> {

@@ -9,15 +9,15 @@ use ironic_model::port::{Port, Portgroup, port_not_found, portgroup_not_found};
 use ironic_model::{Error, NodeId};
 use sqlx::types::Json;
 
-use crate::nodes::{Arg, Where, bind_all};
-use crate::{Db, internal, with_pool};
+use crate::nodes::{Arg, Where, bind_all, sort_expr as node_key};
+use crate::{Backend, Db, internal, with_pool};
 
 const PORT_SELECT: &str = "SELECT p.id, p.uuid, p.address, p.node_id, n.uuid AS node_uuid, \
-     p.portgroup_id, g.uuid AS portgroup_uuid, p.extra, p.internal_info, \
+     p.portgroup_id, (SELECT g.uuid FROM portgroups g WHERE g.id = p.portgroup_id) \
+     AS portgroup_uuid, p.extra, p.internal_info, \
      p.local_link_connection, p.pxe_enabled, p.physical_network, p.is_smartnic, p.name, \
      p.description, p.vendor, p.category, p.available_for_dynamic_portgroup, p.created_at, \
-     p.updated_at FROM ports p JOIN nodes n ON n.id = p.node_id \
-     LEFT JOIN portgroups g ON g.id = p.portgroup_id";
+     p.updated_at FROM ports p JOIN nodes n ON n.id = p.node_id";
 
 const PORTGROUP_SELECT: &str = "SELECT p.id, p.uuid, p.name, p.address, p.node_id, \
      n.uuid AS node_uuid, p.extra, p.internal_info, p.mode, p.properties, \
@@ -205,14 +205,19 @@ impl NicListQuery {
     }
 }
 
-fn sort_expr(alias: &str, key: &str) -> String {
+/// The expression a list sorts by (NULLs first ascending); the indexes of
+/// `migrations/*/0017_list_indexes.sql` are built on the same expressions.
+fn sort_expr(alias: &str, key: &str, backend: Backend) -> String {
     match key {
         "node_uuid" => format!("{alias}.node_id"),
         "portgroup_uuid" => format!("COALESCE({alias}.portgroup_id, -1)"),
         "physical_network" | "name" | "description" | "vendor" | "category" | "address" => {
             format!("COALESCE({alias}.{key}, '')")
         }
-        "updated_at" => format!("COALESCE(CAST({alias}.updated_at AS TEXT), '')"),
+        "updated_at" => match backend {
+            Backend::Postgres => format!("COALESCE({alias}.updated_at, '-infinity'::timestamptz)"),
+            Backend::Sqlite => format!("COALESCE({alias}.updated_at, '')"),
+        },
         k => format!("{alias}.{k}"),
     }
 }
@@ -473,8 +478,7 @@ impl Db {
         Ok(row.map(Port::from))
     }
 
-    /// A page of ports.
-    pub async fn port_list(&self, q: &NicListQuery) -> Result<Vec<Port>, Error> {
+    fn port_list_sql(&self, q: &NicListQuery) -> Result<(String, Where), Error> {
         if !PORT_SORT_KEYS.contains(&q.sort_key.as_str()) {
             return Err(Error::invalid(format!(
                 "The sort_key value {} is an invalid field for sorting",
@@ -486,16 +490,21 @@ impl Db {
             w.push(|n| format!("p.portgroup_id = ${n}"), Arg::I64(Some(g)));
         }
         if let Some(d) = &q.description_contains {
-            let func = match self.backend() {
-                crate::Backend::Postgres => "strpos",
-                crate::Backend::Sqlite => "instr",
-            };
-            w.push(
-                |n| format!("{func}(p.description, ${n}) > 0"),
-                Arg::Text(Some(d.clone())),
-            );
+            w.contains("p.description", d, self.backend());
         }
-        let sql = page_sql(PORT_SELECT, &w, q);
+        let sql = page_sql(PORT_SELECT, &w, q, self.backend());
+        Ok((sql, w))
+    }
+
+    /// PostgreSQL's plan for [`Db::port_list`] (see [`Db::node_list_plan`]).
+    pub async fn port_list_plan(&self, q: &NicListQuery) -> Result<serde_json::Value, Error> {
+        let (sql, w) = self.port_list_sql(q)?;
+        self.explain(&sql, w.args).await
+    }
+
+    /// A page of ports.
+    pub async fn port_list(&self, q: &NicListQuery) -> Result<Vec<Port>, Error> {
+        let (sql, w) = self.port_list_sql(q)?;
         let rows = with_pool!(self, |p| bind_all!(
             sqlx::query_as::<_, PortRow>(sqlx::AssertSqlSafe(sql.as_str())),
             w.args
@@ -518,9 +527,14 @@ impl Db {
         if let Some(a) = &q.address {
             w.push(|i| format!("p.address = ${i}"), Arg::Text(Some(a.clone())));
         }
+        let backend = self.backend();
         if let Some(pr) = &q.project {
+            let (owner, lessee) = (
+                node_key("n", "owner", backend),
+                node_key("n", "lessee", backend),
+            );
             w.push(
-                |i| format!("(n.owner = ${i} OR n.lessee = ${i})"),
+                |i| format!("({owner} = ${i} OR {lessee} = ${i}) AND ${i} <> ''"),
                 Arg::Text(Some(pr.clone())),
             );
         }
@@ -528,11 +542,12 @@ impl Db {
             w.any_of("n.conductor_group", groups);
         }
         if let Some(shards) = &q.shards {
-            w.any_of("n.shard", shards);
+            w.any_of(&node_key("n", "shard", backend), shards);
+            w.clauses.push("n.shard IS NOT NULL".into());
         }
         if let Some(m) = q.marker {
-            let key = sort_expr("p", &q.sort_key);
-            let mkey = sort_expr("m", &q.sort_key);
+            let key = sort_expr("p", &q.sort_key, backend);
+            let mkey = sort_expr("m", &q.sort_key, backend);
             let cmp = if q.sort_desc { "<" } else { ">" };
             w.push(
                 |i| {
@@ -663,7 +678,13 @@ impl Db {
         Ok(row.map(Portgroup::from))
     }
 
-    pub async fn portgroup_list(&self, q: &NicListQuery) -> Result<Vec<Portgroup>, Error> {
+    /// PostgreSQL's plan for [`Db::portgroup_list`] (see [`Db::node_list_plan`]).
+    pub async fn portgroup_list_plan(&self, q: &NicListQuery) -> Result<serde_json::Value, Error> {
+        let (sql, w) = self.portgroup_list_sql(q)?;
+        self.explain(&sql, w.args).await
+    }
+
+    fn portgroup_list_sql(&self, q: &NicListQuery) -> Result<(String, Where), Error> {
         if !PORTGROUP_SORT_KEYS.contains(&q.sort_key.as_str()) {
             return Err(Error::invalid(format!(
                 "The sort_key value {} is an invalid field for sorting",
@@ -671,7 +692,12 @@ impl Db {
             )));
         }
         let w = self.nic_where(q, "portgroups");
-        let sql = page_sql(PORTGROUP_SELECT, &w, q);
+        Ok((page_sql(PORTGROUP_SELECT, &w, q, self.backend()), w))
+    }
+
+    /// A page of port groups.
+    pub async fn portgroup_list(&self, q: &NicListQuery) -> Result<Vec<Portgroup>, Error> {
+        let (sql, w) = self.portgroup_list_sql(q)?;
         let rows = with_pool!(self, |p| bind_all!(
             sqlx::query_as::<_, PortgroupRow>(sqlx::AssertSqlSafe(sql.as_str())),
             w.args
@@ -683,8 +709,8 @@ impl Db {
     }
 }
 
-pub(crate) fn page_sql(select: &str, w: &Where, q: &NicListQuery) -> String {
-    let key = sort_expr("p", &q.sort_key);
+pub(crate) fn page_sql(select: &str, w: &Where, q: &NicListQuery, backend: Backend) -> String {
+    let key = sort_expr("p", &q.sort_key, backend);
     let dir = if q.sort_desc { "DESC" } else { "ASC" };
     let mut sql = select.to_string();
     if !w.clauses.is_empty() {

@@ -259,7 +259,7 @@ impl Db {
     ) -> Result<Vec<VolumeConnector>, Error> {
         let q = columns(q, CONNECTOR_SORT_KEYS)?;
         let w = self.nic_where(&q, "volume_connectors");
-        let sql = page_sql(CONNECTOR_SELECT, &w, &q);
+        let sql = page_sql(CONNECTOR_SELECT, &w, &q, self.backend());
         let rows = with_pool!(self, |p| bind_all!(
             sqlx::query_as::<_, ConnectorRow>(sqlx::AssertSqlSafe(sql.as_str())),
             w.args
@@ -315,7 +315,7 @@ impl Db {
     pub async fn volume_target_list(&self, q: &NicListQuery) -> Result<Vec<VolumeTarget>, Error> {
         let q = columns(q, TARGET_SORT_KEYS)?;
         let w = self.nic_where(&q, "volume_targets");
-        let sql = page_sql(TARGET_SELECT, &w, &q);
+        let sql = page_sql(TARGET_SELECT, &w, &q, self.backend());
         let rows = with_pool!(self, |p| bind_all!(
             sqlx::query_as::<_, TargetRow>(sqlx::AssertSqlSafe(sql.as_str())),
             w.args
