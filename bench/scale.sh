@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Scale: for each N in SIZES (default "1000 10000 100000") and each deployment in MODES
+# (default "split aio"), a fresh database; creates N nodes through the API, makes them
+# available (one in a hundred then goes into maintenance, another is retired), and
+# drives with ironic-load (crates/ironic-load: C connections, default 32): creation,
+# a burst of allocations, then (on READ_C connections, default 8, for 1 s each) point
+# reads, every node list filter and sort key, allocation lists; a closed loop of
+# allocations, deallocations; then prints the figures of every
+# run side by side (ops/s and p99 per N) with the resident memory of the API and of
+# each conductor, and the CPU of every process.
+#
+#   bash bench/scale.sh                               # everything (~25 min here)
+#   SIZES="1000 10000" MODES=split bash bench/scale.sh
+#
+# split: 1 ironic-api + 3 ironic-conductor, PostgreSQL and a RabbitMQ vhost of its own
+# (needs PostgreSQL on 127.0.0.1:5432, trust, user postgres; RabbitMQ on 127.0.0.1:5672
+# and rabbitmqctl, as root). aio: the all-in-one `ironic` on PostgreSQL (AIO_DB=sqlite
+# for the default SQLite file). Loopback only; every wait is bounded; the databases and
+# vhosts are dropped at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+SIZES=${SIZES:-1000 10000 100000}
+MODES=${MODES:-split aio}
+C=${C:-32}
+READ_C=${READ_C:-8}
+READ_SECONDS=${READ_SECONDS:-1}
+cargo build -q --release --bin ironic --bin ironic-api --bin ironic-conductor \
+  --bin ironic-dbsync --bin ironic-load
+T="${CARGO_TARGET_DIR:-target}/release"
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+DIR=$(mktemp -d)
+PIDS=()
+IDS=()
+stop_all() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
+  PIDS=()
+}
+cleanup() {
+  stop_all
+  for id in "${IDS[@]}"; do split_env_drop "$id"; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
+postmaster=$(head -1 "$(psql -Atq "$PG_ADMIN" -c 'SHOW data_directory')/postmaster.pid" 2>/dev/null || pgrep -o postgres || echo 0)
+
+# What the read phase drives: a node, pages of 100 (list, detail), every filter of
+# GET /v1/nodes (the issue's slow ones among them) and the combinations clients send,
+# every sort key, the allocation list. Microversion 1.61 (what most clients send).
+reads() {
+  local r=(
+    "node=/v1/nodes/{uuid}"
+    "list=/v1/nodes?limit=100"
+    "detail=/v1/nodes/detail?limit=100"
+    "?provision_state=available=/v1/nodes?limit=100&provision_state=available"
+    "?provision_state=manageable=/v1/nodes?limit=100&provision_state=manageable"
+    "?driver=fake-hardware=/v1/nodes?limit=100&driver=fake-hardware"
+    "?maintenance=true=/v1/nodes?limit=100&maintenance=true"
+    "?retired=true=/v1/nodes?limit=100&retired=true"
+    "?fault=power failure=/v1/nodes?limit=100&fault=power%20failure"
+    "?associated=true=/v1/nodes?limit=100&associated=true"
+    "?associated=false=/v1/nodes?limit=100&associated=false"
+    "?resource_class=load=/v1/nodes?limit=100&resource_class=load"
+    "?conductor_group==/v1/nodes?limit=100&conductor_group="
+    "?owner=project-17=/v1/nodes?limit=100&owner=project-17"
+    "?lessee=tenant-42=/v1/nodes?limit=100&lessee=tenant-42"
+    "?project=project-17=/v1/nodes?limit=100&project=project-17"
+    "?description_contains=rack 42 =/v1/nodes?limit=100&description_contains=rack%2042%20"
+    "?chassis_uuid=(none)=/v1/nodes?limit=100&chassis_uuid=00000000-0000-0000-0000-000000000000"
+    "?instance_uuid=(none)=/v1/nodes?limit=100&instance_uuid=00000000-0000-0000-0000-000000000000"
+    "available&rc&sort name=/v1/nodes?limit=100&provision_state=available&resource_class=load&sort_key=name"
+    "driver&sort updated_at=/v1/nodes?limit=100&driver=fake-hardware&sort_key=updated_at"
+    "nova: associated, fields=/v1/nodes?associated=true&fields=uuid,power_state,provision_state,instance_uuid,maintenance&limit=100"
+  )
+  local k
+  for k in id uuid name driver instance_uuid chassis_uuid provision_state \
+    target_provision_state provision_updated_at power_state target_power_state \
+    console_enabled maintenance maintenance_reason fault last_error reservation \
+    inspection_started_at inspection_finished_at resource_class conductor_group \
+    automated_clean protected protected_reason owner lessee description retired \
+    retired_reason bios_interface boot_interface console_interface deploy_interface \
+    inspect_interface management_interface network_interface power_interface \
+    raid_interface rescue_interface storage_interface vendor_interface created_at \
+    updated_at; do
+    r+=("sort_key=$k=/v1/nodes?limit=100&sort_key=$k&sort_dir=desc")
+  done
+  r+=(
+    "allocations=/v1/allocations?limit=100"
+    "allocations ?state=active=/v1/allocations?limit=100&state=active"
+    "allocations sort updated_at=/v1/allocations?limit=100&sort_key=updated_at"
+  )
+  local x
+  for x in "${r[@]}"; do printf -- '--read\0%s\0' "$x"; done
+}
+mapfile -d '' READS < <(reads)
+
+run_load() { # mode n port pid-args...
+  local mode=$1 n=$2 p=$3; shift 3
+  echo "== $mode, $n nodes"
+  "$T/ironic-load" "http://127.0.0.1:$p" -n "$n" -c "$C" --phases create,provide \
+    "$@" --json "$OUT/$mode-$n-a.json"
+  # As autovacuum would within the minute: statistics of the freshly filled tables.
+  psql -q "$DB" -c ANALYZE
+  "$T/ironic-load" "http://127.0.0.1:$p" -n "$n" -c "$C" --read-seconds "$READ_SECONDS" \
+    --read-connections "$READ_C" --phases alloc-burst,read,alloc-closed,dealloc \
+    --allocations "$(( n < 8000 ? n / 4 : 2000 ))" --closed-seconds 5 \
+    "${READS[@]}" "$@" --json "$OUT/$mode-$n-b.json"
+}
+
+for n in $SIZES; do
+  for mode in $MODES; do
+    id="scale$$_${mode}_$n"
+    IDS+=("$id")
+    split_env_create "$id"
+    "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
+    P=$(port)
+    export RUST_LOG=warn IRONIC_CONDUCTOR__AUTOMATED_CLEAN=false
+    if [ "$mode" = split ]; then
+      for h in c1 c2 c3; do
+        IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0 \
+          IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" \
+          >"$DIR/$id-$h.log" 2>&1 &
+        PIDS+=($!)
+      done
+      IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" "$T/ironic-api" --listen "127.0.0.1:$P" \
+        >"$DIR/$id-api.log" 2>&1 &
+      PIDS+=($!)
+      wait_http "$P"
+      for _ in $(seq 1 100); do
+        alive=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$P/v1/conductors" \
+          | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
+        [ "$alive" = 3 ] && break; sleep 0.1
+      done
+      run_load split "$n" "$P" --pid "api=${PIDS[3]}" --pid "c1=${PIDS[0]}" --pid "c2=${PIDS[1]}" \
+        --pid "c3=${PIDS[2]}" --pid "postgres=$postmaster"
+    else
+      aio_db=$DB
+      [ "${AIO_DB:-postgres}" = sqlite ] && aio_db="sqlite://$DIR/$id.sqlite"
+      "$T/ironic" --listen "127.0.0.1:$P" --database "$aio_db" --host aio >"$DIR/$id-aio.log" 2>&1 &
+      PIDS+=($!)
+      wait_http "$P"
+      run_load aio "$n" "$P" --pid "ironic=${PIDS[0]}" --pid "postgres=$postmaster"
+    fi
+    stop_all
+    split_env_drop "$id"
+  done
+done
+
+echo
+echo "== side by side (ops/s, p99 ms; $C connections, reads on $READ_C; results in $OUT)"
+python3 - "$OUT" $MODES -- $SIZES <<'PY'
+import json, os, sys
+out = sys.argv[1]
+i = sys.argv.index("--")
+modes, sizes = sys.argv[2:i], sys.argv[i + 1:]
+runs = {}
+for m in modes:
+    for n in sizes:
+        rows = []
+        for part in ("a", "b"):
+            f = os.path.join(out, f"{m}-{n}-{part}.json")
+            if os.path.exists(f):
+                rows += json.load(open(f))["rows"]
+        if rows:
+            runs[(m, n)] = rows
+cols = [k for k in ((m, n) for m in modes for n in sizes) if k in runs]
+labels = []
+for k in cols:
+    for r in runs[k]:
+        key = (r["phase"], r["label"])
+        if r["label"] != "rss" and key not in labels:
+            labels.append(key)
+head = "| phase | request | " + " | ".join(f"{m} {int(n):,}" for m, n in cols) + " |"
+print(head)
+print("|" + " --- |" * (2 + len(cols)))
+for ph, lb in labels:
+    cells = []
+    for k in cols:
+        r = next((r for r in runs[k] if (r["phase"], r["label"]) == (ph, lb)), None)
+        if r is None:
+            cells.append("")
+        elif ph == "read" or lb.startswith("POST /v1/nodes") or ph in ("dealloc", "alloc-closed"):
+            e = f", {r['errors']} err" if r["errors"] else ""
+            cells.append(f"{r['ops_per_s']:,.0f}/s p99 {r['p99_ms']:.1f}{e}")
+        else:
+            e = f", {r['errors']} err" if r["errors"] else ""
+            cells.append(f"{r['ops_per_s']:,.0f}/s ({r['ops']:,} in {r['seconds']:.1f} s){e}")
+    print(f"| {ph} | {lb} | " + " | ".join(cells) + " |")
+cells = []
+for k in cols:
+    rss = [r for r in runs[k] if r["label"] == "rss"][-1]["rss_mib"]
+    cells.append(", ".join(f"{l} {v:.0f}" for l, v in rss.items() if l != "postgres"))
+print("| memory | resident MiB at the end | " + " | ".join(cells) + " |")
+PY

@@ -1,0 +1,803 @@
+//! `ironic-load`: drives an Ironic-compatible API with many concurrent keep-alive
+//! connections from one thread, through the phases of `../shared/bench/bench.py`
+//! (create nodes, make them available, reads, allocations in a burst and in a closed
+//! loop, deallocations), and reports for each: operations per second, p50/p99
+//! latency, errors, and the CPU of the server's processes (`--pid`) and its own.
+//!
+//! ```text
+//! ironic-load http://127.0.0.1:6385 -n 10000 -c 32 --pid api=1234 --pid db=567 \
+//!     --read 'node=/v1/nodes/{uuid}' --read 'list=/v1/nodes?limit=100' --json out.json
+//! ```
+//! Every loop is bounded (by count or by time). See bench/scale.sh and README
+//! "Performance".
+
+mod http;
+mod measure;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use hyper::Method;
+use serde_json::{Value, json};
+
+use crate::http::{Answer, Conn, Target};
+use crate::measure::{Samples, cpu_seconds, own_cpu_seconds, rss_mib};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ironic-load",
+    about = "Load generator for Ironic-compatible APIs"
+)]
+struct Args {
+    /// The API's root URL, e.g. http://127.0.0.1:6385.
+    url: String,
+    /// Nodes to create (phase create) or to find by resource class.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    nodes: usize,
+    /// Concurrent connections (one request in flight on each).
+    #[arg(short = 'c', long, default_value_t = 32)]
+    concurrency: usize,
+    /// Phases to run, in order: create, provide, read, alloc-burst, alloc-closed, dealloc.
+    #[arg(
+        long,
+        default_value = "create,provide,read,alloc-burst,alloc-closed,dealloc"
+    )]
+    phases: String,
+    /// Resource class of the nodes this run creates and allocates.
+    #[arg(long, default_value = "load")]
+    resource_class: String,
+    /// A GET the read phase drives, as LABEL=/PATH; `{uuid}` is replaced by one of the
+    /// nodes' UUIDs, another at each request. Repeatable; default: one node, a page of
+    /// 100 nodes.
+    #[arg(long = "read")]
+    reads: Vec<String>,
+    /// Connections of the read phase (default: --concurrency). Fewer than the server
+    /// can serve at once shows its latency rather than its queue.
+    #[arg(long)]
+    read_connections: Option<usize>,
+    /// Seconds each read runs.
+    #[arg(long, default_value_t = 3.0)]
+    read_seconds: f64,
+    /// Allocations of the burst (default: the smaller of N and 2000).
+    #[arg(long)]
+    allocations: Option<usize>,
+    /// Seconds of the closed-loop allocation phase (each connection waits for its
+    /// allocation to finish before asking for the next).
+    #[arg(long, default_value_t = 5.0)]
+    closed_seconds: f64,
+    /// A server process to watch (CPU and resident memory, with its children), as
+    /// LABEL=PID. Repeatable.
+    #[arg(long = "pid")]
+    pids: Vec<String>,
+    /// Microversion every request asks for.
+    #[arg(long, default_value = "1.65")]
+    microversion: String,
+    /// Also write the results as JSON here.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+/// One measured kind of request.
+struct Row {
+    phase: String,
+    label: String,
+    seconds: f64,
+    samples: Samples,
+    /// Server CPU over this row, % of one core, per watched process.
+    cpu: Vec<(String, f64)>,
+    client_cpu: f64,
+    /// Operations completed (may differ from requests: an allocation is several).
+    ops: usize,
+}
+
+struct Run {
+    args: Args,
+    target: Target,
+    pids: Vec<(String, u32)>,
+    rows: Vec<Value>,
+    uuids: Arc<Vec<String>>,
+}
+
+/// CPU counters at the start of a measurement.
+struct CpuMark {
+    at: Instant,
+    server: Vec<f64>,
+    client: f64,
+}
+
+impl Run {
+    fn mark(&self) -> CpuMark {
+        CpuMark {
+            at: Instant::now(),
+            server: self.pids.iter().map(|(_, p)| cpu_seconds(*p)).collect(),
+            client: own_cpu_seconds(),
+        }
+    }
+
+    fn since(&self, m: &CpuMark) -> (f64, Vec<(String, f64)>, f64) {
+        let secs = m.at.elapsed().as_secs_f64().max(1e-9);
+        let cpu = self
+            .pids
+            .iter()
+            .zip(&m.server)
+            .map(|((l, p), before)| (l.clone(), (cpu_seconds(*p) - before) / secs * 100.0))
+            .collect();
+        (secs, cpu, (own_cpu_seconds() - m.client) / secs * 100.0)
+    }
+
+    fn report(&mut self, mut row: Row) {
+        let p50 = row.samples.quantile_ms(0.5);
+        let p99 = row.samples.quantile_ms(0.99);
+        let rate = row.ops as f64 / row.seconds;
+        let cpu: Vec<String> = row
+            .cpu
+            .iter()
+            .map(|(l, c)| format!("{l} {c:.0}%"))
+            .collect();
+        println!(
+            "{:<13} {:<34} {:>8} ops {:>9.1}/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {:<5} cpu: {} | client {:.0}%",
+            row.phase,
+            row.label,
+            row.ops,
+            rate,
+            p50,
+            p99,
+            row.samples.errors,
+            cpu.join(", "),
+            row.client_cpu
+        );
+        for e in &row.samples.error_samples {
+            println!("{:<13}   error: {e}", "");
+        }
+        self.rows.push(json!({
+            "phase": row.phase,
+            "label": row.label,
+            "ops": row.ops,
+            "seconds": row.seconds,
+            "ops_per_s": rate,
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "errors": row.samples.errors,
+            "error_samples": row.samples.error_samples,
+            "cpu_percent": row.cpu.iter().map(|(l, c)| (l.clone(), json!(c))).collect::<serde_json::Map<_, _>>(),
+            "client_cpu_percent": row.client_cpu,
+        }));
+    }
+
+    fn memory(&mut self, phase: &str) {
+        // PostgreSQL's backends each count the shared buffers they touched: their sum
+        // means nothing, so a process labelled "postgres" is watched for CPU only.
+        let rss: Vec<(String, f64)> = self
+            .pids
+            .iter()
+            .filter(|(l, _)| l != "postgres")
+            .map(|(l, p)| (l.clone(), rss_mib(*p)))
+            .collect();
+        let text: Vec<String> = rss.iter().map(|(l, m)| format!("{l} {m:.0} MiB")).collect();
+        println!("{:<13} resident memory: {}", phase, text.join(", "));
+        self.rows.push(json!({
+            "phase": phase,
+            "label": "rss",
+            "rss_mib": rss.iter().map(|(l, m)| (l.clone(), json!(m))).collect::<serde_json::Map<_, _>>(),
+        }));
+    }
+}
+
+/// Runs `c` workers, each with its own connection, and gathers what they return.
+async fn workers<T, F, Fut>(target: &Target, c: usize, f: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize, Conn) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let handles: Vec<_> = (0..c.max(1))
+        .map(|w| tokio::spawn(f(w, Conn::new(target))))
+        .collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        if let Ok(v) = h.await {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// A request retried while the node is locked or no conductor is free (409/503), at most
+/// `tries` times, 20 ms apart.
+async fn with_retry(
+    conn: &mut Conn,
+    method: Method,
+    path: &str,
+    body: Option<&[u8]>,
+    tries: usize,
+) -> Answer {
+    let mut last = conn.call(method.clone(), path, body).await;
+    for _ in 1..tries {
+        if !matches!(last.status, 409 | 503) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        last = conn.call(method.clone(), path, body).await;
+    }
+    last
+}
+
+/// Polls a node until `done` says so (Some(true): reached, Some(false): failed), at most
+/// `limit`.
+async fn wait_node(
+    conn: &mut Conn,
+    uuid: &str,
+    limit: Duration,
+    done: impl Fn(&Value) -> Option<bool>,
+) -> Result<(), String> {
+    let path = format!("/v1/nodes/{uuid}?fields=provision_state,power_state,last_error");
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        let a = conn.call(Method::GET, &path, None).await;
+        if a.ok() {
+            let v = a.json();
+            match done(&v) {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(format!("{uuid}: {v}")),
+                None => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!("{uuid}: not done after {limit:?}"))
+}
+
+/// Every object of a list (`key` in the answer), page after page (bounded).
+async fn list_all(conn: &mut Conn, base: &str, key: &str) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    for _ in 0..100_000 {
+        let path = match &marker {
+            None => format!("{base}{sep}limit=1000"),
+            Some(m) => format!("{base}{sep}limit=1000&marker={m}"),
+        };
+        let a = conn.call(Method::GET, &path, None).await;
+        if !a.ok() {
+            return Err(format!("GET {path}: {}", a.describe()));
+        }
+        let page = a.json()[key].as_array().cloned().unwrap_or_default();
+        let last = page
+            .last()
+            .and_then(|v| v["uuid"].as_str())
+            .map(str::to_string);
+        let n = page.len();
+        out.extend(page);
+        match last {
+            Some(l) if n == 1000 => marker = Some(l),
+            _ => return Ok(out),
+        }
+    }
+    Ok(out)
+}
+
+impl Run {
+    async fn create(&mut self) {
+        let n = self.args.nodes;
+        let rc = self.args.resource_class.clone();
+        let next = Arc::new(AtomicUsize::new(0));
+        let m = self.mark();
+        let results = workers(&self.target, self.args.concurrency, |_, mut conn| {
+            let (next, rc) = (next.clone(), rc.clone());
+            async move {
+                let mut s = Samples::default();
+                let mut uuids = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let body = node_body(&rc, i).to_string();
+                    let t = Instant::now();
+                    let a = conn
+                        .call(Method::POST, "/v1/nodes", Some(body.as_bytes()))
+                        .await;
+                    s.record(t.elapsed(), a.ok(), || a.describe());
+                    if let Some(u) = a.json()["uuid"].as_str() {
+                        uuids.push(u.to_string());
+                    }
+                }
+                (s, uuids)
+            }
+        })
+        .await;
+        let (secs, cpu, client_cpu) = self.since(&m);
+        let mut samples = Samples::default();
+        let mut uuids = Vec::new();
+        for (s, u) in results {
+            samples.merge(s);
+            uuids.extend(u);
+        }
+        let ops = uuids.len();
+        self.uuids = Arc::new(uuids);
+        self.report(Row {
+            phase: "create".into(),
+            label: "POST /v1/nodes".into(),
+            seconds: secs,
+            samples,
+            cpu,
+            client_cpu,
+            ops,
+        });
+    }
+
+    async fn find_nodes(&mut self) -> Result<(), String> {
+        let mut conn = Conn::new(&self.target);
+        let base = format!(
+            "/v1/nodes?resource_class={}&fields=uuid",
+            self.args.resource_class
+        );
+        let nodes = list_all(&mut conn, &base, "nodes").await?;
+        let uuids: Vec<String> = nodes
+            .iter()
+            .filter_map(|n| n["uuid"].as_str().map(str::to_string))
+            .collect();
+        println!(
+            "found {} nodes of resource class {}",
+            uuids.len(),
+            self.args.resource_class
+        );
+        self.uuids = Arc::new(uuids);
+        Ok(())
+    }
+
+    /// manage, provide and (where the power state is unknown) power off every node.
+    async fn provide(&mut self) {
+        let uuids = self.uuids.clone();
+        let next = Arc::new(AtomicUsize::new(0));
+        let m = self.mark();
+        let results = workers(&self.target, self.args.concurrency, |_, mut conn| {
+            let (next, uuids) = (next.clone(), uuids.clone());
+            async move {
+                let mut s = Samples::default();
+                let mut done = 0usize;
+                let limit = Duration::from_secs(300);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(u) = uuids.get(i) else { break };
+                    let t = Instant::now();
+                    let r = make_available(&mut conn, u, i, limit).await;
+                    if r.is_ok() {
+                        done += 1;
+                    }
+                    s.record(t.elapsed(), r.is_ok(), || r.err().unwrap_or_default());
+                }
+                (s, done)
+            }
+        })
+        .await;
+        let (secs, cpu, client_cpu) = self.since(&m);
+        let mut samples = Samples::default();
+        let mut ops = 0;
+        for (s, d) in results {
+            samples.merge(s);
+            ops += d;
+        }
+        self.report(Row {
+            phase: "provide".into(),
+            label: "manage+provide+power (per node)".into(),
+            seconds: secs,
+            samples,
+            cpu,
+            client_cpu,
+            ops,
+        });
+    }
+
+    async fn read(&mut self) {
+        let mut reads = self.args.reads.clone();
+        if reads.is_empty() {
+            reads = vec![
+                "node=/v1/nodes/{uuid}".into(),
+                "list=/v1/nodes?limit=100".into(),
+            ];
+        }
+        for r in reads {
+            // LABEL=PATH, the path starting with '/' (a label may hold '=').
+            let (label, path) = match r.find("=/") {
+                Some(i) => (r[..i].to_string(), r[i + 1..].to_string()),
+                None => (r.clone(), r.clone()),
+            };
+            let uuids = self.uuids.clone();
+            let secs = self.args.read_seconds;
+            let m = self.mark();
+            let c = self.args.read_connections.unwrap_or(self.args.concurrency);
+            let results = workers(&self.target, c, |w, mut conn| {
+                let (uuids, path) = (uuids.clone(), path.clone());
+                async move {
+                    let mut s = Samples::default();
+                    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+                    // A cheap generator of node indexes, different on each connection.
+                    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1);
+                    while Instant::now() < deadline {
+                        let p = if path.contains("{uuid}") && !uuids.is_empty() {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            path.replace("{uuid}", &uuids[(x % uuids.len() as u64) as usize])
+                        } else {
+                            path.clone()
+                        };
+                        let t = Instant::now();
+                        let a = conn.call(Method::GET, &p, None).await;
+                        s.record(t.elapsed(), a.ok(), || format!("GET {p}: {}", a.describe()));
+                    }
+                    s
+                }
+            })
+            .await;
+            let (secs, cpu, client_cpu) = self.since(&m);
+            let mut samples = Samples::default();
+            results.into_iter().for_each(|s| samples.merge(s));
+            let ops = samples.latencies.len();
+            self.report(Row {
+                phase: "read".into(),
+                label,
+                seconds: secs,
+                samples,
+                cpu,
+                client_cpu,
+                ops,
+            });
+        }
+    }
+
+    /// Allocations asked for as fast as they are accepted, then waited for.
+    async fn alloc_burst(&mut self) {
+        let count = self.args.allocations.unwrap_or(self.args.nodes.min(2000));
+        let rc = self.args.resource_class.clone();
+        let next = Arc::new(AtomicUsize::new(0));
+        let m = self.mark();
+        let results = workers(&self.target, self.args.concurrency, |_, mut conn| {
+            let (next, rc) = (next.clone(), rc.clone());
+            async move {
+                let mut s = Samples::default();
+                let body = json!({"resource_class": rc}).to_string();
+                while next.fetch_add(1, Ordering::Relaxed) < count {
+                    let t = Instant::now();
+                    let a = conn
+                        .call(Method::POST, "/v1/allocations", Some(body.as_bytes()))
+                        .await;
+                    s.record(t.elapsed(), a.ok(), || a.describe());
+                }
+                s
+            }
+        })
+        .await;
+        let mut posts = Samples::default();
+        results.into_iter().for_each(|s| posts.merge(s));
+        let accepted = posts.latencies.len() - posts.errors;
+        let (secs, cpu, client_cpu) = self.since(&m);
+        self.report(Row {
+            phase: "alloc-burst".into(),
+            label: "POST /v1/allocations".into(),
+            seconds: secs,
+            samples: posts,
+            cpu,
+            client_cpu,
+            ops: accepted,
+        });
+        // Until none is `allocating` (bounded).
+        let mut conn = Conn::new(&self.target);
+        let base =
+            format!("/v1/allocations?resource_class={rc}&fields=uuid,state,node_uuid,last_error");
+        let mut all = Vec::new();
+        let limit = Duration::from_secs(600);
+        while m.at.elapsed() < limit {
+            match list_all(&mut conn, &base, "allocations").await {
+                Ok(a) => all = a,
+                Err(e) => println!("alloc-burst   error: {e}"),
+            }
+            if all.iter().all(|a| a["state"] != "allocating") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (secs, cpu, client_cpu) = self.since(&m);
+        let active: Vec<&Value> = all.iter().filter(|a| a["state"] == "active").collect();
+        let nodes: HashSet<&str> = active
+            .iter()
+            .filter_map(|a| a["node_uuid"].as_str())
+            .collect();
+        let mut samples = Samples::default();
+        for a in &all {
+            let ok = a["state"] == "active";
+            samples.record(Duration::ZERO, ok, || a.to_string());
+        }
+        if nodes.len() != active.len() {
+            samples.errors += 1;
+            samples.error_samples.push(format!(
+                "{} active allocations hold only {} nodes: a node allocated twice",
+                active.len(),
+                nodes.len()
+            ));
+        }
+        samples.latencies.clear();
+        self.report(Row {
+            phase: "alloc-burst".into(),
+            label: "end to end (active)".into(),
+            seconds: secs,
+            samples,
+            cpu,
+            client_cpu,
+            ops: active.len(),
+        });
+    }
+
+    /// Each connection asks for an allocation and waits for it before the next.
+    async fn alloc_closed(&mut self) {
+        let rc = self.args.resource_class.clone();
+        let secs = self.args.closed_seconds;
+        let m = self.mark();
+        let results = workers(&self.target, self.args.concurrency, |_, mut conn| {
+            let rc = rc.clone();
+            async move {
+                let mut s = Samples::default();
+                let body = json!({"resource_class": rc}).to_string();
+                let deadline = Instant::now() + Duration::from_secs_f64(secs);
+                let mut active = 0usize;
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    let a = conn
+                        .call(Method::POST, "/v1/allocations", Some(body.as_bytes()))
+                        .await;
+                    let Some(uuid) = a.json()["uuid"].as_str().map(str::to_string) else {
+                        s.record(t.elapsed(), false, || a.describe());
+                        continue;
+                    };
+                    let mut state = a.json()["state"].as_str().unwrap_or("").to_string();
+                    let path = format!("/v1/allocations/{uuid}?fields=state,last_error");
+                    let mut last = String::new();
+                    for _ in 0..30_000 {
+                        if state != "allocating" {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        let a = conn.call(Method::GET, &path, None).await;
+                        let v = a.json();
+                        state = v["state"].as_str().unwrap_or("allocating").to_string();
+                        last = v.to_string();
+                    }
+                    let ok = state == "active";
+                    if ok {
+                        active += 1;
+                    }
+                    s.record(t.elapsed(), ok, || format!("{uuid}: {state} {last}"));
+                }
+                (s, active)
+            }
+        })
+        .await;
+        let (secs, cpu, client_cpu) = self.since(&m);
+        let mut samples = Samples::default();
+        let mut ops = 0;
+        for (s, a) in results {
+            samples.merge(s);
+            ops += a;
+        }
+        self.report(Row {
+            phase: "alloc-closed".into(),
+            label: "POST until active".into(),
+            seconds: secs,
+            samples,
+            cpu,
+            client_cpu,
+            ops,
+        });
+    }
+
+    async fn dealloc(&mut self) {
+        let mut conn = Conn::new(&self.target);
+        let base = format!(
+            "/v1/allocations?resource_class={}&fields=uuid",
+            self.args.resource_class
+        );
+        let uuids: Arc<Vec<String>> =
+            Arc::new(match list_all(&mut conn, &base, "allocations").await {
+                Ok(a) => a
+                    .iter()
+                    .filter_map(|a| a["uuid"].as_str().map(str::to_string))
+                    .collect(),
+                Err(e) => {
+                    println!("dealloc       error: {e}");
+                    return;
+                }
+            });
+        let next = Arc::new(AtomicUsize::new(0));
+        let m = self.mark();
+        let results = workers(&self.target, self.args.concurrency, |_, mut conn| {
+            let (next, uuids) = (next.clone(), uuids.clone());
+            async move {
+                let mut s = Samples::default();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(u) = uuids.get(i) else { break };
+                    let t = Instant::now();
+                    let path = format!("/v1/allocations/{u}");
+                    let a = with_retry(&mut conn, Method::DELETE, &path, None, 100).await;
+                    s.record(t.elapsed(), a.ok(), || a.describe());
+                }
+                s
+            }
+        })
+        .await;
+        let (secs, cpu, client_cpu) = self.since(&m);
+        let mut samples = Samples::default();
+        results.into_iter().for_each(|s| samples.merge(s));
+        let ops = samples.latencies.len() - samples.errors;
+        self.report(Row {
+            phase: "dealloc".into(),
+            label: "DELETE /v1/allocations/{uuid}".into(),
+            seconds: secs,
+            samples,
+            cpu,
+            client_cpu,
+            ops,
+        });
+    }
+}
+
+/// The i-th node: a fleet as operators have one, owners among 200 projects, one node
+/// in seven leased, one in ten described by its rack.
+fn node_body(rc: &str, i: usize) -> Value {
+    let mut body = json!({"name": format!("{rc}-{i}"), "driver": "fake-hardware",
+        "resource_class": rc, "owner": format!("project-{}", i % 200)});
+    if i.is_multiple_of(7) {
+        body["lessee"] = json!(format!("tenant-{}", i % 300));
+    }
+    if i.is_multiple_of(10) {
+        body["description"] = json!(format!("rack {} row {}", i % 97, i % 13));
+    }
+    body
+}
+
+/// Makes the i-th node available, as in a fleet: one node in a hundred is retired
+/// instead (it stays manageable) and another goes into maintenance once available
+/// (neither is allocatable then).
+async fn make_available(
+    conn: &mut Conn,
+    uuid: &str,
+    i: usize,
+    limit: Duration,
+) -> Result<(), String> {
+    let prov = format!("/v1/nodes/{uuid}/states/provision");
+    for (target, want) in [("manage", "manageable"), ("provide", "available")] {
+        if target == "provide" && i % 100 == 2 {
+            let body = json!([{"op": "add", "path": "/retired", "value": true}]).to_string();
+            let path = format!("/v1/nodes/{uuid}");
+            let a = with_retry(conn, Method::PATCH, &path, Some(body.as_bytes()), 500).await;
+            return if a.ok() {
+                Ok(())
+            } else {
+                Err(format!("retiring {uuid}: {}", a.describe()))
+            };
+        }
+        let body = json!({"target": target}).to_string();
+        let a = with_retry(conn, Method::PUT, &prov, Some(body.as_bytes()), 500).await;
+        if !a.ok() {
+            return Err(format!("{target} {uuid}: {}", a.describe()));
+        }
+        wait_node(conn, uuid, limit, |v| {
+            let s = v["provision_state"].as_str().unwrap_or("");
+            if s == want {
+                Some(true)
+            } else if s.ends_with("failed") || (s == "enroll" && !v["last_error"].is_null()) {
+                Some(false)
+            } else {
+                None
+            }
+        })
+        .await?;
+    }
+    let a = conn
+        .call(
+            Method::GET,
+            &format!("/v1/nodes/{uuid}?fields=power_state"),
+            None,
+        )
+        .await;
+    if a.json()["power_state"].is_null() {
+        let power = format!("/v1/nodes/{uuid}/states/power");
+        let body = json!({"target": "power off"}).to_string();
+        let a = with_retry(conn, Method::PUT, &power, Some(body.as_bytes()), 500).await;
+        if !a.ok() {
+            return Err(format!("power off {uuid}: {}", a.describe()));
+        }
+        wait_node(conn, uuid, limit, |v| {
+            (v["power_state"] == "power off").then_some(true)
+        })
+        .await?;
+    }
+    if i % 100 == 1 {
+        let body = json!({"reason": "load test"}).to_string();
+        let path = format!("/v1/nodes/{uuid}/maintenance");
+        let a = with_retry(conn, Method::PUT, &path, Some(body.as_bytes()), 500).await;
+        if !a.ok() {
+            return Err(format!("maintenance {uuid}: {}", a.describe()));
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = Args::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ironic-load: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = rt.block_on(run(args)) {
+        eprintln!("ironic-load: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let target = Target::parse(&args.url, &args.microversion).await?;
+    let mut pids = Vec::new();
+    for p in &args.pids {
+        let (l, pid) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--pid {p}: give LABEL=PID"))?;
+        let pid: u32 = pid
+            .parse()
+            .map_err(|_| format!("--pid {p}: not a number"))?;
+        pids.push((l.to_string(), pid));
+    }
+    let phases: Vec<String> = args
+        .phases
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let mut run = Run {
+        args,
+        target,
+        pids,
+        rows: Vec::new(),
+        uuids: Arc::new(Vec::new()),
+    };
+    println!(
+        "ironic-load: {} nodes, {} connections, resource class {}",
+        run.args.nodes, run.args.concurrency, run.args.resource_class
+    );
+    run.memory("start");
+    for phase in &phases {
+        if phase != "create" && run.uuids.is_empty() {
+            run.find_nodes().await?;
+        }
+        match phase.as_str() {
+            "create" => run.create().await,
+            "provide" => run.provide().await,
+            "read" => run.read().await,
+            "alloc-burst" => run.alloc_burst().await,
+            "alloc-closed" => run.alloc_closed().await,
+            "dealloc" => run.dealloc().await,
+            other => return Err(format!("unknown phase {other}")),
+        }
+        run.memory(phase);
+    }
+    if let Some(path) = &run.args.json {
+        let doc = json!({
+            "nodes": run.args.nodes,
+            "concurrency": run.args.concurrency,
+            "rows": run.rows,
+        });
+        std::fs::write(path, format!("{doc:#}\n"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
