@@ -468,16 +468,22 @@ impl Db {
         name: Option<&str>,
     ) -> Result<Claim, Error> {
         let affinity = affinity.0;
-        let c = candidates(a, 4, true, name);
-        let skip = match self.backend() {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
+        let c = candidates(a, 5, true, name);
+        // The node's `instance_info.traits` is set by the same UPDATE that claims it: one
+        // row version and one round trip fewer than reading and writing it back.
+        let (skip, set_traits) = match self.backend() {
+            Backend::Postgres => (
+                " FOR UPDATE SKIP LOCKED",
+                "jsonb_set(instance_info, '{traits}', $4)",
+            ),
+            Backend::Sqlite => ("", "json_set(instance_info, '$.traits', json($4))"),
         };
         let claim = format!(
-            "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3 \
+            "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3, \
+             instance_info = {set_traits} \
              WHERE id = (SELECT id FROM nodes WHERE {} AND reservation IS NULL LIMIT 1{skip}) \
              AND instance_uuid IS NULL AND reservation IS NULL \
-             RETURNING id, uuid, instance_info",
+             RETURNING id, uuid",
             c.sql
         );
         let now = ironic_model::node::now();
@@ -485,29 +491,21 @@ impl Db {
         let res: Result<Claim, sqlx::Error> = with_pool!(self, |p| {
             async {
             let mut tx = p.begin().await?;
-            let mut q = sqlx::query_as::<_, (i64, String, Json<JsonObject>)>(
-                sqlx::AssertSqlSafe(claim.as_str()),
-            )
-            .bind(&a.uuid)
-            .bind(a.id.0)
-            .bind(now);
+            let mut q = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(claim.as_str()))
+                .bind(&a.uuid)
+                .bind(a.id.0)
+                .bind(now)
+                .bind(Json(&traits));
             for v in &c.args {
                 q = q.bind(v);
             }
             if let Some(n) = c.trait_count {
                 q = q.bind(n);
             }
-            let Some((node_id, node_uuid, Json(mut info))) = q.fetch_optional(&mut *tx).await?
-            else {
+            let Some((node_id, node_uuid)) = q.fetch_optional(&mut *tx).await? else {
                 tx.rollback().await?;
                 return Ok(Claim::NoneFree);
             };
-            info.insert("traits".into(), traits.clone());
-            sqlx::query("UPDATE nodes SET instance_info = $1 WHERE id = $2")
-                .bind(Json(&info))
-                .bind(node_id)
-                .execute(&mut *tx)
-                .await?;
             let ours = sqlx::query(
                 "UPDATE allocations SET node_id = $1, state = 'active', last_error = NULL, updated_at = $2 \
                  WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'",
