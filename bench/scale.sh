@@ -52,7 +52,8 @@ postmaster=$(head -1 "$(psql -Atq "$PG_ADMIN" -c 'SHOW data_directory')/postmast
 
 # What the read phase drives: a node, pages of 100 (list, detail), every filter of
 # GET /v1/nodes (the issue's slow ones among them) and the combinations clients send,
-# every sort key, the allocation list. Microversion 1.61 (what most clients send).
+# every sort key, the allocation list. Microversion 1.65 (ironic-load's default: the
+# lessee filter needs it).
 reads() {
   local r=(
     "node=/v1/nodes/{uuid}"

@@ -18,7 +18,9 @@ DROP INDEX IF EXISTS nodes_owner_idx;
 DROP INDEX IF EXISTS nodes_lessee_idx;
 DROP INDEX IF EXISTS nodes_instance_name_idx;
 
--- Nodes: one index per sort key.
+-- Nodes: one index per sort key. The free-text keys (TEXT columns) sort by their first
+-- 255 characters: a btree entry may not exceed 2704 bytes, and a long last_error or
+-- description must never make a node's write fail.
 CREATE INDEX nodes_uuid_key_idx ON nodes (uuid, id);
 CREATE INDEX nodes_name_key_idx ON nodes (COALESCE(name, ''), id);
 CREATE INDEX nodes_driver_key_idx ON nodes (driver, id);
@@ -31,9 +33,9 @@ CREATE INDEX nodes_power_state_key_idx ON nodes (COALESCE(power_state, ''), id);
 CREATE INDEX nodes_target_power_state_key_idx ON nodes (COALESCE(target_power_state, ''), id);
 CREATE INDEX nodes_console_enabled_key_idx ON nodes (console_enabled, id);
 CREATE INDEX nodes_maintenance_key_idx ON nodes (maintenance, id);
-CREATE INDEX nodes_maintenance_reason_key_idx ON nodes (COALESCE(maintenance_reason, ''), id);
+CREATE INDEX nodes_maintenance_reason_key_idx ON nodes (COALESCE(left(maintenance_reason, 255), ''), id);
 CREATE INDEX nodes_fault_key_idx ON nodes (COALESCE(fault, ''), id);
-CREATE INDEX nodes_last_error_key_idx ON nodes (COALESCE(last_error, ''), id);
+CREATE INDEX nodes_last_error_key_idx ON nodes (COALESCE(left(last_error, 255), ''), id);
 CREATE INDEX nodes_reservation_key_idx ON nodes (COALESCE(reservation, ''), id);
 CREATE INDEX nodes_inspection_started_at_key_idx ON nodes (COALESCE(inspection_started_at, '-infinity'::timestamptz), id);
 CREATE INDEX nodes_inspection_finished_at_key_idx ON nodes (COALESCE(inspection_finished_at, '-infinity'::timestamptz), id);
@@ -41,12 +43,12 @@ CREATE INDEX nodes_resource_class_key_idx ON nodes (COALESCE(resource_class, '')
 CREATE INDEX nodes_conductor_group_key_idx ON nodes (conductor_group, id);
 CREATE INDEX nodes_automated_clean_key_idx ON nodes (COALESCE(automated_clean::int, -1), id);
 CREATE INDEX nodes_protected_key_idx ON nodes (protected, id);
-CREATE INDEX nodes_protected_reason_key_idx ON nodes (COALESCE(protected_reason, ''), id);
+CREATE INDEX nodes_protected_reason_key_idx ON nodes (COALESCE(left(protected_reason, 255), ''), id);
 CREATE INDEX nodes_owner_key_idx ON nodes (COALESCE(owner, ''), id);
 CREATE INDEX nodes_lessee_key_idx ON nodes (COALESCE(lessee, ''), id);
-CREATE INDEX nodes_description_key_idx ON nodes (COALESCE(description, ''), id);
+CREATE INDEX nodes_description_key_idx ON nodes (COALESCE(left(description, 255), ''), id);
 CREATE INDEX nodes_retired_key_idx ON nodes (retired, id);
-CREATE INDEX nodes_retired_reason_key_idx ON nodes (COALESCE(retired_reason, ''), id);
+CREATE INDEX nodes_retired_reason_key_idx ON nodes (COALESCE(left(retired_reason, 255), ''), id);
 CREATE INDEX nodes_boot_mode_key_idx ON nodes (COALESCE(boot_mode, ''), id);
 CREATE INDEX nodes_secure_boot_key_idx ON nodes (COALESCE(secure_boot::int, -1), id);
 CREATE INDEX nodes_shard_key_idx ON nodes (COALESCE(shard, ''), id);
@@ -77,14 +79,15 @@ CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX nodes_description_trgm_idx ON nodes USING gin (description gin_trgm_ops);
 CREATE INDEX ports_description_trgm_idx ON ports USING gin (description gin_trgm_ops);
 
--- Allocations: sorted with NULLs first (NULLS FIRST on nullable keys).
+-- Allocations: sorted with NULLs first (NULLS FIRST on nullable keys); last_error by
+-- its first 255 characters, as the nodes' free-text keys.
 DROP INDEX IF EXISTS allocations_node_id_idx;
 CREATE INDEX allocations_uuid_key_idx ON allocations (uuid, id);
 CREATE INDEX allocations_name_key_idx ON allocations (name NULLS FIRST, id);
 CREATE INDEX allocations_node_id_key_idx ON allocations (node_id NULLS FIRST, id);
 CREATE INDEX allocations_state_key_idx ON allocations (state, id);
 CREATE INDEX allocations_owner_key_idx ON allocations (owner NULLS FIRST, id);
-CREATE INDEX allocations_last_error_key_idx ON allocations (last_error NULLS FIRST, id);
+CREATE INDEX allocations_last_error_key_idx ON allocations (left(last_error, 255) NULLS FIRST, id);
 CREATE INDEX allocations_resource_class_key_idx ON allocations (resource_class NULLS FIRST, id);
 CREATE INDEX allocations_conductor_affinity_key_idx ON allocations (conductor_affinity NULLS FIRST, id);
 CREATE INDEX allocations_created_at_key_idx ON allocations (created_at, id);

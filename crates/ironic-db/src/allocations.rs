@@ -343,6 +343,14 @@ impl Db {
             push("owner = ?", ListArg::Text(o.clone()), &mut conds, &mut args);
         }
         let (cmp, dir) = if desc { ("<", "DESC") } else { (">", "ASC") };
+        // A free-text key sorts by its first characters on PostgreSQL, what its index
+        // holds (migrations/postgres/0017_list_indexes.sql).
+        let key = match (sort_key, self.backend()) {
+            ("last_error", Backend::Postgres) => {
+                format!("left(last_error, {})", crate::nodes::LONG_KEY)
+            }
+            (k, _) => k.to_string(),
+        };
         if let Some(m) = marker {
             // Rows after the marker in (sort key, id) order; NULLs sort first ascending.
             let (value, null) = match sort_key {
@@ -353,7 +361,14 @@ impl Db {
                 "state" => (ListArg::Text(m.state.as_str().into()), false),
                 "owner" => (ListArg::OptText(m.owner.clone()), m.owner.is_none()),
                 "last_error" => (
-                    ListArg::OptText(m.last_error.clone()),
+                    ListArg::OptText(match self.backend() {
+                        // The sort key is its first characters there (`key` below).
+                        Backend::Postgres => m
+                            .last_error
+                            .as_ref()
+                            .map(|e| e.chars().take(crate::nodes::LONG_KEY).collect()),
+                        Backend::Sqlite => m.last_error.clone(),
+                    }),
                     m.last_error.is_none(),
                 ),
                 "resource_class" => (
@@ -372,7 +387,7 @@ impl Db {
             if sort_key == "id" {
                 conds.push(format!("id {cmp} ${id_p}"));
             } else {
-                let k = sort_key;
+                let k = &key;
                 if null {
                     // NULLs sort first ascending, last descending.
                     conds.push(if desc {
@@ -405,7 +420,7 @@ impl Db {
             format!("WHERE {}", conds.join(" AND "))
         };
         let sql = format!(
-            "SELECT {COLS} FROM allocations {where_} ORDER BY {sort_key} {dir}{nulls}, id {dir} LIMIT {limit}"
+            "SELECT {COLS} FROM allocations {where_} ORDER BY {key} {dir}{nulls}, id {dir} LIMIT {limit}"
         );
         Ok((sql, args))
     }

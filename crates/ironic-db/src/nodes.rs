@@ -86,6 +86,9 @@ const WRITE_COLS: &[&str] = &[
 enum ColKind {
     NotNull,
     Text,
+    /// TEXT (unbounded): PostgreSQL sorts it by its first 255 characters, what its
+    /// index holds (a btree entry may not exceed 2704 bytes).
+    LongText,
     Time,
     Bool,
 }
@@ -116,6 +119,9 @@ pub fn is_sort_key(key: &str) -> bool {
             ))
 }
 
+/// Characters of a free-text column a PostgreSQL list sorts by (and indexes).
+pub(crate) const LONG_KEY: usize = 255;
+
 /// Every key a node list may be sorted by.
 pub fn sort_keys() -> impl Iterator<Item = &'static str> {
     std::iter::once("id").chain(WRITE_COLS.iter().copied().filter(|k| is_sort_key(k)))
@@ -132,6 +138,8 @@ fn col_kind(col: &str) -> ColKind {
         | "inspection_finished_at"
         | "updated_at" => ColKind::Time,
         "automated_clean" | "secure_boot" => ColKind::Bool,
+        "maintenance_reason" | "last_error" | "protected_reason" | "description"
+        | "retired_reason" => ColKind::LongText,
         _ => ColKind::Text,
     }
 }
@@ -140,7 +148,12 @@ fn col_kind(col: &str) -> ColKind {
 pub(crate) fn sort_expr(alias: &str, col: &str, backend: Backend) -> String {
     match (col_kind(col), backend) {
         (ColKind::NotNull, _) => format!("{alias}.{col}"),
-        (ColKind::Text, _) => format!("COALESCE({alias}.{col}, '')"),
+        (ColKind::Text, _) | (ColKind::LongText, Backend::Sqlite) => {
+            format!("COALESCE({alias}.{col}, '')")
+        }
+        (ColKind::LongText, Backend::Postgres) => {
+            format!("COALESCE(left({alias}.{col}, {LONG_KEY}), '')")
+        }
         (ColKind::Time, Backend::Postgres) => {
             format!("COALESCE({alias}.{col}, '-infinity'::timestamptz)")
         }

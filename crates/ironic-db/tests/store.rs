@@ -41,6 +41,7 @@ on_both_backends!(
     allocation_never_picks_a_retired_node,
     history_is_kept_in_order_and_pruned,
     bios_settings_follow_the_hardware,
+    long_free_text_is_stored_and_sorted,
 );
 
 const HOST: &str = "test-host";
@@ -723,4 +724,58 @@ async fn bios_settings_follow_the_hardware(db: &Db) {
     db.node_reserve(n.id, HOST).await.unwrap();
     db.node_destroy(n.id, HOST).await.unwrap();
     assert!(db.bios_list(n.id.0).await.unwrap().is_empty());
+}
+
+/// Text that does not compress: `n` characters of three bytes each, pseudo-random.
+fn incompressible(n: usize, seed: u64) -> String {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from_u32(0x4E00 + (x % 20_000) as u32).unwrap()
+        })
+        .collect()
+}
+
+/// A description, a maintenance reason and a last error as long as the API allows (or
+/// longer: a driver's error) are written and lists sort by them: PostgreSQL's index of a
+/// free-text key holds its first characters only (a btree entry may not exceed 2704
+/// bytes; these are ~12 KB).
+async fn long_free_text_is_stored_and_sorted(db: &Db) {
+    let mut uuids = Vec::new();
+    for seed in 1..=3u64 {
+        let n = create(
+            db,
+            json!({"driver": "fake-hardware", "description": incompressible(4096, seed)}),
+        )
+        .await;
+        let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
+        locked.last_error = Some(incompressible(5000, seed + 10));
+        locked.maintenance_reason = Some(incompressible(4096, seed + 20));
+        db.node_save(&locked, HOST).await.unwrap();
+        uuids.push(n.uuid.to_string());
+    }
+    for key in ["description", "last_error", "maintenance_reason"] {
+        let mut seen = Vec::new();
+        let mut marker = None;
+        for _ in 0..4 {
+            let q = NodeListQuery {
+                sort_key: key.into(),
+                limit: 1,
+                marker: marker.clone(),
+                ..Default::default()
+            };
+            let page = db.node_list(&q).await.unwrap();
+            let Some(n) = page.first() else { break };
+            marker = Some(n.uuid.to_string());
+            seen.push(n.uuid.to_string());
+        }
+        let mut all = seen.clone();
+        all.sort();
+        let mut want = uuids.clone();
+        want.sort();
+        assert_eq!(all, want, "{key}: each node once, page by page");
+    }
 }

@@ -61,6 +61,9 @@ impl Answer {
     }
 }
 
+/// How long one request may take, answer included.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub struct Conn {
     target: Target,
     sender: Option<SendRequest<Full<Bytes>>>,
@@ -127,10 +130,27 @@ impl Conn {
                     };
                 }
             };
-            match sender.send_request(req).await {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    return match resp.into_body().collect().await {
+            // Bounded: a server that stops answering ends the request, not the run.
+            let sent = tokio::time::timeout(REQUEST_TIMEOUT, async {
+                let resp = sender.send_request(req).await?;
+                let status = resp.status().as_u16();
+                let body = resp.into_body().collect().await;
+                Ok::<_, hyper::Error>((status, body))
+            })
+            .await;
+            let sent = match sent {
+                Ok(r) => r,
+                Err(_) => {
+                    self.sender = None;
+                    return Answer {
+                        status: 0,
+                        body: Bytes::from(format!("no answer within {REQUEST_TIMEOUT:?}")),
+                    };
+                }
+            };
+            match sent {
+                Ok((status, body)) => {
+                    return match body {
                         Ok(b) => Answer {
                             status,
                             body: b.to_bytes(),

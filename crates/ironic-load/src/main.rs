@@ -494,11 +494,13 @@ impl Run {
         let limit = Duration::from_secs(600);
         while m.at.elapsed() < limit {
             match list_all(&mut conn, &base, "allocations").await {
-                Ok(a) => all = a,
+                Ok(a) => {
+                    all = a;
+                    if all.iter().all(|a| a["state"] != "allocating") {
+                        break;
+                    }
+                }
                 Err(e) => println!("alloc-burst   error: {e}"),
-            }
-            if all.iter().all(|a| a["state"] != "allocating") {
-                break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -747,6 +749,14 @@ fn main() {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    for (name, v) in [
+        ("--read-seconds", args.read_seconds),
+        ("--closed-seconds", args.closed_seconds),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+            return Err(format!("{name} {v}: give seconds between 0 and 86400"));
+        }
+    }
     let target = Target::parse(&args.url, &args.microversion).await?;
     let mut pids = Vec::new();
     for p in &args.pids {
