@@ -15,20 +15,12 @@ T="${CARGO_TARGET_DIR:-target}/release"
 ID="prov$$"
 DIR=$(mktemp -d)
 PIDS=()
-stop_all() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do
-    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  done
-}
 cleanup() {
   stop_all
   split_env_drop "$ID"
   rm -rf "$DIR"
 }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
 
 split_env_create "$ID"
 "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null

@@ -33,21 +33,12 @@ mkdir -p "$OUT"
 DIR=$(mktemp -d)
 PIDS=()
 IDS=()
-stop_all() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do
-    for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  done
-  PIDS=()
-}
 cleanup() {
   stop_all
   for id in "${IDS[@]}"; do split_env_drop "$id"; done
   rm -rf "$DIR"
 }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
 postmaster=$(head -1 "$(psql -Atq "$PG_ADMIN" -c 'SHOW data_directory')/postmaster.pid" 2>/dev/null || pgrep -o postgres || echo 0)
 
 # What the read phase drives: a node, pages of 100 (list, detail), every filter of

@@ -376,12 +376,7 @@ impl Run {
         })
         .await;
         let (secs, cpu, client_cpu) = self.since(&m);
-        let mut samples = Samples::default();
-        let mut ops = 0;
-        for (s, d) in results {
-            samples.merge(s);
-            ops += d;
-        }
+        let (samples, ops) = Samples::merged_counted(results);
         self.report(Row {
             phase: "provide".into(),
             label: "manage+provide+power (per node)".into(),
@@ -436,8 +431,7 @@ impl Run {
             })
             .await;
             let (secs, cpu, client_cpu) = self.since(&m);
-            let mut samples = Samples::default();
-            results.into_iter().for_each(|s| samples.merge(s));
+            let samples = Samples::merged(results);
             let ops = samples.latencies.len();
             self.report(Row {
                 phase: "read".into(),
@@ -473,8 +467,7 @@ impl Run {
             }
         })
         .await;
-        let mut posts = Samples::default();
-        results.into_iter().for_each(|s| posts.merge(s));
+        let posts = Samples::merged(results);
         let accepted = posts.latencies.len() - posts.errors;
         let (secs, cpu, client_cpu) = self.since(&m);
         self.report(Row {
@@ -580,12 +573,7 @@ impl Run {
         })
         .await;
         let (secs, cpu, client_cpu) = self.since(&m);
-        let mut samples = Samples::default();
-        let mut ops = 0;
-        for (s, a) in results {
-            samples.merge(s);
-            ops += a;
-        }
+        let (samples, ops) = Samples::merged_counted(results);
         self.report(Row {
             phase: "alloc-closed".into(),
             label: "POST until active".into(),
@@ -633,8 +621,7 @@ impl Run {
         })
         .await;
         let (secs, cpu, client_cpu) = self.since(&m);
-        let mut samples = Samples::default();
-        results.into_iter().for_each(|s| samples.merge(s));
+        let samples = Samples::merged(results);
         let ops = samples.latencies.len() - samples.errors;
         self.report(Row {
             phase: "dealloc".into(),

@@ -32,6 +32,28 @@ impl Samples {
         }
     }
 
+    /// The samples of every worker together.
+    pub fn merged(parts: Vec<Samples>) -> Samples {
+        let mut all = Samples::default();
+        parts.into_iter().for_each(|s| all.merge(s));
+        all
+    }
+
+    /// The samples of every worker together, and the sum of the operations they counted.
+    pub fn merged_counted(parts: Vec<(Samples, usize)>) -> (Samples, usize) {
+        let mut ops = 0;
+        let all = Samples::merged(
+            parts
+                .into_iter()
+                .map(|(s, n)| {
+                    ops += n;
+                    s
+                })
+                .collect(),
+        );
+        (all, ops)
+    }
+
     /// The latency below which `q` (0..1) of the samples fall, in milliseconds.
     pub fn quantile_ms(&mut self, q: f64) -> f64 {
         if self.latencies.is_empty() {
