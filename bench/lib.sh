@@ -36,3 +36,31 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 
 # wait_http PORT: until the server on PORT answers (at most 10 s), else exit.
 wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
+
+# autovacuum_like DB: what PostgreSQL's autovacuum does with its default settings, for a
+# server that has it off (some test machines do), every NAPTIME seconds (default 30; the
+# default autovacuum_naptime is 60): a table is vacuumed when its dead rows exceed
+# 50 + 20% of its rows or its inserts since the last vacuum 1,000 + 20%, analysed when
+# its changes since the last analysis exceed 50 + 10%; vacuum is throttled as
+# autovacuum's is (cost delay 2 ms, limit 200), so it competes with the load as it would
+# in production rather than as a full-speed VACUUM of every table. Runs until killed or
+# the database is gone (at most 2 hours).
+autovacuum_like() {
+  local db=$1 rel vac ana
+  for _ in $(seq 1 $(( 7200 / ${NAPTIME:-30} ))); do
+    sleep "${NAPTIME:-30}"
+    psql -Atq -F ' ' "$db" -c "SELECT s.relname,
+        s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
+          OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),
+        s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid" 2>/dev/null >"${DIR:-/tmp}/av.$$" || return 0
+    while read -r rel vac ana; do
+      if [ "$vac" = t ]; then
+        PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" \
+          psql -q "$db" -c "VACUUM (ANALYZE $([ "$ana" = t ] && echo true || echo false)) $rel" 2>/dev/null || true
+      elif [ "$ana" = t ]; then
+        PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" psql -q "$db" -c "ANALYZE $rel" 2>/dev/null || true
+      fi
+    done <"${DIR:-/tmp}/av.$$"
+  done
+}

@@ -95,7 +95,7 @@ mapfile -d '' READS < <(reads)
 run_load() { # mode n port pid-args...
   local mode=$1 n=$2 p=$3; shift 3
   if [ "$autovacuum" != on ]; then
-    ( for _ in $(seq 1 360); do sleep 20; psql -q "$DB" -c 'VACUUM ANALYZE' 2>/dev/null || exit 0; done ) &
+    autovacuum_like "$DB" &
     PIDS+=($!)
   fi
   echo "== $mode, $n nodes"
@@ -111,9 +111,10 @@ run_load() { # mode n port pid-args...
 
 # PostgreSQL's autovacuum keeps statistics current and removes dead row versions; a
 # server with it off (as some test machines are) plans every list blind and grows its
-# indexes without end. Then this script does autovacuum's work itself, every 20 s.
+# indexes without end. Then this script does autovacuum's work itself, by its default
+# thresholds and throttle (autovacuum_like, bench/lib.sh).
 autovacuum=$(psql -Atq "$PG_ADMIN" -c 'SHOW autovacuum')
-[ "$autovacuum" = on ] || echo "autovacuum is off on this server: VACUUM ANALYZE every 20 s instead"
+[ "$autovacuum" = on ] || echo "autovacuum is off on this server: this script does its work (autovacuum_like)"
 
 for n in $SIZES; do
   for mode in $MODES; do

@@ -60,9 +60,11 @@ impl Allocator {
             Some(n) => self.backfill(stored, n).await,
             None => {
                 let me = self.clone();
-                let id = stored.id;
-                self.work
-                    .spawn("allocation", async move { me.allocate(id).await });
+                let (id, fresh) = (stored.id, stored.clone());
+                self.work.spawn(
+                    "allocation",
+                    async move { me.allocate(id, Some(fresh)).await },
+                );
                 Ok(stored)
             }
         }
@@ -90,8 +92,11 @@ impl Allocator {
     }
 
     /// Reserves a node for the allocation `id`, if it is still ours and `allocating`.
-    async fn allocate(self: Arc<Self>, id: AllocationId) {
-        if let Err(e) = self.try_allocate(id).await {
+    /// `fresh`: the allocation as just stored, which spares reading it back (the claim
+    /// itself is conditional on the state and the affinity, so a deletion or a take-over
+    /// meanwhile is still seen).
+    async fn allocate(self: Arc<Self>, id: AllocationId, fresh: Option<Allocation>) {
+        if let Err(e) = self.try_allocate(id, fresh).await {
             tracing::error!(allocation_id = %id, error = %e, "allocation failed unexpectedly");
             if let Ok(me) = self.my_id() {
                 let msg = format!("Unexpected exception during allocation: {e}");
@@ -100,13 +105,19 @@ impl Allocator {
         }
     }
 
-    async fn try_allocate(&self, id: AllocationId) -> Result<(), Error> {
+    async fn try_allocate(&self, id: AllocationId, fresh: Option<Allocation>) -> Result<(), Error> {
         let me = self.my_id()?;
+        let mut fresh = fresh;
         if !self.settings.allocation_delay.is_zero() {
             tokio::time::sleep(self.settings.allocation_delay).await;
+            fresh = None;
         }
-        let Some(a) = self.db.allocation_by_id(id).await? else {
-            return Ok(());
+        let a = match fresh {
+            Some(a) => a,
+            None => match self.db.allocation_by_id(id).await? {
+                Some(a) => a,
+                None => return Ok(()),
+            },
         };
         if a.state != AllocationState::Allocating || a.conductor_affinity != Some(me) {
             return Ok(());
@@ -277,8 +288,10 @@ impl Allocator {
         for (id, _) in &mine {
             let c = self.clone();
             let id = *id;
-            self.work
-                .spawn("resumed allocation", async move { c.allocate(id).await });
+            self.work.spawn(
+                "resumed allocation",
+                async move { c.allocate(id, None).await },
+            );
         }
         if !mine.is_empty() {
             tracing::info!(count = mine.len(), "resuming allocations of an earlier run");
@@ -315,10 +328,9 @@ impl Allocator {
                 // time inside its periodic task): a dead conductor's allocations are
                 // all finished within one allocation's time.
                 let me = self.clone();
-                self.work.spawn(
-                    "taken-over allocation",
-                    async move { me.allocate(id).await },
-                );
+                self.work.spawn("taken-over allocation", async move {
+                    me.allocate(id, None).await
+                });
             }
         }
         Ok(won)

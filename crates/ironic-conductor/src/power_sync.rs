@@ -79,10 +79,24 @@ fn excluded(n: &Node) -> bool {
 }
 
 impl Conductor {
-    /// The nodes this conductor owns that a sync looks at.
+    /// The nodes this conductor owns that a sync looks at. Every node is listed, but
+    /// only with the columns that tell its owner and whether it is skipped; the whole
+    /// rows (the BMC's address and credentials) are read for this conductor's share
+    /// only. At 100,000 nodes and 3 conductors that is 100,000 light rows and 33,000
+    /// whole ones per conductor and round, not 100,000 whole ones.
     async fn nodes_to_sync(&self, topology: &Topology) -> Result<Vec<Node>, Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
+        let light = [
+            "uuid",
+            "driver",
+            "conductor_group",
+            "reservation",
+            "provision_state",
+            "target_power_state",
+            "maintenance",
+            "fault",
+        ];
         let mut out = Vec::new();
         let mut marker: Option<String> = None;
         // Bounded: at most 1,000 pages of 1,000 nodes.
@@ -90,17 +104,30 @@ impl Conductor {
             let q = NodeListQuery {
                 filter: NodeFilter::default(),
                 marker: marker.clone(),
+                fields: Some(light.iter().map(|f| f.to_string()).collect()),
                 with_traits: false,
                 ..Default::default()
             };
             let page = self.db.node_list(&q).await?;
             let full = page.len() == q.limit as usize;
             marker = page.last().map(|n| n.uuid.to_string());
-            out.extend(page.into_iter().filter(|n| {
-                snap.owner(&n.conductor_group, &n.driver, n.uuid.as_str()) == Some(me)
-                    && self.drivers.driver(&n.driver).is_some()
-                    && !excluded(n)
-            }));
+            let mine: Vec<_> = page
+                .iter()
+                .filter(|n| {
+                    snap.owner(&n.conductor_group, &n.driver, n.uuid.as_str()) == Some(me)
+                        && self.drivers.driver(&n.driver).is_some()
+                        && !excluded(n)
+                })
+                .map(|n| n.id)
+                .collect();
+            // Re-checked on the whole rows: a node may have changed in between.
+            out.extend(
+                self.db
+                    .nodes_by_ids(&mine)
+                    .await?
+                    .into_iter()
+                    .filter(|n| !excluded(n)),
+            );
             if !full {
                 break;
             }

@@ -11,7 +11,7 @@ use ironic_model::{AllocationId, ConductorId, Error, NodeId};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use crate::{Backend, Db, internal, with_pool};
+use crate::{Backend, Db, Pool, internal, with_pool};
 
 /// The columns of an allocation, with its node's uuid read in the same statement.
 const COLS: &str = "id, uuid, name, node_id, state, owner, last_error, resource_class, \
@@ -493,18 +493,35 @@ impl Db {
             ),
             Backend::Sqlite => ("", "json_set(instance_info, '$.traits', json($4))"),
         };
+        // The allocation must still be ours and `allocating`: checked by the node's
+        // UPDATE itself, so a lost allocation never touches a node.
+        let aff = c.args.len() + 5 + usize::from(c.trait_count.is_some());
+        let ours = match self.backend() {
+            Backend::Postgres => "a".to_string(),
+            Backend::Sqlite => format!(
+                "allocations al WHERE al.id = $2 AND al.conductor_affinity = ${aff} \
+                 AND al.state = 'allocating'"
+            ),
+        };
         let claim = format!(
             "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3, \
              instance_info = {set_traits} \
              WHERE id = (SELECT id FROM nodes WHERE {} AND reservation IS NULL LIMIT 1{skip}) \
-             AND instance_uuid IS NULL AND reservation IS NULL \
+             AND instance_uuid IS NULL AND reservation IS NULL AND EXISTS (SELECT 1 FROM {ours}) \
              RETURNING id, uuid",
             c.sql
         );
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
-        let res: Result<Claim, sqlx::Error> = with_pool!(self, |p| {
-            async {
+        let p = match &self.pool {
+            Pool::Postgres(p) => {
+                return self
+                    .allocation_claim_pg(p, a, affinity, aff, &claim, &c, now, &traits)
+                    .await;
+            }
+            Pool::Sqlite(p) => p,
+        };
+        let res: Result<Claim, sqlx::Error> = async {
             let mut tx = p.begin().await?;
             let mut q = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(claim.as_str()))
                 .bind(&a.uuid)
@@ -517,31 +534,93 @@ impl Db {
             if let Some(n) = c.trait_count {
                 q = q.bind(n);
             }
-            let Some((node_id, node_uuid)) = q.fetch_optional(&mut *tx).await? else {
+            let Some((node_id, node_uuid)) = q.bind(affinity).fetch_optional(&mut *tx).await?
+            else {
+                let ours: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM allocations WHERE id = $1 AND conductor_affinity = $2 \
+                     AND state = 'allocating'",
+                )
+                .bind(a.id.0)
+                .bind(affinity)
+                .fetch_one(&mut *tx)
+                .await?;
                 tx.rollback().await?;
-                return Ok(Claim::NoneFree);
+                return Ok(if ours == 1 { Claim::NoneFree } else { Claim::Lost });
             };
-            let ours = sqlx::query(
+            sqlx::query(
                 "UPDATE allocations SET node_id = $1, state = 'active', last_error = NULL, updated_at = $2 \
-                 WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'",
+                 WHERE id = $3",
             )
             .bind(node_id)
             .bind(now)
             .bind(a.id.0)
-            .bind(affinity)
             .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if ours != 1 {
-                tx.rollback().await?;
-                return Ok(Claim::Lost);
-            }
+            .await?;
             tx.commit().await?;
             Ok(Claim::Reserved(NodeId(node_id), node_uuid))
         }
-        .await
-        });
+        .await;
         res.map_err(|e| internal("reserving a node for an allocation", e))
+    }
+
+    /// [`Db::allocation_claim`] on PostgreSQL: one statement, one round trip (instead of
+    /// BEGIN, two UPDATEs, COMMIT). The allocation is locked first (`FOR UPDATE`: a
+    /// take-over or a deletion waits, or has already won and the allocation no longer
+    /// matches); only if it is still ours and `allocating` is a node claimed (`EXISTS`
+    /// on `a`, a one-time filter), and the allocation activated with it.
+    #[allow(clippy::too_many_arguments)]
+    async fn allocation_claim_pg(
+        &self,
+        p: &sqlx::PgPool,
+        a: &Allocation,
+        affinity: i64,
+        aff: usize,
+        claim: &str,
+        c: &Candidates,
+        now: DateTime<Utc>,
+        traits: &Value,
+    ) -> Result<Claim, Error> {
+        let sql = format!(
+            "WITH a AS (SELECT id FROM allocations WHERE id = $2 AND conductor_affinity = ${aff} \
+             AND state = 'allocating' FOR UPDATE), \
+             claimed AS ({claim}), \
+             act AS (UPDATE allocations SET node_id = claimed.id, state = 'active', \
+             last_error = NULL, updated_at = $3 FROM claimed WHERE allocations.id = $2 \
+             RETURNING allocations.id) \
+             SELECT EXISTS (SELECT 1 FROM a), (SELECT id FROM claimed), (SELECT uuid FROM claimed), \
+             (SELECT count(*) FROM act)"
+        );
+        let mut q = sqlx::query_as::<_, (bool, Option<i64>, Option<String>, i64)>(
+            sqlx::AssertSqlSafe(sql.as_str()),
+        )
+        .bind(&a.uuid)
+        .bind(a.id.0)
+        .bind(now)
+        .bind(Json(traits));
+        for v in &c.args {
+            q = q.bind(v);
+        }
+        if let Some(n) = c.trait_count {
+            q = q.bind(n);
+        }
+        let row = q
+            .bind(affinity)
+            .fetch_one(p)
+            .await
+            .map_err(|e| internal("reserving a node for an allocation", e))?;
+        Ok(match row {
+            (false, _, _, _) => Claim::Lost,
+            (true, Some(id), Some(uuid), 1) => Claim::Reserved(NodeId(id), uuid),
+            (true, None, _, _) => Claim::NoneFree,
+            // Cannot happen: the allocation is locked by `a` before the node is claimed.
+            // The statement has committed: this only reports it.
+            other => {
+                return Err(Error::Internal(format!(
+                    "reserving a node for allocation {}: node claimed but the allocation not activated ({other:?})",
+                    a.uuid
+                )));
+            }
+        })
     }
 
     /// Why [`Db::allocation_claim`] found nothing.
@@ -652,9 +731,18 @@ impl Db {
     /// Deletes an allocation and frees its node (`allocation_id`, `instance_uuid`), in
     /// one transaction; 404 if it is already gone.
     pub async fn allocation_destroy(&self, a: &Allocation) -> Result<(), Error> {
+        let postgres = self.backend() == Backend::Postgres;
         let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
             async {
             let mut tx = p.begin().await?;
+            // The allocation first: a claim in flight holds it until it commits, and the
+            // node it claimed is then seen (and freed) below. SQLite serialises writers.
+            if postgres {
+                sqlx::query("SELECT 1 FROM allocations WHERE id = $1 FOR UPDATE")
+                    .bind(a.id.0)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query(
                 "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 WHERE allocation_id = $2",
             )

@@ -765,6 +765,38 @@ impl Db {
         self.node_fetch("n.id = $1", Arg::I64(Some(id))).await
     }
 
+    /// The nodes of these ids that exist, by id, without their traits: a periodic task
+    /// reads the whole rows of the nodes it picked from a light listing.
+    pub async fn nodes_by_ids(&self, ids: &[NodeId]) -> Result<Vec<Node>, Error> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cols = all_columns();
+        let rows = match &self.pool {
+            // One statement text whatever the count: an array parameter.
+            Pool::Postgres(p) => {
+                let sql = format!("SELECT {cols} FROM nodes n WHERE n.id = ANY($1) ORDER BY n.id");
+                let ids: Vec<i64> = ids.iter().map(|i| i.0).collect();
+                sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str()))
+                    .bind(ids)
+                    .fetch_all(p)
+                    .await
+            }
+            Pool::Sqlite(p) => {
+                let list: Vec<String> = ids.iter().map(|i| i.0.to_string()).collect();
+                let sql = format!(
+                    "SELECT {cols} FROM nodes n WHERE n.id IN ({}) ORDER BY n.id",
+                    list.join(",")
+                );
+                sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str()))
+                    .fetch_all(p)
+                    .await
+            }
+        }
+        .map_err(|e| internal("reading nodes", e))?;
+        rows.into_iter().map(NodeRow::into_node).collect()
+    }
+
     /// Every shard with its node count (`None` for the nodes without one).
     pub async fn shard_counts(&self) -> Result<Vec<(Option<String>, i64)>, Error> {
         let sql = "SELECT shard, COUNT(*) FROM nodes GROUP BY shard";

@@ -42,6 +42,9 @@ on_both_backends!(
     history_is_kept_in_order_and_pruned,
     bios_settings_follow_the_hardware,
     long_free_text_is_stored_and_sorted,
+    allocation_claim_outcomes,
+    concurrent_claims_take_distinct_nodes,
+    nodes_by_ids_reads_whole_rows,
 );
 
 const HOST: &str = "test-host";
@@ -537,6 +540,130 @@ async fn allocation_never_picks_a_retired_node(db: &Db) {
             .instance_uuid
             .is_none()
     );
+}
+
+async fn available(db: &Db, rc: &str, extra: serde_json::Value) -> Node {
+    let mut body = json!({"driver": "fake-hardware", "resource_class": rc});
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    let mut n = new_node(body);
+    n.provision_state = ProvisionState::Available;
+    n.power_state = Some("power off".into());
+    db.node_create(&n).await.unwrap()
+}
+
+async fn allocating(db: &Db, rc: &str, affinity: i64, traits: &[&str]) -> ironic_model::Allocation {
+    let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some(rc.into()));
+    a.conductor_affinity = Some(ConductorId(affinity));
+    a.traits = traits.iter().map(|t| t.to_string()).collect();
+    db.allocation_create(&a).await.unwrap()
+}
+
+/// A claim by a conductor that no longer owns the allocation changes nothing; one by
+/// the owner associates the node (instance uuid, allocation, instance_info.traits) and
+/// activates the allocation together; a second claim of an active allocation is lost.
+async fn allocation_claim_outcomes(db: &Db) {
+    use ironic_db::allocations::Claim;
+    let n = available(
+        db,
+        "rc-c",
+        json!({"instance_info": {"image_source": "img"}}),
+    )
+    .await;
+    db.node_add_traits(n.id, &["CUSTOM_GPU".into()], false, 50)
+        .await
+        .unwrap();
+    let a = allocating(db, "rc-c", 1, &["CUSTOM_GPU"]).await;
+    assert_eq!(
+        db.allocation_claim(&a, ConductorId(2), None).await.unwrap(),
+        Claim::Lost
+    );
+    let untouched = db.node_by_id(n.id).await.unwrap().unwrap();
+    assert!(untouched.instance_uuid.is_none() && untouched.allocation_id.is_none());
+    let still = db.allocation_by_id(a.id).await.unwrap().unwrap();
+    assert_eq!(still.state, ironic_model::AllocationState::Allocating);
+    assert_eq!(
+        db.allocation_claim(&a, ConductorId(1), Some("no-such-name"))
+            .await
+            .unwrap(),
+        Claim::NoneFree
+    );
+    assert_eq!(
+        db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
+        Claim::Reserved(n.id, n.uuid.to_string())
+    );
+    let node = db.node_by_id(n.id).await.unwrap().unwrap();
+    assert_eq!(node.instance_uuid.as_deref(), Some(a.uuid.as_str()));
+    assert_eq!(node.allocation_id, Some(a.id));
+    assert_eq!(node.instance_info["traits"], json!(["CUSTOM_GPU"]));
+    assert_eq!(node.instance_info["image_source"], json!("img"));
+    let done = db.allocation_by_id(a.id).await.unwrap().unwrap();
+    assert_eq!(done.state, ironic_model::AllocationState::Active);
+    assert_eq!(done.node_id, Some(n.id));
+    // A free matching node exists, but the allocation is no longer `allocating`.
+    let spare = available(db, "rc-c", json!({})).await;
+    db.node_add_traits(spare.id, &["CUSTOM_GPU".into()], false, 50)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
+        Claim::Lost
+    );
+}
+
+/// Twelve allocations race for eight nodes: each node goes to one allocation, eight
+/// are reserved, four find none free, and every reserved allocation names its node.
+async fn concurrent_claims_take_distinct_nodes(db: &Db) {
+    use ironic_db::allocations::Claim;
+    for _ in 0..8 {
+        available(db, "rc-race", json!({})).await;
+    }
+    let mut racers = Vec::new();
+    for _ in 0..12 {
+        let a = allocating(db, "rc-race", 1, &[]).await;
+        let db = db.clone();
+        racers.push(tokio::spawn(async move {
+            (
+                a.id,
+                db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
+            )
+        }));
+    }
+    let mut nodes = std::collections::HashSet::new();
+    let mut none_free = 0;
+    for r in racers {
+        match r.await.unwrap() {
+            (id, Claim::Reserved(node, _)) => {
+                assert!(nodes.insert(node), "node {node:?} claimed twice");
+                let a = db.allocation_by_id(id).await.unwrap().unwrap();
+                assert_eq!(a.node_id, Some(node));
+                let n = db.node_by_id(node).await.unwrap().unwrap();
+                assert_eq!(n.allocation_id, Some(id));
+            }
+            (_, Claim::NoneFree) => none_free += 1,
+            (_, Claim::Lost) => panic!("no allocation was taken over"),
+        }
+    }
+    assert_eq!((nodes.len(), none_free), (8, 4));
+}
+
+async fn nodes_by_ids_reads_whole_rows(db: &Db) {
+    let a = create(
+        db,
+        json!({"driver": "fake-hardware", "driver_info": {"ipmi_address": "10.0.0.1"}}),
+    )
+    .await;
+    let b = create(db, json!({"driver": "fake-hardware", "name": "b"})).await;
+    let got = db
+        .nodes_by_ids(&[b.id, NodeId(999_999), a.id])
+        .await
+        .unwrap();
+    let ids: Vec<NodeId> = got.iter().map(|n| n.id).collect();
+    assert_eq!(ids, vec![a.id, b.id]);
+    assert_eq!(got[0].driver_info["ipmi_address"], json!("10.0.0.1"));
+    assert_eq!(got[1].name.as_deref(), Some("b"));
+    assert!(db.nodes_by_ids(&[]).await.unwrap().is_empty());
 }
 
 /// PostgreSQL over TLS: `sslmode=require` in the URL gives an encrypted session (the
