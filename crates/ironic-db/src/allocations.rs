@@ -188,7 +188,35 @@ fn candidates(a: &Allocation, first: usize, traits: bool, name: Option<&str>) ->
     }
 }
 
+/// The first free candidate. `ORDER BY id` matters: without it, `LIMIT 1` over the
+/// many available nodes looks cheapest to the planner as a sequential scan, which
+/// walks past every node already allocated (at 10,000 nodes, 2,000 allocations in:
+/// 1.4 ms instead of 0.06, growing with each allocation); ordered by id it walks
+/// `nodes_allocatable_idx`, which holds only nodes that could be taken.
+fn candidate_select(c: &Candidates) -> String {
+    format!(
+        "SELECT id FROM nodes WHERE {} AND reservation IS NULL ORDER BY id LIMIT 1",
+        c.sql
+    )
+}
+
 impl Db {
+    /// PostgreSQL's plan for the candidate search of [`Db::allocation_claim`] (see
+    /// [`Db::node_list_plan`]).
+    pub async fn allocation_candidate_plan(
+        &self,
+        a: &Allocation,
+        name: Option<&str>,
+    ) -> Result<Value, Error> {
+        use crate::nodes::Arg as A;
+        let c = candidates(a, 1, true, name);
+        let mut args: Vec<A> = c.args.iter().map(|v| A::Text(Some(v.clone()))).collect();
+        if let Some(n) = c.trait_count {
+            args.push(A::I64(Some(n)));
+        }
+        self.explain(&candidate_select(&c), args).await
+    }
+
     /// Stores a new allocation; 409 on a duplicate name or uuid.
     pub async fn allocation_create(&self, a: &Allocation) -> Result<Allocation, Error> {
         let sql = format!(
@@ -506,10 +534,10 @@ impl Db {
         let claim = format!(
             "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3, \
              instance_info = {set_traits} \
-             WHERE id = (SELECT id FROM nodes WHERE {} AND reservation IS NULL LIMIT 1{skip}) \
+             WHERE id = ({}{skip}) \
              AND instance_uuid IS NULL AND reservation IS NULL AND EXISTS (SELECT 1 FROM {ours}) \
              RETURNING id, uuid",
-            c.sql
+            candidate_select(&c)
         );
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());

@@ -547,6 +547,34 @@ async fn every_list_filter_and_sort_key_is_served_from_an_index() {
         }
     }
 
+    // The node an allocation takes: by resource class, with traits, among candidates,
+    // for an owner, by name.
+    let wanting = |traits: &[&str], candidates: &[&str], owner: Option<&str>| {
+        let mut a = ironic_model::Allocation::new("a".into(), Some("rc-3".into()));
+        a.traits = traits.iter().map(|t| t.to_string()).collect();
+        a.candidate_nodes = candidates.iter().map(|t| t.to_string()).collect();
+        a.owner = owner.map(str::to_string);
+        a
+    };
+    for (what, a, name) in [
+        ("resource class", wanting(&[], &[], None), None),
+        (
+            "traits",
+            wanting(&["CUSTOM_GPU", "CUSTOM_RAID"], &[], None),
+            None,
+        ),
+        (
+            "candidates",
+            wanting(&[], &["11111111-1111-1111-1111-111111111111"], None),
+            None,
+        ),
+        ("owner", wanting(&[], &[], Some("project-7")), None),
+        ("name", wanting(&[], &[], None), Some("node-42")),
+    ] {
+        let plan = db.allocation_candidate_plan(&a, name).await.unwrap();
+        check.plan(&format!("allocation candidate by {what}"), plan);
+    }
+
     // Ports and port groups: each filter, each sort key.
     let NicListQuery {
         node_id: _,
