@@ -9,7 +9,7 @@
 # run side by side (ops/s and p99 per N) with the resident memory of the API and of
 # each conductor, and the CPU of every process.
 #
-#   bash bench/scale.sh                               # everything (~25 min here)
+#   bash bench/scale.sh                               # everything (~60 min here)
 #   SIZES="1000 10000" MODES=split bash bench/scale.sh
 #
 # split: 1 ironic-api + 3 ironic-conductor, PostgreSQL and a RabbitMQ vhost of its own

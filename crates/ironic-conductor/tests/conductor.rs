@@ -501,3 +501,58 @@ async fn repeats_postgres() {
     repeats(&t).await;
     t.cleanup().await;
 }
+
+/// A power-sync round reads the table page by page (1,000 nodes a page, a pause between
+/// pages): with 2,100 nodes every page is reached, the nodes to skip are skipped on
+/// every page, and the whole rows are read (a BMC read made to fail through
+/// `driver_info` on the last page fails).
+async fn power_sync_reads_every_page(t: &TestDb) {
+    use ironic_model::states::ProvisionState as P;
+    let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+    let mut s = settings();
+    s.sync_power_state_interval = Duration::from_millis(400);
+    let c = Conductor::new(t.db.clone(), drivers, s);
+    c.start().await.unwrap();
+    let total = 2100;
+    let mut ids = Vec::with_capacity(total);
+    for i in 0..total {
+        let mut body = json!({"driver": "fake-hardware", "name": format!("n{i}")});
+        if i == total - 1 {
+            body["driver_info"] = json!({"fake_fail": ["power.get_power_state"]});
+        }
+        let mut n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+        n.provision_state = P::Manageable;
+        n.power_state = Some("power off".into());
+        // Skipped: one in maintenance (page 1), one in `deploy wait` (page 2), one with a
+        // power change in progress (page 3).
+        match i {
+            10 => n.maintenance = true,
+            1500 => n.provision_state = P::DeployWait,
+            2050 => n.target_power_state = Some("power on".into()),
+            _ => {}
+        }
+        ids.push(t.db.node_create(&n).await.unwrap().id);
+    }
+    // And one locked by someone else, on page 2.
+    t.db.node_reserve(ids[1200], "other").await.unwrap();
+    let topology = Topology::new(t.db.clone(), ironic_db::Liveness::new(10, 60), 5);
+    topology.refresh().await;
+    let round = c.power_sync_round(&topology).await.unwrap();
+    assert_eq!(round.checked, total - 4, "{round:?}");
+    assert_eq!(round.failed, 1, "{round:?}");
+    assert_eq!(round.updated + round.forced + round.to_maintenance, 0);
+}
+
+#[tokio::test]
+async fn power_sync_reads_every_page_sqlite() {
+    let t = TestDb::sqlite().await.unwrap();
+    power_sync_reads_every_page(&t).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn power_sync_reads_every_page_postgres() {
+    let t = TestDb::postgres().await.unwrap();
+    power_sync_reads_every_page(&t).await;
+    t.cleanup().await;
+}
