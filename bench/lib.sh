@@ -53,7 +53,7 @@ autovacuum_like() {
         s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
           OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),
         s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)
-      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid" 2>/dev/null >"${DIR:-/tmp}/av.$$" || return 0
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid" 2>/dev/null >"${DIR:-/tmp}/av.$BASHPID" || return 0
     while read -r rel vac ana; do
       if [ "$vac" = t ]; then
         PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" \
@@ -61,6 +61,6 @@ autovacuum_like() {
       elif [ "$ana" = t ]; then
         PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" psql -q "$db" -c "ANALYZE $rel" 2>/dev/null || true
       fi
-    done <"${DIR:-/tmp}/av.$$"
+    done <"${DIR:-/tmp}/av.$BASHPID"
   done
 }

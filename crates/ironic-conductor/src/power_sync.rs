@@ -301,7 +301,7 @@ impl Conductor {
     /// interval (150 ms of the default 60 s). At 100,000 nodes the reading of the table
     /// is spread over ~15 s instead of one burst that every conductor makes at once
     /// (bench/scale.sh saw lists dip to a fifth of their rate during it), and no more
-    /// than a page of whole rows waits in memory at a time.
+    /// than about a page of nodes waits for a worker at a time.
     pub async fn power_sync_round(self: &Arc<Self>, topology: &Topology) -> Result<Round, Error> {
         let workers = Arc::new(tokio::sync::Semaphore::new(
             self.settings.sync_power_state_workers.max(1),
@@ -314,8 +314,20 @@ impl Conductor {
         let mut stop = self.work.stop_signal();
         let mut marker: Option<String> = None;
         // Bounded: at most 1,000 pages of 1,000 nodes.
+        let mut failed: Option<Error> = None;
         for _ in 0..1000 {
-            let (nodes, next) = self.page_to_sync(topology, marker.take()).await?;
+            let (nodes, next) = match self.page_to_sync(topology, marker.take()).await {
+                Ok(page) => page,
+                // The marker node was deleted during the pause: the rest waits for the
+                // next round.
+                Err(Error::NotFound(_)) => break,
+                // The syncs already started finish (one may be restoring a power
+                // state); then the round reports the error.
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
             for n in nodes {
                 let (me, workers) = (self.clone(), workers.clone());
                 tasks.spawn(async move {
@@ -342,6 +354,19 @@ impl Conductor {
                     return Ok(round);
                 }
             }
+            // Slow BMCs: no more than a page of nodes waits for a worker.
+            while tasks.len() > 1000 {
+                tokio::select! {
+                    r = tasks.join_next() => match r {
+                        Some(r) => round.count(r),
+                        None => break,
+                    },
+                    () = stop.stopped() => {
+                        tasks.abort_all();
+                        return Ok(round);
+                    }
+                }
+            }
         }
         loop {
             // A stopping conductor does not wait for the round: the rest is dropped.
@@ -355,7 +380,10 @@ impl Conductor {
             let Some(r) = r else { break };
             round.count(r);
         }
-        Ok(round)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(round),
+        }
     }
 
     /// The periodic task: one round, logged when it found something.
