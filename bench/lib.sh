@@ -44,23 +44,35 @@ wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/nu
 # its changes since the last analysis exceed 50 + 10%; vacuum is throttled as
 # autovacuum's is (cost delay 2 ms, limit 200), so it competes with the load as it would
 # in production rather than as a full-speed VACUUM of every table. Runs until killed or
-# the database is gone (at most 2 hours).
+# the database is gone (at most 2 hours); killed (stop_all), it cancels the VACUUM it
+# has running, which would otherwise go on, throttled, into the next measurement.
 autovacuum_like() {
-  local db=$1 rel vac ana
+  # Named once: a redirection of a command is expanded in the forked child, where
+  # $BASHPID is the child's.
+  local db=$1 rel vac ana app="autovacuum_like_$BASHPID" f="${DIR:-/tmp}/av.$BASHPID"
+  # Children run in the background and are waited for: bash runs a trap only between
+  # commands, and `wait` returns at once on a signal.
+  trap "psql -q '$db' -c \"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '$app'\" >/dev/null 2>&1; exit 0" TERM
   for _ in $(seq 1 $(( 7200 / ${NAPTIME:-30} ))); do
-    sleep "${NAPTIME:-30}"
+    sleep "${NAPTIME:-30}" &
+    wait $!
     psql -Atq -F ' ' "$db" -c "SELECT s.relname,
         s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
           OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),
         s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)
-      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid" 2>/dev/null >"${DIR:-/tmp}/av.$BASHPID" || return 0
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid" 2>/dev/null >"$f" || return 0
     while read -r rel vac ana; do
+      local sql=""
       if [ "$vac" = t ]; then
-        PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" \
-          psql -q "$db" -c "VACUUM (ANALYZE $([ "$ana" = t ] && echo true || echo false)) $rel" 2>/dev/null || true
+        sql="VACUUM (ANALYZE $([ "$ana" = t ] && echo true || echo false)) $rel"
       elif [ "$ana" = t ]; then
-        PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" psql -q "$db" -c "ANALYZE $rel" 2>/dev/null || true
+        sql="ANALYZE $rel"
       fi
-    done <"${DIR:-/tmp}/av.$BASHPID"
+      if [ -n "$sql" ]; then
+        PGAPPNAME=$app PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" \
+          psql -q "$db" -c "$sql" 2>/dev/null &
+        wait $! || true
+      fi
+    done <"$f"
   done
 }

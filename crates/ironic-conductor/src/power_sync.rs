@@ -320,7 +320,13 @@ impl Conductor {
                 Ok(page) => page,
                 // The marker node was deleted during the pause: the rest waits for the
                 // next round.
-                Err(Error::NotFound(_)) => break,
+                Err(Error::NotFound(_)) => {
+                    tracing::debug!(
+                        checked_so_far = round.checked,
+                        "power sync: the page marker was deleted; the next round reads on"
+                    );
+                    break;
+                }
                 // The syncs already started finish (one may be restoring a power
                 // state); then the round reports the error.
                 Err(e) => {

@@ -213,20 +213,6 @@ async fn checks(t: &TestDb) {
     }
 }
 
-#[tokio::test]
-async fn sqlite() {
-    let t = TestDb::sqlite().await.unwrap();
-    checks(&t).await;
-    t.cleanup().await;
-}
-
-#[tokio::test]
-async fn postgres() {
-    let t = TestDb::postgres().await.unwrap();
-    checks(&t).await;
-    t.cleanup().await;
-}
-
 /// A crash in a transient state: once the dead holder's lock is released, the node's
 /// owner fails the state with a message; nothing stays transient.
 async fn stuck_states(t: &TestDb) {
@@ -322,20 +308,6 @@ async fn stuck_states(t: &TestDb) {
     assert!(overdue.maintenance, "a step was running");
     let running = t.db.node_by_id(waits[1]).await.unwrap().unwrap();
     assert_eq!(running.provision_state, P::CleanWait);
-}
-
-#[tokio::test]
-async fn stuck_states_sqlite() {
-    let t = TestDb::sqlite().await.unwrap();
-    stuck_states(&t).await;
-    t.cleanup().await;
-}
-
-#[tokio::test]
-async fn stuck_states_postgres() {
-    let t = TestDb::postgres().await.unwrap();
-    stuck_states(&t).await;
-    t.cleanup().await;
 }
 
 /// The conductor serves every call of the contract: none answers the contract's
@@ -488,20 +460,6 @@ async fn repeats(t: &TestDb) {
     c.destroy_node(&repeat, destroy()).await.unwrap();
 }
 
-#[tokio::test]
-async fn repeats_sqlite() {
-    let t = TestDb::sqlite().await.unwrap();
-    repeats(&t).await;
-    t.cleanup().await;
-}
-
-#[tokio::test]
-async fn repeats_postgres() {
-    let t = TestDb::postgres().await.unwrap();
-    repeats(&t).await;
-    t.cleanup().await;
-}
-
 /// A power-sync round reads the table page by page (1,000 nodes a page, a pause between
 /// pages): with 2,100 nodes every page is reached, the nodes to skip are skipped on
 /// every page, and the whole rows are read (a BMC read made to fail through
@@ -543,16 +501,24 @@ async fn power_sync_reads_every_page(t: &TestDb) {
     assert_eq!(round.updated + round.forced + round.to_maintenance, 0);
 }
 
-#[tokio::test]
-async fn power_sync_reads_every_page_sqlite() {
-    let t = TestDb::sqlite().await.unwrap();
-    power_sync_reads_every_page(&t).await;
-    t.cleanup().await;
+/// Each scenario on both backends: `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test] async fn $name() {
+                let t = ironic_db::testing::TestDb::sqlite().await.expect("sqlite test database");
+                super::$name(&t).await;
+                t.cleanup().await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test] async fn $name() {
+                let t = ironic_db::testing::TestDb::postgres().await.expect("postgres test database");
+                super::$name(&t).await;
+                t.cleanup().await;
+            })*
+        }
+    };
 }
 
-#[tokio::test]
-async fn power_sync_reads_every_page_postgres() {
-    let t = TestDb::postgres().await.unwrap();
-    power_sync_reads_every_page(&t).await;
-    t.cleanup().await;
-}
+on_both_backends!(checks, stuck_states, repeats, power_sync_reads_every_page);

@@ -141,6 +141,34 @@ struct Candidates {
     trait_count: Option<i64>,
 }
 
+/// The parameters of a claim, the same on both backends: `$1` the allocation's uuid,
+/// `$2` its id, `$3` the time, `$4` the traits, then the candidates' values, their trait
+/// count, and last the conductor the allocation must still belong to.
+struct ClaimBinds<'a> {
+    uuid: &'a str,
+    id: i64,
+    now: DateTime<Utc>,
+    traits: &'a Value,
+    candidates: &'a Candidates,
+    affinity: i64,
+}
+
+/// Binds [`ClaimBinds`] to a query in their order (a macro: the query types of the two
+/// backends have no common trait to bind through).
+macro_rules! bind_claim {
+    ($q:expr, $b:expr) => {{
+        let b: &ClaimBinds<'_> = $b;
+        let mut q = $q.bind(b.uuid).bind(b.id).bind(b.now).bind(Json(b.traits));
+        for v in &b.candidates.args {
+            q = q.bind(v);
+        }
+        if let Some(n) = b.candidates.trait_count {
+            q = q.bind(n);
+        }
+        q.bind(b.affinity)
+    }};
+}
+
 fn candidates(a: &Allocation, first: usize, traits: bool, name: Option<&str>) -> Candidates {
     let mut args: Vec<String> = Vec::new();
     let next = |v: &str, args: &mut Vec<String>| {
@@ -541,28 +569,24 @@ impl Db {
         );
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
+        let binds = ClaimBinds {
+            uuid: &a.uuid,
+            id: a.id.0,
+            now,
+            traits: &traits,
+            candidates: &c,
+            affinity,
+        };
         let p = match &self.pool {
-            Pool::Postgres(p) => {
-                return self
-                    .allocation_claim_pg(p, a, affinity, aff, &claim, &c, now, &traits)
-                    .await;
-            }
+            Pool::Postgres(p) => return self.allocation_claim_pg(p, &claim, aff, &binds).await,
             Pool::Sqlite(p) => p,
         };
         let res: Result<Claim, sqlx::Error> = async {
             let mut tx = p.begin().await?;
-            let mut q = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(claim.as_str()))
-                .bind(&a.uuid)
-                .bind(a.id.0)
-                .bind(now)
-                .bind(Json(&traits));
-            for v in &c.args {
-                q = q.bind(v);
-            }
-            if let Some(n) = c.trait_count {
-                q = q.bind(n);
-            }
-            let Some((node_id, node_uuid)) = q.bind(affinity).fetch_optional(&mut *tx).await?
+            let q = sqlx::query_as::<_, (i64, String)>(sqlx::AssertSqlSafe(claim.as_str()));
+            let Some((node_id, node_uuid)) = bind_claim!(q, &binds)
+                .fetch_optional(&mut *tx)
+                .await?
             else {
                 let ours: i64 = sqlx::query_scalar(
                     "SELECT COUNT(*) FROM allocations WHERE id = $1 AND conductor_affinity = $2 \
@@ -596,17 +620,12 @@ impl Db {
     /// take-over or a deletion waits, or has already won and the allocation no longer
     /// matches); only if it is still ours and `allocating` is a node claimed (`EXISTS`
     /// on `a`, a one-time filter), and the allocation activated with it.
-    #[allow(clippy::too_many_arguments)]
     async fn allocation_claim_pg(
         &self,
         p: &sqlx::PgPool,
-        a: &Allocation,
-        affinity: i64,
-        aff: usize,
         claim: &str,
-        c: &Candidates,
-        now: DateTime<Utc>,
-        traits: &Value,
+        aff: usize,
+        binds: &ClaimBinds<'_>,
     ) -> Result<Claim, Error> {
         let sql = format!(
             "WITH a AS (SELECT id FROM allocations WHERE id = $2 AND conductor_affinity = ${aff} \
@@ -618,21 +637,10 @@ impl Db {
              SELECT EXISTS (SELECT 1 FROM a), (SELECT id FROM claimed), (SELECT uuid FROM claimed), \
              (SELECT count(*) FROM act)"
         );
-        let mut q = sqlx::query_as::<_, (bool, Option<i64>, Option<String>, i64)>(
-            sqlx::AssertSqlSafe(sql.as_str()),
-        )
-        .bind(&a.uuid)
-        .bind(a.id.0)
-        .bind(now)
-        .bind(Json(traits));
-        for v in &c.args {
-            q = q.bind(v);
-        }
-        if let Some(n) = c.trait_count {
-            q = q.bind(n);
-        }
-        let row = q
-            .bind(affinity)
+        let q = sqlx::query_as::<_, (bool, Option<i64>, Option<String>, i64)>(sqlx::AssertSqlSafe(
+            sql.as_str(),
+        ));
+        let row = bind_claim!(q, binds)
             .fetch_one(p)
             .await
             .map_err(|e| internal("reserving a node for an allocation", e))?;
@@ -645,7 +653,7 @@ impl Db {
             other => {
                 return Err(Error::Internal(format!(
                     "reserving a node for allocation {}: node claimed but the allocation not activated ({other:?})",
-                    a.uuid
+                    binds.uuid
                 )));
             }
         })

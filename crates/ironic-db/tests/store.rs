@@ -231,6 +231,47 @@ async fn list_filters(db: &Db) {
         .await,
         ["a", "b", "c"]
     );
+    // ?project= (owner or lessee) with other filters, sorted, paged: a node both owns
+    // and leases appears once.
+    let mut d = new_node(
+        json!({"driver": "other", "name": "d", "resource_class": "z",
+                                "owner": "o1"}),
+    );
+    d.lessee = Some("o1".into());
+    db.node_create(&d).await.unwrap();
+    let page = |filter: NodeFilter, sort_key: &str, marker: Option<String>| NodeListQuery {
+        filter,
+        sort_key: sort_key.into(),
+        sort_desc: true,
+        limit: 2,
+        marker,
+        ..Default::default()
+    };
+    let o1 = || NodeFilter {
+        project: Some("o1".into()),
+        ..Default::default()
+    };
+    let first = db.node_list(&page(o1(), "name", None)).await.unwrap();
+    let marker = first.last().map(|n| n.uuid.as_str().to_string());
+    assert_eq!(names(first), ["d", "c"]);
+    let rest = db.node_list(&page(o1(), "name", marker)).await.unwrap();
+    assert_eq!(names(rest), ["a"]);
+    assert_eq!(
+        run(NodeFilter {
+            driver: Some("other".into()),
+            ..o1()
+        })
+        .await,
+        ["c", "d"]
+    );
+    assert_eq!(
+        run(NodeFilter {
+            project: Some(String::new()),
+            ..Default::default()
+        })
+        .await,
+        Vec::<String>::new()
+    );
     let err = db
         .node_list(&NodeListQuery {
             sort_key: "driver_info".into(),
