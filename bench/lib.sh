@@ -50,12 +50,16 @@ autovacuum_like() {
   # Named once: a redirection of a command is expanded in the forked child, where
   # $BASHPID is the child's.
   local db=$1 rel vac ana app="autovacuum_like_$BASHPID" f="${DIR:-/tmp}/av.$BASHPID"
+  local child=""
   # Children run in the background and are waited for: bash runs a trap only between
-  # commands, and `wait` returns at once on a signal.
-  trap "psql -q '$db' -c \"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '$app'\" >/dev/null 2>&1; exit 0" TERM
+  # commands, and `wait` returns at once on a signal. On TERM the child goes too (a
+  # sleep would hold the script's output open), and the server cancels the statement
+  # (a psql killed mid-VACUUM leaves its VACUUM running).
+  trap "kill \$child 2>/dev/null; psql -q '$db' -c \"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '$app'\" >/dev/null 2>&1; exit 0" TERM
   for _ in $(seq 1 $(( 7200 / ${NAPTIME:-30} ))); do
     sleep "${NAPTIME:-30}" &
-    wait $!
+    child=$!
+    wait $child
     psql -Atq -F ' ' "$db" -c "SELECT s.relname,
         s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
           OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0),
@@ -71,7 +75,8 @@ autovacuum_like() {
       if [ -n "$sql" ]; then
         PGAPPNAME=$app PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" \
           psql -q "$db" -c "$sql" 2>/dev/null &
-        wait $! || true
+        child=$!
+        wait $child || true
       fi
     done <"$f"
   done

@@ -323,7 +323,7 @@ impl Conductor {
                 Err(Error::NotFound(_)) => {
                     tracing::debug!(
                         checked_so_far = round.checked,
-                        "power sync: the page marker was deleted; the next round reads on"
+                        "power sync: the page marker was deleted; the rest waits for the next round"
                     );
                     break;
                 }

@@ -911,12 +911,15 @@ impl Db {
                 Arg::I64(Some(marker_id)),
             );
         }
+        let order = format!(" ORDER BY {key} {dir}, n.id {dir} LIMIT {}", q.limit.max(1));
         let mut sql = format!("SELECT {} FROM ", list_columns(q.fields.as_deref()));
         if let Some(p) = &f.project {
-            // Owner or lessee: the nodes it owns, then those it leases and does not own,
-            // each branch an exact range of its `(key, id)` index. Written with `OR`,
-            // the planner walks the sort key's index and filters, reading hundreds of
-            // rows per row it keeps when the project holds few nodes of a big table.
+            // Owner or lessee: a page of the nodes it owns and a page of those it leases
+            // and does not own, merged. Sorted by id each branch is an exact range of its
+            // `(key, id)` index, read up to the page. Written with `OR`, the planner
+            // walked the sort key's index and filtered, reading hundreds of rows per row
+            // kept when the project holds few nodes of a big table; a plain UNION ALL
+            // read every node of the project.
             w.args.push(Arg::Text(Some(p.clone())));
             let n = w.args.len();
             let (owner, lessee) = (
@@ -925,9 +928,9 @@ impl Db {
             );
             let rest: String = w.clauses.iter().map(|c| format!(" AND {c}")).collect();
             sql.push_str(&format!(
-                "(SELECT * FROM nodes n WHERE {owner} = ${n} AND ${n} <> ''{rest} \
-                 UNION ALL SELECT * FROM nodes n WHERE {lessee} = ${n} AND {owner} <> ${n} \
-                 AND ${n} <> ''{rest}) n"
+                "(SELECT * FROM (SELECT * FROM nodes n WHERE {owner} = ${n} AND ${n} <> ''{rest}{order}) o \
+                 UNION ALL SELECT * FROM (SELECT * FROM nodes n WHERE {lessee} = ${n} \
+                 AND {owner} <> ${n} AND ${n} <> ''{rest}{order}) l) n"
             ));
         } else {
             sql.push_str("nodes n");
@@ -936,10 +939,7 @@ impl Db {
                 sql.push_str(&w.clauses.join(" AND "));
             }
         }
-        sql.push_str(&format!(
-            " ORDER BY {key} {dir}, n.id {dir} LIMIT {}",
-            q.limit.max(1)
-        ));
+        sql.push_str(&order);
         Ok((sql, w.args))
     }
 
