@@ -315,14 +315,14 @@ impl Conductor {
         let mut marker: Option<String> = None;
         // Bounded: at most 1,000 pages of 1,000 nodes.
         let mut failed: Option<Error> = None;
-        for _ in 0..1000 {
+        for pages_read in 0..1000 {
             let (nodes, next) = match self.page_to_sync(topology, marker.take()).await {
                 Ok(page) => page,
                 // The marker node was deleted during the pause: the rest waits for the
                 // next round.
                 Err(Error::NotFound(_)) => {
                     tracing::debug!(
-                        checked_so_far = round.checked,
+                        pages_read,
                         "power sync: the page marker was deleted; the rest waits for the next round"
                     );
                     break;
