@@ -141,6 +141,9 @@ a=$(os baremetal allocation create --resource-class rc-alloc --trait CUSTOM_ALLO
 node2=$(os baremetal node show compat-2 -f value -c uuid)
 [ "$(os baremetal allocation show "$a" -f value -c node_uuid)" = "$node2" ] || fail "allocation node"
 [ "$(os baremetal node show compat-2 -f value -c allocation_uuid)" = "$a" ] || fail "node allocation_uuid"
+# ?associated= (partial indexes, migrations/*/0018_associated_indexes.sql)
+[ "$(os baremetal node list --associated -f value -c Name)" = compat-2 ] || fail "node list --associated"
+[ "$(os baremetal node list --unassociated -f value -c Name)" = compat-renamed ] || fail "node list --unassociated"
 [ "$(os baremetal allocation list -f value -c UUID)" = "$a" ] || fail "allocation list"
 [ "$(os baremetal allocation list --state active --resource-class rc-alloc -f value -c UUID)" = "$a" ] \
   || fail "allocation list filters"
