@@ -165,20 +165,30 @@ impl Conductor {
         topology: &Topology,
         seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
     ) -> Result<(), String> {
-        let rows = self
-            .db
-            .node_states()
-            .await
-            .map_err(|e| format!("could not read node states: {e}"))?;
+        const PAGE: i64 = 2_000;
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
         let mut counts: std::collections::BTreeMap<(String, bool, String), f64> =
             Default::default();
-        for (uuid, driver, group, state, maintenance, power) in rows {
-            if snap.owner(&group, &driver, &uuid) == Some(me) {
-                *counts
-                    .entry((state, maintenance, power.unwrap_or_else(|| "None".into())))
-                    .or_default() += 1.0;
+        let mut after = ironic_model::NodeId(0);
+        // Bounded: at most 1,000 pages of 2,000 nodes.
+        for _ in 0..1000 {
+            let rows = self
+                .db
+                .node_states(after, PAGE)
+                .await
+                .map_err(|e| format!("could not read node states: {e}"))?;
+            let full = rows.len() as i64 == PAGE;
+            for (id, uuid, driver, group, state, maintenance, power) in rows {
+                after = ironic_model::NodeId(id);
+                if snap.owner(&group, &driver, &uuid) == Some(me) {
+                    *counts
+                        .entry((state, maintenance, power.unwrap_or_else(|| "None".into())))
+                        .or_default() += 1.0;
+                }
+            }
+            if !full {
+                break;
             }
         }
         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());

@@ -501,24 +501,6 @@ async fn power_sync_reads_every_page(t: &TestDb) {
     assert_eq!(round.updated + round.forced + round.to_maintenance, 0);
 }
 
-/// Each scenario on both backends: `sqlite::<name>` and `postgres::<name>`.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test] async fn $name() {
-                let t = ironic_db::testing::TestDb::sqlite().await.expect("sqlite test database");
-                super::$name(&t).await;
-                t.cleanup().await;
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test] async fn $name() {
-                let t = ironic_db::testing::TestDb::postgres().await.expect("postgres test database");
-                super::$name(&t).await;
-                t.cleanup().await;
-            })*
-        }
-    };
-}
+// Each scenario on both backends: `sqlite::<name>` and `postgres::<name>`.
 
-on_both_backends!(checks, stuck_states, repeats, power_sync_reads_every_page);
+ironic_db::on_both_backends!(checks, stuck_states, repeats, power_sync_reads_every_page);

@@ -114,3 +114,42 @@ impl Drop for TestDb {
         }
     }
 }
+
+/// What a test run on both backends receives: the whole [`TestDb`] or only its [`Db`],
+/// as the test function's parameter asks.
+pub trait BackendArg {
+    fn from_test(t: &TestDb) -> &Self;
+}
+
+impl BackendArg for TestDb {
+    fn from_test(t: &TestDb) -> &Self {
+        t
+    }
+}
+
+impl BackendArg for Db {
+    fn from_test(t: &TestDb) -> &Self {
+        &t.db
+    }
+}
+
+/// `on_both_backends!(a, b)` runs the async functions `a(&Db)` (or `a(&TestDb)`) and
+/// `b(...)` as tests `sqlite::a`, `postgres::a`, ... each on a fresh database of its own.
+#[macro_export]
+macro_rules! on_both_backends {
+    (@backend $backend:ident, $($name:ident),*) => {
+        mod $backend {
+            $(#[tokio::test] async fn $name() {
+                let t = $crate::testing::TestDb::$backend()
+                    .await
+                    .expect(concat!(stringify!($backend), " test database"));
+                super::$name(<_ as $crate::testing::BackendArg>::from_test(&t)).await;
+                t.cleanup().await;
+            })*
+        }
+    };
+    ($($name:ident),* $(,)?) => {
+        $crate::on_both_backends!(@backend sqlite, $($name),*);
+        $crate::on_both_backends!(@backend postgres, $($name),*);
+    };
+}

@@ -8,26 +8,7 @@ use ironic_model::{ConductorId, NodeId};
 use ironic_model::{Error, Node, Version};
 use serde_json::json;
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test] async fn $name() {
-                let t = ironic_db::testing::TestDb::sqlite().await.expect("sqlite test database");
-                super::$name(&t.db).await;
-                t.cleanup().await;
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test] async fn $name() {
-                let t = ironic_db::testing::TestDb::postgres().await.expect("postgres test database");
-                super::$name(&t.db).await;
-                t.cleanup().await;
-            })*
-        }
-    };
-}
-
-on_both_backends!(
+ironic_db::on_both_backends!(
     create_and_read_back,
     unique_uuid_and_name,
     list_filters,
@@ -45,6 +26,7 @@ on_both_backends!(
     allocation_claim_outcomes,
     concurrent_claims_take_distinct_nodes,
     nodes_by_ids_reads_whole_rows,
+    node_states_page_by_id,
 );
 
 const HOST: &str = "test-host";
@@ -705,6 +687,37 @@ async fn nodes_by_ids_reads_whole_rows(db: &Db) {
     assert_eq!(got[0].driver_info["ipmi_address"], json!("10.0.0.1"));
     assert_eq!(got[1].name.as_deref(), Some("b"));
     assert!(db.nodes_by_ids(&[]).await.unwrap().is_empty());
+}
+
+/// The metrics' reading of node states: every node once, in id order, a page at a time.
+async fn node_states_page_by_id(db: &Db) {
+    let mut made = Vec::new();
+    for i in 0..5 {
+        let n = create(
+            db,
+            json!({"driver": "fake-hardware", "conductor_group": format!("g{i}")}),
+        )
+        .await;
+        made.push((n.id.0, n.uuid.to_string(), format!("g{i}")));
+    }
+    let mut seen = Vec::new();
+    let mut pages = Vec::new();
+    let mut after = NodeId(0);
+    for _ in 0..10 {
+        let page = db.node_states(after, 2).await.unwrap();
+        pages.push(page.len());
+        let Some(last) = page.last() else { break };
+        after = NodeId(last.0);
+        for (id, uuid, driver, group, state, maintenance, power) in page {
+            assert_eq!(
+                (driver.as_str(), state.as_str(), maintenance, power),
+                ("fake-hardware", "enroll", false, None)
+            );
+            seen.push((id, uuid, group));
+        }
+    }
+    assert_eq!(pages, vec![2, 2, 1, 0]);
+    assert_eq!(seen, made);
 }
 
 /// PostgreSQL over TLS: `sslmode=require` in the URL gives an encrypted session (the
