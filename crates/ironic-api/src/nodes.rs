@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::policy::{Authz, Policy, Redaction, Target};
 use crate::query::Query;
 use crate::view::{NodeView, Ts, ViewCtx};
-use crate::{AppState, Base, Req, json_response};
+use crate::{AppState, Base, Req, json_response, json_response_sized};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -126,7 +126,7 @@ fn node_response(
         topology: &topology,
         redaction,
     };
-    json_response(status, &NodeView { node, ctx: &ctx })
+    json_response_sized(status, &NodeView { node, ctx: &ctx }, 4096)
 }
 
 pub async fn get_one(
@@ -487,13 +487,16 @@ pub(crate) async fn list_nodes(
         topology: &topology,
         redaction,
     };
-    Ok(json_response(
+    // About 2.5 KB per detailed node, 350 bytes per node of the default list.
+    let per_node = if detail { 3072 } else { 512 };
+    Ok(json_response_sized(
         StatusCode::OK,
         &NodeList {
             nodes: &nodes,
             ctx: &ctx,
             next: next.as_deref(),
         },
+        1024 + per_node * nodes.len(),
     ))
 }
 
