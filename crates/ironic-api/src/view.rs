@@ -74,10 +74,16 @@ impl std::fmt::Display for Ts<'_> {
             t.nanosecond() % 1_000_000_000,
             t.nanosecond() / 1_000_000_000,
         );
+        // Outside 0..=9999 a year has its sign, as chrono (ISO 8601) writes it.
+        let year = t.year();
+        if (0..=9999).contains(&year) {
+            write!(f, "{year:04}")?;
+        } else {
+            write!(f, "{year:+05}")?;
+        }
         write!(
             f,
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",
-            t.year(),
+            "-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}+00:00",
             t.month(),
             t.day(),
             t.hour(),
@@ -381,5 +387,16 @@ mod tests {
         }
         let t = DateTime::<Utc>::from_timestamp(1_764_177_640, 1_999).unwrap();
         assert_eq!(Ts(&t).to_string(), "2025-11-26T17:20:40.000001+00:00");
+        // Years with a sign, a leap second.
+        for year in [-12345, -1, 0, 9999, 10000, 12345] {
+            let t = chrono::NaiveDate::from_ymd_opt(year, 2, 3)
+                .and_then(|d| d.and_hms_micro_opt(4, 5, 6, 7))
+                .unwrap()
+                .and_utc();
+            let want = t.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string();
+            assert_eq!(Ts(&t).to_string(), want, "{year}");
+        }
+        let t = DateTime::<Utc>::from_timestamp(1_483_228_799, 1_500_000_000).unwrap();
+        assert_eq!(Ts(&t).to_string(), "2016-12-31T23:59:60.500000+00:00");
     }
 }

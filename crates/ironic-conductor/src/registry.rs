@@ -172,7 +172,7 @@ impl Conductor {
             Default::default();
         let mut after = ironic_model::NodeId(0);
         // Bounded: at most 1,000 pages of 2,000 nodes.
-        for _ in 0..1000 {
+        for page in 0..1000 {
             let rows = self
                 .db
                 .node_states(after, PAGE)
@@ -189,6 +189,12 @@ impl Conductor {
             }
             if !full {
                 break;
+            }
+            if page == 999 {
+                tracing::warn!(
+                    nodes = 1000 * PAGE,
+                    "node metrics: counted the first nodes only; the rest are left out"
+                );
             }
         }
         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());

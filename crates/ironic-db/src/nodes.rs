@@ -575,7 +575,7 @@ fn list_columns(fields: Option<&[String]>) -> String {
 }
 
 /// Filters of `GET /v1/nodes` (reference §4.2 "Node list filters"). `None` = no filter.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct NodeFilter {
     pub driver: Option<String>,
     pub provision_state: Option<ProvisionState>,
@@ -891,26 +891,20 @@ impl Db {
         // on PostgreSQL, postgres/0019_unassociated_index.sql.
         match f.associated {
             Some(true) => w.clauses.push("n.instance_uuid IS NOT NULL".into()),
-            // Alone and by id, PostgreSQL's page of unassociated nodes is written as the
-            // predicate of its partial index, which the planner has no statistics for:
-            // taking 0.5% of the table for it, walking the primary key looks 200 times
-            // dearer than the index, whatever the statistics say. Written `IS NULL`, the
-            // two cost the same (the planner does not know that claims gather associated
-            // nodes at the lowest ids) and it walked the primary key past every one of
-            // them. With another filter or sort key, that filter's index leads and the
-            // statistics of `IS NULL` are the right ones. (From 1.83 a list leaves out
-            // child nodes: `parent_node IS NULL` is true of nearly every node.)
-            Some(false)
-                if backend == Backend::Postgres
-                    && q.sort_key == "id"
-                    && *f
-                        == (NodeFilter {
-                            associated: Some(false),
-                            exclude_children: f.exclude_children,
-                            ..Default::default()
-                        }) =>
-            {
-                w.clauses.push("num_nulls(n.instance_uuid) = 1".into())
+            // By id on PostgreSQL, unassociated nodes are written as the predicate of
+            // their partial index, `num_nulls(instance_uuid) > 0`, which the planner has
+            // no statistics for and takes to hold for a third of the table. Written
+            // `IS NULL` (true of nearly every node), walking the primary key and
+            // filtering cost it the same as that index, and it took the walk: claims
+            // gather associated nodes at the lowest ids, which the planner cannot know,
+            // and after a burst the walk passed every one of them. Now the walk looks
+            // three times dearer for a page, the index leads unless another filter is
+            // more selective than a third, and reading and sorting every unassociated
+            // node (estimated a third of the table) does not look cheaper than reading
+            // a page of them in order. By another key the index cannot give the order:
+            // `IS NULL`, estimated right.
+            Some(false) if backend == Backend::Postgres && q.sort_key == "id" => {
+                w.clauses.push("num_nulls(n.instance_uuid) > 0".into())
             }
             Some(false) => w.clauses.push("n.instance_uuid IS NULL".into()),
             None => {}

@@ -843,10 +843,14 @@ async fn a_page_reads_about_what_it_returns() {
 }
 
 /// When the statistics were gathered before any node was associated and a burst of
-/// claims then associated the lowest ids, the unassociated page by id still reads just
-/// the page, both directions and after a marker. Written `instance_uuid IS NULL`, it was
-/// planned as a primary-key walk past the 2,000 associated nodes (both paths cost the
-/// same to the planner; migrations/postgres/0019_unassociated_index.sql).
+/// claims then associated a block of 2,000 ids, the unassociated page by id still reads
+/// just the page: the pages on either side of the block, both directions, with child
+/// nodes left out (1.83), with a filter nearly every node passes. Written
+/// `instance_uuid IS NULL`, each was planned as a walk of the primary key (or of the
+/// filter's index) through the whole block: both paths cost the same to the planner
+/// (migrations/postgres/0019_unassociated_index.sql). Then, with the table's rows out of
+/// id order and fresh statistics, a page of 1,000 is still read in order, not as every
+/// unassociated node read and sorted.
 #[tokio::test]
 async fn unassociated_page_after_a_burst_on_statistics_from_before_it() {
     let (t, db) = seeded().await;
@@ -856,55 +860,122 @@ async fn unassociated_page_after_a_burst_on_statistics_from_before_it() {
         "ALTER TABLE nodes SET (autovacuum_enabled = false)",
         "UPDATE nodes SET instance_uuid = NULL, instance_name = NULL",
         "VACUUM ANALYZE nodes",
-        "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text WHERE id <= 2000",
+        "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text \
+         WHERE id BETWEEN 101 AND 2100",
     ] {
         sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
     }
-    // The 2,001st node by id: the first unassociated one.
-    let first: String = sqlx::query_scalar(
-        "SELECT uuid FROM nodes WHERE instance_uuid IS NULL ORDER BY id LIMIT 1",
-    )
-    .fetch_one(&mut c)
-    .await
-    .unwrap();
-    let _ = c.close().await;
-    let mut failures = Vec::new();
-    // `exclude_children`: lists from 1.83 leave out child nodes.
-    for (desc, marker, exclude_children) in [
-        (false, None, false),
-        (true, None, false),
-        (false, Some(first.clone()), false),
-        (false, None, true),
-        (false, Some(first), true),
-    ] {
-        let q = NodeListQuery {
-            filter: NodeFilter {
-                associated: Some(false),
-                exclude_children,
-                ..Default::default()
-            },
-            sort_key: "id".into(),
-            sort_desc: desc,
-            limit: 100,
-            marker: marker.clone(),
-            ..Default::default()
-        };
-        let plan = db.node_list_run_plan(&q).await.unwrap();
-        let read = rows_read(&plan);
-        let page = db.node_list(&q).await.unwrap();
-        assert_eq!(
-            page.len(),
-            100,
-            "desc={desc} marker={marker:?} {exclude_children}"
-        );
-        assert!(page.iter().all(|n| n.instance_uuid.is_none()));
-        if read > 300.0 {
-            failures.push(format!(
-                "desc={desc} marker={marker:?} exclude_children={exclude_children}: \
-                 read {read} rows for a page of 100\n{plan:#}"
-            ));
-        }
+    let uuid_of = |id: i64| format!("SELECT uuid FROM nodes WHERE id = {id}");
+    let mut markers = Vec::new();
+    for id in [100, 2101] {
+        let u: String = sqlx::query_scalar(sqlx::AssertSqlSafe(uuid_of(id)))
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+        markers.push(u);
     }
+    let (before, after) = (markers[0].clone(), markers[1].clone());
+    let mut failures = Vec::new();
+    let unassociated = |exclude_children: bool, maintenance: Option<bool>| NodeFilter {
+        associated: Some(false),
+        exclude_children,
+        maintenance,
+        ..Default::default()
+    };
+    // (case, filter, descending, marker, page, rows it returns)
+    let mut cases = vec![
+        (
+            "up into the block",
+            unassociated(false, None),
+            false,
+            &before,
+            100,
+            100,
+        ),
+        (
+            "down into the block",
+            unassociated(false, None),
+            true,
+            &after,
+            100,
+            100,
+        ),
+        (
+            "children left out",
+            unassociated(true, None),
+            false,
+            &before,
+            100,
+            100,
+        ),
+        (
+            // Nodes 100 to 1 but node 8, a child.
+            "children left out, down",
+            unassociated(true, None),
+            true,
+            &after,
+            100,
+            99,
+        ),
+        (
+            "not in maintenance",
+            unassociated(false, Some(false)),
+            false,
+            &before,
+            100,
+            100,
+        ),
+    ];
+    let mut shuffled = false;
+    loop {
+        for (what, filter, desc, marker, limit, rows) in cases.drain(..) {
+            let q = NodeListQuery {
+                filter,
+                sort_key: "id".into(),
+                sort_desc: desc,
+                limit,
+                marker: Some(marker.clone()),
+                ..Default::default()
+            };
+            let plan = db.node_list_run_plan(&q).await.unwrap();
+            let read = rows_read(&plan);
+            let page = db.node_list(&q).await.unwrap();
+            assert_eq!(page.len(), rows, "{what}");
+            assert!(page.iter().all(|n| n.instance_uuid.is_none()), "{what}");
+            let ids: Vec<i64> = page.iter().map(|n| n.id.0).collect();
+            let mut sorted = ids.clone();
+            sorted.sort_unstable();
+            if desc {
+                sorted.reverse();
+            }
+            assert_eq!(ids, sorted, "{what}");
+            if read > 3.0 * f64::from(limit) {
+                failures.push(format!(
+                    "{what}: read {read} rows for a page of {limit}\n{plan:#}"
+                ));
+            }
+        }
+        if shuffled {
+            break;
+        }
+        // Every third row rewritten (to the end of the table), statistics gathered.
+        for sql in [
+            "UPDATE nodes SET updated_at = now() WHERE id % 3 = 0",
+            "ANALYZE nodes",
+        ] {
+            sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
+        }
+        cases.push((
+            "a page of 1,000, rows out of order",
+            unassociated(false, None),
+            false,
+            &after,
+            1000,
+            1000,
+        ));
+        shuffled = true;
+    }
+    let _ = c.close().await;
     t.cleanup().await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
