@@ -163,7 +163,7 @@ pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
 }
 
 /// [`json_response`] written into a buffer of `capacity` bytes to start with: a page of
-/// detailed nodes (~2.5 KB each) grew an empty one a dozen times, copying it each time.
+/// detailed nodes (~2.5 KB each) grew a 128-byte one a dozen times, copying it each time.
 pub fn json_response_sized(status: StatusCode, body: &impl Serialize, capacity: usize) -> Response {
     let mut bytes = Vec::with_capacity(capacity);
     match serde_json::to_writer(&mut bytes, body) {

@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn times_are_written_as_chrono_formats_them() {
         let mut t = DateTime::<Utc>::from_timestamp(-62_000_000_000, 0).unwrap();
-        // From year 5 to year 2366 in irregular steps, with every kind of nanosecond.
+        // From year 5 to about year 2388 in irregular steps, with every kind of nanosecond.
         for i in 0..10_000i64 {
             t += chrono::Duration::seconds(7_456_543 + i * 13)
                 + chrono::Duration::nanoseconds(i * 987_654_321 % 1_000_000_000);

@@ -166,13 +166,15 @@ impl Conductor {
         seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
     ) -> Result<(), String> {
         const PAGE: i64 = 2_000;
+        const MAX_PAGES: i64 = 1_000;
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
         let mut counts: std::collections::BTreeMap<(String, bool, String), f64> =
             Default::default();
         let mut after = ironic_model::NodeId(0);
-        // Bounded: at most 1,000 pages of 2,000 nodes.
-        for page in 0..1000 {
+        let mut complete = false;
+        // Bounded: at most MAX_PAGES pages of PAGE nodes.
+        for _ in 0..MAX_PAGES {
             let rows = self
                 .db
                 .node_states(after, PAGE)
@@ -188,14 +190,15 @@ impl Conductor {
                 }
             }
             if !full {
+                complete = true;
                 break;
             }
-            if page == 999 {
-                tracing::warn!(
-                    nodes = 1000 * PAGE,
-                    "node metrics: counted the first nodes only; the rest are left out"
-                );
-            }
+        }
+        if !complete {
+            tracing::warn!(
+                nodes = MAX_PAGES * PAGE,
+                "node metrics: counted the first nodes only; the rest are left out"
+            );
         }
         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
         for key in seen.iter() {
