@@ -157,9 +157,12 @@ pub(crate) fn set_location(resp: &mut Response, url: &str) {
     }
 }
 
+/// The buffer a JSON answer is written into to start with: most answers fit.
+pub const RESPONSE_BYTES: usize = 1024;
+
 /// A JSON response with the given status.
 pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
-    json_response_sized(status, body, 1024)
+    json_response_sized(status, body, RESPONSE_BYTES)
 }
 
 /// [`json_response`] written into a buffer of `capacity` bytes to start with: a page of

@@ -126,7 +126,7 @@ fn node_response(
         topology: &topology,
         redaction,
     };
-    json_response_sized(status, &NodeView { node, ctx: &ctx }, 4096)
+    json_response_sized(status, &NodeView { node, ctx: &ctx }, NodeView::BYTES_ALONE)
 }
 
 pub async fn get_one(
@@ -487,8 +487,11 @@ pub(crate) async fn list_nodes(
         topology: &topology,
         redaction,
     };
-    // About 2.5 KB per detailed node, 350 bytes per node of the default list.
-    let per_node = if detail { 3072 } else { 512 };
+    let per_node = if detail {
+        NodeView::BYTES_DETAILED
+    } else {
+        NodeView::BYTES_LISTED
+    };
     Ok(json_response_sized(
         StatusCode::OK,
         &NodeList {
@@ -496,7 +499,7 @@ pub(crate) async fn list_nodes(
             ctx: &ctx,
             next: next.as_deref(),
         },
-        1024 + per_node * nodes.len(),
+        crate::RESPONSE_BYTES + per_node * nodes.len(),
     ))
 }
 

@@ -53,6 +53,15 @@ pub struct NodeView<'a> {
     pub ctx: &'a ViewCtx<'a>,
 }
 
+impl NodeView<'_> {
+    /// About how many bytes a node takes in an answer, to size the answer's buffer
+    /// ([`crate::json_response_sized`]): ~2.5 KB detailed, ~350 bytes in the default
+    /// list; a node read alone has room for its larger JSON fields.
+    pub const BYTES_ALONE: usize = 4096;
+    pub const BYTES_DETAILED: usize = 3072;
+    pub const BYTES_LISTED: usize = 512;
+}
+
 /// ISO 8601 with microseconds and offset, as Ironic prints timestamps.
 pub struct Ts<'a>(pub &'a DateTime<Utc>);
 
@@ -105,10 +114,13 @@ pub fn masked(obj: &JsonObject) -> Value {
     serde_json::to_value(Masked { obj, extra: &[] }).unwrap_or(Value::Null)
 }
 
-/// `[{"href": <base>/v1/<path>, "rel": "self"}, {"href": <base>/<path>, "rel": "bookmark"}]`.
+/// `[{"href": <base>/v1/<path><suffix>, "rel": "self"}, {"href": <base>/<path><suffix>,
+/// "rel": "bookmark"}]`: a resource's own links (`suffix` empty) or those of one of its
+/// sub-resources (`/ports`, `/states`, ...).
 pub struct Links<'a> {
     pub base: &'a str,
     pub path: &'a str,
+    pub suffix: &'a str,
 }
 
 /// A link's `href`, written straight into the answer: `<base>/v1/<path><suffix>` (self)
@@ -130,6 +142,12 @@ impl std::fmt::Display for Href<'_> {
     }
 }
 
+impl Serialize for Href<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 struct Link<'a> {
     href: Href<'a>,
     rel: &'a str,
@@ -138,20 +156,13 @@ struct Link<'a> {
 impl Serialize for Link<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("href", &format_args!("{}", self.href))?;
+        m.serialize_entry("href", &self.href)?;
         m.serialize_entry("rel", self.rel)?;
         m.end()
     }
 }
 
-/// [`Links`] of `<path><suffix>`.
-struct SubLinks<'a> {
-    base: &'a str,
-    path: &'a str,
-    suffix: &'a str,
-}
-
-impl Serialize for SubLinks<'_> {
+impl Serialize for Links<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (base, path, suffix) = (self.base, self.path, self.suffix);
         let mut seq = s.serialize_seq(Some(2))?;
@@ -172,18 +183,12 @@ impl Serialize for SubLinks<'_> {
 
 /// [`Links`] as a JSON value, for documents built with `json!`.
 pub fn links_value(base: &str, path: &str) -> Value {
-    serde_json::to_value(Links { base, path }).unwrap_or(Value::Null)
-}
-
-impl Serialize for Links<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        SubLinks {
-            base: self.base,
-            path: self.path,
-            suffix: "",
-        }
-        .serialize(s)
-    }
+    serde_json::to_value(Links {
+        base,
+        path,
+        suffix: "",
+    })
+    .unwrap_or(Value::Null)
 }
 
 impl Serialize for NodeView<'_> {
@@ -200,6 +205,7 @@ impl Serialize for NodeView<'_> {
                     &Links {
                         base: c.base,
                         path: &self_path,
+                        suffix: "",
                     },
                 )?;
             }
@@ -312,7 +318,7 @@ impl Serialize for NodeView<'_> {
         if c.link_arrays {
             m.serialize_entry(
                 "ports",
-                &SubLinks {
+                &Links {
                     base: c.base,
                     path: &self_path,
                     suffix: "/ports",
@@ -321,7 +327,7 @@ impl Serialize for NodeView<'_> {
             if v.at_least(14) {
                 m.serialize_entry(
                     "states",
-                    &SubLinks {
+                    &Links {
                         base: c.base,
                         path: &self_path,
                         suffix: "/states",
@@ -331,7 +337,7 @@ impl Serialize for NodeView<'_> {
             if v.at_least(24) {
                 m.serialize_entry(
                     "portgroups",
-                    &SubLinks {
+                    &Links {
                         base: c.base,
                         path: &self_path,
                         suffix: "/portgroups",
@@ -341,7 +347,7 @@ impl Serialize for NodeView<'_> {
             if v.at_least(32) {
                 m.serialize_entry(
                     "volume",
-                    &SubLinks {
+                    &Links {
                         base: c.base,
                         path: &self_path,
                         suffix: "/volume",

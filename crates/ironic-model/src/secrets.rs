@@ -108,67 +108,71 @@ pub fn masked(v: &Value) -> Value {
 /// `'auth_token': 'x'`, `--password x` stays as is (no separator). The value runs to
 /// its closing quote, or to whitespace, `&`, `,`, `;`, `}` or `)` when unquoted.
 pub fn mask_text(s: &str) -> Cow<'_, str> {
-    // Most strings (every field of every node of a detailed list) name no secret: one
-    // pass over them for all the words at once answers that, where searching each word
-    // in turn made masking the largest part of rendering a page of nodes.
+    // One pass of one automaton finds every secret word at once, in any case (searching
+    // each word in turn made masking the largest part of rendering a page of nodes);
+    // most strings name none and are returned as they are, after the automaton's
+    // quickest question.
     if !SECRET_WORDS_ANYWHERE.is_match(s) {
         return Cow::Borrowed(s);
     }
-    let lower = s.to_ascii_lowercase();
     let bytes = s.as_bytes();
-    // (start, end) of each value to hide, in order and not overlapping.
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for w in SECRET_WORDS {
-        let mut from = 0;
-        while let Some(i) = lower[from..].find(w) {
-            let key_end = from + i + w.len();
-            from = key_end;
-            // The rest of the key: word characters after the fragment.
-            let mut j = key_end;
-            while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
-                j += 1;
-            }
-            // A closing quote of the key, spaces, the separator, spaces.
-            if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
-                j += 1;
-            }
-            while j < bytes.len() && bytes[j] == b' ' {
-                j += 1;
-            }
-            if j >= bytes.len() || !matches!(bytes[j], b'=' | b':') {
-                continue;
-            }
-            j += 1;
-            while j < bytes.len() && bytes[j] == b' ' {
-                j += 1;
-            }
-            let (start, end) = match bytes.get(j) {
-                Some(q @ (b'"' | b'\'')) => {
-                    let start = j + 1;
-                    let mut end = start;
-                    while end < bytes.len() && bytes[end] != *q {
-                        // A backslash escapes the next character (JSON, Python repr).
-                        end += if bytes[end] == b'\\' { 2 } else { 1 };
-                    }
-                    (start, end.min(bytes.len()))
-                }
-                _ => {
-                    let start = j;
-                    let mut end = start;
-                    while end < bytes.len()
-                        && !bytes[end].is_ascii_whitespace()
-                        && !matches!(bytes[end], b'&' | b',' | b';' | b'}' | b')' | b']')
-                    {
-                        end += 1;
-                    }
-                    (start, end)
-                }
-            };
-            if end > start {
-                spans.push((start, end));
-            }
-        }
+    // (start, end) of each value to hide; sorted and merged below.
+    let spans: Vec<(usize, usize)> = SECRET_WORDS_ANYWHERE
+        .find_overlapping_iter(s)
+        .filter_map(|m| value_after_key(bytes, m.end()))
+        .collect();
+    mask_spans(s, spans)
+}
+
+/// The value that follows a secret word ending at `key_end`, when a separator follows
+/// the rest of its key: its span, without its quotes.
+fn value_after_key(bytes: &[u8], key_end: usize) -> Option<(usize, usize)> {
+    // The rest of the key: word characters after the fragment.
+    let mut j = key_end;
+    while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
+        j += 1;
     }
+    // A closing quote of the key, spaces, the separator, spaces.
+    if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
+        j += 1;
+    }
+    while j < bytes.len() && bytes[j] == b' ' {
+        j += 1;
+    }
+    if j >= bytes.len() || !matches!(bytes[j], b'=' | b':') {
+        return None;
+    }
+    j += 1;
+    while j < bytes.len() && bytes[j] == b' ' {
+        j += 1;
+    }
+    let (start, end) = match bytes.get(j) {
+        Some(q @ (b'"' | b'\'')) => {
+            let start = j + 1;
+            let mut end = start;
+            while end < bytes.len() && bytes[end] != *q {
+                // A backslash escapes the next character (JSON, Python repr).
+                end += if bytes[end] == b'\\' { 2 } else { 1 };
+            }
+            (start, end.min(bytes.len()))
+        }
+        _ => {
+            let start = j;
+            let mut end = start;
+            while end < bytes.len()
+                && !bytes[end].is_ascii_whitespace()
+                && !matches!(bytes[end], b'&' | b',' | b';' | b'}' | b')' | b']')
+            {
+                end += 1;
+            }
+            (start, end)
+        }
+    };
+    (end > start).then_some((start, end))
+}
+
+/// `s` with each span replaced by [`MASK`] (overlapping spans count once).
+fn mask_spans(s: &str, mut spans: Vec<(usize, usize)>) -> Cow<'_, str> {
     if spans.is_empty() {
         return Cow::Borrowed(s);
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::Server;
 use serde_json::{Value, json};
 
-on_both_backends!(rest_cases, node_side_of_allocations, no_double_allocation);
+on_every_deployment!(rest_cases, node_side_of_allocations, no_double_allocation);
 
 const V: &str = "1.60";
 

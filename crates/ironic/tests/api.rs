@@ -6,7 +6,7 @@ mod common;
 use common::Server;
 use serde_json::{Value, json};
 
-on_both_backends!(
+on_every_deployment!(
     node_shapes_match_upstream,
     hostile_input_is_refused_cleanly,
     discovery_documents,

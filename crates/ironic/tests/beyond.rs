@@ -2221,7 +2221,7 @@ async fn children(s: &Server) {
     assert_eq!(r.json()["parent_node"], puuid);
 }
 
-on_both_backends!(
+on_every_deployment!(
     versions_97_to_115,
     inspection_rules,
     inspection_rules_run,

@@ -286,4 +286,4 @@ async fn chassis_rest(s: &Server) {
     assert_eq!(v1["chassis"], links(&base, "chassis/"));
 }
 
-on_both_backends!(chassis_rest);
+on_every_deployment!(chassis_rest);

@@ -244,4 +244,4 @@ async fn management(s: &Server) {
     assert_eq!(inner["title"], "Not Found");
 }
 
-on_both_backends!(management);
+on_every_deployment!(management);

@@ -1124,7 +1124,7 @@ async fn vif_race(s: &Server) {
     assert_eq!(listed, json!({"vifs": [{"id": vif}]}));
 }
 
-on_both_backends!(
+on_every_deployment!(
     port_rest,
     portgroup_rest,
     clashing_addresses,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::Server;
 use serde_json::{Value, json};
 
-on_both_backends!(
+on_every_deployment!(
     verbs_and_automated_cleaning,
     manual_cleaning,
     aborting_a_clean_step,

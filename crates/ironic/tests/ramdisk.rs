@@ -273,7 +273,7 @@ async fn lookup_and_heartbeat(s: &Server) {
     );
 }
 
-on_both_backends!(lookup_and_heartbeat);
+on_every_deployment!(lookup_and_heartbeat);
 
 /// `[api] enable_ramdisk_endpoints = false` refuses both routes; `restrict_lookup =
 /// false` finds a node in any state.

@@ -7,7 +7,7 @@ mod common;
 use common::Server;
 use serde_json::{Value, json};
 
-on_both_backends!(
+on_every_deployment!(
     templates_crud_and_validation,
     templates_select_the_deploy_steps,
     retirement_rules,

@@ -378,4 +378,4 @@ async fn volume_rest(s: &Server) {
     );
 }
 
-on_both_backends!(volume_rest);
+on_every_deployment!(volume_rest);

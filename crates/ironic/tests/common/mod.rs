@@ -331,9 +331,12 @@ impl Resp {
     }
 }
 
-/// Runs each named async test function against SQLite and PostgreSQL.
+/// Runs each named async test function against each deployment a test can start: the
+/// all-in-one server on SQLite, on PostgreSQL, and the split deployment (API and
+/// conductors over RabbitMQ). Not `ironic_db::on_both_backends!`, which runs database
+/// tests on the two backends.
 #[macro_export]
-macro_rules! on_both_backends {
+macro_rules! on_every_deployment {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() {
