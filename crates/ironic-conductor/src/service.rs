@@ -196,7 +196,7 @@ impl Service {
         let seen = Arc::new(std::sync::Mutex::new(Default::default()));
         work.periodic(
             "node metrics",
-            Duration::from_secs(15),
+            crate::registry::NODE_METRICS_INTERVAL,
             false,
             (conductor.clone(), topology.clone(), seen),
             |(c, t, seen)| async move { c.node_metrics(&t, &seen).await },

@@ -34,7 +34,7 @@ pub mod topology;
 pub mod volume;
 
 pub use conductors::{Conductor, Liveness};
-pub use nodes::{NodeFilter, NodeListQuery, is_sort_key};
+pub use nodes::{NodeFilter, NodeListQuery, NodeState, is_sort_key};
 
 /// Which database a [`Db`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

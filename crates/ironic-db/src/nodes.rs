@@ -574,6 +574,22 @@ fn list_columns(fields: Option<&[String]>) -> String {
     s
 }
 
+/// A node's routing keys (which conductor owns it) and states, without the rest of its
+/// row ([`Db::node_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeState {
+    pub id: NodeId,
+    pub uuid: String,
+    pub driver: String,
+    pub conductor_group: String,
+    pub provision_state: String,
+    pub maintenance: bool,
+    pub power_state: Option<String>,
+    pub target_power_state: Option<String>,
+    pub fault: Option<String>,
+    pub reservation: Option<String>,
+}
+
 /// Filters of `GET /v1/nodes` (reference §4.2 "Node list filters"). `None` = no filter.
 #[derive(Debug, Clone, Default)]
 pub struct NodeFilter {
@@ -917,15 +933,22 @@ impl Db {
         if let Some(marker) = &q.marker {
             let marker_id = self.node_id_by_uuid(marker).await?;
             let cmp = if q.sort_desc { "<" } else { ">" };
-            let mkey = sort_expr("m", &q.sort_key, backend);
-            w.push(
-                |n| {
-                    format!(
-                        "({key}, n.id) {cmp} (SELECT {mkey}, m.id FROM nodes m WHERE m.id = ${n})"
-                    )
-                },
-                Arg::I64(Some(marker_id)),
-            );
+            if q.sort_key == "id" {
+                // By id alone: a range of the last column of any filter's `(key, id)`
+                // index (with the key equal), where a row comparison `(id, id) > (..)`
+                // is one of no index but the primary key and is filtered row by row.
+                w.push(|n| format!("n.id {cmp} ${n}"), Arg::I64(Some(marker_id)));
+            } else {
+                let mkey = sort_expr("m", &q.sort_key, backend);
+                w.push(
+                    |n| {
+                        format!(
+                            "({key}, n.id) {cmp} (SELECT {mkey}, m.id FROM nodes m WHERE m.id = ${n})"
+                        )
+                    },
+                    Arg::I64(Some(marker_id)),
+                );
+            }
         }
         let order = format!(" ORDER BY {key} {dir}, n.id {dir} LIMIT {}", q.limit.max(1));
         let mut sql = format!("SELECT {} FROM ", list_columns(q.fields.as_deref()));
@@ -1065,26 +1088,51 @@ impl Db {
         Ok(())
     }
 
-    /// A page of nodes' routing keys and states, for the metrics of the nodes each
-    /// conductor owns: the first `limit` nodes by id after `after`, as (id, uuid, driver,
-    /// conductor_group, provision_state, maintenance, power_state). Paged so that no
-    /// statement of a periodic task holds a snapshot open for long: one statement over
-    /// 100,000 nodes ran for over 300 ms under load, and while a snapshot is open the
-    /// index entries dead since it began cannot be skipped by any other query.
-    #[allow(clippy::type_complexity)]
-    pub async fn node_states(
-        &self,
-        after: NodeId,
-        limit: i64,
-    ) -> Result<Vec<(i64, String, String, String, String, bool, Option<String>)>, Error> {
-        let sql = "SELECT id, uuid, driver, conductor_group, provision_state, maintenance, power_state \
+    /// A page of [`NodeState`]s, the first `limit` nodes by id after `after`: what the
+    /// periodic tasks that look at every node (the node metrics, the power-state sync)
+    /// read to tell which nodes are their conductor's and which to look at closer. Paged
+    /// so that no statement of a periodic task holds a snapshot open for long: one
+    /// statement over 100,000 nodes ran for over 300 ms under load, and while a snapshot
+    /// is open the index entries dead since it began cannot be skipped by any other
+    /// query. Ten columns into a small struct: read as whole node rows and cut down, a
+    /// page of 1,000 was a few megabytes to allocate, fill and move (perf, bench/scale.sh).
+    pub async fn node_states(&self, after: NodeId, limit: i64) -> Result<Vec<NodeState>, Error> {
+        type Row = (
+            i64,
+            String,
+            String,
+            String,
+            String,
+            bool,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        );
+        let sql = "SELECT id, uuid, driver, conductor_group, provision_state, maintenance, \
+                   power_state, target_power_state, fault, reservation \
                    FROM nodes WHERE id > $1 ORDER BY id LIMIT $2";
-        with_pool!(self, |p| sqlx::query_as(sql)
+        let rows: Vec<Row> = with_pool!(self, |p| sqlx::query_as(sql)
             .bind(after.0)
             .bind(limit)
             .fetch_all(p)
             .await)
-        .map_err(|e| internal("reading node states", e))
+        .map_err(|e| internal("reading node states", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| NodeState {
+                id: NodeId(r.0),
+                uuid: r.1,
+                driver: r.2,
+                conductor_group: r.3,
+                provision_state: r.4,
+                maintenance: r.5,
+                power_state: r.6,
+                target_power_state: r.7,
+                fault: r.8,
+                reservation: r.9,
+            })
+            .collect())
     }
 
     /// Every locked node: (id, uuid, driver, conductor_group, holder). Locks are few

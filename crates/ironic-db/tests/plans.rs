@@ -979,3 +979,86 @@ async fn unassociated_page_after_a_burst_on_statistics_from_before_it() {
     t.cleanup().await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A scheduler's list, `?associated=false&resource_class=X` by id, right after a burst
+/// claimed 2,000 nodes of class X (the lowest free ids of that class) and before the
+/// statistics knew: the pages on either side of the claimed block still read about the
+/// page.
+///
+/// A known miss, kept to be fixed: the planner walks the unassociated index (0019) and
+/// passes every unassociated node of the other classes in the block, ~14,700 rows (10 ms
+/// here) for a page of 100. A partial index of a class's unassociated nodes in id order
+/// (`(COALESCE(resource_class, ''), id) WHERE num_nulls(instance_uuid) > 0`) would read
+/// just the page, but the planner does not take it: it costs its 100 rows as random
+/// heap reads (the index leads with the class, so it has no correlation with the
+/// table's order) against ~800 rows of the unassociated index in table order.
+#[tokio::test]
+#[ignore = "known miss: ?associated=false&resource_class= right after a burst walks the other classes' unassociated nodes"]
+async fn unassociated_page_of_the_class_a_burst_claimed_from() {
+    let (t, db) = seeded().await;
+    let mut c = sqlx::PgConnection::connect(&t.url).await.unwrap();
+    // One statement each: VACUUM cannot run inside the implicit transaction of several.
+    // Class rc-1 is every eighth id from 1; ids 101..=16100 hold 2,000 of them.
+    for sql in [
+        "ALTER TABLE nodes SET (autovacuum_enabled = false)",
+        "UPDATE nodes SET instance_uuid = NULL, instance_name = NULL",
+        "VACUUM ANALYZE nodes",
+        "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text \
+         WHERE id BETWEEN 101 AND 16100 AND resource_class = 'rc-1'",
+    ] {
+        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
+    }
+    let claimed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM nodes WHERE instance_uuid IS NOT NULL AND resource_class = 'rc-1'",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(claimed, 2000);
+    let mut markers = Vec::new();
+    for id in [100, 16101] {
+        let u: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT uuid FROM nodes WHERE id = {id}"
+        )))
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+        markers.push(u);
+    }
+    let mut failures = Vec::new();
+    // (case, descending, marker, rows it returns): up from id 100 into the block (the
+    // first 100 of the ~490 unclaimed rc-1 nodes above it); down from 16101 (rc-1 ids
+    // 1, 9, ..., 97 below it).
+    for (what, desc, marker, rows) in [
+        ("up into the block", false, &markers[0], 100),
+        ("down into the block", true, &markers[1], 13),
+    ] {
+        let q = NodeListQuery {
+            filter: NodeFilter {
+                associated: Some(false),
+                resource_class: Some("rc-1".into()),
+                ..Default::default()
+            },
+            sort_key: "id".into(),
+            sort_desc: desc,
+            limit: 100,
+            marker: Some(marker.clone()),
+            ..Default::default()
+        };
+        let plan = db.node_list_run_plan(&q).await.unwrap();
+        let read = rows_read(&plan);
+        let page = db.node_list(&q).await.unwrap();
+        assert_eq!(page.len(), rows, "{what}");
+        assert!(
+            page.iter()
+                .all(|n| n.instance_uuid.is_none() && n.resource_class.as_deref() == Some("rc-1")),
+            "{what}"
+        );
+        if read > 300.0 {
+            failures.push(format!("{what}: read {read} rows for {rows}\n{plan:#}"));
+        }
+    }
+    let _ = c.close().await;
+    t.cleanup().await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -707,13 +707,17 @@ async fn node_states_page_by_id(db: &Db) {
         let page = db.node_states(after, 2).await.unwrap();
         pages.push(page.len());
         let Some(last) = page.last() else { break };
-        after = NodeId(last.0);
-        for (id, uuid, driver, group, state, maintenance, power) in page {
+        after = last.id;
+        for n in page {
             assert_eq!(
-                (driver.as_str(), state.as_str(), maintenance, power),
-                ("fake-hardware", "enroll", false, None)
+                (n.driver.as_str(), n.provision_state.as_str(), n.maintenance),
+                ("fake-hardware", "enroll", false)
             );
-            seen.push((id, uuid, group));
+            assert_eq!(
+                (n.power_state, n.target_power_state, n.fault, n.reservation),
+                (None, None, None, None)
+            );
+            seen.push((n.id.0, n.uuid, n.conductor_group));
         }
     }
     assert_eq!(pages, vec![2, 2, 1, 0]);
