@@ -1062,3 +1062,71 @@ async fn unassociated_page_of_the_class_a_burst_claimed_from() {
     t.cleanup().await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every GIN index (the trigram indexes of `?description_contains=`) takes new entries
+/// into the index itself, not into a pending list that every search reads whole until a
+/// vacuum merges it (migrations/postgres/0020_trigram_no_pending_list.sql): after 5,000
+/// writes of described nodes a search reads the index pages it read before, give or take
+/// a few. A GIN index added without `fastupdate = off` fails the first check.
+#[tokio::test]
+async fn description_search_reads_no_pending_list_after_writes() {
+    let (t, _db) = seeded().await;
+    let mut c = sqlx::PgConnection::connect(&t.url).await.unwrap();
+    let lenient: Vec<String> = sqlx::query_scalar(
+        "SELECT i.relname::text FROM pg_class i JOIN pg_am a ON a.oid = i.relam \
+         WHERE a.amname = 'gin' AND i.relnamespace = 'public'::regnamespace \
+         AND NOT coalesce('fastupdate=off' = ANY (i.reloptions), false) ORDER BY 1",
+    )
+    .fetch_all(&mut c)
+    .await
+    .unwrap();
+    assert!(
+        lenient.is_empty(),
+        "GIN indexes with a pending list: {lenient:?}"
+    );
+    let search = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM nodes \
+                  WHERE description LIKE '%rack 42 %' ORDER BY id LIMIT 100";
+    let mut index_pages = Vec::new();
+    for write in [
+        None,
+        // Not a HOT update (instance_uuid is indexed): a new entry in every index.
+        Some(
+            "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text \
+             WHERE id IN (SELECT id FROM nodes WHERE description IS NOT NULL LIMIT 5000)",
+        ),
+    ] {
+        if let Some(w) = write {
+            sqlx::raw_sql(w).execute(&mut c).await.unwrap();
+        }
+        let plan: Value = sqlx::query_scalar(search).fetch_one(&mut c).await.unwrap();
+        index_pages.push(index_scan_pages(&plan, "nodes_description_trgm_idx"));
+    }
+    let _ = c.close().await;
+    t.cleanup().await;
+    assert!(index_pages[0] > 0.0, "{index_pages:?}");
+    assert!(
+        index_pages[1] <= index_pages[0] + 10.0,
+        "index pages read before and after the writes: {index_pages:?}"
+    );
+}
+
+/// Buffers (shared, hit or read) of the scans of `index` in a JSON plan.
+fn index_scan_pages(plan: &Value, index: &str) -> f64 {
+    match plan {
+        Value::Object(o) => {
+            let num = |k: &str| o.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            let own = if o.get("Index Name").and_then(Value::as_str) == Some(index) {
+                num("Shared Hit Blocks") + num("Shared Read Blocks")
+            } else {
+                0.0
+            };
+            own + o
+                .iter()
+                .filter(|(k, _)| k.as_str() == "Plan" || k.as_str() == "Plans")
+                .map(|(_, v)| index_scan_pages(v, index))
+                .sum::<f64>()
+        }
+        Value::Array(a) => a.iter().map(|v| index_scan_pages(v, index)).sum(),
+        _ => 0.0,
+    }
+}
