@@ -95,8 +95,19 @@ enum Outcome {
     Skipped,
 }
 
+/// Whether a sync leaves the node alone (on its whole row).
 fn excluded(n: &Node) -> bool {
     excluded_locked(n) || n.reservation.is_some()
+}
+
+/// [`excluded`] on a node's light read: the same columns, the same answer.
+fn excluded_state(n: &ironic_db::NodeState) -> bool {
+    skipped(
+        P::parse(&n.provision_state),
+        n.target_power_state.is_some(),
+        n.maintenance,
+        n.fault.as_deref(),
+    ) || n.reservation.is_some()
 }
 
 impl Conductor {
@@ -123,13 +134,7 @@ impl Conductor {
             .filter(|n| {
                 snap.owner(&n.conductor_group, &n.driver, &n.uuid) == Some(me)
                     && self.drivers.driver(&n.driver).is_some()
-                    && !skipped(
-                        P::parse(&n.provision_state),
-                        n.target_power_state.is_some(),
-                        n.maintenance,
-                        n.fault.as_deref(),
-                    )
-                    && n.reservation.is_none()
+                    && !excluded_state(n)
             })
             .map(|n| n.id)
             .collect();
@@ -421,4 +426,59 @@ fn skipped(state: Option<P>, power_change: bool, maintenance: bool, fault: Optio
     matches!(state, Some(P::Enroll | P::DeployWait | P::CleanWait))
         || power_change
         || (maintenance && fault != Some(POWER_FAILURE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The light read's filter skips exactly the nodes the whole rows' filter skips, for
+    /// every combination of the columns they look at.
+    #[test]
+    fn light_and_whole_row_filters_agree() {
+        let mut checked = 0;
+        for state in [
+            P::Available,
+            P::Enroll,
+            P::DeployWait,
+            P::CleanWait,
+            P::Active,
+        ] {
+            for target in [None, Some("power on")] {
+                for maintenance in [false, true] {
+                    for fault in [None, Some(POWER_FAILURE), Some("clean failure")] {
+                        for reservation in [None, Some("c1")] {
+                            let mut n = Node::blank(
+                                ironic_model::NodeUuid::new_v4(),
+                                "fake-hardware".into(),
+                                ironic_model::Version::MAX,
+                            );
+                            n.provision_state = state;
+                            n.target_power_state = target.map(str::to_string);
+                            n.maintenance = maintenance;
+                            n.fault = fault.map(str::to_string);
+                            n.reservation = reservation.map(str::to_string);
+                            let light = ironic_db::NodeState {
+                                id: n.id,
+                                uuid: n.uuid.to_string(),
+                                driver: n.driver.clone(),
+                                conductor_group: n.conductor_group.clone(),
+                                provision_state: state.as_str().to_string(),
+                                maintenance,
+                                power_state: None,
+                                target_power_state: n.target_power_state.clone(),
+                                fault: n.fault.clone(),
+                                reservation: n.reservation.clone(),
+                            };
+                            assert_eq!(excluded_state(&light), excluded(&n), "{light:?}");
+                            checked += usize::from(excluded(&n));
+                        }
+                    }
+                }
+            }
+        }
+        // 120 combinations; synced: available or active (2), no power change, not
+        // reserved, out of maintenance with any fault or in it for a power failure (4).
+        assert_eq!(checked, 120 - 2 * 4);
+    }
 }

@@ -238,6 +238,18 @@ async fn list_filters(db: &Db) {
     assert_eq!(names(first), ["d", "c"]);
     let rest = db.node_list(&page(o1(), "name", marker)).await.unwrap();
     assert_eq!(names(rest), ["a"]);
+    // By id (the marker an id range in both branches), both directions.
+    for (desc, want_first, want_rest) in [(true, ["d", "c"], ["a"]), (false, ["a", "c"], ["d"])] {
+        let q = |marker| NodeListQuery {
+            sort_desc: desc,
+            ..page(o1(), "id", marker)
+        };
+        let first = db.node_list(&q(None)).await.unwrap();
+        let marker = first.last().map(|n| n.uuid.as_str().to_string());
+        assert_eq!(names(first), want_first, "desc={desc}");
+        let rest = db.node_list(&q(marker)).await.unwrap();
+        assert_eq!(names(rest), want_rest, "desc={desc}");
+    }
     assert_eq!(
         run(NodeFilter {
             driver: Some("other".into()),

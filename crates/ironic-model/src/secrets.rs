@@ -171,7 +171,8 @@ fn value_after_key(bytes: &[u8], key_end: usize) -> Option<(usize, usize)> {
     (end > start).then_some((start, end))
 }
 
-/// `s` with each span replaced by [`MASK`] (overlapping spans count once).
+/// `s` with each span replaced by [`MASK`]; spans that overlap are hidden as one
+/// (`password=token="a b"`: the first value runs to the space, the second to its quote).
 fn mask_spans(s: &str, mut spans: Vec<(usize, usize)>) -> Cow<'_, str> {
     if spans.is_empty() {
         return Cow::Borrowed(s);
@@ -181,6 +182,7 @@ fn mask_spans(s: &str, mut spans: Vec<(usize, usize)>) -> Cow<'_, str> {
     let mut at = 0;
     for (start, end) in spans {
         if start < at {
+            at = at.max(end);
             continue;
         }
         // Spans start and end at ASCII bytes, so these are character boundaries.
@@ -256,6 +258,7 @@ mod tests {
             ("passwords are checked", "passwords are checked"),
             ("token=", "token="),
             ("secret='unterminated", "secret='******"),
+            (r#"password=token="a b" c"#, r#"password=******" c"#),
         ] {
             assert_eq!(mask_text(text), shown, "{text}");
         }
