@@ -82,6 +82,22 @@ async fn start_cluster(cluster: &Cluster, hosts: &[&str]) -> (Vec<Proc>, Proc, S
         alive_conductors(&api).await.len() == hosts.len()
     })
     .await;
+    // The API routes by its own view of the ring, refreshed on a timer: the conductors'
+    // rows may say alive before it has taken them in.
+    until(
+        "every conductor in the API's ring",
+        Duration::from_secs(15),
+        || async {
+            let r = api.get("/v1/drivers", V).await;
+            r.json()["drivers"].as_array().is_some_and(|ds| {
+                ds.iter().any(|d| {
+                    d["name"] == json!("fake-hardware")
+                        && d["hosts"].as_array().map_or(0, Vec::len) == hosts.len()
+                })
+            })
+        },
+    )
+    .await;
     (conductors, api_proc, api)
 }
 
