@@ -45,6 +45,7 @@ use ironic_rpc::{Context, Handlers, InterfaceCheck};
 mod agent;
 mod allocations;
 mod core;
+mod every_node;
 mod history;
 mod lock;
 mod management;

@@ -22,10 +22,11 @@ use std::sync::Arc;
 use ironic_db::topology::Topology;
 use ironic_drivers::interfaces::NodeInfo;
 use ironic_model::states::ProvisionState as P;
-use ironic_model::{Error, Node, NodeId};
+use ironic_model::{Error, Node};
 use ironic_rpc::NodeRef;
 
 use crate::Conductor;
+use crate::every_node::{EveryNode, Page};
 
 /// Nodes read per page of a round (their [`ironic_db::NodeState`]s; the whole rows of this
 /// conductor's share of them).
@@ -111,24 +112,19 @@ fn excluded_state(n: &ironic_db::NodeState) -> bool {
 }
 
 impl Conductor {
-    /// One page of the nodes this conductor owns that a sync looks at, the first
-    /// [`SYNC_PAGE`] nodes by id after `after`, and where the next page starts (`None`:
-    /// this was the last). Every node is read, but only its [`ironic_db::NodeState`] (owner and
-    /// whether it is skipped, as the node metrics read it); the whole rows (the BMC's
-    /// address and credentials) are read for this conductor's share only. At 100,000
-    /// nodes and 3 conductors that is 100,000 light rows and 33,000 whole ones per
-    /// conductor and round, not 100,000 whole ones.
-    async fn page_to_sync(
+    /// The nodes of one page of [`EveryNode`] that this conductor owns and a sync looks
+    /// at, as whole rows. Every node is read, but only its [`ironic_db::NodeState`]
+    /// (owner and whether it is skipped, as the node metrics read it); the whole rows
+    /// (the BMC's address and credentials) are read for this conductor's share only. At
+    /// 100,000 nodes and 3 conductors that is 100,000 light rows and 33,000 whole ones
+    /// per conductor and round, not 100,000 whole ones.
+    async fn mine_to_sync(
         &self,
         topology: &Topology,
-        after: NodeId,
-    ) -> Result<(Vec<Node>, Option<NodeId>), Error> {
+        page: &[ironic_db::NodeState],
+    ) -> Result<Vec<Node>, Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
-        let page = self.db.node_states(after, SYNC_PAGE).await?;
-        let next = (page.len() as i64 == SYNC_PAGE)
-            .then(|| page.last().map(|n| n.id))
-            .flatten();
         let mine: Vec<_> = page
             .iter()
             .filter(|n| {
@@ -139,14 +135,13 @@ impl Conductor {
             .map(|n| n.id)
             .collect();
         // Re-checked on the whole rows: a node may have changed in between.
-        let nodes = self
+        Ok(self
             .db
             .nodes_by_ids(&mine)
             .await?
             .into_iter()
             .filter(|n| !excluded(n))
-            .collect();
-        Ok((nodes, next))
+            .collect())
     }
 
     /// One node: read the BMC without the lock; change the node only under it, taken
@@ -304,20 +299,45 @@ impl Conductor {
         let workers = Arc::new(tokio::sync::Semaphore::new(
             self.settings.sync_power_state_workers.max(1),
         ));
-        let pause = self.settings.sync_power_state_interval / 400;
+        let interval = self.settings.sync_power_state_interval;
+        // Pages of SYNC_PAGE nodes, a pause of 1/400 of the interval after each (a
+        // quarter of it at 100,000 nodes), the pauses half of it at most.
+        let mut pages = EveryNode::new(
+            self.db.clone(),
+            SYNC_PAGE,
+            interval / 400,
+            interval / 2,
+            self.work.stop_signal(),
+        );
         // One node may take its BMC's retries and a forced power change, no more.
         let per_node = std::time::Duration::from_secs(300);
         let mut tasks = tokio::task::JoinSet::new();
         let mut round = Round::default();
-        let mut stop = self.work.stop_signal();
-        let mut after = NodeId(0);
-        // Bounded: at most 1,000 pages of 1,000 nodes.
         let mut failed: Option<Error> = None;
-        for _ in 0..1000 {
-            let (nodes, next) = match self.page_to_sync(topology, after).await {
-                Ok(page) => page,
+        // Bounded: EveryNode reads at most a bounded number of pages.
+        loop {
+            let page = match pages.next().await {
+                Ok(Page::Nodes(page)) => page,
+                Ok(Page::End) => break,
+                Ok(Page::Bounded) => {
+                    tracing::warn!(
+                        "power-state sync: looked at the first nodes only; the rest wait for a later round"
+                    );
+                    break;
+                }
+                Ok(Page::Stopped) => {
+                    tasks.abort_all();
+                    return Ok(round);
+                }
                 // The syncs already started finish (one may be restoring a power
                 // state); then the round reports the error.
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            let nodes = match self.mine_to_sync(topology, &page).await {
+                Ok(nodes) => nodes,
                 Err(e) => {
                     failed = Some(e);
                     break;
@@ -340,15 +360,6 @@ impl Conductor {
             while let Some(r) = tasks.try_join_next() {
                 round.count(r);
             }
-            let Some(next) = next else { break };
-            after = next;
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = stop.stopped() => {
-                    tasks.abort_all();
-                    return Ok(round);
-                }
-            }
             // Slow BMCs: no more than a page of nodes waits for a worker.
             while tasks.len() > 1000 {
                 tokio::select! {
@@ -356,7 +367,7 @@ impl Conductor {
                         Some(r) => round.count(r),
                         None => break,
                     },
-                    () = stop.stopped() => {
+                    () = pages.stop_signal().stopped() => {
                         tasks.abort_all();
                         return Ok(round);
                     }
@@ -367,7 +378,7 @@ impl Conductor {
             // A stopping conductor does not wait for the round: the rest is dropped.
             let r = tokio::select! {
                 r = tasks.join_next() => r,
-                () = stop.stopped() => {
+                () = pages.stop_signal().stopped() => {
                     tasks.abort_all();
                     break;
                 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ironic_db::topology::Topology;
 
 use crate::Conductor;
+use crate::every_node::{EveryNode, Page};
 
 impl Conductor {
     /// At process start: releases node locks an earlier run of this conductor left
@@ -165,12 +166,10 @@ impl Conductor {
     /// state no node is in any more drops to zero.
     ///
     /// Every conductor reads every node's state (ownership is the hash ring's, computed
-    /// here), 2,000 nodes per statement, with a pause of a hundredth of the interval
-    /// (150 ms) after each page: at 100,000 nodes the reading is spread over ~7 s. Read
-    /// back to back, every conductor's count was a burst that took PostgreSQL for most of
-    /// a second every 15 s and halved the API's list rate meanwhile (bench/scale.sh).
-    /// The pauses of one count add up to half the interval at most (beyond 100,000
-    /// nodes the rest is read back to back), so a count still ends within the interval.
+    /// here) through [`EveryNode`]: 2,000 nodes per statement, a pause of a hundredth of
+    /// the interval (150 ms) after each page, the pauses adding up to half the interval
+    /// at most (beyond 100,000 nodes the rest is read back to back). At 100,000 nodes the
+    /// reading is spread over ~7 s.
     /// A stopping conductor leaves the count unfinished (the gauges keep the last whole
     /// count; the run is not an error).
     pub async fn node_metrics(
@@ -178,34 +177,31 @@ impl Conductor {
         topology: &Topology,
         seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
     ) -> Result<(), String> {
-        const PAGE: i64 = 2_000;
-        const MAX_PAGES: i64 = 1_000;
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
         let mut counts: std::collections::BTreeMap<(String, bool, String), f64> =
             Default::default();
-        let pause = NODE_METRICS_INTERVAL / 100;
-        let mut paused = std::time::Duration::ZERO;
-        let mut stop = self.work.stop_signal();
-        let mut after = ironic_model::NodeId(0);
-        let mut complete = false;
-        // Bounded: at most MAX_PAGES pages of PAGE nodes.
-        for page in 0..MAX_PAGES {
-            if page > 0 && paused < NODE_METRICS_INTERVAL / 2 {
-                paused += pause;
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    () = stop.stopped() => return Ok(()),
+        let mut pages = EveryNode::new(
+            self.db.clone(),
+            2_000,
+            NODE_METRICS_INTERVAL / 100,
+            NODE_METRICS_INTERVAL / 2,
+            self.work.stop_signal(),
+        );
+        loop {
+            let rows = match pages.next().await {
+                Ok(Page::Nodes(rows)) => rows,
+                Ok(Page::End) => break,
+                Ok(Page::Stopped) => return Ok(()),
+                Ok(Page::Bounded) => {
+                    tracing::warn!(
+                        "node metrics: counted the first nodes only; the rest are left out"
+                    );
+                    break;
                 }
-            }
-            let rows = self
-                .db
-                .node_states(after, PAGE)
-                .await
-                .map_err(|e| format!("could not read node states: {e}"))?;
-            let full = rows.len() as i64 == PAGE;
+                Err(e) => return Err(format!("could not read node states: {e}")),
+            };
             for n in rows {
-                after = n.id;
                 if snap.owner(&n.conductor_group, &n.driver, &n.uuid) == Some(me) {
                     let power = n.power_state.unwrap_or_else(|| "None".into());
                     *counts
@@ -213,16 +209,6 @@ impl Conductor {
                         .or_default() += 1.0;
                 }
             }
-            if !full {
-                complete = true;
-                break;
-            }
-        }
-        if !complete {
-            tracing::warn!(
-                nodes = MAX_PAGES * PAGE,
-                "node metrics: counted the first nodes only; the rest are left out"
-            );
         }
         let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
         for key in seen.iter() {

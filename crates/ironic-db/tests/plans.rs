@@ -842,6 +842,41 @@ async fn a_page_reads_about_what_it_returns() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A burst of claims the statistics do not know of: every node unassociated, the table
+/// vacuumed and analysed (autovacuum off for it), then the nodes `claimed` (an SQL
+/// condition) associated. Returns the uuids of the nodes `markers` (ids), for pages on
+/// either side of the claimed block.
+async fn claim_after_statistics(
+    c: &mut sqlx::PgConnection,
+    claimed: &str,
+    markers: [i64; 2],
+) -> [String; 2] {
+    // One statement each: VACUUM cannot run inside the implicit transaction of several.
+    for sql in [
+        "ALTER TABLE nodes SET (autovacuum_enabled = false)".to_string(),
+        "UPDATE nodes SET instance_uuid = NULL, instance_name = NULL".to_string(),
+        "VACUUM ANALYZE nodes".to_string(),
+        format!(
+            "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text WHERE {claimed}"
+        ),
+    ] {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *c)
+            .await
+            .unwrap();
+    }
+    let mut uuids = [String::new(), String::new()];
+    for (uuid, id) in uuids.iter_mut().zip(markers) {
+        *uuid = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT uuid FROM nodes WHERE id = {id}"
+        )))
+        .fetch_one(&mut *c)
+        .await
+        .unwrap();
+    }
+    uuids
+}
+
 /// When the statistics were gathered before any node was associated and a burst of
 /// claims then associated a block of 2,000 ids, the unassociated page by id still reads
 /// just the page: the pages on either side of the block, both directions, with child
@@ -855,26 +890,8 @@ async fn a_page_reads_about_what_it_returns() {
 async fn unassociated_page_after_a_burst_on_statistics_from_before_it() {
     let (t, db) = seeded().await;
     let mut c = sqlx::PgConnection::connect(&t.url).await.unwrap();
-    // One statement each: VACUUM cannot run inside the implicit transaction of several.
-    for sql in [
-        "ALTER TABLE nodes SET (autovacuum_enabled = false)",
-        "UPDATE nodes SET instance_uuid = NULL, instance_name = NULL",
-        "VACUUM ANALYZE nodes",
-        "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text \
-         WHERE id BETWEEN 101 AND 2100",
-    ] {
-        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
-    }
-    let uuid_of = |id: i64| format!("SELECT uuid FROM nodes WHERE id = {id}");
-    let mut markers = Vec::new();
-    for id in [100, 2101] {
-        let u: String = sqlx::query_scalar(sqlx::AssertSqlSafe(uuid_of(id)))
-            .fetch_one(&mut c)
-            .await
-            .unwrap();
-        markers.push(u);
-    }
-    let (before, after) = (markers[0].clone(), markers[1].clone());
+    let [before, after] =
+        claim_after_statistics(&mut c, "id BETWEEN 101 AND 2100", [100, 2101]).await;
     let mut failures = Vec::new();
     let unassociated = |exclude_children: bool, maintenance: Option<bool>| NodeFilter {
         associated: Some(false),
@@ -997,17 +1014,13 @@ async fn unassociated_page_after_a_burst_on_statistics_from_before_it() {
 async fn unassociated_page_of_the_class_a_burst_claimed_from() {
     let (t, db) = seeded().await;
     let mut c = sqlx::PgConnection::connect(&t.url).await.unwrap();
-    // One statement each: VACUUM cannot run inside the implicit transaction of several.
     // Class rc-1 is every eighth id from 1; ids 101..=16100 hold 2,000 of them.
-    for sql in [
-        "ALTER TABLE nodes SET (autovacuum_enabled = false)",
-        "UPDATE nodes SET instance_uuid = NULL, instance_name = NULL",
-        "VACUUM ANALYZE nodes",
-        "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text \
-         WHERE id BETWEEN 101 AND 16100 AND resource_class = 'rc-1'",
-    ] {
-        sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
-    }
+    let markers = claim_after_statistics(
+        &mut c,
+        "id BETWEEN 101 AND 16100 AND resource_class = 'rc-1'",
+        [100, 16101],
+    )
+    .await;
     let claimed: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM nodes WHERE instance_uuid IS NOT NULL AND resource_class = 'rc-1'",
     )
@@ -1015,16 +1028,6 @@ async fn unassociated_page_of_the_class_a_burst_claimed_from() {
     .await
     .unwrap();
     assert_eq!(claimed, 2000);
-    let mut markers = Vec::new();
-    for id in [100, 16101] {
-        let u: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT uuid FROM nodes WHERE id = {id}"
-        )))
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-        markers.push(u);
-    }
     let mut failures = Vec::new();
     // (case, descending, marker, rows it returns): up from id 100 into the block (the
     // first 100 of the ~490 unclaimed rc-1 nodes above it); down from 16101 (rc-1 ids
