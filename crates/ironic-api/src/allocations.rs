@@ -12,6 +12,7 @@ use ironic_model::names::{is_valid_logical_name, trait_error_message, validate_t
 use ironic_model::{Error, Version, patch};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
@@ -19,8 +20,8 @@ use crate::error::ApiError;
 use crate::nodes::{authorized_node, load_node};
 use crate::policy::{Authz, Policy, Target};
 use crate::query::{Query, field_list};
-use crate::view::{Ts, links_value};
-use crate::{AppState, Base, Req, json_response};
+use crate::view::{Links, Ts};
+use crate::{AppState, Base, Req, json_response, json_response_sized};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -79,40 +80,96 @@ fn fields_of(q: &Query, v: Version) -> Result<Vec<&'static str>, ApiError> {
     field_list(list, FIELDS)
 }
 
-fn doc(a: &Allocation, base: &str, fields: &[&str]) -> Value {
-    let mut d = Map::new();
-    for f in fields {
-        let v = match *f {
-            "uuid" => json!(a.uuid),
-            "created_at" => serde_json::to_value(Ts(&a.created_at)).unwrap_or(Value::Null),
-            "updated_at" => {
-                serde_json::to_value(a.updated_at.as_ref().map(Ts)).unwrap_or(Value::Null)
+/// An allocation as the API shows it (`fields` in upstream's order, the links after
+/// them and `node_uuid` last, as upstream), written straight into the answer: built as a
+/// JSON value first, a page of 100 cost the API more than twice what reading it from the
+/// database did (perf at 100,000 nodes, docs/scale.md).
+struct AllocationView<'a> {
+    a: &'a Allocation,
+    base: &'a str,
+    fields: &'a [&'a str],
+}
+
+impl Serialize for AllocationView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let a = self.a;
+        let mut m = s.serialize_map(None)?;
+        for f in self.fields {
+            match *f {
+                "uuid" => m.serialize_entry(f, &a.uuid)?,
+                "created_at" => m.serialize_entry(f, &Ts(&a.created_at))?,
+                "updated_at" => m.serialize_entry(f, &a.updated_at.as_ref().map(Ts))?,
+                "candidate_nodes" => m.serialize_entry(f, &a.candidate_nodes)?,
+                "extra" => m.serialize_entry(f, &a.extra)?,
+                "last_error" => m.serialize_entry(f, &a.last_error)?,
+                "name" => m.serialize_entry(f, &a.name)?,
+                "owner" => m.serialize_entry(f, &a.owner)?,
+                "resource_class" => m.serialize_entry(f, &a.resource_class)?,
+                "state" => m.serialize_entry(f, a.state.as_str())?,
+                "traits" => m.serialize_entry(f, &a.traits)?,
+                // After the links, as upstream.
+                _ => {}
             }
-            "candidate_nodes" => json!(a.candidate_nodes),
-            "extra" => Value::Object(a.extra.clone()),
-            "last_error" => json!(a.last_error),
-            "name" => json!(a.name),
-            "owner" => json!(a.owner),
-            "resource_class" => json!(a.resource_class),
-            "state" => json!(a.state.as_str()),
-            "traits" => json!(a.traits),
-            // After the links, as upstream.
-            _ => continue,
-        };
-        d.insert((*f).to_string(), v);
+        }
+        let path = format!("allocations/{}", a.uuid);
+        m.serialize_entry(
+            "links",
+            &Links {
+                base: self.base,
+                path: &path,
+                suffix: "",
+            },
+        )?;
+        if self.fields.contains(&"node_uuid") {
+            m.serialize_entry("node_uuid", &a.node_uuid)?;
+        }
+        m.end()
     }
-    d.insert(
-        "links".into(),
-        links_value(base, &format!("allocations/{}", a.uuid)),
-    );
-    if fields.contains(&"node_uuid") {
-        d.insert("node_uuid".into(), json!(a.node_uuid));
+}
+
+impl AllocationView<'_> {
+    /// About what one allocation takes in a list (its links are most of it).
+    const BYTES: usize = 640;
+}
+
+/// A page of allocations and the link to the next one.
+struct AllocationList<'a> {
+    page: &'a [Allocation],
+    base: &'a str,
+    fields: &'a [&'a str],
+    next: Option<String>,
+}
+
+impl Serialize for AllocationList<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("allocations", &Views(self))?;
+        if let Some(next) = &self.next {
+            m.serialize_entry("next", next)?;
+        }
+        m.end()
     }
-    Value::Object(d)
+}
+
+struct Views<'a>(&'a AllocationList<'a>);
+
+impl Serialize for Views<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let l = self.0;
+        let mut seq = s.serialize_seq(Some(l.page.len()))?;
+        for a in l.page {
+            seq.serialize_element(&AllocationView {
+                a,
+                base: l.base,
+                fields: l.fields,
+            })?;
+        }
+        seq.end()
+    }
 }
 
 fn one_response(a: &Allocation, base: &str, fields: &[&str], status: StatusCode) -> ApiResult {
-    Ok(json_response(status, &doc(a, base, fields)))
+    Ok(json_response(status, &AllocationView { a, base, fields }))
 }
 
 /// By uuid, else by name.
@@ -396,18 +453,22 @@ pub async fn list(
     {
         return Err(Policy::AllocationGet.denied());
     }
-    let docs: Vec<Value> = page.iter().map(|a| doc(a, &base, &fields)).collect();
-    let mut body = Map::new();
-    body.insert("allocations".into(), Value::Array(docs));
-    if page.len() == limit
-        && let Some(last) = page.last()
-    {
-        body.insert(
-            "next".into(),
-            json!(q.next_link(&base, "allocations", limit as u32, &last.uuid)),
-        );
-    }
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let next = match page.last() {
+        Some(last) if page.len() == limit => {
+            Some(q.next_link(&base, "allocations", limit as u32, &last.uuid))
+        }
+        _ => None,
+    };
+    Ok(json_response_sized(
+        StatusCode::OK,
+        &AllocationList {
+            page: &page,
+            base: &base,
+            fields: &fields,
+            next,
+        },
+        crate::RESPONSE_BYTES + AllocationView::BYTES * page.len(),
+    ))
 }
 
 pub async fn get_one(

@@ -146,5 +146,7 @@ pub fn field_list(list: &str, known: &[&'static str]) -> Result<Vec<&'static str
         }
     }
     out.sort_by_key(|f| known.iter().position(|x| x == f));
+    // A field named twice shows once.
+    out.dedup();
     Ok(out)
 }
