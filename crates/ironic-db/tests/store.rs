@@ -976,3 +976,36 @@ async fn long_free_text_is_stored_and_sorted(db: &Db) {
         assert_eq!(all, want, "{key}: each node once, page by page");
     }
 }
+
+/// A pooled PostgreSQL connection that the server dropped while it sat idle is noticed
+/// before use and replaced: the pool checks a connection with a round trip only after it
+/// idled for a second (not at every use, which was a second round trip per request), and
+/// the next statement after such an idle works.
+#[tokio::test]
+async fn postgres_connection_dropped_while_idle_is_replaced() {
+    use sqlx::Connection;
+    let t = ironic_db::testing::TestDb::postgres().await.unwrap();
+    let opts = ironic_db::DbOptions {
+        max_connections: 1,
+        ..Default::default()
+    };
+    let db = Db::connect(&t.url, &opts).await.unwrap();
+    let within = std::time::Duration::from_secs(5);
+    db.ping(within).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(&t.url).await.unwrap();
+    let dropped: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()) t",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(dropped >= 1, "the pool's connection");
+    // The pool's connection idles past the check's threshold (time itself is the
+    // condition here).
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    db.ping(within).await.unwrap();
+    let _ = admin.close().await;
+    db.close().await;
+    t.cleanup().await;
+}
