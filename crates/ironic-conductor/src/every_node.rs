@@ -13,7 +13,7 @@ use crate::work::StopSignal;
 
 /// At most this many pages per pass (a bound on the loop, far beyond any fleet: with
 /// pages of 1,000 it is a million nodes).
-const MAX_PAGES: u32 = 1_000;
+pub(crate) const MAX_PAGES: u32 = 1_000;
 
 /// Every node's [`NodeState`], one page at a time.
 pub(crate) struct EveryNode {
@@ -70,6 +70,11 @@ impl EveryNode {
         }
         if self.pages == MAX_PAGES {
             return Ok(Page::Bounded);
+        }
+        // Past the pauses' budget (or with no pause) pages follow back to back: the stop
+        // is looked at before each one all the same.
+        if self.stop.is_stopped() {
+            return Ok(Page::Stopped);
         }
         if self.pages > 0 && !self.pause.is_zero() && self.budget >= self.pause {
             self.budget -= self.pause;

@@ -291,7 +291,8 @@ impl Conductor {
     /// One round over this conductor's nodes, `sync_power_state_workers` at a time,
     /// page by page (1,000 nodes listed per page): a page's nodes go to the workers as
     /// soon as it is read, and the next page is read after a pause of 1/400 of the
-    /// interval (150 ms of the default 60 s). At 100,000 nodes the reading of the table
+    /// interval (150 ms of the default 60 s; the pauses of a round add up to half the
+    /// interval at most, `EveryNode`). At 100,000 nodes the reading of the table
     /// is spread over ~15 s instead of one burst that every conductor makes at once
     /// (bench/scale.sh saw lists dip to a fifth of their rate during it), and no more
     /// than about a page of nodes waits for a worker at a time.

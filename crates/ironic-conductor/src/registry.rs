@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ironic_db::topology::Topology;
 
 use crate::Conductor;
-use crate::every_node::{EveryNode, Page};
+use crate::every_node::{self, EveryNode, Page};
 
 impl Conductor {
     /// At process start: releases node locks an earlier run of this conductor left
@@ -177,13 +177,14 @@ impl Conductor {
         topology: &Topology,
         seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
     ) -> Result<(), String> {
+        const PAGE: i64 = 2_000;
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
         let mut counts: std::collections::BTreeMap<(String, bool, String), f64> =
             Default::default();
         let mut pages = EveryNode::new(
             self.db.clone(),
-            2_000,
+            PAGE,
             NODE_METRICS_INTERVAL / 100,
             NODE_METRICS_INTERVAL / 2,
             self.work.stop_signal(),
@@ -195,6 +196,8 @@ impl Conductor {
                 Ok(Page::Stopped) => return Ok(()),
                 Ok(Page::Bounded) => {
                     tracing::warn!(
+                        pages = every_node::MAX_PAGES,
+                        page = PAGE,
                         "node metrics: counted the first nodes only; the rest are left out"
                     );
                     break;

@@ -39,6 +39,11 @@ impl StopSignal {
     pub async fn stopped(&mut self) {
         stopped(&mut self.0).await
     }
+
+    /// Whether the stop has begun (without waiting).
+    pub fn is_stopped(&self) -> bool {
+        *self.0.borrow()
+    }
 }
 
 /// The owner of a conductor's background work. Cheap to clone.

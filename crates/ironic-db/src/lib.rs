@@ -177,12 +177,16 @@ impl Db {
                 .max_connections(opts.max_connections.max(1))
                 .acquire_timeout(opts.acquire_timeout)
                 // A connection is checked with a round trip before use only when it sat
-                // idle for a while (PostgreSQL or the network may have dropped it); one
-                // in steady use is not. Checked at every use (sqlx's default), the check
-                // was a second round trip per request: 14% of the API's CPU on a page of
-                // allocations (perf at 100,000 nodes, docs/scale.md). A connection that
-                // breaks in between fails its statement with a connection error, which
-                // `unreachable` names: the caller gets 503, worth a retry.
+                // idle for over a second (PostgreSQL or the network may have dropped
+                // it). Checked before every use (sqlx's default), the check was a second
+                // round trip on every request's path: 14% of the API's CPU on a page of
+                // allocations (perf at 100,000 nodes, docs/scale.md). sqlx still checks
+                // a connection when it goes back to the pool, off the request's path, so
+                // one idle for less than a second passed a check that long ago. A
+                // connection that breaks within that second fails its next statement
+                // with a connection error (once per pooled connection): `unreachable`
+                // names it, the API answers 503; a conductor's work fails as on any
+                // database error.
                 .test_before_acquire(false)
                 .before_acquire(|conn, meta| {
                     Box::pin(async move {
