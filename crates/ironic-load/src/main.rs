@@ -296,7 +296,7 @@ impl Run {
                     if i >= n {
                         break;
                     }
-                    let body = node_body(&rc, i).to_string();
+                    let body = node_body(&rc, i, n).to_string();
                     let t = Instant::now();
                     let a = conn
                         .call(Method::POST, "/v1/nodes", Some(body.as_bytes()))
@@ -353,6 +353,7 @@ impl Run {
     /// manage, provide and (where the power state is unknown) power off every node.
     async fn provide(&mut self) {
         let uuids = self.uuids.clone();
+        let n = uuids.len();
         let next = Arc::new(AtomicUsize::new(0));
         let m = self.mark();
         let results = workers(&self.target, self.args.concurrency, |_, mut conn| {
@@ -365,7 +366,7 @@ impl Run {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(u) = uuids.get(i) else { break };
                     let t = Instant::now();
-                    let r = make_available(&mut conn, u, i, limit).await;
+                    let r = make_available(&mut conn, u, (i, n), limit).await;
                     if r.is_ok() {
                         done += 1;
                     }
@@ -404,6 +405,17 @@ impl Run {
             };
             let uuids = self.uuids.clone();
             let secs = self.args.read_seconds;
+            // The answer's size (the items of a list's page), so that a table of sizes
+            // side by side shows which reads answer alike at every size.
+            let items = {
+                let mut conn = Conn::new(&self.target);
+                let p = path.replace("{uuid}", uuids.first().map_or("", String::as_str));
+                let a = conn.call(Method::GET, &p, None).await;
+                let v = a.json();
+                ["nodes", "allocations"]
+                    .iter()
+                    .find_map(|k| v[*k].as_array().map(Vec::len))
+            };
             let m = self.mark();
             let c = self.args.read_connections.unwrap_or(self.args.concurrency);
             let results = workers(&self.target, c, |w, mut conn| {
@@ -442,6 +454,10 @@ impl Run {
                 client_cpu,
                 ops,
             });
+            if let (Some(n), Some(row)) = (items, self.rows.last_mut()) {
+                row["items"] = json!(n);
+                println!("{:<13}   answer: {n} items", "");
+            }
         }
     }
 
@@ -528,7 +544,8 @@ impl Run {
         });
     }
 
-    /// Each connection asks for an allocation and waits for it before the next.
+    /// Each connection asks for an allocation and waits for it before the next, until
+    /// the phase's time is up or one of its allocations fails.
     async fn alloc_closed(&mut self) {
         let rc = self.args.resource_class.clone();
         let secs = self.args.closed_seconds;
@@ -567,6 +584,11 @@ impl Run {
                         active += 1;
                     }
                     s.record(t.elapsed(), ok, || format!("{uuid}: {state} {last}"));
+                    // An allocation that failed found no node (a small fleet runs out
+                    // within the phase): the next ones would fail alike, at once.
+                    if state == "error" {
+                        break;
+                    }
                 }
                 (s, active)
             }
@@ -635,32 +657,46 @@ impl Run {
     }
 }
 
-/// The i-th node: a fleet as operators have one, owners among 200 projects, one node
-/// in seven leased, one in ten described by its rack.
-fn node_body(rc: &str, i: usize) -> Value {
+/// How many groups of a fleet of n nodes each attribute splits it into: a hundred nodes
+/// to a group at any size, so that a filter for one group (`?owner=project-3`,
+/// `?maintenance=true`, `?description_contains=rack 0 `) answers a full page of 100 at
+/// 1,000 nodes as at 100,000, and only the table around it grows.
+fn groups(n: usize) -> usize {
+    (n / 100).max(1)
+}
+
+/// The i-th node of n: a fleet as operators have one, owners among projects of a
+/// hundred nodes each, every node leased to another project (a permutation of the
+/// owners' groups, so `?project=` finds both an owner's and a lessee's nodes), one in
+/// ten described by its rack (racks of a hundred described nodes; rows are letters, so
+/// that a rack's number is a word of its own to the trigram index).
+fn node_body(rc: &str, i: usize, n: usize) -> Value {
+    let k = groups(n);
+    let racks = (k / 10).max(1);
     let mut body = json!({"name": format!("{rc}-{i}"), "driver": "fake-hardware",
-        "resource_class": rc, "owner": format!("project-{}", i % 200)});
-    if i.is_multiple_of(7) {
-        body["lessee"] = json!(format!("tenant-{}", i % 300));
-    }
+        "resource_class": rc, "owner": format!("project-{}", i % k),
+        "lessee": format!("project-{}", (7 * i + 1) % k)});
     if i.is_multiple_of(10) {
-        body["description"] = json!(format!("rack {} row {}", i % 97, i % 13));
+        let row = char::from(b'a' + (i % 13) as u8);
+        body["description"] = json!(format!("rack {} row {row}", (i / 10) % racks));
     }
     body
 }
 
-/// Makes the i-th node available, as in a fleet: one node in a hundred is retired
-/// instead (it stays manageable) and another goes into maintenance once available
-/// (neither is allocatable then).
+/// Makes the i-th node of n available, as in a fleet: one node of each group
+/// ([`groups`]) is retired instead (it stays manageable) and another goes into
+/// maintenance once available (neither is allocatable then): a hundred of each at any
+/// size.
 async fn make_available(
     conn: &mut Conn,
     uuid: &str,
-    i: usize,
+    (i, n): (usize, usize),
     limit: Duration,
 ) -> Result<(), String> {
+    let k = groups(n);
     let prov = format!("/v1/nodes/{uuid}/states/provision");
     for (target, want) in [("manage", "manageable"), ("provide", "available")] {
-        if target == "provide" && i % 100 == 2 {
+        if target == "provide" && i % k == 2 {
             let body = json!([{"op": "add", "path": "/retired", "value": true}]).to_string();
             let path = format!("/v1/nodes/{uuid}");
             let a = with_retry(conn, Method::PATCH, &path, Some(body.as_bytes()), 500).await;
@@ -706,7 +742,7 @@ async fn make_available(
         })
         .await?;
     }
-    if i % 100 == 1 {
+    if i % k == 1 {
         let body = json!({"reason": "load test"}).to_string();
         let path = format!("/v1/nodes/{uuid}/maintenance");
         let a = with_retry(conn, Method::PUT, &path, Some(body.as_bytes()), 500).await;
