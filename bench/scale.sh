@@ -45,8 +45,9 @@ postmaster=$(head -1 "$(psql -Atq "$PG_ADMIN" -c 'SHOW data_directory')/postmast
 # GET /v1/nodes (the issue's slow ones among them) and the combinations clients send,
 # every sort key, the allocation list. Microversion 1.65 (ironic-load's default: the
 # lessee filter needs it). ironic-load's fleet has groups of a hundred nodes at any size
-# (owners, lessees, racks, maintenance, retired), so each filter below answers a full
-# page at 1,000 nodes as at 100,000; the table's "items" column shows each answer's size.
+# (owners, lessees, racks, maintenance, retired), so each filter below that matches
+# anything (all but ?fault= and the two "(none)") answers a full page at 1,000 nodes as
+# at 100,000; the table's "items" column shows each answer's size.
 reads() {
   local r=(
     "node=/v1/nodes/{uuid}"
@@ -207,5 +208,5 @@ cells = []
 for k in cols:
     rss = [r for r in runs[k] if r["label"] == "rss"][-1]["rss_mib"]
     cells.append(", ".join(f"{l} {v:.0f}" for l, v in rss.items() if l != "postgres"))
-print("| memory | resident MiB at the end | " + " | ".join(cells) + " |")
+print("| memory | resident MiB at the end | | " + " | ".join(cells) + " |")
 PY

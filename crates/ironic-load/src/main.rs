@@ -545,7 +545,7 @@ impl Run {
     }
 
     /// Each connection asks for an allocation and waits for it before the next, until
-    /// the phase's time is up or one of its allocations fails.
+    /// the phase's time is up or one of its allocations finds no node left.
     async fn alloc_closed(&mut self) {
         let rc = self.args.resource_class.clone();
         let secs = self.args.closed_seconds;
@@ -568,7 +568,7 @@ impl Run {
                     };
                     let mut state = a.json()["state"].as_str().unwrap_or("").to_string();
                     let path = format!("/v1/allocations/{uuid}?fields=state,last_error");
-                    let mut last = String::new();
+                    let mut last = a.json()["last_error"].as_str().unwrap_or("").to_string();
                     for _ in 0..30_000 {
                         if state != "allocating" {
                             break;
@@ -577,16 +577,18 @@ impl Run {
                         let a = conn.call(Method::GET, &path, None).await;
                         let v = a.json();
                         state = v["state"].as_str().unwrap_or("allocating").to_string();
-                        last = v.to_string();
+                        last = v["last_error"].as_str().unwrap_or("").to_string();
                     }
                     let ok = state == "active";
                     if ok {
                         active += 1;
                     }
                     s.record(t.elapsed(), ok, || format!("{uuid}: {state} {last}"));
-                    // An allocation that failed found no node (a small fleet runs out
-                    // within the phase): the next ones would fail alike, at once.
-                    if state == "error" {
+                    // The fleet ran out within the phase (a small one does): the next
+                    // allocations would fail alike, at once. Any other failure (every
+                    // matching node busy) is counted and the loop goes on.
+                    if state == "error" && last.to_ascii_lowercase().contains("no available nodes")
+                    {
                         break;
                     }
                 }
@@ -666,16 +668,16 @@ fn groups(n: usize) -> usize {
 }
 
 /// The i-th node of n: a fleet as operators have one, owners among projects of a
-/// hundred nodes each, every node leased to another project (a permutation of the
-/// owners' groups, so `?project=` finds both an owner's and a lessee's nodes), one in
-/// ten described by its rack (racks of a hundred described nodes; rows are letters, so
-/// that a rack's number is a word of its own to the trigram index).
+/// hundred nodes each, every node leased to the next project (so that `?project=` finds
+/// both an owner's and a lessee's nodes), one in ten described by its rack (racks of a
+/// hundred described nodes; rows are letters, so that a rack's number is a word of its
+/// own to the trigram index).
 fn node_body(rc: &str, i: usize, n: usize) -> Value {
     let k = groups(n);
     let racks = (k / 10).max(1);
     let mut body = json!({"name": format!("{rc}-{i}"), "driver": "fake-hardware",
         "resource_class": rc, "owner": format!("project-{}", i % k),
-        "lessee": format!("project-{}", (7 * i + 1) % k)});
+        "lessee": format!("project-{}", (i + 1) % k)});
     if i.is_multiple_of(10) {
         let row = char::from(b'a' + (i % 13) as u8);
         body["description"] = json!(format!("rack {} row {row}", (i / 10) % racks));
@@ -683,17 +685,17 @@ fn node_body(rc: &str, i: usize, n: usize) -> Value {
     body
 }
 
-/// Makes the i-th node of n available, as in a fleet: one node of each group
-/// ([`groups`]) is retired instead (it stays manageable) and another goes into
-/// maintenance once available (neither is allocatable then): a hundred of each at any
-/// size.
+/// Makes the i-th node of n available, as in a fleet: one node in k is retired instead
+/// (it stays manageable) and another goes into maintenance once available (neither is
+/// allocatable then), k being [`groups`] but at least 10: a hundred of each from 1,000
+/// nodes up, a tenth of a smaller fleet each.
 async fn make_available(
     conn: &mut Conn,
     uuid: &str,
     (i, n): (usize, usize),
     limit: Duration,
 ) -> Result<(), String> {
-    let k = groups(n);
+    let k = groups(n).max(10);
     let prov = format!("/v1/nodes/{uuid}/states/provision");
     for (target, want) in [("manage", "manageable"), ("provide", "available")] {
         if target == "provide" && i % k == 2 {
