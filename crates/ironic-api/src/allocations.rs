@@ -12,7 +12,7 @@ use ironic_model::names::{is_valid_logical_name, trait_error_message, validate_t
 use ironic_model::{Error, Version, patch};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::nodes::{authorized_node, load_node};
 use crate::policy::{Authz, Policy, Target};
 use crate::query::{Query, field_list};
-use crate::view::{Links, Ts};
+use crate::view::{Links, ListPage, Ts};
 use crate::{AppState, Base, Req, json_response, json_response_sized};
 
 type ApiResult = Result<Response, ApiError>;
@@ -130,42 +130,6 @@ impl Serialize for AllocationView<'_> {
 impl AllocationView<'_> {
     /// About what one allocation takes in a list (its links are most of it).
     const BYTES: usize = 640;
-}
-
-/// A page of allocations and the link to the next one.
-struct AllocationList<'a> {
-    page: &'a [Allocation],
-    base: &'a str,
-    fields: &'a [&'a str],
-    next: Option<String>,
-}
-
-impl Serialize for AllocationList<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("allocations", &Views(self))?;
-        if let Some(next) = &self.next {
-            m.serialize_entry("next", next)?;
-        }
-        m.end()
-    }
-}
-
-struct Views<'a>(&'a AllocationList<'a>);
-
-impl Serialize for Views<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let l = self.0;
-        let mut seq = s.serialize_seq(Some(l.page.len()))?;
-        for a in l.page {
-            seq.serialize_element(&AllocationView {
-                a,
-                base: l.base,
-                fields: l.fields,
-            })?;
-        }
-        seq.end()
-    }
 }
 
 fn one_response(a: &Allocation, base: &str, fields: &[&str], status: StatusCode) -> ApiResult {
@@ -461,11 +425,15 @@ pub async fn list(
     };
     Ok(json_response_sized(
         StatusCode::OK,
-        &AllocationList {
-            page: &page,
-            base: &base,
-            fields: &fields,
-            next,
+        &ListPage {
+            key: "allocations",
+            items: &page,
+            view: |a| AllocationView {
+                a,
+                base: &base,
+                fields: &fields,
+            },
+            next: next.as_deref(),
         },
         crate::RESPONSE_BYTES + AllocationView::BYTES * page.len(),
     ))

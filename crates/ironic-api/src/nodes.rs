@@ -18,7 +18,6 @@ use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
     AddNodeTraits, CreateNode, DestroyNode, RemoveNodeTraits, SetMaintenance, UpdateNode,
 };
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
 use crate::body::P;
@@ -26,7 +25,7 @@ use crate::body::{JsonBody, RawBody, parse_json};
 use crate::error::ApiError;
 use crate::policy::{Authz, Policy, Redaction, Target};
 use crate::query::Query;
-use crate::view::{NodeView, Ts, ViewCtx};
+use crate::view::{ListPage, NodeView, Ts, ViewCtx};
 use crate::{AppState, Base, Req, json_response, json_response_sized};
 
 type ApiResult = Result<Response, ApiError>;
@@ -494,45 +493,14 @@ pub(crate) async fn list_nodes(
     };
     Ok(json_response_sized(
         StatusCode::OK,
-        &NodeList {
-            nodes: &nodes,
-            ctx: &ctx,
+        &ListPage {
+            key: "nodes",
+            items: &nodes,
+            view: |node| NodeView { node, ctx: &ctx },
             next: next.as_deref(),
         },
         crate::RESPONSE_BYTES + per_node * nodes.len(),
     ))
-}
-
-struct NodeList<'a> {
-    nodes: &'a [Node],
-    ctx: &'a ViewCtx<'a>,
-    next: Option<&'a str>,
-}
-
-struct Nodes<'a>(&'a [Node], &'a ViewCtx<'a>);
-
-impl Serialize for Nodes<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for n in self.0 {
-            seq.serialize_element(&NodeView {
-                node: n,
-                ctx: self.1,
-            })?;
-        }
-        seq.end()
-    }
-}
-
-impl Serialize for NodeList<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("nodes", &Nodes(self.nodes, self.ctx))?;
-        if let Some(n) = self.next {
-            m.serialize_entry("next", n)?;
-        }
-        m.end()
-    }
 }
 
 pub async fn create(

@@ -181,6 +181,49 @@ impl Serialize for Links<'_> {
     }
 }
 
+/// A page of a collection as the API answers it, `{"<key>": [...], "next": "<url>"}`
+/// (`next` only when there may be more), each item written straight into the answer by
+/// `view` (nodes: [`NodeView`]; allocations: `allocations.rs` `AllocationView`).
+pub struct ListPage<'a, T, V> {
+    pub key: &'static str,
+    pub items: &'a [T],
+    pub view: V,
+    pub next: Option<&'a str>,
+}
+
+impl<'a, T, V, W> Serialize for ListPage<'a, T, V>
+where
+    V: Fn(&'a T) -> W,
+    W: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry(self.key, &Items(self))?;
+        if let Some(next) = self.next {
+            m.serialize_entry("next", next)?;
+        }
+        m.end()
+    }
+}
+
+/// The items of a [`ListPage`], as a JSON array.
+struct Items<'p, 'a, T, V>(&'p ListPage<'a, T, V>);
+
+impl<'a, T, V, W> Serialize for Items<'_, 'a, T, V>
+where
+    V: Fn(&'a T) -> W,
+    W: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let page = self.0;
+        let mut seq = s.serialize_seq(Some(page.items.len()))?;
+        for item in page.items {
+            seq.serialize_element(&(page.view)(item))?;
+        }
+        seq.end()
+    }
+}
+
 /// [`Links`] as a JSON value, for documents built with `json!`.
 pub fn links_value(base: &str, path: &str) -> Value {
     serde_json::to_value(Links {
