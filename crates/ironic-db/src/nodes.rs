@@ -650,6 +650,10 @@ impl Default for NodeListQuery {
     }
 }
 
+/// Most ids of matching nodes a description search hands to the page's statement (as
+/// one parameter, about 7 bytes each); past it the page's statement searches itself.
+pub const DESCRIPTION_IDS_MAX: usize = 1000;
+
 /// Builds `WHERE` clauses and their arguments with numbered placeholders.
 pub(crate) struct Where {
     pub(crate) clauses: Vec<String>,
@@ -695,6 +699,16 @@ impl Where {
     /// `expr` contains `needle`. On PostgreSQL a `LIKE` pattern (served by a trigram
     /// index, `pg_trgm`); on SQLite `instr`.
     pub(crate) fn contains(&mut self, expr: &str, needle: &str, backend: Backend) {
+        self.contains_in(expr, needle, backend, |c| c);
+    }
+    /// [`Where::contains`], its clause passed through `wrap` (a subquery around it).
+    fn contains_in(
+        &mut self,
+        expr: &str,
+        needle: &str,
+        backend: Backend,
+        wrap: impl FnOnce(String) -> String,
+    ) {
         match backend {
             Backend::Postgres => {
                 let mut pattern = String::with_capacity(needle.len() + 2);
@@ -706,10 +720,13 @@ impl Where {
                     pattern.push(c);
                 }
                 pattern.push('%');
-                self.push(|n| format!("{expr} LIKE ${n}"), Arg::Text(Some(pattern)));
+                self.push(
+                    |n| wrap(format!("{expr} LIKE ${n}")),
+                    Arg::Text(Some(pattern)),
+                );
             }
             Backend::Sqlite => self.push(
-                |n| format!("instr({expr}, ${n}) > 0"),
+                |n| wrap(format!("instr({expr}, ${n}) > 0")),
                 Arg::Text(Some(needle.to_string())),
             ),
         }
@@ -848,9 +865,19 @@ impl Db {
 
     /// PostgreSQL's plan for [`Db::node_list`] (`EXPLAIN (FORMAT JSON)`): the test that
     /// every filter and sort key is served from an index reads it.
+    /// With `?description_contains=`, the plans of its two statements, the search's
+    /// first.
     pub async fn node_list_plan(&self, q: &NodeListQuery) -> Result<serde_json::Value, Error> {
         let (sql, args) = self.node_list_sql(q).await?;
-        self.explain(&sql, args).await
+        let page = self.explain(&sql, args).await?;
+        match &q.filter.description_contains {
+            Some(d) => {
+                let (sql, args) = Self::description_search_sql(d, self.backend());
+                let search = self.explain(&sql, args).await?;
+                Ok(serde_json::Value::Array(vec![search, page]))
+            }
+            None => Ok(page),
+        }
     }
 
     /// The plan of [`Db::node_list`] as run (`EXPLAIN (ANALYZE, FORMAT JSON)`), with the
@@ -926,7 +953,7 @@ impl Db {
             None => {}
         }
         if let Some(d) = &f.description_contains {
-            w.contains("n.description", d, backend);
+            self.description_matches(&mut w, d).await?;
         }
         let key = sort_expr("n", &q.sort_key, backend);
         let dir = if q.sort_desc { "DESC" } else { "ASC" };
@@ -980,6 +1007,61 @@ impl Db {
         }
         sql.push_str(&order);
         Ok((sql, w.args))
+    }
+
+    /// The search behind `?description_contains=`: the ids of up to
+    /// [`DESCRIPTION_IDS_MAX`]` + 1` described nodes whose description holds `needle`,
+    /// from `node_descriptions` and its trigram index
+    /// (`migrations/postgres/0021_node_descriptions.sql`), in no order.
+    fn description_search_sql(needle: &str, backend: Backend) -> (String, Vec<Arg>) {
+        let mut w = Where {
+            clauses: Vec::new(),
+            args: Vec::new(),
+        };
+        w.contains("d.description", needle, backend);
+        let sql = format!(
+            "SELECT d.node_id FROM node_descriptions d WHERE {} LIMIT {}",
+            w.clauses.join(" AND "),
+            DESCRIPTION_IDS_MAX + 1
+        );
+        (sql, w.args)
+    }
+
+    /// Restricts a node list to the nodes whose description holds `needle`. Two
+    /// statements: the matching ids from `node_descriptions`, planned for this needle
+    /// against that table's two indexes, then the page of nodes by those ids, one
+    /// parameter whatever their number, so that its plan is made once per connection
+    /// (planned against `nodes` for each needle, the search spent more time planning
+    /// than running). A needle that matches more than [`DESCRIPTION_IDS_MAX`] nodes
+    /// is searched again inside the page's statement instead.
+    async fn description_matches(&self, w: &mut Where, needle: &str) -> Result<(), Error> {
+        let backend = self.backend();
+        let (sql, args) = Self::description_search_sql(needle, backend);
+        let ids: Vec<i64> = with_pool!(self, |p| bind_all!(
+            sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str())),
+            args
+        )
+        .fetch_all(p)
+        .await)
+        .map_err(|e| internal("searching node descriptions", e))?;
+        if ids.len() > DESCRIPTION_IDS_MAX {
+            w.contains_in("d.description", needle, backend, |c| {
+                format!("n.id IN (SELECT d.node_id FROM node_descriptions d WHERE {c})")
+            });
+            return Ok(());
+        }
+        let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        match backend {
+            Backend::Postgres => w.push(
+                |n| format!("n.id = ANY(CAST(${n} AS BIGINT[]))"),
+                Arg::Text(Some(format!("{{{list}}}"))),
+            ),
+            Backend::Sqlite => w.push(
+                |n| format!("n.id IN (SELECT value FROM json_each(${n}))"),
+                Arg::Text(Some(format!("[{list}]"))),
+            ),
+        }
+        Ok(())
     }
 
     /// `EXPLAIN (FORMAT JSON)` of a statement (PostgreSQL only).

@@ -27,6 +27,7 @@ ironic_db::on_both_backends!(
     concurrent_claims_take_distinct_nodes,
     nodes_by_ids_reads_whole_rows,
     node_states_page_by_id,
+    description_search_follows_every_write,
 );
 
 const HOST: &str = "test-host";
@@ -282,6 +283,110 @@ async fn list_filters(db: &Db) {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)));
+}
+
+/// `?description_contains=` reads `node_descriptions`, which triggers keep in step with
+/// the nodes (migrations/*/0021_node_descriptions.sql): a description set at creation,
+/// set later, changed, cleared, and a node deleted. A needle that matches more nodes
+/// than the search hands on by id pages the same way.
+async fn description_search_follows_every_write(db: &Db) {
+    let search = |needle: &'static str| async move {
+        db.node_list(&NodeListQuery {
+            filter: NodeFilter {
+                description_contains: Some(needle.into()),
+                ..Default::default()
+            },
+            ..NodeListQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.name.unwrap_or_default())
+        .collect::<Vec<_>>()
+    };
+    let a = create(
+        db,
+        json!({"driver": "fake-hardware", "name": "a", "description": "rack 1 row A"}),
+    )
+    .await;
+    let b = create(
+        db,
+        json!({"driver": "fake-hardware", "name": "b", "description": "rack 2 row B"}),
+    )
+    .await;
+    let c = create(db, json!({"driver": "fake-hardware", "name": "c"})).await;
+    assert_eq!(search("rack").await, ["a", "b"]);
+    assert_eq!(search("rack 2").await, ["b"]);
+    assert_eq!(search("nowhere").await, Vec::<String>::new());
+    let describe = |id: NodeId, text: Option<&'static str>| async move {
+        let mut n = db.node_reserve(id, HOST).await.unwrap();
+        n.description = text.map(String::from);
+        n.reservation = None;
+        db.node_save(&n, HOST).await.unwrap();
+    };
+    describe(c.id, Some("rack 3 spare")).await;
+    assert_eq!(search("rack 3").await, ["c"]);
+    describe(a.id, None).await;
+    assert_eq!(search("rack 1").await, Vec::<String>::new());
+    assert_eq!(search("rack").await, ["b", "c"]);
+    describe(b.id, Some("spare")).await;
+    assert_eq!(search("rack 2").await, Vec::<String>::new());
+    assert_eq!(search("spare").await, ["b", "c"]);
+    // A write that leaves the description alone leaves the search alone.
+    let mut n = db.node_reserve(b.id, HOST).await.unwrap();
+    n.extra.insert("k".into(), json!("v"));
+    n.reservation = None;
+    db.node_save(&n, HOST).await.unwrap();
+    assert_eq!(search("spare").await, ["b", "c"]);
+    db.node_reserve(c.id, HOST).await.unwrap();
+    db.node_destroy(c.id, HOST).await.unwrap();
+    assert_eq!(search("spare").await, ["b"]);
+
+    // More matches than the search hands on by id: pages by name, from a marker.
+    let bulk = ironic_db::nodes::DESCRIPTION_IDS_MAX + 5;
+    for i in 0..bulk {
+        create(
+            db,
+            json!({"driver": "fake-hardware", "name": format!("bulk-{i:04}"),
+                   "description": format!("bulk {i}")}),
+        )
+        .await;
+    }
+    // Few of them by id: bulk 100 and bulk 1000 up.
+    assert_eq!(
+        search("bulk 100").await,
+        [
+            "bulk-0100",
+            "bulk-1000",
+            "bulk-1001",
+            "bulk-1002",
+            "bulk-1003",
+            "bulk-1004"
+        ]
+    );
+    let mut seen = Vec::new();
+    let mut marker = None;
+    for _ in 0..bulk {
+        let page = db
+            .node_list(&NodeListQuery {
+                filter: NodeFilter {
+                    description_contains: Some("bulk".into()),
+                    ..Default::default()
+                },
+                sort_key: "name".into(),
+                sort_desc: true,
+                limit: 100,
+                marker: marker.take(),
+                ..NodeListQuery::default()
+            })
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        marker = Some(last.uuid.to_string());
+        seen.extend(page.into_iter().map(|n| n.name.unwrap_or_default()));
+    }
+    let want: Vec<String> = (0..bulk).rev().map(|i| format!("bulk-{i:04}")).collect();
+    assert_eq!(seen, want);
 }
 
 async fn keyset_pagination_walks_every_node_once(db: &Db) {
