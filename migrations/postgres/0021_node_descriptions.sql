@@ -10,9 +10,13 @@
 -- every one of its indexes, each time: the plan depends on the needle.
 --
 -- node_descriptions holds one row per described node, written only when a description
--- changes (the triggers below), so node writes never touch its trigram index; a search
--- plans against two indexes. crates/ironic-db/src/nodes.rs (`description_ids`) reads
--- the matching ids here and pages nodes by them.
+-- changes (the triggers below), so other node writes never touch its trigram index.
+-- crates/ironic-db/src/nodes.rs (`DescriptionSearch`) gathers the matching ids here and
+-- pages nodes by them, with a plan that does not depend on the needle.
+--
+-- Nodes are locked against writes (not reads) until the triggers exist: services still
+-- running during the upgrade cannot change a description the copy below has missed.
+LOCK TABLE nodes IN SHARE ROW EXCLUSIVE MODE;
 CREATE TABLE node_descriptions (
     node_id BIGINT PRIMARY KEY REFERENCES nodes (id) ON DELETE CASCADE,
     description TEXT NOT NULL

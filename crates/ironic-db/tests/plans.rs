@@ -1072,11 +1072,11 @@ async fn unassociated_page_of_the_class_a_burst_claimed_from() {
 /// Every GIN index (the trigram indexes of `?description_contains=`) takes new entries
 /// into the index itself, not into a pending list that every search reads whole until a
 /// vacuum merges it (migrations/postgres/0020_trigram_no_pending_list.sql), and node
-/// writes that leave the description alone do not touch the index the node search reads
+/// writes that leave the description alone do not write `node_descriptions`
 /// (migrations/postgres/0021_node_descriptions.sql): after 5,000 such writes of
-/// described nodes the search reads the index pages it read before. A GIN index added
-/// without `fastupdate = off` fails the first check; a search that reads a trigram index
-/// on `nodes` again, the last.
+/// described nodes its rows are the same row versions and the search reads the index
+/// pages it read before. A GIN index added without `fastupdate = off` fails the first
+/// check; a trigger that copies descriptions on every node write, the row versions'.
 #[tokio::test]
 async fn description_search_reads_no_pending_list_after_writes() {
     let (t, _db) = seeded().await;
@@ -1096,6 +1096,7 @@ async fn description_search_reads_no_pending_list_after_writes() {
     let search = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT node_id FROM node_descriptions \
                   WHERE description LIKE '%rack 42 %' LIMIT 1001";
     let mut index_pages = Vec::new();
+    let mut versions = Vec::new();
     for write in [
         None,
         // Not a HOT update (instance_uuid is indexed): a new entry in every index.
@@ -1109,6 +1110,12 @@ async fn description_search_reads_no_pending_list_after_writes() {
         }
         let plan: Value = sqlx::query_scalar(search).fetch_one(&mut c).await.unwrap();
         index_pages.push(index_scan_pages(&plan, "node_descriptions_trgm_idx"));
+        let v: Vec<String> =
+            sqlx::query_scalar("SELECT xmin::text FROM node_descriptions ORDER BY node_id")
+                .fetch_all(&mut c)
+                .await
+                .unwrap();
+        versions.push(v);
     }
     let _ = c.close().await;
     t.cleanup().await;
@@ -1116,6 +1123,11 @@ async fn description_search_reads_no_pending_list_after_writes() {
     assert!(
         index_pages[0] > 0.0 && index_pages[1] > 0.0,
         "{index_pages:?}"
+    );
+    assert!(versions[0].len() >= 5000, "{}", versions[0].len());
+    assert!(
+        versions[0] == versions[1],
+        "node writes rewrote rows of node_descriptions"
     );
     assert_eq!(
         index_pages[1], index_pages[0],
