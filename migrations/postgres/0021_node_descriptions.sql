@@ -14,9 +14,11 @@
 -- crates/ironic-db/src/nodes.rs (`DescriptionSearch`) gathers the matching ids here and
 -- pages nodes by them, with a plan that does not depend on the needle.
 --
--- Nodes are locked against writes (not reads) until the triggers exist: services still
--- running during the upgrade cannot change a description the copy below has missed.
-LOCK TABLE nodes IN SHARE ROW EXCLUSIVE MODE;
+-- Nodes are locked until this migration commits, first in the strongest mode that its
+-- steps need (the index drop's): services still running during the upgrade cannot
+-- change a description the copy below has missed, and no lock is raised midway, which
+-- could deadlock with a writer that holds a weaker one. Reads of nodes wait too.
+LOCK TABLE nodes IN ACCESS EXCLUSIVE MODE;
 CREATE TABLE node_descriptions (
     node_id BIGINT PRIMARY KEY REFERENCES nodes (id) ON DELETE CASCADE,
     description TEXT NOT NULL

@@ -661,9 +661,10 @@ enum DescriptionSearch {
     /// PostgreSQL's first try: the ids of at most [`DESCRIPTION_IDS_MAX`] matches,
     /// gathered once through the trigram index, then the page by those ids (the primary
     /// key), and no rows at all when there were more matches. The needle is a parameter
-    /// the plan does not depend on, so the plan is made once per connection: planned
-    /// for each needle against the ~60 indexes of `nodes`, the search spent more time
-    /// planning than running.
+    /// the plan does not depend on, so PostgreSQL keeps one plan for the statement
+    /// (a generic plan, after five runs on a connection): planned for each needle
+    /// against the ~60 indexes of `nodes`, the search spent more time planning than
+    /// running.
     Bounded,
     /// Every match, as a subquery the page's statement joins, planned for its needle:
     /// SQLite's only search, and PostgreSQL's when the bounded one gave an empty page
@@ -1008,13 +1009,13 @@ impl Db {
             if search == DescriptionSearch::Bounded {
                 w.contains_in("d.description", d, backend, |c| {
                     with = format!(
-                        "WITH m AS MATERIALIZED (SELECT ARRAY(SELECT d.node_id FROM node_descriptions d \
-                         WHERE {c} LIMIT {}) AS ids) ",
+                        "WITH described AS MATERIALIZED (SELECT ARRAY(SELECT d.node_id \
+                         FROM node_descriptions d WHERE {c} LIMIT {}) AS ids) ",
                         DESCRIPTION_IDS_MAX + 1
                     );
                     format!(
-                        "n.id = ANY(CAST((SELECT ids FROM m) AS BIGINT[])) \
-                         AND (SELECT cardinality(ids) FROM m) <= {DESCRIPTION_IDS_MAX}"
+                        "n.id = ANY(CAST((SELECT ids FROM described) AS BIGINT[])) \
+                         AND (SELECT cardinality(ids) FROM described) <= {DESCRIPTION_IDS_MAX}"
                     )
                 });
             } else {

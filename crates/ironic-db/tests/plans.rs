@@ -1069,6 +1069,32 @@ async fn unassociated_page_of_the_class_a_burst_claimed_from() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A description search with fewer matches than `DESCRIPTION_IDS_MAX` is answered by
+/// its first statement (ids gathered through the trigram index, the page read by them),
+/// not by the whole search that follows an empty page.
+#[tokio::test]
+async fn description_search_answers_from_its_first_statement() {
+    let (t, db) = seeded().await;
+    let q = NodeListQuery {
+        filter: NodeFilter {
+            description_contains: Some("rack 42 row".into()),
+            ..Default::default()
+        },
+        sort_key: "name".into(),
+        limit: 20,
+        ..Default::default()
+    };
+    let plan = db.node_list_run_plan(&q).await.unwrap();
+    let listed = db.node_list(&q).await.unwrap().len();
+    t.cleanup().await;
+    assert_eq!(listed, 20);
+    assert_eq!(
+        plan[0]["Plan"]["Actual Rows"].as_f64(),
+        Some(20.0),
+        "{plan:#}"
+    );
+}
+
 /// Every GIN index (the trigram indexes of `?description_contains=`) takes new entries
 /// into the index itself, not into a pending list that every search reads whole until a
 /// vacuum merges it (migrations/postgres/0020_trigram_no_pending_list.sql), and node

@@ -348,7 +348,7 @@ async fn description_search_follows_every_write(db: &Db) {
         create(
             db,
             json!({"driver": "fake-hardware", "name": format!("bulk-{i:04}"),
-                   "description": format!("bulk {i}")}),
+                   "description": format!("bulk {i}"), "owner": format!("p-{}", i % 2)}),
         )
         .await;
     }
@@ -364,29 +364,48 @@ async fn description_search_follows_every_write(db: &Db) {
             "bulk-1004"
         ]
     );
-    let mut seen = Vec::new();
-    let mut marker = None;
-    for _ in 0..bulk {
-        let page = db
-            .node_list(&NodeListQuery {
-                filter: NodeFilter {
-                    description_contains: Some("bulk".into()),
-                    ..Default::default()
-                },
-                sort_key: "name".into(),
-                sort_desc: true,
-                limit: 100,
-                marker: marker.take(),
-                ..NodeListQuery::default()
-            })
-            .await
-            .unwrap();
-        let Some(last) = page.last() else { break };
-        marker = Some(last.uuid.to_string());
-        seen.extend(page.into_iter().map(|n| n.name.unwrap_or_default()));
-    }
-    let want: Vec<String> = (0..bulk).rev().map(|i| format!("bulk-{i:04}")).collect();
-    assert_eq!(seen, want);
+    // Every page by name from a marker: all the matches (more than the bound), few of
+    // them, and few of them owned or leased by one project.
+    let walk = |needle: &'static str, project: Option<&'static str>, limit: u32| async move {
+        let mut seen = Vec::new();
+        let mut marker = None;
+        for _ in 0..bulk {
+            let page = db
+                .node_list(&NodeListQuery {
+                    filter: NodeFilter {
+                        description_contains: Some(needle.into()),
+                        project: project.map(String::from),
+                        ..Default::default()
+                    },
+                    sort_key: "name".into(),
+                    sort_desc: true,
+                    limit,
+                    marker: marker.take(),
+                    ..NodeListQuery::default()
+                })
+                .await
+                .unwrap();
+            let Some(last) = page.last() else { break };
+            marker = Some(last.uuid.to_string());
+            seen.extend(page.into_iter().map(|n| n.name.unwrap_or_default()));
+        }
+        seen
+    };
+    let names = |ids: &mut dyn Iterator<Item = usize>| -> Vec<String> {
+        ids.map(|i| format!("bulk-{i:04}")).collect()
+    };
+    assert_eq!(walk("bulk", None, 100).await, names(&mut (0..bulk).rev()));
+    let bulk_10 = [10].into_iter().chain(100..110).chain(1000..bulk);
+    let mut want: Vec<usize> = bulk_10.collect();
+    want.sort_by_key(|i| std::cmp::Reverse(format!("bulk-{i:04}")));
+    assert_eq!(
+        walk("bulk 10", None, 5).await,
+        names(&mut want.iter().copied())
+    );
+    assert_eq!(
+        walk("bulk 10", Some("p-1"), 3).await,
+        names(&mut want.iter().copied().filter(|i| i % 2 == 1))
+    );
 }
 
 async fn keyset_pagination_walks_every_node_once(db: &Db) {
