@@ -661,16 +661,16 @@ enum DescriptionSearch {
     /// PostgreSQL's first try: the ids of at most [`DESCRIPTION_IDS_MAX`] matches,
     /// gathered once through the trigram index, then the page by those ids (the primary
     /// key), and no rows at all when there were more matches. The needle is a parameter
-    /// the plan does not depend on, so PostgreSQL keeps one plan for the statement
-    /// (a generic plan, after five runs on a connection): planned for each needle
+    /// the plan does not depend on, so PostgreSQL may keep one plan for the statement
+    /// (a generic plan, after five runs on a connection, which it did here): planned for each needle
     /// against the ~60 indexes of `nodes`, the search spent more time planning than
     /// running.
     Bounded,
     /// Every match, as a subquery the page's statement joins, planned for its needle:
     /// SQLite's only search, and PostgreSQL's when the bounded one gave an empty page
     /// (no match there, or too many matches). With many matches the planner walks the
-    /// sort key's index and checks each node's description; gathering them all first
-    /// took 30 ms for 10,000 matches sorted by name, against 2 ms.
+    /// sort key's index and checks each node's description, where gathering them all
+    /// first costs what they number (docs/scale.md, eighth run).
     Whole,
 }
 

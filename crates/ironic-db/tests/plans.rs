@@ -1100,9 +1100,10 @@ async fn description_search_answers_from_its_first_statement() {
 /// vacuum merges it (migrations/postgres/0020_trigram_no_pending_list.sql), and node
 /// writes that leave the description alone do not write `node_descriptions`
 /// (migrations/postgres/0021_node_descriptions.sql): after 5,000 such writes of
-/// described nodes its rows are the same row versions and the search reads the index
-/// pages it read before. A GIN index added without `fastupdate = off` fails the first
-/// check; a trigger that copies descriptions on every node write, the row versions'.
+/// described nodes its rows are the same row versions; after 5,000 changed descriptions
+/// the search reads the index pages it read before, give or take a few. A GIN index
+/// added without `fastupdate = off` fails the first check; a trigger that copies
+/// descriptions on every node write, the row versions'.
 #[tokio::test]
 async fn description_search_reads_no_pending_list_after_writes() {
     let (t, _db) = seeded().await;
@@ -1130,6 +1131,11 @@ async fn description_search_reads_no_pending_list_after_writes() {
             "UPDATE nodes SET instance_uuid = md5('claimed' || id)::uuid::text \
              WHERE id IN (SELECT id FROM nodes WHERE description IS NOT NULL LIMIT 5000)",
         ),
+        // Descriptions changed (still matching): new entries in the trigram index.
+        Some(
+            "UPDATE nodes SET description = description || ' ' \
+             WHERE id IN (SELECT id FROM nodes WHERE description IS NOT NULL LIMIT 5000)",
+        ),
     ] {
         if let Some(w) = write {
             sqlx::raw_sql(w).execute(&mut c).await.unwrap();
@@ -1145,19 +1151,17 @@ async fn description_search_reads_no_pending_list_after_writes() {
     }
     let _ = c.close().await;
     t.cleanup().await;
-    // Both searches through the trigram index (not a walk of the primary key).
-    assert!(
-        index_pages[0] > 0.0 && index_pages[1] > 0.0,
-        "{index_pages:?}"
-    );
+    // Every search through the trigram index (not a scan of the table).
+    assert!(index_pages.iter().all(|p| *p > 0.0), "{index_pages:?}");
     assert!(versions[0].len() >= 5000, "{}", versions[0].len());
     assert!(
         versions[0] == versions[1],
         "node writes rewrote rows of node_descriptions"
     );
-    assert_eq!(
-        index_pages[1], index_pages[0],
-        "index pages read before and after the writes"
+    assert_ne!(versions[1], versions[2], "descriptions changed, rows kept");
+    assert!(
+        index_pages[2] <= index_pages[0] + 10.0,
+        "index pages read before and after 5,000 new descriptions: {index_pages:?}"
     );
 }
 
