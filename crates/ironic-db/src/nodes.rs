@@ -662,9 +662,9 @@ enum DescriptionSearch {
     /// gathered once through the trigram index, then the page by those ids (the primary
     /// key), and no rows at all when there were more matches. The needle is a parameter
     /// the plan does not depend on, so PostgreSQL may keep one plan for the statement
-    /// (a generic plan, after five runs on a connection, which it did here): planned for each needle
-    /// against the ~60 indexes of `nodes`, the search spent more time planning than
-    /// running.
+    /// (a generic plan after five runs on a connection, as it did in docs/scale.md's
+    /// eighth run): planned for each needle against the ~60 indexes of `nodes`, the
+    /// search spent more time planning than running.
     Bounded,
     /// Every match, as a subquery the page's statement joins, planned for its needle:
     /// SQLite's only search, and PostgreSQL's when the bounded one gave an empty page
