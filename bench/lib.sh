@@ -45,7 +45,10 @@ wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/nu
 # autovacuum's is (cost delay 2 ms, limit 200), so it competes with the load as it would
 # in production rather than as a full-speed VACUUM of every table. Runs until killed or
 # the database is gone (at most 2 hours); killed (stop_all), it cancels the VACUUM it
-# has running, which would otherwise go on, throttled, into the next measurement.
+# has running, which would otherwise go on, throttled, into the next measurement. With
+# AV_LOG set, each statement is logged there as "START - SQL" when it starts and
+# "START END SQL" when it ends (Unix seconds; one cancelled has no end), so that a
+# benchmark can tell which measurements a vacuum overlapped.
 autovacuum_like() {
   # Named once: a redirection of a command is expanded in the forked child, where
   # $BASHPID is the child's.
@@ -73,10 +76,14 @@ autovacuum_like() {
         sql="ANALYZE $rel"
       fi
       if [ -n "$sql" ]; then
+        local t0
+        t0=$(date +%s.%N)
+        [ -z "${AV_LOG:-}" ] || echo "$t0 - $sql" >>"$AV_LOG"
         PGAPPNAME=$app PGOPTIONS="-c vacuum_cost_delay=2 -c vacuum_cost_limit=200" \
           psql -q "$db" -c "$sql" 2>/dev/null &
         child=$!
         wait $child || true
+        [ -z "${AV_LOG:-}" ] || echo "$t0 $(date +%s.%N) $sql" >>"$AV_LOG"
       fi
     done <"$f"
   done

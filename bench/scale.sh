@@ -7,7 +7,9 @@
 # reads, every node list filter and sort key, allocation lists; a closed loop of
 # allocations, deallocations; then prints the figures of every
 # run side by side (ops/s and p99 per N) with the resident memory of the API and of
-# each conductor, and the CPU of every process.
+# each conductor, and the CPU of every process. A read that a power-state sync round (S)
+# or autovacuum's work (V, see below) overlapped is marked so in the table: such a read
+# measures the list and that work together.
 #
 #   bash bench/scale.sh                               # everything (~60 min here)
 #   SIZES="1000 10000" MODES=split bash bench/scale.sh
@@ -95,17 +97,21 @@ reads() {
 }
 mapfile -d '' READS < <(reads)
 
-run_load() { # mode n port pid-args...
+run_load() { # mode n port pid-and-metrics-args...
   local mode=$1 n=$2 p=$3; shift 3
   if [ "$autovacuum" != on ]; then
-    autovacuum_like "$DB" &
+    AV_LOG="$OUT/$mode-$n-vacuum.log" autovacuum_like "$DB" &
     PIDS+=($!)
   fi
   echo "== $mode, $n nodes"
   "$T/ironic-load" "http://127.0.0.1:$p" -n "$n" -c "$C" --phases create,provide \
     "$@" --json "$OUT/$mode-$n-a.json"
-  # As autovacuum would within the minute: statistics of the freshly filled tables.
-  psql -q "$DB" -c ANALYZE
+  # What autovacuum would start within the minute after the fill (every node inserted,
+  # then changed by the provide phase), at full speed so that it is over before anything
+  # else is measured: the fleet as it is once the service has settled. Its throttled
+  # form, caught up by the reads, is what the seventh and eighth runs measured at
+  # 100,000 nodes besides the lists (docs/scale.md).
+  psql -q "$DB" -c "VACUUM (ANALYZE)"
   "$T/ironic-load" "http://127.0.0.1:$p" -n "$n" -c "$C" --read-seconds "$READ_SECONDS" \
     --read-connections "$READ_C" --phases alloc-burst,read,alloc-closed,dealloc \
     --allocations "$(( n < 8000 ? n / 4 : 2000 ))" --closed-seconds 5 \
@@ -128,11 +134,14 @@ for n in $SIZES; do
     P=$(port)
     export RUST_LOG=warn IRONIC_CONDUCTOR__AUTOMATED_CLEAN=false
     if [ "$mode" = split ]; then
+      metrics=()
       for h in c1 c2 c3; do
+        mp=$(port)
         IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0 \
-          IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" \
+          IRONIC_CONDUCTOR__HTTP_LISTEN="127.0.0.1:$mp" "$T/ironic-conductor" --host "$h" \
           >"$DIR/$id-$h.log" 2>&1 &
         PIDS+=($!)
+        metrics+=(--metrics "http://127.0.0.1:$mp")
       done
       IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" "$T/ironic-api" --listen "127.0.0.1:$P" \
         >"$DIR/$id-api.log" 2>&1 &
@@ -144,14 +153,15 @@ for n in $SIZES; do
         [ "$alive" = 3 ] && break; sleep 0.1
       done
       run_load split "$n" "$P" --pid "api=${PIDS[3]}" --pid "c1=${PIDS[0]}" --pid "c2=${PIDS[1]}" \
-        --pid "c3=${PIDS[2]}" --pid "postgres=$postmaster"
+        --pid "c3=${PIDS[2]}" --pid "postgres=$postmaster" "${metrics[@]}"
     else
       aio_db=$DB
       [ "${AIO_DB:-postgres}" = sqlite ] && aio_db="sqlite://$DIR/$id.sqlite"
       "$T/ironic" --listen "127.0.0.1:$P" --database "$aio_db" --host aio >"$DIR/$id-aio.log" 2>&1 &
       PIDS+=($!)
       wait_http "$P"
-      run_load aio "$n" "$P" --pid "ironic=${PIDS[0]}" --pid "postgres=$postmaster"
+      run_load aio "$n" "$P" --pid "ironic=${PIDS[0]}" --pid "postgres=$postmaster" \
+        --metrics "http://127.0.0.1:$P"
     fi
     stop_all
     split_env_drop "$id"
@@ -175,6 +185,29 @@ for m in modes:
                 rows += json.load(open(f))["rows"]
         if rows:
             runs[(m, n)] = rows
+# Autovacuum's work (autovacuum_like's log): (start, end) per statement, a cancelled one
+# lasting to the end of its run.
+work = {}
+for m in modes:
+    for n in sizes:
+        f = os.path.join(out, f"{m}-{n}-vacuum.log")
+        spans = {}
+        if os.path.exists(f):
+            for line in open(f):
+                t0, t1, *_ = line.split()
+                if t1 == "-":
+                    spans.setdefault(t0, float("inf"))
+                else:
+                    spans[t0] = float(t1)
+        work[(m, n)] = [(float(a), b) for a, b in spans.items()]
+
+def marks(k, r):
+    """S: a power-state sync round ran during the read; V: a vacuum or analysis."""
+    s = "S" if "power-state sync" in r.get("periodic", []) else ""
+    a, b = r.get("started_unix"), r.get("ended_unix")
+    if a is not None and any(t0 < b and a < t1 for t0, t1 in work.get(k, [])):
+        s += "V"
+    return f" {s}" if s else ""
 cols = [k for k in ((m, n) for m in modes for n in sizes) if k in runs]
 labels = []
 for k in cols:
@@ -199,7 +232,7 @@ for ph, lb in labels:
             cells.append("")
         elif ph == "read" or lb.startswith("POST /v1/nodes") or ph in ("dealloc", "alloc-closed"):
             e = f", {r['errors']} err" if r["errors"] else ""
-            cells.append(f"{r['ops_per_s']:,.0f}/s p99 {r['p99_ms']:.1f}{e}")
+            cells.append(f"{r['ops_per_s']:,.0f}/s p99 {r['p99_ms']:.1f}{e}{marks(k, r)}")
         else:
             e = f", {r['errors']} err" if r["errors"] else ""
             cells.append(f"{r['ops_per_s']:,.0f}/s ({r['ops']:,} in {r['seconds']:.1f} s){e}")
@@ -209,4 +242,6 @@ for k in cols:
     rss = [r for r in runs[k] if r["label"] == "rss"][-1]["rss_mib"]
     cells.append(", ".join(f"{l} {v:.0f}" for l, v in rss.items() if l != "postgres"))
 print("| memory | resident MiB at the end | | " + " | ".join(cells) + " |")
+print()
+print("S: a power-state sync round ran during the read; V: a vacuum or analysis did.")
 PY

@@ -160,7 +160,12 @@ impl Runner {
                     _ = me.trigger.notified() => {}
                 }
                 let (started, at) = (Instant::now(), Utc::now());
+                // Whether a task is running now: what a benchmark reads to tell which of
+                // its measurements shared the machine with a pass over every node.
+                let running = metrics::gauge!("ironic_periodic_running", "task" => name);
+                running.set(1.0);
                 let res = body(state.clone()).await;
+                running.set(0.0);
                 let took = started.elapsed();
                 match &res {
                     Ok(()) => tracing::debug!(task = name, ms = took.as_millis() as u64, "periodic task ran"),

@@ -13,6 +13,7 @@
 
 mod http;
 mod measure;
+mod periodic;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -73,6 +74,10 @@ struct Args {
     /// LABEL=PID. Repeatable.
     #[arg(long = "pid")]
     pids: Vec<String>,
+    /// A server process's root URL whose `/metrics` tells which periodic tasks ran
+    /// during each read (reported with it as `periodic`). Repeatable.
+    #[arg(long = "metrics")]
+    metrics: Vec<String>,
     /// Microversion every request asks for.
     #[arg(long, default_value = "1.65")]
     microversion: String,
@@ -98,6 +103,8 @@ struct Run {
     args: Args,
     target: Target,
     pids: Vec<(String, u32)>,
+    /// The processes whose periodic tasks each read records (`--metrics`).
+    metrics: Vec<Target>,
     rows: Vec<Value>,
     uuids: Arc<Vec<String>>,
 }
@@ -185,6 +192,13 @@ impl Run {
             "rss_mib": rss.iter().map(|(l, m)| (l.clone(), json!(m))).collect::<serde_json::Map<_, _>>(),
         }));
     }
+}
+
+/// Seconds since the Unix epoch (0 on a clock set before it).
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Runs `c` workers, each with its own connection, and gathers what they return.
@@ -416,6 +430,8 @@ impl Run {
                     .iter()
                     .find_map(|k| v[*k].as_array().map(Vec::len))
             };
+            let tasks = periodic::read(&self.metrics).await;
+            let started = unix_seconds();
             let m = self.mark();
             let c = self.args.read_connections.unwrap_or(self.args.concurrency);
             let results = workers(&self.target, c, |w, mut conn| {
@@ -443,6 +459,8 @@ impl Run {
             })
             .await;
             let (secs, cpu, client_cpu) = self.since(&m);
+            let ended = unix_seconds();
+            let ran = tasks.overlapped(&periodic::read(&self.metrics).await);
             let samples = Samples::merged(results);
             let ops = samples.latencies.len();
             self.report(Row {
@@ -454,9 +472,23 @@ impl Run {
                 client_cpu,
                 ops,
             });
-            if let (Some(n), Some(row)) = (items, self.rows.last_mut()) {
+            let Some(row) = self.rows.last_mut() else {
+                continue;
+            };
+            if let Some(n) = items {
                 row["items"] = json!(n);
                 println!("{:<13}   answer: {n} items", "");
+            }
+            // When it ran, to be set beside the database's own work (bench/scale.sh
+            // marks the reads a vacuum overlapped), and the server's periodic tasks
+            // that ran meanwhile.
+            row["started_unix"] = json!(started);
+            row["ended_unix"] = json!(ended);
+            if !self.metrics.is_empty() {
+                if !ran.is_empty() {
+                    println!("{:<13}   periodic tasks meanwhile: {}", "", ran.join(", "));
+                }
+                row["periodic"] = json!(ran);
             }
         }
     }
@@ -793,6 +825,10 @@ async fn run(args: Args) -> Result<(), String> {
             .map_err(|_| format!("--pid {p}: not a number"))?;
         pids.push((l.to_string(), pid));
     }
+    let mut metrics = Vec::new();
+    for url in &args.metrics {
+        metrics.push(Target::parse(url, &args.microversion).await?);
+    }
     let phases: Vec<String> = args
         .phases
         .split(',')
@@ -802,6 +838,7 @@ async fn run(args: Args) -> Result<(), String> {
         args,
         target,
         pids,
+        metrics,
         rows: Vec::new(),
         uuids: Arc::new(Vec::new()),
     };

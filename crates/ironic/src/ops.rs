@@ -168,6 +168,11 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         "periodic task runs, by task and outcome (ok, error)",
     ),
     (
+        "ironic_periodic_running",
+        Kind::Gauge,
+        "1 while a periodic task runs, else 0, by task",
+    ),
+    (
         "ironic_periodic_duration_seconds",
         Kind::Histogram,
         "periodic task run time, by task",

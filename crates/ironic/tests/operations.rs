@@ -66,6 +66,15 @@ fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+fn has(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> bool {
+    samples.iter().any(|(n, l, _)| {
+        n == name
+            && want
+                .iter()
+                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+    })
+}
+
 async fn scrape(s: &Server) -> Vec<Sample> {
     let r = s.call("GET", "/metrics", None, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -174,6 +183,14 @@ async fn all_in_one_metrics_and_health() {
         ) >= 1.0
     );
     assert!(total(&m, "ironic_periodic_runs_total", &[("task", "heartbeat")]) >= 1.0);
+    // Every task that ran has its gauge; the power-state sync, whose first run waits a
+    // whole interval, has not run yet.
+    assert!(has(&m, "ironic_periodic_running", &[("task", "heartbeat")]));
+    assert!(!has(
+        &m,
+        "ironic_periodic_running",
+        &[("task", "power-state sync")]
+    ));
     assert!(
         total(
             &m,
