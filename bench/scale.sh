@@ -8,8 +8,11 @@
 # allocations, deallocations; then prints the figures of every
 # run side by side (ops/s and p99 per N) with the resident memory of the API and of
 # each conductor, and the CPU of every process. A read that a power-state sync round (S)
-# or autovacuum's work (V, see below) overlapped is marked so in the table: such a read
-# measures the list and that work together.
+# or, when this script does autovacuum's work (below), a vacuum or analysis (V)
+# overlapped is marked so in the table: such a read measures the list and that work
+# together (?: a process's /metrics did not answer). The other pass over every node, the
+# node metrics' every 15 s, reads light rows and is not marked (ironic-load's JSON has
+# every task that ran during each read).
 #
 #   bash bench/scale.sh                               # everything (~60 min here)
 #   SIZES="1000 10000" MODES=split bash bench/scale.sh
@@ -99,6 +102,7 @@ mapfile -d '' READS < <(reads)
 
 run_load() { # mode n port pid-and-metrics-args...
   local mode=$1 n=$2 p=$3; shift 3
+  : >"$OUT/$mode-$n-vacuum.log"
   if [ "$autovacuum" != on ]; then
     AV_LOG="$OUT/$mode-$n-vacuum.log" autovacuum_like "$DB" &
     PIDS+=($!)
@@ -131,12 +135,17 @@ for n in $SIZES; do
     IDS+=("$id")
     split_env_create "$id"
     "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
-    P=$(port)
+    # The API's port and the conductors' metrics ports, bound at once: four different
+    # ports, free a moment ago.
+    read -r P M1 M2 M3 < <(python3 -c 'import socket
+ss = [socket.socket() for _ in range(4)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in ss))')
     export RUST_LOG=warn IRONIC_CONDUCTOR__AUTOMATED_CLEAN=false
     if [ "$mode" = split ]; then
       metrics=()
       for h in c1 c2 c3; do
-        mp=$(port)
+        mp=$M1; [ $h = c2 ] && mp=$M2; [ $h = c3 ] && mp=$M3
         IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0 \
           IRONIC_CONDUCTOR__HTTP_LISTEN="127.0.0.1:$mp" "$T/ironic-conductor" --host "$h" \
           >"$DIR/$id-$h.log" 2>&1 &
@@ -203,7 +212,8 @@ for m in modes:
 
 def marks(k, r):
     """S: a power-state sync round ran during the read; V: a vacuum or analysis."""
-    s = "S" if "power-state sync" in r.get("periodic", []) else ""
+    ran = r.get("periodic", [])
+    s = "?" if ran is None else "S" if "power-state sync" in ran else ""
     a, b = r.get("started_unix"), r.get("ended_unix")
     if a is not None and any(t0 < b and a < t1 for t0, t1 in work.get(k, [])):
         s += "V"
@@ -243,5 +253,6 @@ for k in cols:
     cells.append(", ".join(f"{l} {v:.0f}" for l, v in rss.items() if l != "postgres"))
 print("| memory | resident MiB at the end | | " + " | ".join(cells) + " |")
 print()
-print("S: a power-state sync round ran during the read; V: a vacuum or analysis did.")
+print("S: a power-state sync round ran during the read; V: a vacuum or analysis by this script"
+      " did (when the server's autovacuum is off); ?: a process's /metrics did not answer.")
 PY

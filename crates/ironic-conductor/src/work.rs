@@ -32,6 +32,26 @@ struct Periodic {
     trigger: Notify,
 }
 
+/// `ironic_periodic_running`: one more while a task's body runs, one less when it
+/// ends, however it ends (a panic unwinds through the drop). Operators see what a
+/// conductor is busy with; bench/scale.sh marks the reads a power-state sync round
+/// overlapped. Counted up and down, not set, so that two conductors in one process
+/// (tests) do not hide each other's runs.
+struct Running(metrics::Gauge);
+
+impl Running {
+    fn start(g: metrics::Gauge) -> Running {
+        g.increment(1.0);
+        Running(g)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
 /// Resolves when the conductor starts stopping.
 pub struct StopSignal(watch::Receiver<bool>);
 
@@ -160,12 +180,8 @@ impl Runner {
                     _ = me.trigger.notified() => {}
                 }
                 let (started, at) = (Instant::now(), Utc::now());
-                // Whether a task is running now: what a benchmark reads to tell which of
-                // its measurements shared the machine with a pass over every node.
-                let running = metrics::gauge!("ironic_periodic_running", "task" => name);
-                running.set(1.0);
+                let running = Running::start(metrics::gauge!("ironic_periodic_running", "task" => name));
                 let res = body(state.clone()).await;
-                running.set(0.0);
                 let took = started.elapsed();
                 match &res {
                     Ok(()) => tracing::debug!(task = name, ms = took.as_millis() as u64, "periodic task ran"),
@@ -176,6 +192,9 @@ impl Runner {
                     .increment(1);
                 metrics::histogram!("ironic_periodic_duration_seconds", "task" => name)
                     .record(took.as_secs_f64());
+                // After the run is counted: a scrape in between sees it running or
+                // counted, never neither.
+                drop(running);
                 if let Ok(mut s) = me.status.lock() {
                     s.runs += 1;
                     s.last_start = Some(at);
@@ -281,6 +300,26 @@ mod tests {
             "work ran, the timer did not"
         );
         assert_eq!(r.in_progress(), 0);
+    }
+
+    #[test]
+    fn the_running_gauge_falls_back_however_the_run_ends() {
+        let value = Arc::new(std::sync::atomic::AtomicU64::new(0f64.to_bits()));
+        let read = || f64::from_bits(value.load(Ordering::SeqCst));
+        let g = metrics::Gauge::from_arc(value.clone());
+        let a = Running::start(g.clone());
+        let b = Running::start(g.clone());
+        assert_eq!(read(), 2.0, "two runs at once");
+        drop(a);
+        assert_eq!(read(), 1.0);
+        drop(b);
+        assert_eq!(read(), 0.0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _running = Running::start(g);
+            panic!("a task body panics");
+        }));
+        assert!(r.is_err());
+        assert_eq!(read(), 0.0, "unwound");
     }
 
     #[tokio::test]

@@ -75,7 +75,8 @@ struct Args {
     #[arg(long = "pid")]
     pids: Vec<String>,
     /// A server process's root URL whose `/metrics` tells which periodic tasks ran
-    /// during each read (reported with it as `periodic`). Repeatable.
+    /// during each read (reported with it as `periodic`: null when a process did not
+    /// answer before or after the read). Repeatable.
     #[arg(long = "metrics")]
     metrics: Vec<String>,
     /// Microversion every request asks for.
@@ -460,7 +461,7 @@ impl Run {
             .await;
             let (secs, cpu, client_cpu) = self.since(&m);
             let ended = unix_seconds();
-            let ran = tasks.overlapped(&periodic::read(&self.metrics).await);
+            let ran = periodic::overlapped(&tasks, &periodic::read(&self.metrics).await);
             let samples = Samples::merged(results);
             let ops = samples.latencies.len();
             self.report(Row {
@@ -485,8 +486,15 @@ impl Run {
             row["started_unix"] = json!(started);
             row["ended_unix"] = json!(ended);
             if !self.metrics.is_empty() {
-                if !ran.is_empty() {
-                    println!("{:<13}   periodic tasks meanwhile: {}", "", ran.join(", "));
+                match &ran {
+                    Some(r) if !r.is_empty() => {
+                        println!("{:<13}   periodic tasks meanwhile: {}", "", r.join(", "));
+                    }
+                    Some(_) => {}
+                    None => println!(
+                        "{:<13}   periodic tasks meanwhile: unknown (a /metrics did not answer)",
+                        ""
+                    ),
                 }
                 row["periodic"] = json!(ran);
             }

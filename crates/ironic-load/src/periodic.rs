@@ -10,21 +10,34 @@ use hyper::Method;
 
 use crate::http::{Conn, Target};
 
-/// Per task, over every process read: whether one runs it now, and the runs it has
-/// finished (summed over processes and outcomes).
+/// One process's periodic tasks: per task, whether it runs now, and the runs it has
+/// finished (summed over outcomes).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Tasks(BTreeMap<String, (bool, f64)>);
 
-/// The tasks of every process in `targets` (a process that does not answer adds none).
-pub async fn read(targets: &[Target]) -> Tasks {
-    let mut t = Tasks::default();
+/// The tasks of each process in `targets`, in order; `None` for one that did not answer.
+pub async fn read(targets: &[Target]) -> Vec<Option<Tasks>> {
+    let mut all = Vec::with_capacity(targets.len());
     for target in targets {
         let a = Conn::new(target).call(Method::GET, "/metrics", None).await;
-        if a.ok() {
+        all.push(a.ok().then(|| {
+            let mut t = Tasks::default();
             t.add(&String::from_utf8_lossy(&a.body));
-        }
+            t
+        }));
     }
-    t
+    all
+}
+
+/// The tasks that ran on any process between two [`read`]s of the same targets, or
+/// `None` if a process did not answer either time (a task of its could have run unseen,
+/// and its runs cannot be compared).
+pub fn overlapped(before: &[Option<Tasks>], after: &[Option<Tasks>]) -> Option<Vec<String>> {
+    let mut ran = BTreeSet::new();
+    for (b, a) in before.iter().zip(after) {
+        ran.extend(b.as_ref()?.overlapped(a.as_ref()?));
+    }
+    Some(ran.into_iter().collect())
 }
 
 impl Tasks {
@@ -56,7 +69,7 @@ impl Tasks {
 
     /// The tasks that ran at some time between `self` (read before) and `after`: running
     /// at either end, or with a run finished in between.
-    pub fn overlapped(&self, after: &Tasks) -> Vec<String> {
+    fn overlapped(&self, after: &Tasks) -> Vec<String> {
         let names: BTreeSet<&String> = self.0.keys().chain(after.0.keys()).collect();
         names
             .into_iter()
@@ -149,5 +162,30 @@ ironic_periodic_duration_seconds_count{task="node metrics"} 2
         );
         // Running before and finished since: it overlapped too.
         assert_eq!(after.overlapped(&before), ["heartbeat", "power-state sync"]);
+    }
+
+    #[test]
+    fn processes_are_compared_one_by_one_and_a_silent_one_says_unknown() {
+        let quiet = |runs: u32| {
+            let mut t = Tasks::default();
+            t.add(&format!(
+                "ironic_periodic_running{{task=\"power-state sync\"}} 0\n\
+                 ironic_periodic_runs_total{{task=\"power-state sync\",outcome=\"ok\"}} {runs}\n"
+            ));
+            t
+        };
+        // Two conductors, each with one finished round: the same before and after.
+        let before = [Some(quiet(1)), Some(quiet(2))];
+        assert_eq!(overlapped(&before, &before), Some(vec![]));
+        // Runs are compared per process: the second one's round ended in between.
+        let after = [Some(quiet(1)), Some(quiet(3))];
+        assert_eq!(
+            overlapped(&before, &after),
+            Some(vec!["power-state sync".to_string()])
+        );
+        // A process that did not answer before (or after): unknown, not "everything its
+        // counters ever counted" nor "nothing".
+        assert_eq!(overlapped(&[None, Some(quiet(2))], &before), None);
+        assert_eq!(overlapped(&before, &[Some(quiet(1)), None]), None);
     }
 }

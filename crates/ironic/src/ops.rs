@@ -170,7 +170,7 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
     (
         "ironic_periodic_running",
         Kind::Gauge,
-        "1 while a periodic task runs, else 0, by task",
+        "runs of a periodic task in progress (1 while it runs, 0 between runs; absent until its first run), by task",
     ),
     (
         "ironic_periodic_duration_seconds",

@@ -183,14 +183,8 @@ async fn all_in_one_metrics_and_health() {
         ) >= 1.0
     );
     assert!(total(&m, "ironic_periodic_runs_total", &[("task", "heartbeat")]) >= 1.0);
-    // Every task that ran has its gauge; the power-state sync, whose first run waits a
-    // whole interval, has not run yet.
+    // A task that ran has its gauge (its values: `work.rs`' unit test).
     assert!(has(&m, "ironic_periodic_running", &[("task", "heartbeat")]));
-    assert!(!has(
-        &m,
-        "ironic_periodic_running",
-        &[("task", "power-state sync")]
-    ));
     assert!(
         total(
             &m,
