@@ -10,7 +10,8 @@
 # each conductor, and the CPU of every process. A read that a power-state sync round (S)
 # or, when this script does autovacuum's work (below), a vacuum or analysis (V)
 # overlapped is marked so in the table: such a read measures the list and that work
-# together (?: a process's /metrics did not answer). The other pass over every node, the
+# together (?: a process's /metrics did not answer). The fill is vacuumed and analysed
+# at full speed before anything else is measured (run_load). The other pass over every node, the
 # node metrics' every 15 s, reads light rows and is not marked (ironic-load's JSON has
 # every task that ran during each read).
 #
@@ -203,6 +204,8 @@ for m in modes:
         spans = {}
         if os.path.exists(f):
             for line in open(f):
+                if len(line.split()) < 3:
+                    continue  # a line cut short by a kill
                 t0, t1, *_ = line.split()
                 if t1 == "-":
                     spans.setdefault(t0, float("inf"))

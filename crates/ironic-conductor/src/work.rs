@@ -180,7 +180,8 @@ impl Runner {
                     _ = me.trigger.notified() => {}
                 }
                 let (started, at) = (Instant::now(), Utc::now());
-                let running = Running::start(metrics::gauge!("ironic_periodic_running", "task" => name));
+                let gauge = metrics::gauge!("ironic_periodic_running", "task" => name);
+                let running = Running::start(gauge);
                 let res = body(state.clone()).await;
                 let took = started.elapsed();
                 match &res {

@@ -30,8 +30,8 @@ pub async fn read(targets: &[Target]) -> Vec<Option<Tasks>> {
 }
 
 /// The tasks that ran on any process between two [`read`]s of the same targets, or
-/// `None` if a process did not answer either time (a task of its could have run unseen,
-/// and its runs cannot be compared).
+/// `None` if a process did not answer before or after (a task of its could have run
+/// unseen, and its runs cannot be compared).
 pub fn overlapped(before: &[Option<Tasks>], after: &[Option<Tasks>]) -> Option<Vec<String>> {
     let mut ran = BTreeSet::new();
     for (b, a) in before.iter().zip(after) {
@@ -112,7 +112,7 @@ fn label(labels: &str, key: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    const BEFORE: &str = r#"# HELP ironic_periodic_running 1 while a periodic task runs, else 0, by task
+    const BEFORE: &str = r#"# HELP ironic_periodic_running runs of a periodic task in progress, by task
 # TYPE ironic_periodic_running gauge
 ironic_periodic_running{task="heartbeat"} 0
 ironic_periodic_running{task="power-state sync"} 0
