@@ -894,17 +894,15 @@ impl Db {
         search: DescriptionSearch,
     ) -> Result<Vec<NodeRow>, Error> {
         let (sql, args) = self.node_list_sql(q, search).await?;
-        // The whole description search is planned for its needle each time (an unnamed
-        // statement): a plan kept for the next needles would be made for the usual
-        // few matches.
-        let keep_plan = q.filter.description_contains.is_none()
-            || search == DescriptionSearch::Bounded
-            || self.backend() == Backend::Sqlite;
+        // PostgreSQL's second try, the whole description search, is planned for its
+        // needle each time (an unnamed statement): a plan kept for the next needles
+        // would be made for the usual few matches.
+        let second_try = search != self.first_description_search(q);
         with_pool!(self, |p| bind_all!(
             sqlx::query_as::<_, NodeRow>(sqlx::AssertSqlSafe(sql.as_str())),
             args
         )
-        .persistent(keep_plan)
+        .persistent(!second_try)
         .fetch_all(p)
         .await)
         .map_err(|e| internal("listing nodes", e))

@@ -52,27 +52,28 @@ fn parse_metrics(text: &str) -> Vec<Sample> {
     out
 }
 
-/// The sum of the samples of `name` whose labels include `want`.
-fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
-    samples
-        .iter()
-        .filter(|(n, l, _)| {
-            n == name
-                && want
-                    .iter()
-                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
-        })
-        .map(|(_, _, v)| v)
-        .sum()
-}
-
-fn has(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> bool {
-    samples.iter().any(|(n, l, _)| {
+/// The samples of `name` whose labels include `want`.
+fn matching<'a>(
+    samples: &'a [Sample],
+    name: &'a str,
+    want: &'a [(&str, &str)],
+) -> impl Iterator<Item = &'a Sample> {
+    samples.iter().filter(move |(n, l, _)| {
         n == name
             && want
                 .iter()
                 .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
     })
+}
+
+/// The sum of the samples of `name` whose labels include `want`.
+fn total(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> f64 {
+    matching(samples, name, want).map(|(_, _, v)| v).sum()
+}
+
+/// Whether there is such a sample at all (a gauge at 0 sums to 0 too).
+fn has(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> bool {
+    matching(samples, name, want).next().is_some()
 }
 
 async fn scrape(s: &Server) -> Vec<Sample> {
