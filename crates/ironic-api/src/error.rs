@@ -131,7 +131,8 @@ impl IntoResponse for ApiError {
                     Error::Internal(_) => {
                         "An internal error occurred; the server log has the details.".to_string()
                     }
-                    other => secrets::mask_text(other.message()).into_owned(),
+                    // Cut: a message may echo a body of a megabyte.
+                    other => secrets::stored_text(other.message()),
                 };
                 if status.is_client_error() {
                     tracing::info!(

@@ -106,7 +106,12 @@ pub fn masked(v: &Value) -> Value {
 /// `s` with the value of every `<secret key><quote?><space?>[=:]<space?><quote?>value`
 /// replaced by [`MASK`]: `password=hunter2`, `"ipmi_password": "x"`,
 /// `'auth_token': 'x'`, `--password x` stays as is (no separator). The value runs to
-/// its closing quote, or to whitespace, `&`, `,`, `;`, `}` or `)` when unquoted.
+/// its closing quote (one not escaped by a backslash), or to whitespace, `&`, `,`, `;`,
+/// `}`, `)` or `]` when unquoted.
+///
+/// Linear in the length of `s` whatever it holds: every scan resumes where an earlier
+/// one stopped (see [`Scanner`]), so `password:password:…` or a quote never closed cost
+/// one pass, not one pass per secret word (which made a 1 MiB body cost minutes).
 pub fn mask_text(s: &str) -> Cow<'_, str> {
     // One pass of one automaton finds every secret word at once, in any case (searching
     // each word in turn made masking the largest part of rendering a page of nodes);
@@ -115,60 +120,149 @@ pub fn mask_text(s: &str) -> Cow<'_, str> {
     if !SECRET_WORDS_ANYWHERE.is_match(s) {
         return Cow::Borrowed(s);
     }
-    let bytes = s.as_bytes();
-    // (start, end) of each value to hide; sorted and merged below.
+    let mut scan = Scanner::new(s.as_bytes());
+    // (start, end) of each value to hide; merged below. The automaton reports matches
+    // in the order of their ends, so the spans come sorted by where their keys end.
     let spans: Vec<(usize, usize)> = SECRET_WORDS_ANYWHERE
         .find_overlapping_iter(s)
-        .filter_map(|m| value_after_key(bytes, m.end()))
+        .filter_map(|m| scan.value_after_key(m.end()))
         .collect();
     mask_spans(s, spans)
 }
 
-/// The value that follows a secret word ending at `key_end`, when a separator follows
-/// the rest of its key: its span, without its quotes.
-fn value_after_key(bytes: &[u8], key_end: usize) -> Option<(usize, usize)> {
-    // The rest of the key: word characters after the fragment.
-    let mut j = key_end;
-    while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
-        j += 1;
-    }
-    // A closing quote of the key, spaces, the separator, spaces.
-    if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
-        j += 1;
-    }
-    while j < bytes.len() && bytes[j] == b' ' {
-        j += 1;
-    }
-    if j >= bytes.len() || !matches!(bytes[j], b'=' | b':') {
-        return None;
-    }
-    j += 1;
-    while j < bytes.len() && bytes[j] == b' ' {
-        j += 1;
-    }
-    let (start, end) = match bytes.get(j) {
-        Some(q @ (b'"' | b'\'')) => {
-            let start = j + 1;
-            let mut end = start;
-            while end < bytes.len() && bytes[end] != *q {
-                // A backslash escapes the next character (JSON, Python repr).
-                end += if bytes[end] == b'\\' { 2 } else { 1 };
-            }
-            (start, end.min(bytes.len()))
+/// The scans of [`mask_text`], each remembering where it last stopped. Secret words are
+/// handed over in the order of their ends, so every question starts at or after the
+/// previous one's start, and a scan that starts inside a stretch already scanned has
+/// the same answer as the scan that covered it:
+/// - the rest of a key is the run of word characters it is in (one answer per run);
+/// - what follows a key (quote, spaces, separator, value) depends only on where its run
+///   ends;
+/// - an unquoted value ends at the first terminator at or after its start;
+/// - a quoted value ends at the first quote of its kind at or after its start that no
+///   backslash escapes (an odd run of backslashes before it), which is a property of
+///   the quote's position alone.
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    /// The end of the last run of word characters found, and where that run was entered.
+    word: Option<(usize, usize)>,
+    /// The answer for the run that ended at `.0`.
+    answer: Option<(usize, Option<(usize, usize)>)>,
+    /// Where the last unquoted scan started and the terminator it found.
+    bare: Option<(usize, usize)>,
+    /// The same for each quote: `"` then `'`.
+    quoted: [Option<(usize, usize)>; 2],
+}
+
+impl<'a> Scanner<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Scanner {
+            bytes,
+            word: None,
+            answer: None,
+            bare: None,
+            quoted: [None, None],
         }
-        _ => {
-            let start = j;
-            let mut end = start;
-            while end < bytes.len()
-                && !bytes[end].is_ascii_whitespace()
-                && !matches!(bytes[end], b'&' | b',' | b';' | b'}' | b')' | b']')
-            {
-                end += 1;
+    }
+
+    /// The value that follows a secret word ending at `key_end`, when a separator
+    /// follows the rest of its key: its span, without its quotes.
+    fn value_after_key(&mut self, key_end: usize) -> Option<(usize, usize)> {
+        let bytes = self.bytes;
+        // The rest of the key: the word characters after the fragment.
+        let run_end = match self.word {
+            Some((from, end)) if from <= key_end && key_end <= end => end,
+            _ => {
+                let mut j = key_end;
+                while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
+                    j += 1;
+                }
+                self.word = Some((key_end, j));
+                j
             }
-            (start, end)
+        };
+        if let Some((end, answer)) = self.answer
+            && end == run_end
+        {
+            return answer;
         }
-    };
-    (end > start).then_some((start, end))
+        let answer = self.after_run(run_end);
+        self.answer = Some((run_end, answer));
+        answer
+    }
+
+    /// What follows a key whose run of word characters ends at `j`.
+    fn after_run(&mut self, mut j: usize) -> Option<(usize, usize)> {
+        let bytes = self.bytes;
+        // A closing quote of the key, spaces, the separator, spaces.
+        if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
+            j += 1;
+        }
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if j >= bytes.len() || !matches!(bytes[j], b'=' | b':') {
+            return None;
+        }
+        j += 1;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let (start, end) = match bytes.get(j) {
+            Some(&q @ (b'"' | b'\'')) => (j + 1, self.closing_quote(q, j + 1)),
+            _ => (j, self.terminator(j)),
+        };
+        (end > start).then_some((start, end))
+    }
+
+    /// The first byte at or after `start` that ends an unquoted value (or the end).
+    fn terminator(&mut self, start: usize) -> usize {
+        if let Some((from, end)) = self.bare
+            && from <= start
+            && start <= end
+        {
+            return end;
+        }
+        let end = self.bytes[start..]
+            .iter()
+            .position(|&b| {
+                b.is_ascii_whitespace() || matches!(b, b'&' | b',' | b';' | b'}' | b')' | b']')
+            })
+            .map_or(self.bytes.len(), |p| start + p);
+        self.bare = Some((start, end));
+        end
+    }
+
+    /// The first quote `q` at or after `start` that no backslash escapes (or the end).
+    fn closing_quote(&mut self, q: u8, start: usize) -> usize {
+        let slot = usize::from(q == b'\'');
+        if let Some((from, end)) = self.quoted[slot]
+            && from <= start
+            && start <= end
+        {
+            return end;
+        }
+        let bytes = self.bytes;
+        let mut at = start;
+        let end = loop {
+            let Some(p) = bytes[at..].iter().position(|&b| b == q) else {
+                break bytes.len();
+            };
+            let p = at + p;
+            // Count the backslashes right before it, back to `start` at most: each
+            // run is counted once, by the one quote that follows it.
+            let escapes = bytes[start..p]
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b'\\')
+                .count();
+            if escapes % 2 == 0 {
+                break p;
+            }
+            at = p + 1;
+        };
+        self.quoted[slot] = Some((start, end));
+        end
+    }
 }
 
 /// `s` with each span replaced by [`MASK`]; spans that overlap are hidden as one
@@ -194,11 +288,37 @@ fn mask_spans(s: &str, mut spans: Vec<(usize, usize)>) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `s` as it may be logged: secrets masked ([`mask_text`]) and control characters
-/// escaped (`\n` as `\\n`, others as `\\u{..}`), so client input can neither leak a
-/// secret into the log nor start a line of its own.
+/// The most of a message that is shown, logged or stored (`last_error`, history):
+/// messages may quote what a client sent, and a client may send a megabyte.
+pub const TEXT_MAX: usize = 4096;
+
+/// `s` cut to at most [`TEXT_MAX`] bytes (at a character boundary), saying how much was
+/// left out. Cut after masking, so that a cut never shows part of a secret.
+pub fn cut(s: &str) -> Cow<'_, str> {
+    if s.len() <= TEXT_MAX {
+        return Cow::Borrowed(s);
+    }
+    let mut end = TEXT_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}… ({} more bytes)", &s[..end], s.len() - end))
+}
+
+/// A text as it may be stored where readers see it (`last_error`, node history): its
+/// secrets masked, then cut to [`TEXT_MAX`].
+pub fn stored_text(s: &str) -> String {
+    cut(&mask_text(s)).into_owned()
+}
+
+/// `s` as it may be logged: secrets masked ([`mask_text`]), cut to [`TEXT_MAX`], and
+/// control characters escaped (`\n` as `\\n`, others as `\\u{..}`), so client input
+/// can neither leak a secret into the log nor start a line of its own.
 pub fn log_safe(s: &str) -> Cow<'_, str> {
-    let masked = mask_text(s);
+    let masked = match mask_text(s) {
+        Cow::Borrowed(b) => cut(b),
+        Cow::Owned(o) => Cow::Owned(cut(&o).into_owned()),
+    };
     if !masked.chars().any(char::is_control) {
         return masked;
     }
@@ -213,6 +333,24 @@ pub fn log_safe(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Texts of about `len` bytes built to be hard to mask, named by shape: the benchmark
+/// (`cargo run --release -p ironic-model --example mask_bench`) and the tests use them.
+pub fn hostile_texts(len: usize) -> Vec<(&'static str, String)> {
+    let fill = |unit: &str| unit.repeat(len / unit.len().max(1));
+    vec![
+        ("repeated key words", fill("password:")),
+        (
+            "quote never closed",
+            format!(r#"secret="{}"#, fill(r#"\"token="#)),
+        ),
+        ("nested keys", fill(r#"{"auth_token": {"password": "#)),
+        ("words without separators", fill("passwordtoken")),
+        ("escaped quotes", fill(r#"secret='\\\'"#)),
+        ("separators and spaces", fill("token  =  ")),
+        ("plain text", fill("the quick brown fox ")),
+    ]
 }
 
 #[cfg(test)]
@@ -259,6 +397,123 @@ mod tests {
             ("token=", "token="),
             ("secret='unterminated", "secret='******"),
             (r#"password=token="a b" c"#, r#"password=******" c"#),
+        ] {
+            assert_eq!(mask_text(text), shown, "{text}");
+        }
+    }
+
+    /// Shapes that made the old masking quadratic (every secret word scanned its value
+    /// to the end again), each 1 MiB: masked in one pass each. The test runner's
+    /// per-test timeout (`.config/nextest.toml`) fails this test if any shape is
+    /// quadratic again (minutes instead of milliseconds).
+    #[test]
+    fn masking_is_linear_on_hostile_text() {
+        for (shape, text) in hostile_texts(1 << 20) {
+            let shown = mask_text(&text);
+            match shape {
+                // The first value runs to the end: everything after it is hidden.
+                "repeated key words" => assert_eq!(shown, "password:******"),
+                "quote never closed" => assert_eq!(shown, r#"secret="******"#),
+                "words without separators" | "plain text" => assert_eq!(shown, text),
+                _ => assert_ne!(shown, text, "{shape}"),
+            }
+        }
+    }
+
+    /// The masking before scans resumed (one scan per secret word, quadratic on hostile
+    /// text): what [`mask_text`] must still answer.
+    fn reference_mask(s: &str) -> String {
+        let spans = SECRET_WORDS_ANYWHERE
+            .find_overlapping_iter(s)
+            .filter_map(|m| reference_value_after_key(s.as_bytes(), m.end()))
+            .collect();
+        mask_spans(s, spans).into_owned()
+    }
+
+    fn reference_value_after_key(bytes: &[u8], key_end: usize) -> Option<(usize, usize)> {
+        // The rest of the key: word characters after the fragment.
+        let mut j = key_end;
+        while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
+            j += 1;
+        }
+        // A closing quote of the key, spaces, the separator, spaces.
+        if j < bytes.len() && matches!(bytes[j], b'"' | b'\'') {
+            j += 1;
+        }
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if j >= bytes.len() || !matches!(bytes[j], b'=' | b':') {
+            return None;
+        }
+        j += 1;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        let (start, end) = match bytes.get(j) {
+            Some(q @ (b'"' | b'\'')) => {
+                let start = j + 1;
+                let mut end = start;
+                while end < bytes.len() && bytes[end] != *q {
+                    // A backslash escapes the next character (JSON, Python repr).
+                    end += if bytes[end] == b'\\' { 2 } else { 1 };
+                }
+                (start, end.min(bytes.len()))
+            }
+            _ => {
+                let start = j;
+                let mut end = start;
+                while end < bytes.len()
+                    && !bytes[end].is_ascii_whitespace()
+                    && !matches!(bytes[end], b'&' | b',' | b';' | b'}' | b')' | b']')
+                {
+                    end += 1;
+                }
+                (start, end)
+            }
+        };
+        (end > start).then_some((start, end))
+    }
+
+    proptest::proptest! {
+        /// Text made of key words, separators, quotes and backslashes is masked as the
+        /// scan-per-word masking masked it.
+        #[test]
+        fn resumed_scans_mask_as_fresh_scans_did(parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "password", "token", "Secret", "pass", "_x", "=", ":", " ", "\"", "'",
+                "\\", ",", "a", "}", "é",
+            ]),
+            0..40,
+        )) {
+            let text = parts.concat();
+            proptest::prop_assert_eq!(mask_text(&text).into_owned(), reference_mask(&text));
+        }
+    }
+
+    /// The scans that resume where others stopped give what one scan per key gives.
+    #[test]
+    fn resumed_scans_agree_with_fresh_ones() {
+        for (text, shown) in [
+            ("password=a password=b", "password=****** password=******"),
+            ("password:password:x y", "password:****** y"),
+            (
+                r#"token="a\" b" password=c"#,
+                r#"token="******" password=******"#,
+            ),
+            (r#"a='x' secret='y\\' z"#, r#"a='x' secret='******' z"#),
+            (
+                "passwordpassword=x,token=y",
+                "passwordpassword=******,token=******",
+            ),
+            (
+                r#""secret": "p\\\"q", "t":1"#,
+                r#""secret": "******", "t":1"#,
+            ),
+            (
+                r#"secret="a\\\\\" b" token=c"#,
+                r#"secret="******" token=******"#,
+            ),
         ] {
             assert_eq!(mask_text(text), shown, "{text}");
         }
