@@ -5,9 +5,10 @@
 //!
 //! With `http_basic`, each user's project and roles come from a roles file
 //! ([`RolesFile`], re-read on change too), which makes the [`Credentials`] that
-//! [`crate::policy`] decides on. Failed logins are counted per user name and per client
-//! address ([`LoginLimiter`]): past the limit the client gets 429 until the window ends,
-//! without a password check.
+//! [`crate::policy`] decides on. Failed logins are counted per (user name, client
+//! address) pair and per client address ([`LoginLimiter`]): past either limit that
+//! client gets 429 until the window ends, without a password check. Never per user name
+//! alone: then anyone could lock `nova` or `admin` out for everyone with ten requests.
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -229,17 +230,20 @@ impl RolesFile {
     }
 }
 
-/// Failed logins per user name and per client address, in fixed windows: at `max`
-/// failures within `window` further attempts are refused (429) until the window ends.
+/// Failed logins in fixed windows, per (user name, client address) pair and per client
+/// address: at `max` failures of a pair, or `max_per_address` of an address, within
+/// `window`, further attempts of that pair (or from that address) are refused (429)
+/// until the window ends. The same user from another address is not refused.
 pub struct LoginLimiter {
     max: u32,
+    max_per_address: u32,
     window: Duration,
     seen: Mutex<HashMap<Key, (Instant, u32)>>,
 }
 
 #[derive(Hash, PartialEq, Eq, Clone)]
 enum Key {
-    User(String),
+    Pair(String, Option<IpAddr>),
     Addr(IpAddr),
 }
 
@@ -247,32 +251,37 @@ enum Key {
 const SWEEP_AT: usize = 4096;
 
 impl LoginLimiter {
-    /// `max` 0 turns the limit off.
-    pub fn new(max: u32, window: Duration) -> LoginLimiter {
+    /// `max` 0 turns the limits off; `max_per_address` 0 turns the address's off.
+    pub fn new(max: u32, max_per_address: u32, window: Duration) -> LoginLimiter {
         LoginLimiter {
             max,
+            max_per_address,
             window,
             seen: Mutex::new(HashMap::new()),
         }
     }
 
-    fn keys(user: Option<&str>, peer: Option<IpAddr>) -> impl Iterator<Item = Key> {
-        user.map(|u| Key::User(u.to_string()))
-            .into_iter()
-            .chain(peer.map(Key::Addr))
+    /// The keys a login counts against, each with its limit.
+    fn keys(&self, user: Option<&str>, peer: Option<IpAddr>) -> impl Iterator<Item = (Key, u32)> {
+        let pair = user.map(|u| (Key::Pair(u.to_string(), peer), self.max));
+        let addr = peer
+            .filter(|_| self.max_per_address > 0)
+            .map(|a| (Key::Addr(a), self.max_per_address));
+        pair.into_iter().chain(addr)
     }
 
-    /// How long this user or address must wait, if it is over the limit.
+    /// How long this user from this address must wait, if the pair or the address is
+    /// over its limit.
     pub fn blocked(&self, user: Option<&str>, peer: Option<IpAddr>) -> Option<Duration> {
         if self.max == 0 {
             return None;
         }
         let seen = self.seen.lock().ok()?;
         let now = Instant::now();
-        Self::keys(user, peer)
-            .filter_map(|k| seen.get(&k))
-            .filter(|(start, n)| *n >= self.max && now.duration_since(*start) < self.window)
-            .map(|(start, _)| self.window.saturating_sub(now.duration_since(*start)))
+        self.keys(user, peer)
+            .filter_map(|(k, max)| seen.get(&k).map(|e| (e, max)))
+            .filter(|((start, n), max)| *n >= *max && now.duration_since(*start) < self.window)
+            .map(|((start, _), _)| self.window.saturating_sub(now.duration_since(*start)))
             .max()
     }
 
@@ -289,13 +298,13 @@ impl LoginLimiter {
             let window = self.window;
             seen.retain(|_, (start, _)| now.duration_since(*start) < window);
         }
-        for k in Self::keys(user, peer) {
+        for (k, max) in self.keys(user, peer) {
             let e = seen.entry(k).or_insert((now, 0));
             if now.duration_since(e.0) >= self.window {
                 *e = (now, 0);
             }
             e.1 += 1;
-            if e.1 == self.max {
+            if e.1 == max {
                 metrics::counter!("ironic_api_login_lockouts_total").increment(1);
                 tracing::warn!(
                     target: "ironic::audit",
@@ -441,8 +450,8 @@ mod tests {
     }
 
     #[test]
-    fn failed_logins_are_limited_per_user_and_address() {
-        let l = LoginLimiter::new(3, Duration::from_secs(60));
+    fn failed_logins_are_limited_per_user_and_address_pair_and_per_address() {
+        let l = LoginLimiter::new(3, 5, Duration::from_secs(60));
         let a: IpAddr = "192.0.2.1".parse().expect("ip");
         let b: IpAddr = "192.0.2.2".parse().expect("ip");
         for _ in 0..2 {
@@ -451,20 +460,28 @@ mod tests {
         assert_eq!(l.blocked(Some("alice"), Some(a)), None);
         l.failed(Some("alice"), Some(a));
         assert!(
-            l.blocked(Some("alice"), Some(b)).is_some(),
-            "the user is limited"
+            l.blocked(Some("alice"), Some(a)).is_some(),
+            "the pair is limited"
         );
+        assert_eq!(
+            l.blocked(Some("alice"), Some(b)),
+            None,
+            "the same user from elsewhere is not"
+        );
+        assert_eq!(l.blocked(Some("bob"), Some(a)), None, "nor the address yet");
+        l.failed(Some("bob"), Some(a));
+        l.failed(Some("carol"), Some(a));
         assert!(
-            l.blocked(Some("bob"), Some(a)).is_some(),
-            "so is the address"
+            l.blocked(Some("dave"), Some(a)).is_some(),
+            "five failures from one address limit the address"
         );
-        assert_eq!(l.blocked(Some("bob"), Some(b)), None);
-        let off = LoginLimiter::new(0, Duration::from_secs(60));
+        assert_eq!(l.blocked(Some("alice"), Some(b)), None);
+        let off = LoginLimiter::new(0, 0, Duration::from_secs(60));
         for _ in 0..10 {
             off.failed(Some("alice"), Some(a));
         }
         assert_eq!(off.blocked(Some("alice"), Some(a)), None);
-        let short = LoginLimiter::new(1, Duration::ZERO);
+        let short = LoginLimiter::new(1, 0, Duration::ZERO);
         short.failed(Some("alice"), None);
         assert_eq!(short.blocked(Some("alice"), None), None, "the window ended");
     }

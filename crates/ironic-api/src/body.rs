@@ -9,11 +9,13 @@ use serde_json::Value;
 use crate::AppState;
 use crate::error::ApiError;
 
-/// The raw bytes of a body within `[api] max_request_body_bytes`.
+/// The raw bytes of a body within `limit` bytes, received within `timeout` (a client
+/// that sends a byte at a time holds a request slot no longer than that: 408).
 pub async fn read_limited(
     body: Body,
     headers: &axum::http::HeaderMap,
     limit: usize,
+    timeout: std::time::Duration,
 ) -> Result<Vec<u8>, ApiError> {
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
@@ -23,10 +25,39 @@ pub async fn read_limited(
     {
         return Err(ApiError::TooLarge(limit));
     }
-    axum::body::to_bytes(body, limit)
-        .await
-        .map(|b| b.to_vec())
-        .map_err(|_| ApiError::TooLarge(limit))
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(b)) => Ok(b.to_vec()),
+        Ok(Err(_)) => Err(ApiError::TooLarge(limit)),
+        Err(_) => Err(ApiError::BodyTimeout(timeout)),
+    }
+}
+
+/// A body left unread until the handler has made the checks that need none (a disabled
+/// route, an old version): then [`LateBody::json`] reads it within its limit and
+/// [`parse_json`]s it.
+pub struct LateBody {
+    headers: axum::http::HeaderMap,
+    body: Body,
+}
+
+impl FromRequest<AppState> for LateBody {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request(req: Request, _: &AppState) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        Ok(LateBody {
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+impl LateBody {
+    /// The body as JSON, at most `limit` bytes, within `[api] body_read_timeout`.
+    pub async fn json(self, st: &AppState, limit: usize) -> Result<Value, ApiError> {
+        let bytes = read_limited(self.body, &self.headers, limit, st.settings.body_timeout).await?;
+        parse_json(&bytes)
+    }
 }
 
 /// Whether any string (or key) in the document holds a NUL character, which no
@@ -66,7 +97,8 @@ impl FromRequest<AppState> for RawBody {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let (parts, body) = req.into_parts();
-        read_limited(body, &parts.headers, state.settings.max_body)
+        let s = &state.settings;
+        read_limited(body, &parts.headers, s.max_body, s.body_timeout)
             .await
             .map(RawBody)
     }

@@ -25,6 +25,10 @@ pub enum ApiError {
     Unauthorized(String),
     /// A body over the configured limit.
     TooLarge(usize),
+    /// A body not received within `[api] body_read_timeout` (408).
+    BodyTimeout(std::time::Duration),
+    /// Too many ramdisk requests from one client address (429); retry after.
+    TooManyRequests(std::time::Duration),
     /// Too many failed logins for the user or the client address (429); retry after.
     TooManyLogins(std::time::Duration),
     /// A method the negotiated microversion does not allow (405, handler body).
@@ -176,6 +180,30 @@ impl IntoResponse for ApiError {
                     fault_text(
                         StatusCode::TOO_MANY_REQUESTS,
                         &format!("Too many failed logins; retry in {secs} seconds."),
+                    ),
+                );
+                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                r
+            }
+            ApiError::BodyTimeout(t) => error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                fault_text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!(
+                        "The request body was not received within {} seconds.",
+                        t.as_secs()
+                    ),
+                ),
+            ),
+            ApiError::TooManyRequests(wait) => {
+                let secs = wait.as_secs().max(1);
+                let mut r = error_response(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    fault_text(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        &format!("Too many requests from this address; retry in {secs} seconds."),
                     ),
                 );
                 if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {

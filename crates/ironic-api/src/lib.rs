@@ -66,6 +66,8 @@ pub struct ApiSettings {
     pub scheme: &'static str,
     pub max_limit: u32,
     pub max_body: usize,
+    /// How long a client has to send a body (`[api] body_read_timeout`).
+    pub body_timeout: std::time::Duration,
     pub defaults: NodeDefaults,
     pub ramdisk: ramdisk::RamdiskSettings,
 }
@@ -208,6 +210,12 @@ fn is_public(path: &str) -> bool {
     if matches!(path, "/" | "/v1" | "/v1/") {
         return true;
     }
+    is_ramdisk_route(path)
+}
+
+/// The ramdisk agent's routes (lookup, heartbeat, inspection data): public, with a
+/// budget of their own (`[api] ramdisk_*`, served apart by the HTTP loop).
+pub fn is_ramdisk_route(path: &str) -> bool {
     let p = path.strip_prefix("/v1").unwrap_or(path);
     let p = p.strip_suffix('/').unwrap_or(p);
     p == "/lookup"

@@ -146,6 +146,13 @@ pub async fn create(
     authz.check(Policy::RunbookCreate)?;
     Query::parse(q.as_deref())?.only(&[])?;
     let d = validate_doc(&body, req.version, "runbook")?;
+    // A public runbook is shown to every project: only the system publishes one (as
+    // upstream; PATCH asks `RunbookUpdatePublic` for the same reason).
+    if d.public && authz.project().is_some() {
+        return Err(ApiError::invalid(
+            "Cannot create a public runbook as a project scoped admin.",
+        ));
+    }
     // A project's caller creates its project's runbooks; nobody names another owner.
     let owner = match (d.owner, authz.project()) {
         (Some(o), mine) if Some(o.as_str()) != mine => {

@@ -232,9 +232,13 @@ pub struct ApiSection {
     /// Each `http_basic` user's project and roles (TOML; `docs/security.md`). Required
     /// with `http_basic`: without it nobody would have a role.
     pub http_basic_roles_file: Option<PathBuf>,
-    /// Failed logins per user name, and per client address, within
-    /// `failed_login_window` seconds before further attempts get 429; 0: no limit.
+    /// Failed logins per (user name, client address) pair within `failed_login_window`
+    /// seconds before that pair's further attempts get 429; 0: no limit at all. Never
+    /// per user name alone, so nobody can lock another client out of an account.
     pub max_failed_logins: u32,
+    /// Failed logins from one client address (any user names) within the window
+    /// before every attempt from it gets 429; 0: no limit per address.
+    pub max_failed_logins_per_address: u32,
     pub failed_login_window: u64,
     /// PEM certificate chain and private key: the API serves HTTPS (both or neither).
     pub tls_cert_file: Option<PathBuf>,
@@ -249,10 +253,29 @@ pub struct ApiSection {
     /// Seconds a request may take (reading its body included): 503 after. Must exceed
     /// `[amqp] call_timeout`.
     pub request_timeout: u64,
-    /// Requests served at once; past it, 503 with `Retry-After` at once.
+    /// Requests served at once; past it, 503 with `Retry-After` at once. The ramdisk
+    /// routes have a budget of their own (`ramdisk_max_concurrent_requests`), not a
+    /// share of this one.
     pub max_concurrent_requests: usize,
-    /// Serve the ramdisk agent's `/v1/lookup` and `/v1/heartbeat` (public routes, no
-    /// credentials); false answers them 403.
+    /// Seconds a client has to send a request's whole body once its headers are in:
+    /// 408 after (a client sending one byte at a time holds no slot for long).
+    pub body_read_timeout: u64,
+    /// Requests to the ramdisk routes (`/v1/lookup`, `/v1/heartbeat/{node}`,
+    /// `/v1/continue_inspection`: public, no credentials) served at once; past it, 503
+    /// with `Retry-After` at once. Apart from `max_concurrent_requests`, so a flood of
+    /// them never makes an authenticated call fail.
+    pub ramdisk_max_concurrent_requests: usize,
+    /// Requests per second each client address may make to the ramdisk routes (a
+    /// machine's agent makes one every few seconds); past it, 429 with `Retry-After`.
+    /// 0 turns the limit off.
+    pub ramdisk_requests_per_second: u32,
+    /// How many ramdisk requests one address may make at once above that rate.
+    pub ramdisk_burst: u32,
+    /// Largest heartbeat body accepted (an agent's is a few hundred bytes); 413 past it.
+    pub heartbeat_max_body_bytes: usize,
+    /// Serve the ramdisk agent's `/v1/lookup`, `/v1/heartbeat` and
+    /// `/v1/continue_inspection` (public routes, no credentials); false answers them 403
+    /// before reading a body.
     pub enable_ramdisk_endpoints: bool,
     /// Only nodes in a state that waits for a ramdisk can be looked up.
     pub restrict_lookup: bool,
@@ -397,6 +420,7 @@ impl Default for ApiSection {
             http_basic_auth_user_file: None,
             http_basic_roles_file: None,
             max_failed_logins: 10,
+            max_failed_logins_per_address: 50,
             failed_login_window: 300,
             tls_cert_file: None,
             tls_key_file: None,
@@ -405,6 +429,11 @@ impl Default for ApiSection {
             header_read_timeout: 10,
             request_timeout: 90,
             max_concurrent_requests: 512,
+            body_read_timeout: 10,
+            ramdisk_max_concurrent_requests: 64,
+            ramdisk_requests_per_second: 10,
+            ramdisk_burst: 20,
+            heartbeat_max_body_bytes: 64 * 1024,
             enable_ramdisk_endpoints: true,
             restrict_lookup: true,
             ramdisk_heartbeat_timeout: 300,
@@ -582,8 +611,20 @@ impl Config {
         if self.amqp.accept_timeout == 0 {
             return bad("[amqp] accept_timeout must be positive");
         }
-        if self.api.header_read_timeout == 0 || self.api.max_concurrent_requests == 0 {
-            return bad("[api] header_read_timeout and max_concurrent_requests must be positive");
+        if self.api.header_read_timeout == 0
+            || self.api.max_concurrent_requests == 0
+            || self.api.body_read_timeout == 0
+            || self.api.ramdisk_max_concurrent_requests == 0
+            || self.api.heartbeat_max_body_bytes == 0
+        {
+            return bad(
+                "[api] header_read_timeout, body_read_timeout, max_concurrent_requests, ramdisk_max_concurrent_requests and heartbeat_max_body_bytes must be positive",
+            );
+        }
+        if self.api.ramdisk_requests_per_second > 0 && self.api.ramdisk_burst == 0 {
+            return bad(
+                "[api] ramdisk_burst must be positive while ramdisk_requests_per_second is",
+            );
         }
         if self.api.request_timeout <= self.amqp.call_timeout {
             return bad(
@@ -638,6 +679,57 @@ impl Config {
 }
 
 /// Starts `tracing` output as configured; `RUST_LOG` overrides the filter.
+/// Where log lines go: standard error, one event per line whatever the event holds
+/// ([`OneLine`]).
+pub fn log_writer() -> OneLine<fn() -> std::io::Stderr> {
+    OneLine(std::io::stderr)
+}
+
+/// A log writer that keeps every event on one line: a carriage return or line feed
+/// inside an event (a client's text in a field, a driver's multi-line error) is written
+/// as `\r` or `\n`, so nothing a client sends can start a line of its own (a forged
+/// `ironic::audit` line, say), whichever field carries it and however it was
+/// formatted. The formatter hands over each event whole, ending in one line feed.
+#[derive(Clone, Copy)]
+pub struct OneLine<M>(pub M);
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for OneLine<M>
+{
+    type Writer = OneLine<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        OneLine(self.0.make_writer())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for OneLine<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+        if !body.iter().any(|&b| b == b'\n' || b == b'\r') {
+            self.0.write_all(buf)?;
+            return Ok(buf.len());
+        }
+        let mut out = Vec::with_capacity(buf.len() + 16);
+        for &b in body {
+            match b {
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b => out.push(b),
+            }
+        }
+        if body.len() < buf.len() {
+            out.push(b'\n');
+        }
+        self.0.write_all(&out)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 pub fn init_logging(log: &LogSection) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
@@ -647,7 +739,7 @@ pub fn init_logging(log: &LogSection) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(log_writer());
     let res = match log.format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
@@ -666,6 +758,46 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// A line feed or carriage return in any field or message cannot start a log line.
+    #[test]
+    fn every_event_is_one_line() {
+        use tracing_subscriber::fmt::MakeWriter;
+        #[derive(Clone, Default)]
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        impl<'a> MakeWriter<'a> for Shared {
+            type Writer = Shared;
+            fn make_writer(&'a self) -> Shared {
+                self.clone()
+            }
+        }
+        let out = Shared::default();
+        let sub = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(OneLine(out.clone()))
+            .finish();
+        tracing::subscriber::with_default(sub, || {
+            let forged = "x\r\n2026-01-01T00:00:00Z  INFO ironic::audit: forged";
+            tracing::info!(addresses = %forged, "lookup");
+            tracing::warn!("ramdisk said: {forged}");
+            tracing::info!("plain");
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines.iter().all(|l| !l.contains("\r")), "{text}");
+        assert!(lines[0].contains("x\\r\\n2026"), "{text}");
+        assert!(lines[2].ends_with("plain"), "{text}");
     }
 
     #[test]

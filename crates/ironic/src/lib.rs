@@ -179,6 +179,11 @@ fn limits(cfg: &Config) -> ops::HttpLimits {
         header_read_timeout: Duration::from_secs(cfg.api.header_read_timeout.max(1)),
         request_timeout: Duration::from_secs(cfg.api.request_timeout.max(1)),
         max_concurrent_requests: cfg.api.max_concurrent_requests.max(1),
+        ramdisk: ops::RamdiskBudget {
+            max_concurrent_requests: cfg.api.ramdisk_max_concurrent_requests.max(1),
+            per_second: cfg.api.ramdisk_requests_per_second,
+            burst: cfg.api.ramdisk_burst.max(1),
+        },
         tls: None,
     }
 }
@@ -390,6 +395,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
                 roles: RolesFile::open(roles).map_err(StartError::Auth)?,
                 limiter: LoginLimiter::new(
                     cfg.api.max_failed_logins,
+                    cfg.api.max_failed_logins_per_address,
                     Duration::from_secs(cfg.api.failed_login_window),
                 ),
             }))
@@ -416,6 +422,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             scheme,
             max_limit: cfg.api.max_limit,
             max_body: cfg.api.max_request_body_bytes,
+            body_timeout: Duration::from_secs(cfg.api.body_read_timeout.max(1)),
             defaults: NodeDefaults {
                 conductor_group: cfg.default.default_conductor_group.to_ascii_lowercase(),
                 resource_class: cfg.default.default_resource_class.clone(),
@@ -424,6 +431,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
                 enabled: cfg.api.enable_ramdisk_endpoints,
                 restrict_lookup: cfg.api.restrict_lookup,
                 heartbeat_timeout: cfg.api.ramdisk_heartbeat_timeout,
+                heartbeat_max_body: cfg.api.heartbeat_max_body_bytes,
             },
         },
     }));

@@ -311,9 +311,58 @@ pub struct HttpLimits {
     pub request_timeout: Duration,
     /// Requests served at once; more get 503 with `Retry-After` at once.
     pub max_concurrent_requests: usize,
+    /// The ramdisk routes' own budget, apart from `max_concurrent_requests`.
+    pub ramdisk: RamdiskBudget,
     /// HTTPS: every connection is a TLS one (its handshake bounded by
     /// `header_read_timeout`). `None`: plain HTTP.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// The budget of the ramdisk routes (`ironic_api::is_ramdisk_route`: public, no
+/// credentials): slots of their own, so that clients holding them all (slow bodies, a
+/// flood) never make an authenticated call wait or fail, and a rate per client address.
+#[derive(Debug, Clone)]
+pub struct RamdiskBudget {
+    /// Ramdisk requests served at once; more get 503 with `Retry-After` at once.
+    pub max_concurrent_requests: usize,
+    /// Requests per second per client address; 0: no limit.
+    pub per_second: u32,
+    /// Requests one address may make at once above the rate.
+    pub burst: u32,
+}
+
+/// Requests per client address (governor's GCRA, keyed by address).
+type AddressLimiter = governor::DefaultKeyedRateLimiter<std::net::IpAddr>;
+
+impl RamdiskBudget {
+    fn limiter(&self) -> Option<Arc<AddressLimiter>> {
+        let rate = std::num::NonZeroU32::new(self.per_second)?;
+        let burst = std::num::NonZeroU32::new(self.burst).unwrap_or(rate);
+        Some(Arc::new(governor::RateLimiter::keyed(
+            governor::Quota::per_second(rate).allow_burst(burst),
+        )))
+    }
+}
+
+/// 429 for a client address past its rate on the ramdisk routes, with how long to wait.
+fn too_many(wait: Duration) -> Response {
+    metrics::counter!("ironic_api_ramdisk_requests_limited_total").increment(1);
+    let secs = wait.as_secs().max(1);
+    let msg = format!("Too many requests from this address; retry in {secs} seconds.");
+    let body = serde_json::json!({
+        "error_message": serde_json::json!({
+            "faultstring": msg, "faultcode": "Client", "debuginfo": null
+        }).to_string()
+    });
+    let mut r = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 /// A TLS acceptor from a PEM certificate chain and private key (`[api] tls_cert_file`,
@@ -382,12 +431,30 @@ pub async fn serve(
     limits: HttpLimits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let svc = ServiceBuilder::new()
-        .layer(HandleErrorLayer::new(refuse))
-        .load_shed()
-        .concurrency_limit(limits.max_concurrent_requests.max(1))
-        .timeout(limits.request_timeout)
-        .service(app);
+    let stack = |slots: usize| {
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(refuse))
+            .load_shed()
+            .concurrency_limit(slots.max(1))
+            .timeout(limits.request_timeout)
+            .service(app.clone())
+    };
+    // Two pools of slots: the ramdisk routes' and everything else's.
+    let main = stack(limits.max_concurrent_requests);
+    let ramdisk = stack(limits.ramdisk.max_concurrent_requests);
+    let limiter = limits.ramdisk.limiter();
+    if let Some(l) = &limiter {
+        // Addresses that went quiet are forgotten, so the table stays small.
+        let l = l.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                l.retain_recent();
+                l.shrink_to_fit();
+            }
+        });
+    }
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -407,11 +474,23 @@ pub async fn serve(
             _ = stopped(&mut stop) => break,
         };
         let _ = stream.set_nodelay(true);
+        let (main, ramdisk, limiter) = (main.clone(), ramdisk.clone(), limiter.clone());
+        let routed = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
+            let pool = if ironic_api::is_ramdisk_route(req.uri().path()) {
+                if let Some(l) = &limiter
+                    && let Err(not_until) = l.check_key(&peer.ip())
+                {
+                    let wait = not_until.wait_time_from(governor::clock::Clock::now(l.clock()));
+                    return Box::pin(std::future::ready(Ok(too_many(wait)))) as Routed;
+                }
+                ramdisk.clone()
+            } else {
+                main.clone()
+            };
+            Box::pin(tower::ServiceExt::oneshot(pool, req)) as Routed
+        });
         // Handlers see the client's address (failed-login limits, the audit log).
-        let svc = tower::Layer::layer(
-            &axum::Extension(axum::extract::ConnectInfo(peer)),
-            svc.clone(),
-        );
+        let svc = tower::Layer::layer(&axum::Extension(axum::extract::ConnectInfo(peer)), routed);
         let (http, watcher) = (http.clone(), graceful.watcher());
         let (tls, handshake_timeout) = (limits.tls.clone(), limits.header_read_timeout);
         tokio::spawn(async move {
@@ -448,6 +527,9 @@ pub async fn serve(
     drop(listener);
     graceful.shutdown().await;
 }
+
+/// What a routed request gives: its pool's answer, or a 429 at once.
+type Routed = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
 
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;

@@ -36,7 +36,7 @@ pub fn init(log: &LogSection, tel: &TelemetrySection, service: &str) -> Telemetr
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(ironic_config::log_writer());
     let fmt = match log.format {
         LogFormat::Human => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),

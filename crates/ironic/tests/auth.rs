@@ -119,9 +119,10 @@ async fn http_basic_guards_everything_but_discovery() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Failed logins are limited per user name and per client address: past the limit the
-/// client gets 429 with `Retry-After` (even with the right password) until the window
-/// ends, and no password is checked meanwhile.
+/// Failed logins are limited per (user name, client address) pair and per address: past
+/// the limit that client gets 429 with `Retry-After` (even with the right password) until
+/// the window ends, and no password is checked meanwhile; the same user from another
+/// address is not locked out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_logins_are_limited() {
     let dir = std::env::temp_dir().join(format!("ironic-auth-{}", uuid_like()));
@@ -135,19 +136,22 @@ async fn failed_logins_are_limited() {
         c.api.http_basic_auth_user_file = Some(file);
         c.api.http_basic_roles_file = Some(roles);
         c.api.max_failed_logins = 3;
+        c.api.max_failed_logins_per_address = 5;
         c.api.failed_login_window = 600;
     })
     .await;
-    let get = |auth: String| {
+    let get_from = |from: Option<std::net::IpAddr>, auth: String| {
         let s = &s;
         async move {
             let h = vec![
                 ("X-OpenStack-Ironic-API-Version", "1.51".to_string()),
                 ("Authorization", auth),
             ];
-            s.raw("GET", "/v1/nodes", &h, None).await
+            s.raw_from(from, "GET", "/v1/nodes", &h, None).await
         }
     };
+    let get = |auth: String| get_from(None, auth);
+    let elsewhere: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
     assert_eq!(get(basic("admin", "s3cret")).await.status, 200);
     for _ in 0..3 {
         assert_eq!(get(basic("admin", "guess")).await.status, 401);
@@ -165,8 +169,20 @@ async fn failed_logins_are_limited() {
         "{}",
         r.fault()
     );
-    // The address is limited too: another user from it waits as well.
-    assert_eq!(get(basic("someone", "x")).await.status, 429);
+    // The user is not locked out for everyone: from another address it logs in.
+    let r = get_from(Some(elsewhere), basic("admin", "s3cret")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Another user from the first address is not refused until the address has had
+    // five failures; then every user from it waits.
+    assert_eq!(get(basic("someone", "x")).await.status, 401);
+    assert_eq!(get(basic("someone-else", "x")).await.status, 401);
+    assert_eq!(get(basic("a-third", "x")).await.status, 429);
+    assert_eq!(
+        get_from(Some(elsewhere), basic("admin", "s3cret"))
+            .await
+            .status,
+        200
+    );
     s.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }

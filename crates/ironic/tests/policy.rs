@@ -424,6 +424,54 @@ async fn matrix(s: &Server) {
     expect(&r, 404, None, "another project");
     let r = call(s, "own-admin", "DELETE", "/v1/nodes/n3", None).await;
     expect(&r, 204, None, "owner admin deletes its node");
+
+    // Only the system publishes a runbook (every project would see it).
+    let runbook = |name: &str, public: bool| {
+        json!({
+            "name": name,
+            "steps": [{"interface": "bios", "step": "apply_configuration", "args": {}, "order": 1}],
+            "public": public,
+        })
+    };
+    let r = call_at(
+        s,
+        "own-admin",
+        "1.92",
+        "POST",
+        "/v1/runbooks",
+        Some(&runbook("CUSTOM_PUB", true)),
+    )
+    .await;
+    expect(&r, 400, None, "a project publishes a runbook");
+    assert_eq!(
+        r.fault(),
+        "Cannot create a public runbook as a project scoped admin."
+    );
+    let r = call_at(s, "other", "1.92", "GET", "/v1/runbooks", None).await;
+    expect(&r, 200, None, "another project lists runbooks");
+    assert_eq!(r.json()["runbooks"], json!([]), "nothing was published");
+    let r = call_at(
+        s,
+        "own-admin",
+        "1.92",
+        "POST",
+        "/v1/runbooks",
+        Some(&runbook("CUSTOM_OWN", false)),
+    )
+    .await;
+    expect(&r, 201, None, "a project's own runbook");
+    assert_eq!(r.json()["owner"], "own");
+    let r = call_at(
+        s,
+        "admin",
+        "1.92",
+        "POST",
+        "/v1/runbooks",
+        Some(&runbook("CUSTOM_SYS", true)),
+    )
+    .await;
+    expect(&r, 201, None, "the system publishes a runbook");
+    assert_eq!(r.json()["public"], true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,10 +180,30 @@ impl Server {
         headers: &[(&str, String)],
         body: Option<&[u8]>,
     ) -> Resp {
+        self.raw_from(None, method, path, headers, body).await
+    }
+
+    /// [`Server::raw`] from the client address `from` (another loopback address, say
+    /// 127.0.0.2, to be another client).
+    pub async fn raw_from(
+        &self,
+        from: Option<std::net::IpAddr>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Option<&[u8]>,
+    ) -> Resp {
         let fut = async {
-            let mut s = tokio::net::TcpStream::connect(self.addr)
-                .await
-                .expect("connect");
+            let mut s = match from {
+                None => tokio::net::TcpStream::connect(self.addr)
+                    .await
+                    .expect("connect"),
+                Some(ip) => {
+                    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+                    sock.bind(std::net::SocketAddr::new(ip, 0)).expect("bind");
+                    sock.connect(self.addr).await.expect("connect")
+                }
+            };
             let mut req = format!(
                 "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
                 self.addr
