@@ -36,6 +36,8 @@ pub struct RamdiskSettings {
     pub heartbeat_timeout: u64,
     /// Largest heartbeat body read (`[api] heartbeat_max_body_bytes`).
     pub heartbeat_max_body: usize,
+    /// `[agent] require_tls`: a heartbeat's callback URL must be https.
+    pub require_tls: bool,
 }
 
 /// `[api] enable_ramdisk_endpoints = false`: refused (403, upstream's message naming the
@@ -306,6 +308,16 @@ pub async fn heartbeat(
     if !scheme_is_http(&callback_url) && !callback_url.is_empty() {
         return Err(ApiError::invalid(
             "An issue with the supplied \"callback_url\" has been detected.",
+        ));
+    }
+    if st.settings.ramdisk.require_tls
+        && !callback_url.is_empty()
+        && !callback_url
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    {
+        return Err(ApiError::invalid(
+            "The agent must be reached over TLS: its callback_url must be https ([agent] require_tls).",
         ));
     }
     if let Some(known) = node

@@ -35,6 +35,24 @@ pub struct Config {
     pub ipmi: IpmiSection,
     pub inspector: InspectorSection,
     pub inspection_rules: InspectionRulesSection,
+    pub agent: AgentSection,
+}
+
+/// The ramdisk agent (ironic-python-agent) and how the service trusts it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSection {
+    /// A heartbeat's `callback_url` must be `https://` (the agent's automatic TLS; its
+    /// certificate comes in `agent_verify_ca`): an `http://` one is refused (400), so
+    /// the conductor never sends the agent's commands in clear text. Upstream's option
+    /// defaults to false; here the safe side is the default.
+    pub require_tls: bool,
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        AgentSection { require_tls: true }
+    }
 }
 
 /// What an inspection does with what it found (upstream's `[inspector]`).

@@ -432,6 +432,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
                 restrict_lookup: cfg.api.restrict_lookup,
                 heartbeat_timeout: cfg.api.ramdisk_heartbeat_timeout,
                 heartbeat_max_body: cfg.api.heartbeat_max_body_bytes,
+                require_tls: cfg.agent.require_tls,
             },
         },
     }));

@@ -192,6 +192,14 @@ async fn lookup_and_heartbeat(s: &Server) {
             "An issue with the supplied \"callback_url\" has been detected.".into()
         )
     );
+    // [agent] require_tls (the default): the agent is reached over https only.
+    let r = hb(
+        json!({"callback_url": "http://192.0.2.10:9999", "agent_version": "10.1.0", "agent_token": token}),
+        V,
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.fault().contains("require_tls"), "{}", r.fault());
     let r = hb(json!({"agent_version": "10.1.0", "agent_token": token}), V).await;
     assert_eq!(r.status, 400, "{}", r.body);
     let r = s
