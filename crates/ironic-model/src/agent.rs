@@ -83,8 +83,8 @@ pub fn heartbeat_record_only(s: P) -> bool {
     )
 }
 
-/// A new token: 256 random bits, URL-safe (from the operating system's generator, as
-/// version 4 UUIDs are).
+/// A new token: 244 random bits, URL-safe: two version 4 UUIDs (each 128 bits, 6 of
+/// them fixed), from the operating system's generator.
 pub fn new_token() -> String {
     format!(
         "{}{}",
