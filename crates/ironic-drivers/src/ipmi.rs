@@ -65,8 +65,8 @@ const RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// The longest power wait a caller may ask for (`timeout` of the power API).
 const POWER_WAIT_LIMIT: u64 = 3600;
 
-/// What a node's `driver_info` says about its BMC.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a node's `driver_info` says about its BMC (`Debug` shows the password masked).
+#[derive(Clone, PartialEq, Eq)]
 pub struct IpmiInfo {
     pub address: String,
     pub port: u16,
@@ -76,6 +76,23 @@ pub struct IpmiInfo {
     interface: &'static str,
     priv_level: &'static str,
     cipher_suite: Option<u8>,
+}
+
+impl std::fmt::Debug for IpmiInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IpmiInfo")
+            .field("address", &self.address)
+            .field("port", &self.port)
+            .field("username", &self.username)
+            .field(
+                "password",
+                &self.password.as_ref().map(|_| ironic_model::secrets::MASK),
+            )
+            .field("interface", &self.interface)
+            .field("priv_level", &self.priv_level)
+            .field("cipher_suite", &self.cipher_suite)
+            .finish()
+    }
 }
 
 impl IpmiInfo {
@@ -832,6 +849,25 @@ mod tests {
 
     fn err(di: Value) -> String {
         info(di).map(|_| ()).unwrap_err().message
+    }
+
+    /// `Debug` never shows the BMC password (a latent leak should anything log it).
+    #[test]
+    fn debug_masks_the_password() {
+        let info = IpmiInfo {
+            address: "192.0.2.1".into(),
+            port: 623,
+            username: Some("admin".into()),
+            password: Some("hunter2".into()),
+            interface: "lanplus",
+            priv_level: "ADMINISTRATOR",
+            cipher_suite: None,
+        };
+        let shown = format!("{info:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("******"),
+            "{shown}"
+        );
     }
 
     #[test]

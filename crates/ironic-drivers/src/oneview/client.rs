@@ -18,8 +18,11 @@ use crate::outbound::Origin;
 /// The API version we speak (Gen B's).
 pub const API_VERSION: &str = "300";
 
-/// Where and how to reach the appliance.
-#[derive(Debug, Clone)]
+/// The largest answer read from the appliance.
+const MAX_BODY: usize = 16 << 20;
+
+/// Where and how to reach the appliance (`Debug` shows the password masked).
+#[derive(Clone)]
 pub struct Settings {
     /// `https://host[:port]` (the default scheme) or `http://host[:port]`.
     pub manager_url: String,
@@ -40,6 +43,23 @@ pub struct Settings {
     /// HTTPS: trust this PEM bundle instead of the built-in web roots
     /// (`[oneview] tls_cacert_file`; ignored, with the insecure option).
     pub ca_file: Option<String>,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("manager_url", &self.manager_url)
+            .field("username", &self.username)
+            .field("password", &ironic_model::secrets::MASK)
+            .field("task_timeout", &self.task_timeout)
+            .field("poll_interval", &self.poll_interval)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_pause", &self.retry_pause)
+            .field("allow_insecure", &self.allow_insecure)
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
 }
 
 /// What went wrong talking to OneView.
@@ -204,8 +224,9 @@ impl Client {
                 .get("location")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            let bytes = r
-                .into_body()
+            // An appliance's answer is small; a bigger one is refused, not buffered (a
+            // hostile appliance, or a man in the middle, cannot exhaust our memory).
+            let bytes = http_body_util::Limited::new(r.into_body(), MAX_BODY)
                 .collect()
                 .await
                 .map_err(|e| OvError::Unreachable(format!("{} ({e})", self.origin.base())))?

@@ -35,14 +35,29 @@ enum Verify {
     CaFile(String),
 }
 
-/// What a node's `driver_info` says about its BMC.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a node's `driver_info` says about its BMC (`Debug` shows the password masked).
+#[derive(Clone, PartialEq, Eq)]
 pub struct RedfishInfo {
     pub origin: Origin,
     pub system_id: Option<String>,
     pub username: Option<String>,
     pub password: Option<String>,
     verify: Verify,
+}
+
+impl std::fmt::Debug for RedfishInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedfishInfo")
+            .field("origin", &self.origin)
+            .field("system_id", &self.system_id)
+            .field("username", &self.username)
+            .field(
+                "password",
+                &self.password.as_ref().map(|_| ironic_model::secrets::MASK),
+            )
+            .field("verify", &self.verify)
+            .finish()
+    }
 }
 
 /// Reads and checks a node's `driver_info` (the messages name the field).
