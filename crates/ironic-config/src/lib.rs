@@ -301,7 +301,8 @@ pub struct ApiSection {
     pub ramdisk_heartbeat_timeout: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// `Debug` shows the URL without its password ([`redact_url`]).
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseSection {
     /// `sqlite://PATH` (all-in-one) or `postgres://user@host/db` (split deployment).
@@ -312,6 +313,32 @@ pub struct DatabaseSection {
     /// PostgreSQL: milliseconds any one statement may run (`statement_timeout`); 0 is
     /// no limit.
     pub statement_timeout_ms: u64,
+}
+
+impl std::fmt::Debug for DatabaseSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseSection")
+            .field("url", &redact_url(&self.url))
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .field("statement_timeout_ms", &self.statement_timeout_ms)
+            .finish()
+    }
+}
+
+/// A URL (`postgres://u:pw@h/db`, `amqps://u:pw@h/vhost`) without its password, for
+/// logs and `Debug`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -816,6 +843,23 @@ mod tests {
         assert!(lines.iter().all(|l| !l.contains("\r")), "{text}");
         assert!(lines[0].contains("x\\r\\n2026"), "{text}");
         assert!(lines[2].ends_with("plain"), "{text}");
+    }
+
+    #[test]
+    fn urls_are_shown_without_passwords() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            redact_url("sqlite://data/x.sqlite"),
+            "sqlite://data/x.sqlite"
+        );
+        let mut c = Config::load(None, env(&[])).unwrap();
+        c.database.url = "postgres://ironic:hunter2@db/ironic".into();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 
     #[test]

@@ -473,31 +473,4 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
 }
 
 /// A database URL without its password, for logs.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            super::redact("postgres://u:secret@h/db"),
-            "postgres://u:***@h/db"
-        );
-        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(
-            super::redact("sqlite://data/x.sqlite"),
-            "sqlite://data/x.sqlite"
-        );
-    }
-}
+pub use ironic_config::redact_url as redact;
