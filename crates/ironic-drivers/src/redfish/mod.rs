@@ -84,7 +84,12 @@ pub fn parse_info(node: NodeInfo<'_>) -> Result<RedfishInfo, DriverError> {
         Some(Value::String(s)) => match ironic_model::node::parse_bool_word(s) {
             Some(true) => Verify::WebRoots,
             Some(false) => Verify::No,
-            None if std::path::Path::new(s).is_file() => Verify::CaFile(s.clone()),
+            // Canonical, so that spellings of one file (`/etc//ssl/x`) share a client.
+            None if std::path::Path::new(s).is_file() => Verify::CaFile(
+                std::fs::canonicalize(s)
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| s.clone()),
+            ),
             None => {
                 return Err(DriverError::invalid(format!(
                     "Invalid value {s:?} for redfish_verify_ca: a boolean or the path of an existing CA bundle"
@@ -122,6 +127,9 @@ fn rf(e: RfError) -> DriverError {
     DriverError::new(kind, e.to_string())
 }
 
+/// The most HTTP clients kept (one per CA bundle that nodes name, and two more).
+const MAX_CLIENTS: usize = 64;
+
 /// The driver of one process's [`crate::Registry`]: its `[redfish]` settings and one
 /// HTTP client per TLS setting, shared by every node.
 pub struct Redfish {
@@ -156,6 +164,10 @@ impl Core {
             .map_err(|_| DriverError::failed("Redfish client cache poisoned"))?;
         if let Some(c) = clients.get(v) {
             return Ok(c.clone());
+        }
+        // One client per CA bundle named by some node: bounded, whatever the nodes name.
+        if clients.len() >= MAX_CLIENTS {
+            clients.retain(|k, _| !matches!(k, Verify::CaFile(_)));
         }
         let tls = match v {
             Verify::WebRoots => crate::tls::client_config(false, None),
@@ -1381,6 +1393,25 @@ mod tests {
             secure_boot: None,
             skip_automated_cleaning: false,
         })
+    }
+
+    /// Spellings of one CA bundle are one setting (one cached client, not one each).
+    #[test]
+    fn ca_paths_are_canonical() {
+        let dir = std::env::temp_dir().join(format!("rf-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, "x").unwrap_or_else(|e| panic!("{e}"));
+        let verify = |path: String| {
+            info(json!({"redfish_address": "https://192.0.2.1", "redfish_verify_ca": path}))
+                .map(|i| i.verify)
+                .map_err(|e| e.message)
+        };
+        let plain = verify(ca.display().to_string());
+        let odd = verify(format!("{}//./ca.pem", dir.display()));
+        assert_eq!(plain, odd);
+        assert!(matches!(plain, Ok(Verify::CaFile(_))), "{plain:?}");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
