@@ -23,6 +23,7 @@ use super::{
     cluster_headers, connect, declare_exchange, declare_exclusive_queue, now_ms, open_or_stop,
     pause, sender_cluster, wait_until,
 };
+use crate::contract::method_label;
 use crate::dispatch::{Dispatch, error_reply};
 use crate::{Context, pb, trace};
 
@@ -414,7 +415,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
             late_ms = now_ms() - req.accept_by_unix_ms,
             "dropped a request taken after its accept window (the caller treats it as not carried out)"
         );
-        metrics::counter!("ironic_rpc_dropped_late_total", "method" => req.method.clone())
+        metrics::counter!("ironic_rpc_dropped_late_total", "method" => method_label(&req.method))
             .increment(1);
         let _ = tokio::time::timeout(call_timeout, d.ack(BasicAckOptions::default())).await;
         return;
@@ -519,9 +520,9 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "rpc handled"
                 );
-                metrics::counter!("ironic_rpc_handled_total", "method" => req.method.clone(), "outcome" => outcome)
+                metrics::counter!("ironic_rpc_handled_total", "method" => method_label(&req.method), "outcome" => outcome)
                     .increment(1);
-                metrics::histogram!("ironic_rpc_handled_duration_seconds", "method" => req.method.clone())
+                metrics::histogram!("ironic_rpc_handled_duration_seconds", "method" => method_label(&req.method))
                     .record(started.elapsed().as_secs_f64());
                 reply
             }
