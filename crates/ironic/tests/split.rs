@@ -1199,3 +1199,185 @@ async fn kill_9_mid_allocation_burst_with_default_settings() {
     );
     t.cleanup().await;
 }
+
+/// The ops address a process logs (`serving /healthz, /readyz and /metrics addr=…`).
+fn ops_addr(p: &Proc) -> std::net::SocketAddr {
+    p.log_text()
+        .lines()
+        .find(|l| l.contains("serving /healthz, /readyz and /metrics"))
+        .and_then(|l| l.split("addr=").nth(1))
+        .and_then(|a| a.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The sum of a counter's samples whose labels include `labels` (`k="v"` each).
+async fn counter(s: &Server, name: &str, labels: &[&str]) -> f64 {
+    let r = s.call("GET", "/metrics", None, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A party that reaches the broker but not the database (here the test, with the
+/// broker's credentials and the cluster id, which is no secret) publishes `create_node`
+/// calls straight to a real conductor's queues: unsigned, and signed with a key of its
+/// own. Their nodes never reach the database, nobody answers them, and the conductor
+/// counts them in `ironic_rpc_messages_refused_total`; the same call signed with the
+/// deployment's key (which only the database holds) creates its node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_calls_never_reach_the_database() {
+    use futures_lite::StreamExt;
+    use ironic_model::{Node, NodeUuid, Version};
+    use ironic_rpc::amqp::{CLUSTER_HEADER, SigningKey, SigningKeys};
+    use ironic_rpc::{Call, calls::CreateNode, convert, pb};
+    use lapin::options::{BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+    use prost::Message;
+
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(&t.url, &[("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0")]);
+    let cond = cluster.conductor("sig-a");
+    assert!(
+        cond.wait_log("ironic-conductor serving", Duration::from_secs(30)),
+        "{}",
+        cond.log_text()
+    );
+    let ops = Server::client(ops_addr(&cond));
+    let id = t.db.cluster_id().await.unwrap();
+    let ours = SigningKeys::new(SigningKey::new(t.db.bus_signing_key().await.unwrap()).unwrap());
+    let theirs = SigningKeys::new(SigningKey::new([9u8; 32]).unwrap());
+
+    let conn = lapin::Connection::connect(&cluster.bus.url, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let q = ch
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut inbox = ch
+        .basic_consume(
+            q.name().as_str().into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let (own, shared) = (
+        format!("ironic.conductor_manager.{id}.sig-a"),
+        format!("ironic.conductor_manager.{id}"),
+    );
+    // (correlation id, routing key, signed with, the node it would create)
+    let calls = [
+        ("unsigned-own", &own, None),
+        ("unsigned-shared", &shared, None),
+        ("wrong-key", &own, Some(&theirs)),
+        ("genuine", &own, Some(&ours)),
+    ];
+    let mut uuids = Vec::new();
+    for (corr, rk, key) in calls {
+        let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+        uuids.push((corr, node.uuid.as_str().to_string()));
+        let body = pb::Request {
+            method: CreateNode::METHOD.into(),
+            request_id: format!("req-{corr}"),
+            body: pb::CreateNodeRequest {
+                node: Some(convert::node_to_pb(&node)),
+            }
+            .encode_to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut h = FieldTable::default();
+        h.insert(
+            CLUSTER_HEADER.into(),
+            AMQPValue::LongString(id.clone().into()),
+        );
+        let props = lapin::BasicProperties::default()
+            .with_correlation_id(corr.into())
+            .with_reply_to(q.name().clone())
+            .with_type(CreateNode::METHOD.into())
+            .with_headers(h);
+        let props = match key {
+            Some(k) => k.sign("ironic", rk, props, &body),
+            None => props,
+        };
+        ch.basic_publish(
+            "ironic".into(),
+            rk.as_str().into(),
+            BasicPublishOptions::default(),
+            &body,
+            props,
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
+    // The genuine call is answered; whatever else arrives must be about it too.
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(20), "no reply");
+        let d = tokio::time::timeout(Duration::from_secs(20), inbox.next())
+            .await
+            .expect("a reply")
+            .unwrap()
+            .unwrap();
+        let corr = d.properties.correlation_id().as_ref().unwrap().to_string();
+        assert_eq!(
+            corr, "genuine",
+            "only the genuine call is answered or taken"
+        );
+        if d.properties.kind().is_none() {
+            let r = pb::Reply::decode(&d.data[..]).unwrap();
+            assert!(matches!(r.result, Some(pb::reply::Result::Ok(_))), "{r:?}");
+            break;
+        }
+    }
+    until(
+        "the conductor counted the forgeries",
+        Duration::from_secs(15),
+        || async {
+            let m = "ironic_rpc_messages_refused_total";
+            counter(&ops, m, &["side=\"server\"", "reason=\"unsigned\""]).await == 2.0
+                && counter(&ops, m, &["side=\"server\"", "reason=\"bad_signature\""]).await == 1.0
+        },
+    )
+    .await;
+    for (corr, uuid) in &uuids {
+        let stored = t.db.node_by_uuid(uuid).await.unwrap();
+        assert_eq!(stored.is_some(), *corr == "genuine", "{corr}: {uuid}");
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), inbox.next())
+            .await
+            .is_err(),
+        "no answer to a forgery"
+    );
+    assert!(
+        cond.log_text()
+            .contains("dropped a message on the bus that is unsigned or wrongly signed"),
+        "{}",
+        cond.log_text()
+    );
+    let _ = conn.close(200, "done".into()).await;
+    drop(cond);
+    t.cleanup().await;
+}
