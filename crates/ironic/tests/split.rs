@@ -67,7 +67,18 @@ async fn alive_conductors(api: &Server) -> BTreeSet<String> {
 /// Starts conductors `hosts` and one API process; returns them once the API sees every
 /// conductor alive.
 async fn start_cluster(cluster: &Cluster, hosts: &[&str]) -> (Vec<Proc>, Proc, Server) {
-    let conductors: Vec<Proc> = hosts.iter().map(|h| cluster.conductor(h)).collect();
+    start_split(cluster, cluster, hosts).await
+}
+
+/// As [`start_cluster`], with the conductors' settings from `conductors` and the API's
+/// from `apis` (one database and vhost; say, each its own RabbitMQ user).
+async fn start_split(
+    conductors: &Cluster,
+    apis: &Cluster,
+    hosts: &[&str],
+) -> (Vec<Proc>, Proc, Server) {
+    let cluster = apis;
+    let conductors: Vec<Proc> = hosts.iter().map(|h| conductors.conductor(h)).collect();
     for c in &conductors {
         assert!(
             c.wait_log("ironic-conductor serving", Duration::from_secs(30)),
@@ -1379,5 +1390,123 @@ async fn forged_calls_never_reach_the_database() {
     );
     let _ = conn.close(200, "done".into()).await;
     drop(cond);
+    t.cleanup().await;
+}
+
+/// The RabbitMQ permissions `docs/operations.md` gives ("The broker trust boundary")
+/// are enough, and no more than that: an API user that may declare, write and read only
+/// the exchange and its own reply queues, and a conductor user that may only use the
+/// exchange, its deployment's conductor queues and the default exchange (replies) run
+/// the split deployment (nodes created, cleaned, made available, allocated; a conductor
+/// stopping is announced at once), while the API user can neither read a conductor's
+/// queue nor publish to the default exchange.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_broker_users_run_the_split_deployment() {
+    use lapin::options::{BasicConsumeOptions, BasicPublishOptions};
+    use lapin::types::FieldTable;
+
+    let t = TestDb::postgres().await.unwrap();
+    let id = t.db.cluster_id().await.unwrap();
+    let settle = ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0");
+    let base = Cluster::new(&t.url, &[settle]);
+    // As in docs/operations.md, with the exchange `ironic`.
+    let api_perm = r"^(ironic|amq\.gen-.*)$";
+    let api_url = base
+        .bus
+        .user("ironic-api", api_perm, api_perm, api_perm)
+        .unwrap();
+    let queues = format!(r"ironic\.conductor_manager\.{id}(\..*)?");
+    let cond_url = base
+        .bus
+        .user(
+            "ironic-conductor",
+            &format!("^(ironic|{queues})$"),
+            &format!(r"^(ironic|amq\.default|{queues})$"),
+            &format!("^(ironic|{queues})$"),
+        )
+        .unwrap();
+    let conductors = base.sharing_bus(&t.url, &[settle, ("IRONIC_AMQP__URL", &cond_url)]);
+    let apis = base.sharing_bus(&t.url, &[settle, ("IRONIC_AMQP__URL", &api_url)]);
+    let hosts = ["lp-a", "lp-b"];
+    let (mut procs, api_proc, api) = start_split(&conductors, &apis, &hosts).await;
+    // Create (calls to the ring owners' queues), manage and provide (cleaning).
+    common::available_nodes(&api, "rc-lp", 6, 2).await;
+    let mut uuids = Vec::new();
+    // More than there are nodes: six are allocated, two fail.
+    for i in 0..8 {
+        let r = api
+            .post(
+                "/v1/allocations",
+                "1.60",
+                &json!({"resource_class": "rc-lp", "name": format!("lp-{i}")}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        uuids.push(r.json()["uuid"].as_str().unwrap().to_string());
+    }
+    common::check_allocations(&api, &uuids, 6).await;
+    // A graceful stop is announced (membership key on the exchange) and taken in at once.
+    let mut stopping = procs.pop().unwrap();
+    stopping.term();
+    until(
+        "the API sees lp-b gone",
+        Duration::from_secs(15),
+        || async { !alive_conductors(&api).await.contains("lp-b") },
+    )
+    .await;
+    let r = api
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "fake-hardware", "name": "after-stop"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    for p in procs.iter().chain([&api_proc, &stopping]) {
+        assert!(
+            !p.log_text().contains("ACCESS_REFUSED"),
+            "{}: {}",
+            p.name,
+            p.log_text()
+        );
+    }
+
+    // No more than that: the API user cannot read a conductor's queue ...
+    let conn = lapin::Connection::connect(&api_url, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let shared = format!("ironic.conductor_manager.{id}");
+    let e = ch
+        .basic_consume(
+            shared.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("ACCESS_REFUSED"), "{e}");
+    // ... nor publish to the default exchange (straight into a reply queue).
+    let ch = conn.create_channel().await.unwrap();
+    let published = ch
+        .basic_publish(
+            "".into(),
+            "amq.gen-x".into(),
+            BasicPublishOptions::default(),
+            b"",
+            Default::default(),
+        )
+        .await;
+    let refused = match published {
+        Err(e) => e.to_string(),
+        // The refusal closes the channel; the next operation on it says why.
+        Ok(_) => ch
+            .basic_qos(1, Default::default())
+            .await
+            .map_or_else(|e| e.to_string(), |_| "accepted".into()),
+    };
+    assert!(refused.contains("ACCESS_REFUSED"), "{refused}");
+    let _ = conn.close(200, "done".into()).await;
     t.cleanup().await;
 }
