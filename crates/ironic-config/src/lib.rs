@@ -750,7 +750,12 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ironic-split.toml");
         let c = Config::load(Some(&path), env(&[])).unwrap();
         assert!(c.database.url.starts_with("postgres://"));
-        assert!(c.amqp.url.starts_with("amqp://ironic:"));
+        assert!(c.database.url.contains("sslmode=verify-full"));
+        assert!(c.amqp.url.starts_with("amqps://ironic-conductor:"));
+        assert!(
+            c.amqp.signing_key_file.is_none(),
+            "the database's key by default"
+        );
         assert_eq!(c.api.auth_strategy, AuthStrategy::HttpBasic);
         assert!(c.telemetry.otlp_endpoint.is_none());
     }

@@ -583,6 +583,23 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// The encoding `docs/rpc.md` describes (its Python `sign`, run on this message,
+    /// gives this value).
+    #[test]
+    fn matches_the_documented_encoding() {
+        let k = SigningKeys::new(SigningKey::new([b'k'; 32]).unwrap());
+        let h = [
+            header(CLUSTER_HEADER, "c1"),
+            header(REQUEST_ID_HEADER, "req-1"),
+        ];
+        let p = props(&h, "corr", "amq.gen-q", "update_node");
+        let signed = k.sign("ironic", "ironic.conductor_manager.c1", p, b"\x00\x01body");
+        assert_eq!(
+            header_text(&signed, SIGNATURE_HEADER).unwrap(),
+            "v1:58fe92f46fd51ac96a7df1d7dc6486880d79d5ffe53feb53487b1e60e47f7bea"
+        );
+    }
+
     #[test]
     fn hex_round_trips() {
         let b: Vec<u8> = (0..=255).collect();
