@@ -1510,3 +1510,51 @@ async fn least_privilege_broker_users_run_the_split_deployment() {
     let _ = conn.close(200, "done".into()).await;
     t.cleanup().await;
 }
+
+/// `[amqp] signing_key_file`: API and conductor with the same key file run the
+/// deployment; a conductor whose key file is too short, or missing, does not start and
+/// says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_signs_and_a_bad_one_stops_the_start() {
+    let t = TestDb::postgres().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("ironic-keys-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, short) = (dir.join("bus.key"), dir.join("short.key"));
+    std::fs::write(&good, format!("{}\n", "ab".repeat(32))).unwrap();
+    std::fs::write(&short, "0123456789\n").unwrap();
+    let settle = ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0");
+    let good_path = good.display().to_string();
+    let cluster = Cluster::new(
+        &t.url,
+        &[settle, ("IRONIC_AMQP__SIGNING_KEY_FILE", &good_path)],
+    );
+    let (_conductors, _api_proc, api) = start_cluster(&cluster, &["kf-a"]).await;
+    let r = api
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "fake-hardware", "name": "kf-1"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    for (key, why) in [
+        (short, "at least 32"),
+        (dir.join("missing.key"), "cannot read"),
+    ] {
+        let path = key.display().to_string();
+        // Kept until the end: its directory holds the process's log.
+        let place =
+            cluster.sharing_bus(&t.url, &[settle, ("IRONIC_AMQP__SIGNING_KEY_FILE", &path)]);
+        let mut bad = place.conductor("kf-bad");
+        let status = bad.wait_exit(Duration::from_secs(30)).expect("it stops");
+        assert!(!status.success());
+        let log = bad.log_text();
+        assert!(
+            log.contains("bus signing key") && log.contains(why),
+            "{log}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    t.cleanup().await;
+}
