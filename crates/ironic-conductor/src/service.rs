@@ -20,7 +20,7 @@ use std::time::Duration;
 use ironic_config::Config;
 use ironic_db::Db;
 use ironic_db::topology::Topology;
-use ironic_rpc::amqp::{BusSettings, Server};
+use ironic_rpc::amqp::{BusSettings, Server, SigningKeys};
 
 use crate::{Conductor, ConductorSettings};
 
@@ -96,9 +96,14 @@ pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settin
 }
 
 /// Bus settings from the configuration; `who` names the connection in RabbitMQ,
-/// `cluster` is the deployment's id (`Db::cluster_id`). Fails on an unreadable
-/// `[amqp] tls_cacert_file`.
-pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> Result<BusSettings, String> {
+/// `cluster` is the deployment's id (`Db::cluster_id`), `signing` its message keys.
+/// Fails on an unreadable `[amqp] tls_cacert_file`.
+pub fn bus_settings(
+    cfg: &Config,
+    who: &str,
+    cluster: &str,
+    signing: SigningKeys,
+) -> Result<BusSettings, String> {
     let tls_ca_pem =
         match &cfg.amqp.tls_cacert_file {
             Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
@@ -116,6 +121,7 @@ pub fn bus_settings(cfg: &Config, who: &str, cluster: &str) -> Result<BusSetting
         connection_name: format!("{who}@{}", cfg.default.host),
         cluster: cluster.to_string(),
         tls_ca_pem,
+        signing,
     })
 }
 

@@ -205,6 +205,13 @@ pub struct AmqpSection {
     /// With `amqps://`: a PEM bundle of the certificate authorities to trust besides
     /// the built-in web roots (a private CA).
     pub tls_cacert_file: Option<PathBuf>,
+    /// A file holding the secret (at least 32 bytes, trailing whitespace left out) that
+    /// signs and verifies every message on the bus. Unset: the deployment's key in the
+    /// database (`cluster.bus_signing_key`), which every process of it reads at start.
+    pub signing_key_file: Option<PathBuf>,
+    /// A second key, accepted on receipt but never used to sign: set during a key
+    /// rotation (`docs/operations.md`, "The bus signing key").
+    pub accept_signing_key_file: Option<PathBuf>,
 }
 
 /// OpenTelemetry traces.
@@ -536,6 +543,8 @@ impl Default for AmqpSection {
             accept_timeout: 10,
             max_reconnect_backoff: 10,
             tls_cacert_file: None,
+            signing_key_file: None,
+            accept_signing_key_file: None,
         }
     }
 }
@@ -935,7 +944,12 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/ironic-split.toml");
         let c = Config::load(Some(&path), env(&[])).unwrap();
         assert!(c.database.url.starts_with("postgres://"));
-        assert!(c.amqp.url.starts_with("amqp://ironic:"));
+        assert!(c.database.url.contains("sslmode=verify-full"));
+        assert!(c.amqp.url.starts_with("amqps://ironic-conductor:"));
+        assert!(
+            c.amqp.signing_key_file.is_none(),
+            "the database's key by default"
+        );
         assert_eq!(c.api.auth_strategy, AuthStrategy::HttpBasic);
         assert!(c.telemetry.otlp_endpoint.is_none());
     }
@@ -951,6 +965,26 @@ mod tests {
         assert!(Config::load(None, env(&[("IRONIC_API__AUTH_STRATEGY", "http_basic")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_DATABASE__URL", "mysql://x")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_AMQP__ACCEPT_TIMEOUT", "0")])).is_err());
+        let keyed = Config::load(
+            None,
+            env(&[
+                ("IRONIC_AMQP__SIGNING_KEY_FILE", "/etc/ironic/bus.key"),
+                (
+                    "IRONIC_AMQP__ACCEPT_SIGNING_KEY_FILE",
+                    "/etc/ironic/next.key",
+                ),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            keyed.amqp.signing_key_file.as_deref(),
+            Some(Path::new("/etc/ironic/bus.key"))
+        );
+        assert_eq!(
+            keyed.amqp.accept_signing_key_file.as_deref(),
+            Some(Path::new("/etc/ironic/next.key"))
+        );
+        assert!(Config::default().amqp.signing_key_file.is_none());
         // http_basic without a roles file: nobody would have a role.
         let no_roles = Config::load(
             None,

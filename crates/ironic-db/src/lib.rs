@@ -301,6 +301,26 @@ impl Db {
         })
     }
 
+    /// The deployment's secret for signing messages on the bus (`docs/rpc.md`,
+    /// "Signatures"), written once by the migrations (0022) as 64 random hex digits.
+    /// Used when `[amqp] signing_key_file` is not set: every process of the deployment
+    /// shares the database, so it needs no configuration, and a party that reaches only
+    /// the broker cannot sign.
+    pub async fn bus_signing_key(&self) -> Result<String, Error> {
+        let sql = "SELECT bus_signing_key FROM cluster";
+        let key = with_pool!(self, |p| sqlx::query_scalar::<_, String>(sql)
+            .fetch_optional(p)
+            .await)
+        .map_err(|e| internal("reading the bus signing key", e))?
+        .unwrap_or_default();
+        if key.len() < 32 {
+            return Err(Error::Unavailable(
+                "the database has no bus signing key: run `ironic-dbsync upgrade`".into(),
+            ));
+        }
+        Ok(key)
+    }
+
     /// A round trip to the database (`SELECT 1`), bounded by `within`: what readiness
     /// checks ask.
     pub async fn ping(&self, within: Duration) -> Result<(), String> {

@@ -64,3 +64,29 @@ async fn both_backends_have_the_same_tables_and_columns() {
     lite.cleanup().await;
     pg.cleanup().await;
 }
+
+/// Migration 0022 gives every database a bus signing key of its own: 64 hex digits,
+/// the same at every read, different from another database's.
+#[tokio::test]
+async fn each_database_has_its_own_bus_signing_key() {
+    let lite = TestDb::sqlite().await.unwrap();
+    let pg = TestDb::postgres().await.unwrap();
+    let pg2 = TestDb::postgres().await.unwrap();
+    let mut keys = Vec::new();
+    for t in [&lite, &pg, &pg2] {
+        let k = t.db.bus_signing_key().await.unwrap();
+        assert_eq!(k.len(), 64, "{k}");
+        assert!(
+            k.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_eq!(t.db.bus_signing_key().await.unwrap(), k, "written once");
+        keys.push(k);
+    }
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 3, "each database has its own");
+    lite.cleanup().await;
+    pg.cleanup().await;
+    pg2.cleanup().await;
+}

@@ -2007,6 +2007,24 @@ mod tests {
         assert_eq!(METHODS.len(), m::ALL.len());
     }
 
+    /// Metric labels name only methods of the contract.
+    #[test]
+    fn metric_labels_come_from_the_contract() {
+        use crate::contract::method_label;
+        for m in METHODS {
+            assert_eq!(method_label(m), *m);
+        }
+        for other in [
+            "",
+            "fly",
+            "create_node ",
+            "CREATE_NODE",
+            &"x".repeat(10_000),
+        ] {
+            assert_eq!(method_label(other), "unknown");
+        }
+    }
+
     /// Which calls may be sent again after their conductor died.
     #[test]
     fn only_calls_with_one_outcome_are_repeated() {

@@ -69,6 +69,17 @@ pub(crate) fn decode<M: Message + Default>(body: &[u8], what: &str) -> Result<M,
     M::decode(body).map_err(|e| Error::Invalid(format!("Malformed RPC {what}: {e}")))
 }
 
+/// A method name as a metric label: the contract's own `&'static str` for a method of
+/// the contract, `"unknown"` for anything else, so that whoever sends a message cannot
+/// add label values (every label value is one of [`crate::calls::METHODS`]).
+pub fn method_label(method: &str) -> &'static str {
+    crate::calls::METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("unknown")
+}
+
 /// The error of a method this side does not serve.
 pub fn not_served(method: &str) -> Error {
     Error::Internal(format!(

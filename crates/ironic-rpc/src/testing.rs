@@ -28,11 +28,12 @@ fn rabbitmqctl(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// A fresh vhost; deleted on drop.
+/// A fresh vhost; deleted on drop, with the users made for it.
 pub struct TestBus {
     pub vhost: String,
     /// The URL of the vhost.
     pub url: String,
+    users: std::sync::Mutex<Vec<String>>,
 }
 
 impl TestBus {
@@ -50,7 +51,46 @@ impl TestBus {
         Ok(TestBus {
             url: format!("{}/{vhost}", amqp_base_url()),
             vhost,
+            users: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// A RabbitMQ user of its own (a random name starting with `prefix`) with these
+    /// permissions on this vhost only (`configure`, `write`, `read`: regular
+    /// expressions, as `rabbitmqctl set_permissions` takes them); returns the URL of the
+    /// vhost as that user. The user is deleted with the vhost.
+    pub fn user(
+        &self,
+        prefix: &str,
+        configure: &str,
+        write: &str,
+        read: &str,
+    ) -> Result<String, String> {
+        let suffix = &uuid::Uuid::new_v4().simple().to_string()[..12];
+        let (name, password) = (format!("{prefix}-{suffix}"), format!("pw-{suffix}"));
+        rabbitmqctl(&["add_user", &name, &password])?;
+        self.users
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(name.clone());
+        rabbitmqctl(&[
+            "set_permissions",
+            "-p",
+            &self.vhost,
+            &name,
+            configure,
+            write,
+            read,
+        ])?;
+        let base = amqp_base_url();
+        let (scheme, rest) = base
+            .split_once("://")
+            .ok_or_else(|| format!("not an AMQP URL: {base}"))?;
+        let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        Ok(format!(
+            "{scheme}://{name}:{password}@{host}/{}",
+            self.vhost
+        ))
     }
 
     /// Closes every client connection of this vhost, as a broker restart would.
@@ -67,5 +107,9 @@ impl TestBus {
 impl Drop for TestBus {
     fn drop(&mut self) {
         let _ = rabbitmqctl(&["delete_vhost", &self.vhost]);
+        let users = std::mem::take(self.users.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for u in users {
+            let _ = rabbitmqctl(&["delete_user", &u]);
+        }
     }
 }

@@ -13,7 +13,7 @@ use ironic_db::topology::Topology;
 use ironic_db::{Db, DbOptions};
 use ironic_model::node::{NodeDefaults, from_create_body};
 use ironic_model::{Version, patch};
-use ironic_rpc::amqp::{BusSettings, Client, RemoteConductors, Target};
+use ironic_rpc::amqp::{BusSettings, Client, RemoteConductors, SigningKey, SigningKeys, Target};
 use ironic_rpc::calls::{CreateNode, UpdateNode};
 use ironic_rpc::{Context, NodeRef};
 
@@ -79,6 +79,13 @@ async fn main() -> Result<(), String> {
     .await
     .map_err(|e| e.to_string())?;
     let cluster = db.cluster_id().await.map_err(|e| e.to_string())?;
+    // The key the conductors sign with: `--signing-key-file` as their `[amqp]
+    // signing_key_file`, else the deployment's key in the database.
+    let key = match arg("--signing-key-file", "").as_str() {
+        "" => SigningKey::new(db.bus_signing_key().await.map_err(|e| e.to_string())?)?,
+        path => SigningKey::from_file(std::path::Path::new(path))?,
+    };
+    let signing = SigningKeys::new(key);
     let client = Client::start(BusSettings {
         url: amqp,
         exchange: "ironic".into(),
@@ -89,6 +96,7 @@ async fn main() -> Result<(), String> {
         max_backoff: Duration::from_secs(1),
         connection_name: "rpc-bench".into(),
         cluster,
+        signing,
     });
     if !client.connected(Duration::from_secs(10)).await {
         return Err("cannot reach the message bus".into());

@@ -20,7 +20,7 @@ use ironic_db::topology::Topology;
 use ironic_db::{Db, DbOptions};
 use ironic_model::node::NodeDefaults;
 use ironic_rpc::Conductors;
-use ironic_rpc::amqp::{Client, RemoteConductors};
+use ironic_rpc::amqp::{Client, RemoteConductors, SigningKey, SigningKeys};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -135,6 +135,9 @@ pub enum StartError {
     /// The API's certificate or key cannot be used.
     #[error("TLS: {0}")]
     Tls(String),
+    /// No usable key to sign messages on the bus.
+    #[error("bus signing key: {0}")]
+    SigningKey(String),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -242,6 +245,24 @@ fn spawn_server(
     (stop, task)
 }
 
+/// The keys that sign and verify messages on the bus: `[amqp] signing_key_file`, else
+/// the deployment's key in the database; `[amqp] accept_signing_key_file` is accepted
+/// too. An unreadable or short key stops the start.
+async fn bus_keys(cfg: &Config, db: &Db) -> Result<SigningKeys, StartError> {
+    let signs = match &cfg.amqp.signing_key_file {
+        Some(path) => SigningKey::from_file(path),
+        None => SigningKey::new(db.bus_signing_key().await?),
+    }
+    .map_err(StartError::SigningKey)?;
+    let keys = SigningKeys::new(signs);
+    match &cfg.amqp.accept_signing_key_file {
+        Some(path) => {
+            Ok(keys.also_accepting(SigningKey::from_file(path).map_err(StartError::SigningKey)?))
+        }
+        None => Ok(keys),
+    }
+}
+
 /// Starts the service of `role`.
 pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> {
     if role != Role::Conductor && cfg.public_noauth() && !cfg.api.allow_public_noauth {
@@ -272,7 +293,8 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             Some(local)
         }
         Role::Conductor => {
-            let bus = bus_settings(&cfg, role.name(), &cluster).map_err(StartError::Tls)?;
+            let keys = bus_keys(&cfg, &db).await?;
+            let bus = bus_settings(&cfg, role.name(), &cluster, keys).map_err(StartError::Tls)?;
             conductor = Some(Service::start(&cfg, db.clone(), Some(bus)).await?);
             None
         }
@@ -358,8 +380,10 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     let conductors = match api {
         Some(a) => a,
         None => {
-            let c =
-                Client::start(bus_settings(&cfg, role.name(), &cluster).map_err(StartError::Tls)?);
+            let keys = bus_keys(&cfg, &db).await?;
+            let c = Client::start(
+                bus_settings(&cfg, role.name(), &cluster, keys).map_err(StartError::Tls)?,
+            );
             if !c.connected(Duration::from_secs(5)).await {
                 tracing::warn!("the message bus is not reachable yet; calls will wait for it");
             }

@@ -118,6 +118,16 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         "calls sent again because the conductor carrying them out died, by method",
     ),
     (
+        "ironic_rpc_dropped_late_total",
+        Kind::Counter,
+        "requests a conductor took after their accept window and dropped unrun, by method",
+    ),
+    (
+        "ironic_rpc_messages_refused_total",
+        Kind::Counter,
+        "messages on the bus dropped unrun and unanswered because they were unsigned or wrongly signed, by side (server, client) and reason (unsigned, bad_signature)",
+    ),
+    (
         "ironic_bus_reconnects_total",
         Kind::Counter,
         "connections to the message bus lost and opened again, by side (client, server)",

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ironic_model::{Error, Node, NodeUuid, Version};
-use ironic_rpc::amqp::{BusSettings, CallError, Client, Server, Target};
+use ironic_rpc::amqp::{BusSettings, CallError, Client, Server, SigningKey, SigningKeys, Target};
 use ironic_rpc::calls::CreateNode;
 use ironic_rpc::testing::TestBus;
 use ironic_rpc::{Call, Context, Handlers, convert, dispatcher, pb};
@@ -51,6 +51,9 @@ fn in_cluster(bus: &TestBus, timeout: Duration, prefetch: u16, cluster: &str) ->
         max_backoff: Duration::from_secs(1),
         connection_name: "bus-test".into(),
         cluster: cluster.into(),
+        // One key for every deployment of these tests: a request from another cluster
+        // is then refused for its cluster id (a wrong key is `signing.rs`'s subject).
+        signing: SigningKeys::new(SigningKey::new([42u8; 32]).unwrap()),
     }
 }
 
@@ -336,15 +339,22 @@ async fn a_request_from_another_deployment_is_refused() {
         body: create_body(),
         ..Default::default()
     };
-    ch.basic_publish(
-        "ironic".into(),
-        s.host_queue("c1").as_str().into(),
-        BasicPublishOptions::default(),
-        &envelope.encode_to_vec(),
+    let body = envelope.encode_to_vec();
+    let props = s.signing.sign(
+        "ironic",
+        &s.host_queue("c1"),
         lapin::BasicProperties::default()
             .with_correlation_id("x1".into())
             .with_reply_to(q.name().clone())
             .with_headers(headers),
+        &body,
+    );
+    ch.basic_publish(
+        "ironic".into(),
+        s.host_queue("c1").as_str().into(),
+        BasicPublishOptions::default(),
+        &body,
+        props,
     )
     .await
     .unwrap()
@@ -760,12 +770,19 @@ async fn a_call_nobody_takes_goes_again_after_the_accept_window() {
         ironic_rpc::amqp::CLUSTER_HEADER.into(),
         lapin::types::AMQPValue::LongString(s.cluster.clone().into()),
     );
+    let body = late.encode_to_vec();
+    let props = s.signing.sign(
+        &s.exchange,
+        &queue,
+        lapin::BasicProperties::default().with_headers(headers),
+        &body,
+    );
     ch.basic_publish(
         s.exchange.as_str().into(),
         queue.as_str().into(),
         Default::default(),
-        &late.encode_to_vec(),
-        lapin::BasicProperties::default().with_headers(headers),
+        &body,
+        props,
     )
     .await
     .unwrap()

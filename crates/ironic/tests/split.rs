@@ -67,7 +67,18 @@ async fn alive_conductors(api: &Server) -> BTreeSet<String> {
 /// Starts conductors `hosts` and one API process; returns them once the API sees every
 /// conductor alive.
 async fn start_cluster(cluster: &Cluster, hosts: &[&str]) -> (Vec<Proc>, Proc, Server) {
-    let conductors: Vec<Proc> = hosts.iter().map(|h| cluster.conductor(h)).collect();
+    start_split(cluster, cluster, hosts).await
+}
+
+/// As [`start_cluster`], with the conductors' settings from `conductors` and the API's
+/// from `apis` (one database and vhost; say, each its own RabbitMQ user).
+async fn start_split(
+    conductors: &Cluster,
+    apis: &Cluster,
+    hosts: &[&str],
+) -> (Vec<Proc>, Proc, Server) {
+    let cluster = apis;
+    let conductors: Vec<Proc> = hosts.iter().map(|h| conductors.conductor(h)).collect();
     for c in &conductors {
         assert!(
             c.wait_log("ironic-conductor serving", Duration::from_secs(30)),
@@ -1197,5 +1208,353 @@ async fn kill_9_mid_allocation_burst_with_default_settings() {
         slowest.as_millis(),
         api_proc.log_text().matches("sending it again").count()
     );
+    t.cleanup().await;
+}
+
+/// The ops address a process logs (`serving /healthz, /readyz and /metrics addr=…`).
+fn ops_addr(p: &Proc) -> std::net::SocketAddr {
+    p.log_text()
+        .lines()
+        .find(|l| l.contains("serving /healthz, /readyz and /metrics"))
+        .and_then(|l| l.split("addr=").nth(1))
+        .and_then(|a| a.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The sum of a counter's samples whose labels include `labels` (`k="v"` each).
+async fn counter(s: &Server, name: &str, labels: &[&str]) -> f64 {
+    let r = s.call("GET", "/metrics", None, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A party that reaches the broker but not the database (here the test, with the
+/// broker's credentials and the cluster id, which is no secret) publishes `create_node`
+/// calls straight to a real conductor's queues: unsigned, and signed with a key of its
+/// own. Their nodes never reach the database, nobody answers them, and the conductor
+/// counts them in `ironic_rpc_messages_refused_total`; the same call signed with the
+/// deployment's key (which only the database holds) creates its node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_calls_never_reach_the_database() {
+    use futures_lite::StreamExt;
+    use ironic_model::{Node, NodeUuid, Version};
+    use ironic_rpc::amqp::{CLUSTER_HEADER, SigningKey, SigningKeys};
+    use ironic_rpc::{Call, calls::CreateNode, convert, pb};
+    use lapin::options::{BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+    use lapin::types::{AMQPValue, FieldTable};
+    use prost::Message;
+
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(&t.url, &[("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0")]);
+    let cond = cluster.conductor("sig-a");
+    assert!(
+        cond.wait_log("ironic-conductor serving", Duration::from_secs(30)),
+        "{}",
+        cond.log_text()
+    );
+    let ops = Server::client(ops_addr(&cond));
+    let id = t.db.cluster_id().await.unwrap();
+    let ours = SigningKeys::new(SigningKey::new(t.db.bus_signing_key().await.unwrap()).unwrap());
+    let theirs = SigningKeys::new(SigningKey::new([9u8; 32]).unwrap());
+
+    let conn = lapin::Connection::connect(&cluster.bus.url, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let q = ch
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut inbox = ch
+        .basic_consume(
+            q.name().as_str().into(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let (own, shared) = (
+        format!("ironic.conductor_manager.{id}.sig-a"),
+        format!("ironic.conductor_manager.{id}"),
+    );
+    // (correlation id, routing key, signed with, the node it would create)
+    let calls = [
+        ("unsigned-own", &own, None),
+        ("unsigned-shared", &shared, None),
+        ("wrong-key", &own, Some(&theirs)),
+        ("genuine", &own, Some(&ours)),
+    ];
+    let mut uuids = Vec::new();
+    for (corr, rk, key) in calls {
+        let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+        uuids.push((corr, node.uuid.as_str().to_string()));
+        let body = pb::Request {
+            method: CreateNode::METHOD.into(),
+            request_id: format!("req-{corr}"),
+            body: pb::CreateNodeRequest {
+                node: Some(convert::node_to_pb(&node)),
+            }
+            .encode_to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut h = FieldTable::default();
+        h.insert(
+            CLUSTER_HEADER.into(),
+            AMQPValue::LongString(id.clone().into()),
+        );
+        let props = lapin::BasicProperties::default()
+            .with_correlation_id(corr.into())
+            .with_reply_to(q.name().clone())
+            .with_type(CreateNode::METHOD.into())
+            .with_headers(h);
+        let props = match key {
+            Some(k) => k.sign("ironic", rk, props, &body),
+            None => props,
+        };
+        ch.basic_publish(
+            "ironic".into(),
+            rk.as_str().into(),
+            BasicPublishOptions::default(),
+            &body,
+            props,
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
+    // The genuine call is answered; whatever else arrives must be about it too.
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(20), "no reply");
+        let d = tokio::time::timeout(Duration::from_secs(20), inbox.next())
+            .await
+            .expect("a reply")
+            .unwrap()
+            .unwrap();
+        let corr = d.properties.correlation_id().as_ref().unwrap().to_string();
+        assert_eq!(
+            corr, "genuine",
+            "only the genuine call is answered or taken"
+        );
+        if d.properties.kind().is_none() {
+            let r = pb::Reply::decode(&d.data[..]).unwrap();
+            assert!(matches!(r.result, Some(pb::reply::Result::Ok(_))), "{r:?}");
+            break;
+        }
+    }
+    until(
+        "the conductor counted the forgeries",
+        Duration::from_secs(15),
+        || async {
+            let m = "ironic_rpc_messages_refused_total";
+            counter(&ops, m, &["side=\"server\"", "reason=\"unsigned\""]).await == 2.0
+                && counter(&ops, m, &["side=\"server\"", "reason=\"bad_signature\""]).await == 1.0
+        },
+    )
+    .await;
+    for (corr, uuid) in &uuids {
+        let stored = t.db.node_by_uuid(uuid).await.unwrap();
+        assert_eq!(stored.is_some(), *corr == "genuine", "{corr}: {uuid}");
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), inbox.next())
+            .await
+            .is_err(),
+        "no answer to a forgery"
+    );
+    assert!(
+        cond.log_text()
+            .contains("dropped a message on the bus that is unsigned or wrongly signed"),
+        "{}",
+        cond.log_text()
+    );
+    let _ = conn.close(200, "done".into()).await;
+    drop(cond);
+    t.cleanup().await;
+}
+
+/// The RabbitMQ permissions `docs/operations.md` gives ("The broker trust boundary")
+/// are enough, and no more than that: an API user that may declare, write and read only
+/// the exchange and its own reply queues, and a conductor user that may only use the
+/// exchange, its deployment's conductor queues and the default exchange (replies) run
+/// the split deployment (nodes created, cleaned, made available, allocated; a conductor
+/// stopping is announced at once), while the API user can neither read a conductor's
+/// queue nor publish to the default exchange.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_broker_users_run_the_split_deployment() {
+    use lapin::options::{BasicConsumeOptions, BasicPublishOptions};
+    use lapin::types::FieldTable;
+
+    let t = TestDb::postgres().await.unwrap();
+    let id = t.db.cluster_id().await.unwrap();
+    let settle = ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0");
+    let base = Cluster::new(&t.url, &[settle]);
+    // As in docs/operations.md, with the exchange `ironic`.
+    let api_perm = r"^(ironic|amq\.gen-.*)$";
+    let api_url = base
+        .bus
+        .user("ironic-api", api_perm, api_perm, api_perm)
+        .unwrap();
+    let queues = format!(r"ironic\.conductor_manager\.{id}(\..*)?");
+    let cond_url = base
+        .bus
+        .user(
+            "ironic-conductor",
+            &format!("^(ironic|{queues})$"),
+            &format!(r"^(ironic|amq\.default|{queues})$"),
+            &format!("^(ironic|{queues})$"),
+        )
+        .unwrap();
+    let conductors = base.sharing_bus(&t.url, &[settle, ("IRONIC_AMQP__URL", &cond_url)]);
+    let apis = base.sharing_bus(&t.url, &[settle, ("IRONIC_AMQP__URL", &api_url)]);
+    let hosts = ["lp-a", "lp-b"];
+    let (mut procs, api_proc, api) = start_split(&conductors, &apis, &hosts).await;
+    // Create (calls to the ring owners' queues), manage and provide (cleaning).
+    common::available_nodes(&api, "rc-lp", 6, 2).await;
+    let mut uuids = Vec::new();
+    // More than there are nodes: six are allocated, two fail.
+    for i in 0..8 {
+        let r = api
+            .post(
+                "/v1/allocations",
+                "1.60",
+                &json!({"resource_class": "rc-lp", "name": format!("lp-{i}")}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        uuids.push(r.json()["uuid"].as_str().unwrap().to_string());
+    }
+    common::check_allocations(&api, &uuids, 6).await;
+    // A graceful stop is announced (membership key on the exchange) and taken in at once.
+    let mut stopping = procs.pop().unwrap();
+    stopping.term();
+    until(
+        "the API sees lp-b gone",
+        Duration::from_secs(15),
+        || async { !alive_conductors(&api).await.contains("lp-b") },
+    )
+    .await;
+    let r = api
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "fake-hardware", "name": "after-stop"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    for p in procs.iter().chain([&api_proc, &stopping]) {
+        assert!(
+            !p.log_text().contains("ACCESS_REFUSED"),
+            "{}: {}",
+            p.name,
+            p.log_text()
+        );
+    }
+
+    // No more than that: the API user cannot read a conductor's queue ...
+    let conn = lapin::Connection::connect(&api_url, Default::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    let shared = format!("ironic.conductor_manager.{id}");
+    let e = ch
+        .basic_consume(
+            shared.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("ACCESS_REFUSED"), "{e}");
+    // ... nor publish to the default exchange (straight into a reply queue).
+    let ch = conn.create_channel().await.unwrap();
+    let published = ch
+        .basic_publish(
+            "".into(),
+            "amq.gen-x".into(),
+            BasicPublishOptions::default(),
+            b"",
+            Default::default(),
+        )
+        .await;
+    let refused = match published {
+        Err(e) => e.to_string(),
+        // The refusal closes the channel; the next operation on it says why.
+        Ok(_) => ch
+            .basic_qos(1, Default::default())
+            .await
+            .map_or_else(|e| e.to_string(), |_| "accepted".into()),
+    };
+    assert!(refused.contains("ACCESS_REFUSED"), "{refused}");
+    let _ = conn.close(200, "done".into()).await;
+    t.cleanup().await;
+}
+
+/// `[amqp] signing_key_file`: API and conductor with the same key file run the
+/// deployment; a conductor whose key file is too short, or missing, does not start and
+/// says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_file_signs_and_a_bad_one_stops_the_start() {
+    let t = TestDb::postgres().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("ironic-keys-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, short) = (dir.join("bus.key"), dir.join("short.key"));
+    std::fs::write(&good, format!("{}\n", "ab".repeat(32))).unwrap();
+    std::fs::write(&short, "0123456789\n").unwrap();
+    let settle = ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "0");
+    let good_path = good.display().to_string();
+    let cluster = Cluster::new(
+        &t.url,
+        &[settle, ("IRONIC_AMQP__SIGNING_KEY_FILE", &good_path)],
+    );
+    let (_conductors, _api_proc, api) = start_cluster(&cluster, &["kf-a"]).await;
+    let r = api
+        .post(
+            "/v1/nodes",
+            V,
+            &json!({"driver": "fake-hardware", "name": "kf-1"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+
+    for (key, why) in [
+        (short, "at least 32"),
+        (dir.join("missing.key"), "cannot read"),
+    ] {
+        let path = key.display().to_string();
+        // Kept until the end: its directory holds the process's log.
+        let place =
+            cluster.sharing_bus(&t.url, &[settle, ("IRONIC_AMQP__SIGNING_KEY_FILE", &path)]);
+        let mut bad = place.conductor("kf-bad");
+        let status = bad.wait_exit(Duration::from_secs(30)).expect("it stops");
+        assert!(!status.success());
+        let log = bad.log_text();
+        assert!(
+            log.contains("bus signing key") && log.contains(why),
+            "{log}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     t.cleanup().await;
 }

@@ -21,12 +21,13 @@ use tracing::Instrument;
 use super::{
     ACCEPTED, BusSettings, CallError, HOST_HEADER, INCARNATION_HEADER, MEMBERSHIP, STABLE_LINK,
     Taker, Target, bus_error, cluster_headers, connect, declare_exchange, declare_exclusive_queue,
-    header_text, now_ms, open_or_stop, pause, sender_cluster, stop_and_join, wait_until,
+    header_text, now_ms, open_or_stop, pause, sender_cluster, signing, stop_and_join, wait_until,
 };
 use crate::calls::Ping;
 use crate::contract::Call;
 use crate::convert::error_from_pb;
 use crate::{Context, pb, trace};
+use signing::REQUEST_ID_HEADER;
 
 /// How long past the accept window a caller still waits for the notice of a conductor
 /// that took the call: the clocks of the two hosts may differ a little (the conductor
@@ -78,6 +79,13 @@ impl ClientInner {
 
     fn deliver(&self, d: Delivery) {
         let mine = &self.settings.cluster;
+        // A reply, notice or announcement nobody of this deployment signed is ignored: a
+        // call it claims to answer goes on waiting for the real reply.
+        if let Err(why) = self.settings.signing.verify_delivery(&d) {
+            let ours = sender_cluster(&d.properties).as_deref() == Some(mine.as_str());
+            signing::refused("client", why, ours);
+            return;
+        }
         match sender_cluster(&d.properties) {
             Some(c) if c == *mine => {}
             other => {
@@ -318,7 +326,7 @@ impl Client {
             }
         }
         headers.insert(
-            "x-openstack-request-id".into(),
+            REQUEST_ID_HEADER.into(),
             AMQPValue::LongString(ctx.request_id.clone().into()),
         );
         let envelope = pb::Request {
@@ -344,8 +352,12 @@ impl Client {
                 timeout.as_secs()
             ))
         };
-        // Bounded too: the broker may block publishers (memory or disk alarm).
         let payload = envelope.encode_to_vec();
+        let settings = &self.inner.settings;
+        let props = settings
+            .signing
+            .sign(&settings.exchange, &rk, props, &payload);
+        // Bounded too: the broker may block publishers (memory or disk alarm).
         let publish = link.channel.basic_publish(
             self.inner.settings.exchange.as_str().into(),
             rk.as_str().into(),

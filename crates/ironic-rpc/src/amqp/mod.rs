@@ -6,7 +6,10 @@
 //!   `ironic.conductor_manager.<cluster>` (calls for any conductor; RabbitMQ balances
 //!   them over the live consumers). `<cluster>` is the deployment's id from the
 //!   database; every message also carries it in a header, checked on receipt, so two
-//!   deployments on one vhost never take each other's calls.
+//!   deployments on one vhost never take each other's calls by mistake.
+//! - Every message is signed ([`signing`]: HMAC-SHA256 over its body and every header
+//!   that routes it or gives it meaning, keyed by the deployment's secret); one that is
+//!   unsigned or wrongly signed is dropped unrun and unanswered.
 //! - Requests are published `mandatory` with publisher confirms: a call to a host whose
 //!   queue is gone (the conductor stopped or crashed: its queue is exclusive to its
 //!   connection) fails at once instead of waiting for the timeout.
@@ -22,8 +25,9 @@
 
 //!
 //! Modules: [`client`] (the caller's end: one connection, a private reply queue),
-//! [`routing`] (which queue a call goes to: the ring owner's, the shared one, a host's)
-//! and [`server`] (a conductor's consumers, its bounded concurrency and graceful drain).
+//! [`routing`] (which queue a call goes to: the ring owner's, the shared one, a host's),
+//! [`server`] (a conductor's consumers, its bounded concurrency and graceful drain) and
+//! [`signing`] (the signature every message carries).
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -39,10 +43,12 @@ use tokio::task::JoinHandle;
 mod client;
 mod routing;
 mod server;
+pub mod signing;
 
 pub use client::Client;
 pub use routing::RemoteConductors;
 pub use server::Server;
+pub use signing::{SIGNATURE_HEADER, SigningKey, SigningKeys};
 
 /// The topic: prefix of the shared queue and of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
@@ -99,8 +105,11 @@ pub struct BusSettings {
     pub connection_name: String,
     /// The deployment's identity (`Db::cluster_id`): part of every queue name and
     /// routing key, and sent in the [`CLUSTER_HEADER`] of every message, so that two
-    /// deployments on one vhost never take each other's calls.
+    /// deployments on one vhost never take each other's calls by mistake.
     pub cluster: String,
+    /// The keys every message is signed and verified with (`[amqp] signing_key_file`,
+    /// else `Db::bus_signing_key`).
+    pub signing: SigningKeys,
 }
 
 impl BusSettings {

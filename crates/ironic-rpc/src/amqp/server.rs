@@ -19,10 +19,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::{
-    ACCEPTED, BusSettings, HOST_HEADER, INCARNATION_HEADER, MEMBERSHIP, STABLE_LINK,
+    ACCEPTED, BusSettings, HOST_HEADER, INCARNATION_HEADER, MEMBERSHIP, STABLE_LINK, SigningKeys,
     cluster_headers, connect, declare_exchange, declare_exclusive_queue, now_ms, open_or_stop,
-    pause, sender_cluster, wait_until,
+    pause, sender_cluster, signing, wait_until,
 };
+use crate::contract::method_label;
 use crate::dispatch::{Dispatch, error_reply};
 use crate::{Context, pb, trace};
 
@@ -77,6 +78,10 @@ impl Server {
             .with_type(MEMBERSHIP.into())
             .with_headers(cluster_headers(&self.settings.cluster));
         let key = self.settings.membership_key();
+        let props = self
+            .settings
+            .signing
+            .sign(&self.settings.exchange, &key, props, &[]);
         let publish = channel.basic_publish(
             self.settings.exchange.as_str().into(),
             key.as_str().into(),
@@ -228,6 +233,7 @@ async fn run_server(
                     incarnation,
                     call_timeout: settings.call_timeout,
                     cluster: settings.cluster.clone(),
+                    keys: settings.signing.clone(),
                 };
                 let stopping = loop {
                     // Take a delivery only with a free slot in hand.
@@ -383,6 +389,7 @@ struct HandlerCtx {
     incarnation: i64,
     call_timeout: Duration,
     cluster: String,
+    keys: SigningKeys,
 }
 
 /// Clocks of callers and conductors differ a little; a request is dropped only when
@@ -398,7 +405,21 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
         incarnation,
         call_timeout,
         cluster,
+        keys,
     } = ctx;
+    // Nothing of a message that no process of this deployment signed is acted on: it
+    // is dropped (rejected, not requeued) before the notice, the decoding and the
+    // accept-window check, and answered with nothing.
+    if let Err(why) = keys.verify_delivery(&d) {
+        let ours = sender_cluster(&d.properties).as_deref() == Some(cluster.as_str());
+        signing::refused("server", why, ours);
+        let drop = BasicNackOptions {
+            requeue: false,
+            ..Default::default()
+        };
+        let _ = tokio::time::timeout(call_timeout, d.nack(drop)).await;
+        return;
+    }
     let reply_to = d.properties.reply_to().as_ref().map(|s| s.to_string());
     let corr = d.properties.correlation_id().clone();
     let decoded = pb::Request::decode(&d.data[..]);
@@ -414,7 +435,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
             late_ms = now_ms() - req.accept_by_unix_ms,
             "dropped a request taken after its accept window (the caller treats it as not carried out)"
         );
-        metrics::counter!("ironic_rpc_dropped_late_total", "method" => req.method.clone())
+        metrics::counter!("ironic_rpc_dropped_late_total", "method" => method_label(&req.method))
             .increment(1);
         let _ = tokio::time::timeout(call_timeout, d.ack(BasicAckOptions::default())).await;
         return;
@@ -439,6 +460,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
             .with_type(ACCEPTED.into())
             .with_correlation_id(corr.clone())
             .with_headers(headers);
+        let props = keys.sign("", reply_to, props, &[]);
         let notice = channel.basic_publish(
             "".into(),
             reply_to.as_str().into(),
@@ -519,9 +541,9 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "rpc handled"
                 );
-                metrics::counter!("ironic_rpc_handled_total", "method" => req.method.clone(), "outcome" => outcome)
+                metrics::counter!("ironic_rpc_handled_total", "method" => method_label(&req.method), "outcome" => outcome)
                     .increment(1);
-                metrics::histogram!("ironic_rpc_handled_duration_seconds", "method" => req.method.clone())
+                metrics::histogram!("ironic_rpc_handled_duration_seconds", "method" => method_label(&req.method))
                     .record(started.elapsed().as_secs_f64());
                 reply
             }
@@ -539,6 +561,7 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
         props = props.with_correlation_id(c);
     }
     let payload = reply.encode_to_vec();
+    let props = keys.sign("", &reply_to, props, &payload);
     let publish = channel.basic_publish(
         "".into(),
         reply_to.as_str().into(),
