@@ -183,8 +183,9 @@ impl Default for OneViewSection {
     }
 }
 
-/// The message bus of the split deployment (`ironic-api`, `ironic-conductor`).
-#[derive(Debug, Clone, Deserialize)]
+/// The message bus of the split deployment (`ironic-api`, `ironic-conductor`). `Debug`
+/// shows the URL without its password.
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AmqpSection {
     /// `amqp://user:password@host:port/vhost`, vhost URL-encoded (`%2f` is `/`).
@@ -212,6 +213,22 @@ pub struct AmqpSection {
     /// A second key, accepted on receipt but never used to sign: set during a key
     /// rotation (`docs/operations.md`, "The bus signing key").
     pub accept_signing_key_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for AmqpSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpSection")
+            .field("url", &redact_url(&self.url))
+            .field("exchange", &self.exchange)
+            .field("call_timeout", &self.call_timeout)
+            .field("prefetch", &self.prefetch)
+            .field("accept_timeout", &self.accept_timeout)
+            .field("max_reconnect_backoff", &self.max_reconnect_backoff)
+            .field("tls_cacert_file", &self.tls_cacert_file)
+            .field("signing_key_file", &self.signing_key_file)
+            .field("accept_signing_key_file", &self.accept_signing_key_file)
+            .finish()
+    }
 }
 
 /// OpenTelemetry traces.
@@ -308,6 +325,24 @@ pub struct ApiSection {
     pub ramdisk_heartbeat_timeout: u64,
 }
 
+/// Whether an AMQP URL is plain `amqp://` to a host other than loopback.
+fn plaintext_remote(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("amqp://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host_port.split(':').next().unwrap_or_default(),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
+
 /// `Debug` shows the URL without its password ([`redact_url`]).
 #[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -333,20 +368,7 @@ impl std::fmt::Debug for DatabaseSection {
     }
 }
 
-/// A URL (`postgres://u:pw@h/db`, `amqps://u:pw@h/vhost`) without its password, for
-/// logs and `Debug`.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
+pub use ironic_model::secrets::redact_url;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -723,6 +745,12 @@ impl Config {
                 "http_basic without TLS: passwords cross the network in clear text unless a TLS proxy is in front ([api] tls_cert_file)".into(),
             );
         }
+        if plaintext_remote(&self.amqp.url) {
+            w.push(format!(
+                "[amqp] url {} is plain amqp:// to another host: RPC payloads (BMC passwords among them) cross the network in clear text; use amqps:// (docs/operations.md)",
+                redact_url(&self.amqp.url)
+            ));
+        }
         w
     }
 
@@ -855,6 +883,21 @@ mod tests {
     }
 
     #[test]
+    fn plain_amqp_to_another_host_is_warned_about() {
+        assert!(!plaintext_remote("amqp://guest:guest@127.0.0.1:5672/x"));
+        assert!(!plaintext_remote("amqp://localhost/%2f"));
+        assert!(!plaintext_remote("amqp://u:p@[::1]:5672/x"));
+        assert!(!plaintext_remote("amqps://u:p@mq.example.net/x"));
+        assert!(plaintext_remote("amqp://u:p@mq.example.net:5672/x"));
+        assert!(plaintext_remote("amqp://192.0.2.1/x"));
+        let mut c = Config::load(None, env(&[])).unwrap();
+        c.amqp.url = "amqp://u:hunter2@192.0.2.1/x".into();
+        let w = c.warnings();
+        assert!(w.iter().any(|w| w.contains("amqps://")), "{w:?}");
+        assert!(!w.iter().any(|w| w.contains("hunter2")), "{w:?}");
+    }
+
+    #[test]
     fn urls_are_shown_without_passwords() {
         assert_eq!(
             redact_url("postgres://u:secret@h/db"),
@@ -867,6 +910,7 @@ mod tests {
         );
         let mut c = Config::load(None, env(&[])).unwrap();
         c.database.url = "postgres://ironic:hunter2@db/ironic".into();
+        c.amqp.url = "amqps://ironic:hunter2@mq/ironic".into();
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
     }

@@ -335,6 +335,21 @@ pub fn log_safe(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A URL (`postgres://u:pw@h/db`, `amqps://u:pw@h/vhost`) without its password, for
+/// logs and `Debug`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// Texts of about `len` bytes built to be hard to mask, named by shape: the benchmark
 /// (`cargo run --release -p ironic-model --example mask_bench`) and the tests use them.
 pub fn hostile_texts(len: usize) -> Vec<(&'static str, String)> {

@@ -83,7 +83,8 @@ pub struct Taker {
     pub incarnation: Option<i64>,
 }
 
-#[derive(Debug, Clone)]
+/// `Debug` shows the URL without its password.
+#[derive(Clone)]
 pub struct BusSettings {
     /// `amqp://user:password@host:port/vhost` (vhost URL-encoded, `%2f` for `/`).
     pub url: String,
@@ -110,6 +111,23 @@ pub struct BusSettings {
     /// The keys every message is signed and verified with (`[amqp] signing_key_file`,
     /// else `Db::bus_signing_key`).
     pub signing: SigningKeys,
+}
+
+impl std::fmt::Debug for BusSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BusSettings")
+            .field("url", &ironic_model::secrets::redact_url(&self.url))
+            .field("exchange", &self.exchange)
+            .field("call_timeout", &self.call_timeout)
+            .field("prefetch", &self.prefetch)
+            .field("tls_ca_pem", &self.tls_ca_pem.as_ref().map(|_| "(set)"))
+            .field("accept_timeout", &self.accept_timeout)
+            .field("max_backoff", &self.max_backoff)
+            .field("connection_name", &self.connection_name)
+            .field("cluster", &self.cluster)
+            .field("signing", &self.signing)
+            .finish()
+    }
 }
 
 impl BusSettings {
