@@ -437,10 +437,17 @@ found = client.lookup_node({"interfaces": [nic]}, timeout=10, starting_interval=
 assert found["config"]["agent_token_required"] is True, found
 client.agent_token = found["config"]["agent_token"]
 assert client.agent_token and client.agent_token != "******", found
-client.heartbeat(found["node"]["uuid"], ("192.0.2.20", 9999))
+# [agent] require_tls (the default): an agent that advertises plain http is refused.
+from ironic_python_agent import errors
+try:
+    client.heartbeat(found["node"]["uuid"], ("192.0.2.20", 9999), advertise_protocol="http")
+    raise SystemExit("an http callback URL was accepted")
+except errors.HeartbeatError as e:
+    assert "require_tls" in str(e), e
+client.heartbeat(found["node"]["uuid"], ("192.0.2.20", 9999), advertise_protocol="https")
 print("agent ok", found["node"]["uuid"])
 PY
-os baremetal node show compat-agent -f json -c driver_internal_info | grep >/dev/null '"agent_url": "http://192.0.2.20:9999"' \
+os baremetal node show compat-agent -f json -c driver_internal_info | grep >/dev/null '"agent_url": "https://192.0.2.20:9999"' \
   || fail "heartbeat not recorded: $(os baremetal node show compat-agent -f json -c driver_internal_info)"
 os baremetal node show compat-agent -f json -c driver_internal_info | grep >/dev/null '"agent_secret_token": "\*\*\*\*\*\*"' \
   || fail "token not masked"
