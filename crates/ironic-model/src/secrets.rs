@@ -292,17 +292,31 @@ fn mask_spans(s: &str, mut spans: Vec<(usize, usize)>) -> Cow<'_, str> {
 /// messages may quote what a client sent, and a client may send a megabyte.
 pub const TEXT_MAX: usize = 4096;
 
-/// `s` cut to at most [`TEXT_MAX`] bytes (at a character boundary), saying how much was
-/// left out. Cut after masking, so that a cut never shows part of a secret.
+/// `s` cut to at most [`TEXT_MAX`] bytes (at character boundaries): its beginning and its
+/// last KiB, with how much was left out between them (a message's reason comes last:
+/// `'…' is too long`). Cut after masking, so that a cut never shows part of a secret. A
+/// cut text is not cut again (`cut(cut(s)) == cut(s)`).
 pub fn cut(s: &str) -> Cow<'_, str> {
     if s.len() <= TEXT_MAX {
         return Cow::Borrowed(s);
     }
-    let mut end = TEXT_MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
+    const TAIL: usize = 1024;
+    // Room for the marker, whatever the number in it.
+    const MARKER: usize = 64;
+    let mut head = TEXT_MAX - TAIL - MARKER;
+    while !s.is_char_boundary(head) {
+        head -= 1;
     }
-    Cow::Owned(format!("{}… ({} more bytes)", &s[..end], s.len() - end))
+    let mut tail = s.len() - TAIL;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    Cow::Owned(format!(
+        "{} … ({} bytes left out) … {}",
+        &s[..head],
+        tail - head,
+        &s[tail..]
+    ))
 }
 
 /// A text as it may be stored where readers see it (`last_error`, node history): its
@@ -504,6 +518,20 @@ mod tests {
             let text = parts.concat();
             proptest::prop_assert_eq!(mask_text(&text).into_owned(), reference_mask(&text));
         }
+    }
+
+    #[test]
+    fn long_texts_keep_their_beginning_and_their_end() {
+        let long = format!("Schema error: '{}' is too long", "é".repeat(5000));
+        let shown = cut(&long);
+        assert!(shown.len() <= TEXT_MAX, "{}", shown.len());
+        assert!(shown.starts_with("Schema error: 'éé"), "{shown}");
+        assert!(shown.ends_with("éé' is too long"), "{shown}");
+        assert!(shown.contains(" bytes left out) "), "{shown}");
+        assert_eq!(cut(&shown), shown, "a cut text is not cut again");
+        assert!(matches!(cut("short"), Cow::Borrowed("short")));
+        let stored = stored_text(&format!("password=x {}", "y".repeat(10_000)));
+        assert_eq!(stored_text(&stored), stored);
     }
 
     /// The scans that resume where others stopped give what one scan per key gives.
