@@ -22,7 +22,10 @@ impl Conductor {
         if node.driver_internal_info.contains_key(agent::TOKEN) {
             return Ok(masked_token(node));
         }
-        self.with_lock(&req.node, |mut n| async move {
+        // One attempt at the lock (upstream's): a lookup of a node another operation
+        // holds fails at once with 409; waiting would let lookups stack up in the
+        // conductor's request slots. The agent looks up again.
+        self.with_lock_now(&req.node, |mut n| async move {
             // Another lookup may have won the lock first.
             if n.driver_internal_info.contains_key(agent::TOKEN) {
                 return Ok(masked_token(n));
