@@ -298,6 +298,123 @@ async fn bmc_passwords_never_reach_answers_or_logs() {
     t.cleanup().await;
 }
 
+/// What a ramdisk sends without credentials (`continue_inspection`) and what
+/// inspection rules make of it reach `last_error`, node history and the conductor's log
+/// (real binaries, debug logging, the human format): secrets masked, and a newline
+/// cannot start a log line of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
+    const V: &str = "1.96";
+    let t = TestDb::postgres().await.unwrap();
+    let filter = "debug,lapin=info,sqlx=warn,hyper=info,hyper_util=info,h2=info,tower=info";
+    let cluster = Cluster::new(
+        &t.url,
+        &[("IRONIC_LOG__FILTER", filter), ("RUST_LOG", filter)],
+    );
+    let conductor = cluster.conductor("sec-insp");
+    let (api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    let node = json!({"driver": "fake-hardware", "name": "insp", "inspect_interface": "agent",
+                      "driver_info": {"ipmi_address": "192.0.2.50"}});
+    common::until("the node is created", Duration::from_secs(30), || {
+        let (api, node) = (&api, &node);
+        async move { api.post("/v1/nodes", V, node).await.status == 201 }
+    })
+    .await;
+    let uuid = api.get("/v1/nodes/insp", V).await.json()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(api.provision_to(V, "insp", "manage").await.status, 202);
+    api.wait_state(V, "insp", "manageable").await;
+    // A line as the human format writes it, to be forged after a newline.
+    const FORGED: &str = "2026-01-01T00:00:00.000000Z  INFO ironic::audit: audit";
+    let forged = |n: u32| format!("\n{FORGED} forged-{n} user=\"admin\" status=204");
+    // One in-band inspection that ends in `inspect failed`, the ramdisk posting `data`.
+    let inspect = |data: Value| {
+        let (api, uuid) = (&api, &uuid);
+        async move {
+            assert_eq!(api.provision_to(V, "insp", "inspect").await.status, 202);
+            api.wait_state(V, "insp", "inspect wait").await;
+            let r = api
+                .post(
+                    &format!("/v1/continue_inspection?node_uuid={uuid}"),
+                    V,
+                    &data,
+                )
+                .await;
+            assert_eq!(r.status, 202, "{}", r.body);
+            let n = api.wait_state(V, "insp", "inspect failed").await;
+            assert_eq!(api.provision_to(V, "insp", "manage").await.status, 202);
+            api.wait_state(V, "insp", "manageable").await;
+            n["last_error"].as_str().unwrap_or_default().to_string()
+        }
+    };
+    let inventory = |vendor: &str| {
+        json!({"interfaces": [{"name": "eth0", "mac_address": "52:54:00:00:50:01"}],
+               "system_vendor": {"manufacturer": vendor}})
+    };
+    let mut answers = Vec::new();
+
+    // The ramdisk's own error.
+    let e = inspect(json!({"inventory": inventory("acme"),
+                          "error": format!("disk on fire password=sekrit-r1{}", forged(1))}))
+    .await;
+    assert!(
+        e.starts_with(
+            "Failed to finish inspection: Ramdisk reported error: disk on fire password=******"
+        ),
+        "{e}"
+    );
+    answers.push(e);
+
+    // A rule's failure quoting what the ramdisk sent.
+    let r = api
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"actions": [{"op": "set-attribute", "args": {"path": "/uuid",
+                    "value": "vendor {inventory[system_vendor][manufacturer]}"}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let e =
+        inspect(json!({"inventory": inventory(&format!("acme secret=sekrit-r2{}", forged(2)))}))
+            .await;
+    assert!(e.contains("with value vendor acme secret=******"), "{e}");
+    answers.push(e);
+
+    let history = api.get("/v1/nodes/insp/history?detail=true", V).await;
+    assert_eq!(history.status, 200, "{}", history.body);
+    assert!(history.body.contains("disk on fire"), "{}", history.body);
+    answers.push(history.body);
+    let logs = conductor.log_text();
+    for n in 1..=2 {
+        assert!(
+            logs.contains(&format!("\\n{FORGED} forged-{n}")),
+            "forged-{n} is logged, escaped:\n{logs}"
+        );
+    }
+    assert!(
+        !logs.lines().any(|l| l.starts_with(FORGED)),
+        "ramdisk data forged a log line in {}",
+        cluster.dir.display()
+    );
+    for secret in ["sekrit-r1", "sekrit-r2"] {
+        for a in &answers {
+            assert!(!a.contains(secret), "{secret} in {a}");
+        }
+        assert!(
+            !logs.contains(secret),
+            "{secret} in the log of {}",
+            cluster.dir.display()
+        );
+    }
+    drop(conductor);
+    drop(api_proc);
+    t.cleanup().await;
+}
+
 fn lines_of<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
     logs.lines().filter(|l| l.contains(target)).collect()
 }

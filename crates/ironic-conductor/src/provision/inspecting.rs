@@ -154,7 +154,7 @@ impl Provisioner {
             }
             Err(why) => {
                 let msg = format!("Failed to finish inspection: {why}");
-                tracing::warn!(node = %held.node.uuid, "{msg}");
+                tracing::warn!(node = %held.node.uuid, "{}", ironic_model::secrets::log_safe(&msg));
                 held.node.last_error = Some(msg);
                 Event::Fail
             }
@@ -190,7 +190,7 @@ impl Provisioner {
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(node = %node.uuid, "could not read the firmware components: {e}")
+                tracing::warn!(node = %node.uuid, "could not read the firmware components: {}", ironic_model::secrets::log_safe(&e.to_string()))
             }
         }
     }
@@ -217,7 +217,7 @@ impl Provisioner {
         {
             Ok(after) => node.power_state = Some(after),
             Err(e) => {
-                tracing::warn!(node = %node.uuid, "could not power off after inspection: {e}")
+                tracing::warn!(node = %node.uuid, "could not power off after inspection: {}", ironic_model::secrets::log_safe(&e.to_string()))
             }
         }
     }
@@ -409,7 +409,9 @@ impl Provisioner {
         }
         match &outcome {
             Ok(()) => tracing::info!(node = %uuid, rules = all.len(), "inspection rules applied"),
-            Err(e) => tracing::warn!(node = %uuid, "inspection rules failed: {e}"),
+            Err(e) => {
+                tracing::warn!(node = %uuid, "inspection rules failed: {}", ironic_model::secrets::log_safe(e))
+            }
         }
         outcome
     }

@@ -142,7 +142,7 @@ pub(crate) async fn apply_rules(
         match outcome {
             Ok(()) => {}
             Err(Failure::Final(text)) => {
-                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "error applying an inspection rule: {text}");
+                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "error applying an inspection rule: {}", ironic_model::secrets::log_safe(&text));
                 return Err(text);
             }
             Err(Failure::Generic(detail)) => {
@@ -150,7 +150,7 @@ pub(crate) async fn apply_rules(
                     "Failed to apply rule {} to node {}: {detail}",
                     rule.uuid, s.node.uuid
                 );
-                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "{text}");
+                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "{}", ironic_model::secrets::log_safe(&text));
                 return Err(text);
             }
         }
