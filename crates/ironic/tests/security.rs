@@ -368,20 +368,45 @@ async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
     );
     answers.push(e);
 
+    // An inspection with one rule.
+    let with_rule = |rule: Value, data: Value| {
+        let (api, inspect) = (&api, &inspect);
+        async move {
+            let r = api.post("/v1/inspection_rules", V, &rule).await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            let e = inspect(data).await;
+            let gone = format!(
+                "/v1/inspection_rules/{}",
+                r.json()["uuid"].as_str().unwrap()
+            );
+            assert_eq!(api.delete(&gone, V).await.status, 204);
+            e
+        }
+    };
+
     // A rule's failure quoting what the ramdisk sent.
-    let r = api
-        .post(
-            "/v1/inspection_rules",
-            V,
-            &json!({"actions": [{"op": "set-attribute", "args": {"path": "/uuid",
-                    "value": "vendor {inventory[system_vendor][manufacturer]}"}}]}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    let e =
-        inspect(json!({"inventory": inventory(&format!("acme secret=sekrit-r2{}", forged(2)))}))
-            .await;
+    let e = with_rule(
+        json!({"actions": [{"op": "set-attribute", "args": {"path": "/uuid",
+               "value": "vendor {inventory[system_vendor][manufacturer]}"}}]}),
+        json!({"inventory": inventory(&format!("acme secret=sekrit-r2{}", forged(2)))}),
+    )
+    .await;
     assert!(e.contains("with value vendor acme secret=******"), "{e}");
+    answers.push(e);
+
+    // A failed `api-call`: the URL shows without its user information and query (where
+    // webhook tokens are), in `last_error` and in the log of its retries.
+    let e = with_rule(
+        json!({"actions": [{"op": "api-call", "args": {
+               "url": "http://hook:sekrit-r3@127.0.0.1:9/notify?token=sekrit-r4",
+               "retries": 1, "backoff_factor": 0}}]}),
+        json!({"inventory": inventory("acme")}),
+    )
+    .await;
+    assert!(
+        e.contains("Request to http://127.0.0.1:9/notify failed: "),
+        "{e}"
+    );
     answers.push(e);
 
     let history = api.get("/v1/nodes/insp/history?detail=true", V).await;
@@ -400,7 +425,11 @@ async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
         "ramdisk data forged a log line in {}",
         cluster.dir.display()
     );
-    for secret in ["sekrit-r1", "sekrit-r2"] {
+    assert!(
+        logs.contains("api-call action: retrying"),
+        "the retry was logged"
+    );
+    for secret in ["sekrit-r1", "sekrit-r2", "sekrit-r3", "sekrit-r4"] {
         for a in &answers {
             assert!(!a.contains(secret), "{secret} in {a}");
         }

@@ -22,7 +22,7 @@ use crate::interfaces::{
     DriverErrorKind, DriverFuture, Indicator, Interface, ManagementInterface, NodeChanges,
     NodeInfo, PowerInterface, RaidInterface, driver_info_text,
 };
-use crate::outbound::Origin;
+use crate::outbound::{Origin, shown_url};
 use client::{Bmc, Http, RfError, Settings};
 
 pub use ironic_catalog::REDFISH;
@@ -1050,11 +1050,6 @@ const INSPECTION_LIMIT: std::time::Duration = std::time::Duration::from_secs(600
 
 /// The longest a power change is waited for, whatever the request asks.
 const POWER_WAIT_LIMIT: u64 = 3600;
-
-/// A URL as errors show it: without its query (signed URLs carry tokens there).
-fn shown_url(url: &str) -> &str {
-    url.split(['?', '#']).next().unwrap_or(url)
-}
 
 impl Interface for Iface {
     fn validate<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, ()> {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ironic_model::node::{JsonObject, Source};
 use ironic_model::port::{Port, PortSpec};
+use ironic_model::secrets::log_safe;
 use ironic_model::{Node, Version};
 use serde_json::{Map, Value};
 
@@ -853,6 +854,9 @@ async fn api_call(args: &Map<String, Value>, http: &dyn ApiCaller) -> Result<(),
     let retries = u32::try_from(retries.max(0))
         .unwrap_or(u32::MAX)
         .min(RETRIES_MAX);
+    // The URL as failures and logs show it: scheme, host, port and path only (a
+    // webhook's token is often in its query or user information).
+    let shown = ironic_drivers::outbound::shown_url(&url);
     let mut errors: u32 = 0;
     loop {
         let outcome = http.get(&url, &headers, timeout).await;
@@ -872,22 +876,22 @@ async fn api_call(args: &Map<String, Value>, http: &dyn ApiCaller) -> Result<(),
                     tokio::time::sleep(d).await;
                 }
             }
-            tracing::debug!(url = %url, attempt = errors, "api-call action: retrying");
+            tracing::debug!(url = %log_safe(&shown), attempt = errors, "api-call action: retrying");
             continue;
         }
         let detail = match outcome {
             Ok(code) if code < 400 => return Ok(()),
             Ok(code) if code < 500 => {
-                format!("{code} Client Error: {} for url: {url}", reason(code))
+                format!("{code} Client Error: {} for url: {shown}", reason(code))
             }
             Ok(code) if code < 600 => {
-                format!("{code} Server Error: {} for url: {url}", reason(code))
+                format!("{code} Server Error: {} for url: {shown}", reason(code))
             }
             Ok(_) => return Ok(()),
             Err(e) => e,
         };
         return Err(Failure::action(format!(
-            "Request to {url} failed: {detail}"
+            "Request to {shown} failed: {detail}"
         )));
     }
 }

@@ -1508,6 +1508,36 @@ async fn api_call_gives_up() {
     );
 }
 
+/// A failure shows the URL as scheme, host, port and path: no query, fragment or user
+/// information, where a webhook's token usually is.
+#[tokio::test]
+async fn api_call_failures_show_no_query_or_credentials() {
+    let mut env = Env::new();
+    for answer in [Ok(404), Ok(503), Err("connection refused".into())] {
+        let http = FakeHttp::new(vec![answer]);
+        let err = env
+            .run_with(
+                &[api_rule(json!({
+                    "url": "https://bot:pw-S3CRET@hook.example:8443/notify/{node.uuid}?token=S3CRET#S3CRET",
+                    "retries": 1, "backoff_factor": 0}))],
+                MaskSecrets::Always,
+                &http,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "Request to https://hook.example:8443/notify/{NODE_UUID} failed: "
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("S3CRET") && !err.contains("bot"), "{err}");
+        // The request itself went to the whole URL.
+        let seen = http.seen.lock().unwrap();
+        assert!(seen[0].0.ends_with("?token=S3CRET#S3CRET"), "{}", seen[0].0);
+    }
+}
+
 #[tokio::test]
 async fn api_call_parameters() {
     let http = FakeHttp::new(vec![Ok(200)]);
