@@ -409,6 +409,21 @@ async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
     );
     answers.push(e);
 
+    // A sensitive rule: none of its values in `last_error`, history or the log, not
+    // even what its `log` action was to log.
+    let e = with_rule(
+        json!({"sensitive": true, "actions": [
+               {"op": "log", "args": {"msg": "sekrit-r5 {inventory[system_vendor][manufacturer]}"}},
+               {"op": "set-attribute", "args": {"path": "/uuid", "value": "sekrit-r6"}}]}),
+        json!({"inventory": inventory("acme")}),
+    )
+    .await;
+    assert!(
+        e.contains("action 2 (set-attribute) failed; the rule is sensitive"),
+        "{e}"
+    );
+    answers.push(e);
+
     let history = api.get("/v1/nodes/insp/history?detail=true", V).await;
     assert_eq!(history.status, 200, "{}", history.body);
     assert!(history.body.contains("disk on fire"), "{}", history.body);
@@ -429,7 +444,18 @@ async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
         logs.contains("api-call action: retrying"),
         "the retry was logged"
     );
-    for secret in ["sekrit-r1", "sekrit-r2", "sekrit-r3", "sekrit-r4"] {
+    assert!(
+        logs.contains("a sensitive rule's message, not shown"),
+        "the log action ran"
+    );
+    for secret in [
+        "sekrit-r1",
+        "sekrit-r2",
+        "sekrit-r3",
+        "sekrit-r4",
+        "sekrit-r5",
+        "sekrit-r6",
+    ] {
         for a in &answers {
             assert!(!a.contains(secret), "{secret} in {a}");
         }

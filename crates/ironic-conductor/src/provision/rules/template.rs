@@ -23,6 +23,8 @@ pub(super) struct Vars<'a> {
     pub item: Option<&'a Value>,
     /// Whether secrets of the inventory and plugin data are masked.
     pub mask: bool,
+    /// A sensitive rule's: a failed interpolation is logged without its text.
+    pub quiet: bool,
 }
 
 /// Why a template could not be formatted: `key` when Python would raise `KeyError`
@@ -318,11 +320,21 @@ fn safe_format(s: &str, vars: &Vars<'_>, is_empty: bool) -> Value {
     match format(s, vars) {
         Ok(out) => Value::String(out),
         Err(e) if e.key && is_empty => {
-            tracing::debug!(value = %s, "interpolation failed (missing field) for is-empty, using None");
+            if vars.quiet {
+                tracing::debug!("interpolation failed (missing field) for is-empty, using None");
+            } else {
+                tracing::debug!(value = %s, "interpolation failed (missing field) for is-empty, using None");
+            }
             Value::Null
         }
         Err(e) => {
-            tracing::warn!(value = %s, error = %e.msg, "interpolation of an inspection rule argument failed");
+            if vars.quiet {
+                tracing::warn!(
+                    "interpolation of an argument of a sensitive inspection rule failed"
+                );
+            } else {
+                tracing::warn!(value = %s, error = %e.msg, "interpolation of an inspection rule argument failed");
+            }
             Value::String(s.to_string())
         }
     }

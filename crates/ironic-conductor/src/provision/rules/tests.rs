@@ -205,6 +205,7 @@ fn vars_for<'a>(view: &'a JsonObject, inv: &'a JsonObject, pd: &'a JsonObject) -
         plugin_data: pd,
         item: None,
         mask: true,
+        quiet: false,
     }
 }
 
@@ -1597,4 +1598,83 @@ fn apply_rules_is_send() {
         changed_ports: BTreeSet::new(),
     };
     send(apply_rules(&[], &mut s, MaskSecrets::Always, &http));
+}
+
+// ---------------------------------------------------------------------------------
+// Sensitive rules.
+
+/// A sensitive rule's failure says which rule and which of its conditions or actions
+/// failed, and nothing of its arguments or of what they made (the text goes to
+/// `last_error`, node history and the log); the same rule not marked sensitive says all.
+#[tokio::test]
+async fn a_sensitive_rules_failure_shows_none_of_its_values() {
+    let secret = "S3CRET";
+    let cases = [
+        (
+            json!([]),
+            json!([{"op": "add-trait", "args": {"name": "CUSTOM_A"}},
+                   {"op": "set-attribute", "args": {"path": "/uuid", "value": format!("v-{secret}")}}]),
+            "action 2 (set-attribute)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "set-attribute", "args": {"path": format!("/{secret}/x"), "value": 1}}]),
+            "action 1 (set-attribute)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "extend-attribute", "args": {"path": "/extra", "value": secret}}]),
+            "action 1 (extend-attribute)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "fail", "args": {"msg": format!("token {secret}")}}]),
+            "action 1 (fail)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "api-call", "args": {"url": format!("http://hook/{secret}/x"),
+                    "retries": 0}}]),
+            "action 1 (api-call)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "set-port-attribute", "args": {"port_id": PORT_UUID,
+                    "path": "/address", "value": secret}}]),
+            "action 1 (set-port-attribute)",
+        ),
+        (
+            json!([{"op": "matches", "args": {"value": secret, "regex": format!("({secret}")}}]),
+            json!([{"op": "add-trait", "args": {"name": "CUSTOM_A"}}]),
+            "condition 1 (matches)",
+        ),
+    ];
+    for (conditions, actions, step) in cases {
+        for sensitive in [false, true] {
+            let r = rule(json!({"sensitive": sensitive, "conditions": conditions,
+                                "actions": actions}));
+            let mut env = Env::new();
+            let http = FakeHttp::new(vec![Ok(500)]);
+            let err = env
+                .run_with(&[r], MaskSecrets::Always, &http)
+                .await
+                .unwrap_err();
+            if sensitive {
+                assert_eq!(
+                    err,
+                    format!(
+                        "Failed to apply rule {RULE} to node {NODE_UUID}: {step} failed; the rule is sensitive, so the details are not shown."
+                    )
+                );
+            } else {
+                // The same rule not marked sensitive: the details (here the value, but
+                // for the regular expression's complaint).
+                assert!(!err.contains("not shown"), "{step}: {err}");
+                assert!(
+                    err.contains(secret) || step.starts_with("condition"),
+                    "{step}: {err}"
+                );
+            }
+        }
+    }
 }
