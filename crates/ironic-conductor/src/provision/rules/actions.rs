@@ -195,7 +195,7 @@ impl Target for NodeTarget<'_> {
     }
 
     fn known(&self, name: &str) -> bool {
-        super::template::node_view(self.0).contains_key(name)
+        super::template::node_fields(self.0).contains_key(name)
     }
 
     fn is_text(name: &str) -> bool {

@@ -405,7 +405,7 @@ async fn case_38_secrets_are_masked_as_configured() {
             "{mask:?} {sensitive}"
         );
     }
-    // At any depth, in whole objects rendered too; node fields are never masked.
+    // At any depth, in whole objects rendered too; node secrets always (below).
     let mut env = Env::new();
     env.inventory
         .insert("bmc".into(), json!({"password": "p", "user": "u"}));
@@ -428,7 +428,7 @@ async fn case_38_secrets_are_masked_as_configured() {
         json!("{'password': '***', 'user': 'u'}")
     );
     assert_eq!(env.node.extra["creds"], json!("[{'auth_token': '***'}]"));
-    assert_eq!(env.node.extra["node"], json!("n"));
+    assert_eq!(env.node.extra["node"], json!("******"));
     // Writes go to the real data.
     assert_eq!(env.plugin_data["password"], json!("new"));
 }
@@ -1677,4 +1677,94 @@ async fn a_sensitive_rules_failure_shows_none_of_its_values() {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------
+// What templates may read of the node, and what a ramdisk may make them read.
+
+/// The node a template sees has its secrets masked, whatever `mask_secrets` says:
+/// `driver_info` passwords (at any depth), the agent token in `driver_internal_info`,
+/// secret patterns in text. Writes still go to the real node.
+#[tokio::test]
+async fn templates_see_the_node_with_its_secrets_masked() {
+    let http = FakeHttp::new(vec![Ok(200)]);
+    for mask in [
+        MaskSecrets::Always,
+        MaskSecrets::Never,
+        MaskSecrets::Sensitive,
+    ] {
+        for sensitive in [false, true] {
+            let mut env = Env::new();
+            env.node.driver_info = obj(json!({"ipmi_address": "192.0.2.1",
+                "ipmi_password": "bmc-S3CRET", "bmcs": [{"redfish_password": "S3CRET-2"}]}));
+            env.node.driver_internal_info =
+                obj(json!({"agent_secret_token": "tok-S3CRET", "agent_url": "http://a"}));
+            env.node.extra = obj(json!({"note": "password=S3CRET-3"}));
+            let copy = |path: &str, value: &str| json!({"op": "set-attribute", "args": {"path": path, "value": value}});
+            let r = rule(json!({"sensitive": sensitive, "actions": [
+                copy("/extra/pw", "{node.driver_info[ipmi_password]}"),
+                copy("/extra/di", "{node.driver_info}"),
+                copy("/extra/token", "{node.driver_internal_info[agent_secret_token]}"),
+                copy("/extra/dii", "{node.driver_internal_info!r}"),
+                copy("/extra/note", "{node.extra[note]}"),
+                copy("/extra/addr", "{node.driver_info[ipmi_address]}"),
+                {"op": "set-attribute", "args": {"path": "/driver_info/ipmi_username",
+                                                 "value": "admin"}},
+            ]}));
+            env.run_with(&[r], mask, &http).await.unwrap();
+            let extra = Value::Object(env.node.extra.clone()).to_string();
+            assert!(!extra.contains("S3CRET"), "{mask:?} {sensitive}: {extra}");
+            assert_eq!(env.node.extra["pw"], json!("******"));
+            assert_eq!(env.node.extra["token"], json!("******"));
+            assert_eq!(env.node.extra["addr"], json!("192.0.2.1"));
+            // The real node keeps its secrets.
+            assert_eq!(env.node.driver_info["ipmi_password"], json!("bmc-S3CRET"));
+            assert_eq!(env.node.driver_info["ipmi_username"], json!("admin"));
+            assert_eq!(
+                env.node.driver_internal_info["agent_secret_token"],
+                json!("tok-S3CRET")
+            );
+        }
+    }
+}
+
+/// In a loop, an argument is formatted twice (a loop item may be a template), but text
+/// that the first pass took from the inventory, the plugin data or the node is written
+/// as it is: a ramdisk that sends a template gets it back, not evaluated.
+#[tokio::test]
+async fn a_loop_does_not_evaluate_templates_the_ramdisk_sent() {
+    let mut env = Env::new();
+    env.node.driver_info = obj(json!({"ipmi_password": "bmc-S3CRET", "ipmi_address": "x"}));
+    let sent = "{node.driver_info[ipmi_address]} {node.name} {{x}}";
+    env.inventory.insert(
+        "system_vendor".into(),
+        json!({"manufacturer": sent, "product_name": "a { b }} c"}),
+    );
+    env.plugin_data
+        .insert("note".into(), json!("{inventory[bmc_address]}"));
+    env.node.extra.insert("tmpl".into(), json!("{node.uuid}"));
+    env.act(
+        json!([]),
+        json!([
+            {"op": "set-attribute", "loop": [1, 2], "args": {"path": "/extra/v{item}",
+             "value": "vendor {inventory[system_vendor][manufacturer]}"}},
+            {"op": "set-attribute", "loop": ["a"], "args": {"path": "/extra/product",
+             "value": "{inventory[system_vendor][product_name]} {item}"}},
+            {"op": "set-attribute", "loop": ["a"], "args": {"path": "/extra/pd",
+             "value": "{plugin_data[note]} {node.extra[tmpl]} {item}"}},
+            // A loop item that is a template is still evaluated (upstream's).
+            {"op": "set-attribute", "loop": ["{node.name}"], "args": {"path": "/extra/it",
+             "value": "{item}"}},
+        ]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.node.extra["v1"], json!(format!("vendor {sent}")));
+    assert_eq!(env.node.extra["v2"], json!(format!("vendor {sent}")));
+    assert_eq!(env.node.extra["product"], json!("a { b }} c a"));
+    assert_eq!(
+        env.node.extra["pd"],
+        json!("{inventory[bmc_address]} {node.uuid} a")
+    );
+    assert_eq!(env.node.extra["it"], json!("insp-node"));
 }
