@@ -126,7 +126,7 @@ impl Conductor {
                     tracing::info!(
                         node = %n.uuid,
                         state = %n.provision_state,
-                        agent_url = %secrets::mask_text(url),
+                        agent_url = %secrets::log_safe(url),
                         "heartbeat recorded"
                     );
                 }

@@ -424,12 +424,71 @@ async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
     );
     answers.push(e);
 
+    // What rules log of the ramdisk's data: the `log` action's message, and a looped
+    // template whose second pass fails (the item is broken) logged with its text.
+    let r = api
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"actions": [
+                {"op": "log", "args": {"msg": "vendor {inventory[system_vendor][manufacturer]}",
+                                       "level": "warning"}},
+                {"op": "set-attribute", "loop": ["{"], "args": {"path": "/extra/v",
+                 "value": "{inventory[system_vendor][manufacturer]} {item}"}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(api.provision_to(V, "insp", "inspect").await.status, 202);
+    api.wait_state(V, "insp", "inspect wait").await;
+    let data = json!({"inventory": inventory(&format!("acme{}", forged(3)))});
+    let r = api
+        .post(
+            &format!("/v1/continue_inspection?node_uuid={uuid}"),
+            V,
+            &data,
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = api.wait_state(V, "insp", "manageable").await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+
+    // A heartbeat's callback URL, logged when the heartbeat is recorded.
+    let r = api
+        .provision(
+            V,
+            "insp",
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "deploy", "step": "sleep", "args": {"seconds": 600}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    api.wait_state(V, "insp", "clean wait").await;
+    let r = api.get(&format!("/v1/lookup?node_uuid={uuid}"), V).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["config"]["agent_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = api
+        .post(
+            &format!("/v1/heartbeat/{uuid}"),
+            V,
+            &json!({"callback_url": format!("http://192.0.2.50:9999/{}", forged(4)),
+                    "agent_version": "10.1.0", "agent_token": token}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert!(
+        conductor.wait_log("heartbeat recorded", Duration::from_secs(30)),
+        "the heartbeat was logged"
+    );
+
     let history = api.get("/v1/nodes/insp/history?detail=true", V).await;
     assert_eq!(history.status, 200, "{}", history.body);
     assert!(history.body.contains("disk on fire"), "{}", history.body);
     answers.push(history.body);
     let logs = conductor.log_text();
-    for n in 1..=2 {
+    for n in 1..=4 {
         assert!(
             logs.contains(&format!("\\n{FORGED} forged-{n}")),
             "forged-{n} is logged, escaped:\n{logs}"

@@ -708,7 +708,7 @@ impl Core {
         let coll = match bmc.get(path).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(bmc = %bmc.origin.base(), %link, "not read during inspection: {e}");
+                tracing::debug!(bmc = %bmc.origin.base(), %link, "not read during inspection: {}", ironic_model::secrets::log_safe(&e.to_string()));
                 return None;
             }
         };

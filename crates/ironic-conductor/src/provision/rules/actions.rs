@@ -135,6 +135,9 @@ fn log(msg: &Value, level: &Value, s: &Subject<'_>, quiet: bool) -> Result<(), F
     } else {
         py_str(msg, false)
     };
+    // What a rule logs may be what the ramdisk sent: escaped, so that it cannot start a
+    // line of its own.
+    let msg = log_safe(&msg);
     match level.as_str() {
         "debug" => tracing::debug!(node = %node, "inspection rule: {msg}"),
         "info" => tracing::info!(node = %node, "inspection rule: {msg}"),
@@ -443,7 +446,7 @@ fn set_attr<T: Target>(
                         T::CLASS
                     );
                 } else {
-                    tracing::warn!(attribute = %name, "inspection rule set an unknown {} attribute: ignored", T::CLASS);
+                    tracing::warn!(attribute = %log_safe(name), "inspection rule set an unknown {} attribute: ignored", T::CLASS);
                 }
                 return Ok(false);
             }
@@ -491,7 +494,7 @@ fn extend_attr<T: Target>(
                         T::CLASS
                     );
                 } else {
-                    tracing::warn!(attribute = %name, "inspection rule extended an unknown {} attribute: ignored", T::CLASS);
+                    tracing::warn!(attribute = %log_safe(name), "inspection rule extended an unknown {} attribute: ignored", T::CLASS);
                 }
                 return Ok(false);
             }
@@ -712,11 +715,14 @@ fn remove_trait(node: &mut Node, name: &Value, quiet: bool) -> Result<(), Failur
             node = %node.uuid,
             "a sensitive inspection rule removed a trait the node does not have"
         ),
-        None => tracing::warn!(
-            node = %node.uuid,
-            "Failed to remove trait {t}: Trait {t} could not be found on node {}.",
-            node.uuid
-        ),
+        None => {
+            let t = log_safe(&t);
+            tracing::warn!(
+                node = %node.uuid,
+                "Failed to remove trait {t}: Trait {t} could not be found on node {}.",
+                node.uuid
+            )
+        }
     }
     Ok(())
 }
@@ -822,7 +828,7 @@ fn unset_plugin_data(data: &mut JsonObject, path: &Value, quiet: bool) -> Result
         if quiet {
             tracing::warn!("sensitive inspection rule: plugin data path not found");
         } else {
-            tracing::warn!(path = %py_str(path, false), "inspection rule: plugin data path not found");
+            tracing::warn!(path = %log_safe(&py_str(path, false)), "inspection rule: plugin data path not found");
         }
         return Ok(());
     };

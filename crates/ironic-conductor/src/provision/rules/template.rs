@@ -8,7 +8,8 @@ use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
 use ironic_model::node::JsonObject;
-use ironic_model::{Node, Version, secrets};
+use ironic_model::secrets::{self, log_safe};
+use ironic_model::{Node, Version};
 use serde_json::{Map, Value};
 
 use super::py::{self, MASK, py_repr, py_repr_str, py_str};
@@ -373,7 +374,7 @@ fn failed(s: &str, e: FmtError, vars: &Vars<'_>, is_empty: bool) -> Value {
             if vars.quiet {
                 tracing::debug!("interpolation failed (missing field) for is-empty, using None");
             } else {
-                tracing::debug!(value = %s, "interpolation failed (missing field) for is-empty, using None");
+                tracing::debug!(value = %log_safe(s), "interpolation failed (missing field) for is-empty, using None");
             }
             Value::Null
         }
@@ -383,7 +384,7 @@ fn failed(s: &str, e: FmtError, vars: &Vars<'_>, is_empty: bool) -> Value {
                     "interpolation of an argument of a sensitive inspection rule failed"
                 );
             } else {
-                tracing::warn!(value = %s, error = %e.msg, "interpolation of an inspection rule argument failed");
+                tracing::warn!(value = %log_safe(s), error = %log_safe(&e.msg), "interpolation of an inspection rule argument failed");
             }
             Value::String(s.to_string())
         }
