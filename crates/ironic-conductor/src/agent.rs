@@ -22,7 +22,10 @@ impl Conductor {
         if node.driver_internal_info.contains_key(agent::TOKEN) {
             return Ok(masked_token(node));
         }
-        self.with_lock(&req.node, |mut n| async move {
+        // One attempt at the lock (upstream's): a lookup of a node another operation
+        // holds fails at once with 409; waiting would let lookups stack up in the
+        // conductor's request slots. The agent looks up again.
+        self.with_lock_now(&req.node, |mut n| async move {
             // Another lookup may have won the lock first.
             if n.driver_internal_info.contains_key(agent::TOKEN) {
                 return Ok(masked_token(n));
@@ -40,6 +43,30 @@ impl Conductor {
     }
 
     pub(crate) async fn agent_heartbeat(&self, req: Heartbeat) -> Result<(), Error> {
+        if req.agent_version.is_none() && req.agent_status.is_none() {
+            return Err(Error::invalid(
+                "Agent did not transmit a version, and a version is required. Please update the agent being used.",
+            ));
+        }
+        let node = self.read(&req.node).await?;
+        check_token(&node, req.agent_token.as_deref())?;
+        let known_url = node.driver_internal_info.contains_key(agent::URL);
+        if let (false, Some(host)) = (known_url, node.reservation.as_deref()) {
+            // The agent retries a conflict within seconds: better than its next
+            // heartbeat interval to get its URL recorded.
+            return Err(Error::node_locked(node.uuid.as_str(), host));
+        }
+        if !takes_heartbeats(&node) {
+            return Ok(());
+        }
+        self.record_heartbeat(req).await
+    }
+
+    /// The locked part of a heartbeat: the token and the state are checked again on
+    /// the node as it is under the lock (the step may have ended and the token been
+    /// cleared since the unlocked read), with the same answers; then the heartbeat is
+    /// recorded.
+    async fn record_heartbeat(&self, req: Heartbeat) -> Result<(), Error> {
         let Heartbeat {
             node: target,
             callback_url,
@@ -49,32 +76,13 @@ impl Conductor {
             agent_status,
             agent_status_message,
         } = req;
-        if agent_version.is_none() && agent_status.is_none() {
-            return Err(Error::invalid(
-                "Agent did not transmit a version, and a version is required. Please update the agent being used.",
-            ));
-        }
-        let node = self.read(&target).await?;
-        if !agent::token_valid(&node.driver_internal_info, agent_token.as_deref()) {
-            tracing::warn!(node = %node.uuid, "heartbeat with an invalid or missing agent token");
-            return Err(Error::invalid("Invalid or missing agent token received."));
-        }
-        let known_url = node.driver_internal_info.contains_key(agent::URL);
-        if let (false, Some(host)) = (known_url, node.reservation.as_deref()) {
-            // The agent retries a conflict within seconds: better than its next
-            // heartbeat interval to get its URL recorded.
-            return Err(Error::node_locked(node.uuid.as_str(), host));
-        }
-        if !agent::heartbeat_allowed(node.provision_state) {
-            tracing::warn!(
-                node = %node.uuid,
-                state = %node.provision_state,
-                "heartbeat in a state that takes none; not recorded"
-            );
-            return Ok(());
-        }
+        let token = agent_token.as_deref();
         let recorded = self
             .with_lock_now(&target, |mut n| async move {
+                check_token(&n, token)?;
+                if !takes_heartbeats(&n) {
+                    return Ok(None);
+                }
                 let dii = &mut n.driver_internal_info;
                 dii.insert(agent::URL.into(), json!(callback_url));
                 dii.insert(
@@ -100,11 +108,11 @@ impl Conductor {
                 }
                 n.reservation = Some(self.settings.host.clone());
                 self.db.node_save(&n, &self.settings.host).await?;
-                Ok(n)
+                Ok(Some(n))
             })
             .await;
         match recorded {
-            Ok(n) => {
+            Ok(Some(n)) => {
                 let url = n
                     .driver_internal_info
                     .get(agent::URL)
@@ -118,12 +126,13 @@ impl Conductor {
                     tracing::info!(
                         node = %n.uuid,
                         state = %n.provision_state,
-                        agent_url = %secrets::mask_text(url),
+                        agent_url = %secrets::log_safe(url),
                         "heartbeat recorded"
                     );
                 }
                 Ok(())
             }
+            Ok(None) => Ok(()),
             // Upstream's: another operation holds the node; the next heartbeat is
             // recorded instead.
             Err(Error::Locked(m)) => {
@@ -135,10 +144,109 @@ impl Conductor {
     }
 }
 
+/// A heartbeat's token against the node's: refused (400) unless it matches.
+fn check_token(node: &Node, given: Option<&str>) -> Result<(), Error> {
+    if agent::token_valid(&node.driver_internal_info, given) {
+        return Ok(());
+    }
+    tracing::warn!(node = %node.uuid, "heartbeat with an invalid or missing agent token");
+    Err(Error::invalid("Invalid or missing agent token received."))
+}
+
+/// Whether the node's state takes heartbeats; one that does not is answered as a
+/// success and not recorded (upstream's).
+fn takes_heartbeats(node: &Node) -> bool {
+    if agent::heartbeat_allowed(node.provision_state) {
+        return true;
+    }
+    tracing::warn!(
+        node = %node.uuid,
+        state = %node.provision_state,
+        "heartbeat in a state that takes none; not recorded"
+    );
+    false
+}
+
 /// The node of a lookup that finds a token already handed out: the token shows as the
 /// mask, which the agent cannot use (it only ever gets one).
 fn masked_token(mut n: Node) -> Node {
     n.driver_internal_info
         .insert(agent::TOKEN.into(), json!(secrets::MASK));
     n
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use ironic_model::states::ProvisionState as P;
+    use ironic_model::{NodeUuid, Version};
+    use ironic_rpc::NodeRef;
+
+    fn beat(node: &Node, token: &str) -> Heartbeat {
+        Heartbeat {
+            node: NodeRef::from(node),
+            callback_url: "http://192.0.2.9:9999".into(),
+            agent_version: Some("10.0.0".into()),
+            agent_token: Some(token.into()),
+            agent_verify_ca: None,
+            agent_status: None,
+            agent_status_message: None,
+        }
+    }
+
+    /// The race of review L7: the unlocked read saw a valid token in a state that takes
+    /// heartbeats, and the node changed before the lock was taken. Under the lock the
+    /// heartbeat gets the answer the unlocked check would give now, and records nothing.
+    #[tokio::test]
+    async fn the_locked_step_checks_token_and_state_again() {
+        let t = ironic_db::testing::TestDb::sqlite().await.unwrap();
+        let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+        let c = Conductor::new(
+            t.db.clone(),
+            drivers,
+            crate::ConductorSettings::from_config(&ironic_config::Config::default()),
+        );
+        let mut node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+        node.provision_state = P::DeployWait;
+        node.driver_internal_info
+            .insert(agent::TOKEN.into(), json!("new-token"));
+        let node = t.db.node_create(&node).await.unwrap();
+        let stored = || async { t.db.node_by_id(node.id).await.unwrap().unwrap() };
+
+        // The token the unlocked read accepted was replaced meanwhile.
+        let r = c.record_heartbeat(beat(&node, "old-token")).await;
+        assert_eq!(
+            r.unwrap_err(),
+            Error::invalid("Invalid or missing agent token received.")
+        );
+        let n = stored().await;
+        assert!(!n.driver_internal_info.contains_key(agent::URL), "{n:?}");
+        assert_eq!(n.reservation, None);
+
+        // The step ended meanwhile: a success, nothing recorded.
+        let mut ended = n.clone();
+        ended.provision_state = P::Active;
+        t.db.node_reserve(node.id, "x").await.unwrap();
+        ended.reservation = None;
+        t.db.node_save(&ended, "x").await.unwrap();
+        c.record_heartbeat(beat(&node, "new-token")).await.unwrap();
+        let n = stored().await;
+        assert!(!n.driver_internal_info.contains_key(agent::URL), "{n:?}");
+        assert_eq!(n.reservation, None);
+
+        // Unchanged: recorded.
+        let mut waiting = n.clone();
+        waiting.provision_state = P::DeployWait;
+        t.db.node_reserve(node.id, "x").await.unwrap();
+        t.db.node_save(&waiting, "x").await.unwrap();
+        c.record_heartbeat(beat(&node, "new-token")).await.unwrap();
+        let n = stored().await;
+        assert_eq!(
+            n.driver_internal_info[agent::URL],
+            json!("http://192.0.2.9:9999")
+        );
+        assert_eq!(n.reservation, None);
+        t.cleanup().await;
+    }
 }

@@ -158,7 +158,7 @@ impl Allocator {
             };
             let msg = a.failure_message(&why);
             if self.db.allocation_fail(a.id, me, &msg).await? {
-                tracing::warn!(allocation = %uuid, "{msg}");
+                tracing::warn!(allocation = %uuid, "{}", ironic_model::secrets::log_safe(&msg));
                 finished("error", &a);
             }
             return Ok(());

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use ironic_db::Db;
 use ironic_model::history::HistoryEntry;
 use ironic_model::states::ProvisionState as P;
-use ironic_model::{Node, node::now};
+use ironic_model::{Node, node::now, secrets};
 
 /// What of a node the history compares between two writes.
 #[derive(Debug, Clone)]
@@ -74,13 +74,18 @@ pub(crate) fn entries(before: &Seen, after: &Node, host: &str) -> Vec<HistoryEnt
             spent,
         ));
     }
+    // The error as it is stored (`secrets::stored_text`: masked, cut to 4 KiB), as the
+    // node's own `last_error` is; the same error set again is not a new one.
     if let Some(e) = &after.last_error
         && after.last_error != before.last_error
     {
-        let spent = after
-            .provision_updated_at
-            .map(|t| (at - t).num_seconds().max(0));
-        out.push(entry("ERROR", event_type(after), e.clone(), spent));
+        let event = secrets::stored_text(e);
+        if before.last_error.as_deref() != Some(event.as_str()) {
+            let spent = after
+                .provision_updated_at
+                .map(|t| (at - t).num_seconds().max(0));
+            out.push(entry("ERROR", event_type(after), event, spent));
+        }
     }
     out
 }
@@ -107,5 +112,48 @@ pub(crate) async fn prune(db: &Db, keep: u64, min_days: u64, batch: u64) {
         Ok(0) => {}
         Ok(n) => tracing::info!(deleted = n, "node history pruned"),
         Err(e) => tracing::warn!(error = %e, "could not prune node history"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ironic_model::{NodeUuid, Version};
+
+    /// A new error is recorded as it is stored: secrets masked, cut to 4 KiB; the same
+    /// error set again over its stored form is not recorded twice.
+    #[test]
+    fn errors_are_recorded_masked_and_bounded() {
+        let mut node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+        let before = Seen::of(&node);
+        let raw = format!(
+            "Failed: password=hunter2 {} token=tail",
+            "x".repeat(2 * secrets::TEXT_MAX)
+        );
+        node.last_error = Some(raw.clone());
+        let list = entries(&before, &node, "c1");
+        let [e] = list.as_slice() else {
+            panic!("one entry: {list:?}")
+        };
+        assert_eq!(e.severity, "ERROR");
+        assert!(
+            e.event.starts_with("Failed: password=****** xxx"),
+            "{}",
+            e.event
+        );
+        assert!(!e.event.contains("hunter2") && !e.event.contains("tail"));
+        assert!(e.event.len() < secrets::TEXT_MAX + 64, "{}", e.event.len());
+
+        // Stored (as the database keeps it), then the same error set again.
+        node.last_error = Some(secrets::stored_text(&raw));
+        let stored = Seen::of(&node);
+        node.last_error = Some(raw);
+        assert!(entries(&stored, &node, "c1").is_empty());
+        node.last_error = Some("another password=x".into());
+        let list = entries(&stored, &node, "c1");
+        assert_eq!(
+            list.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(),
+            ["another password=******"]
+        );
     }
 }

@@ -349,7 +349,7 @@ impl Conductor {
                     tracing::info!(node = %n.uuid, change = %change, "boot mode changed");
                 }
                 Err(e) => {
-                    tracing::warn!(node = %n.uuid, change = %change, error = %e, "boot mode change failed");
+                    tracing::warn!(node = %n.uuid, change = %change, error = %ironic_model::secrets::log_safe(&e.to_string()), "boot mode change failed");
                     n.last_error = Some(format!("Failed to change {change}: {e}"));
                 }
             }

@@ -131,7 +131,9 @@ impl Conductor {
                     }
                 }
                 Ok(_) => {}
-                Err(why) => tracing::warn!(node = %n.uuid, "OneView check skipped: {why}"),
+                Err(why) => {
+                    tracing::warn!(node = %n.uuid, "OneView check skipped: {}", ironic_model::secrets::log_safe(&why.to_string()))
+                }
             }
         }
         // 2. Freed by OneView: back into service through cleaning.
@@ -151,7 +153,9 @@ impl Conductor {
                         round.freed += 1;
                     }
                 }
-                Err(why) => tracing::warn!(node = %n.uuid, "OneView check skipped: {why}"),
+                Err(why) => {
+                    tracing::warn!(node = %n.uuid, "OneView check skipped: {}", ironic_model::secrets::log_safe(&why.to_string()))
+                }
             }
         }
         // 3. Cleaning could not allocate the hardware: out of service until freed.

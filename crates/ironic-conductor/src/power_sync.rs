@@ -158,7 +158,7 @@ impl Conductor {
             Ok(p) => p,
             Err(e) => {
                 let n = self.power_failures.bump(&uuid);
-                tracing::warn!(node = %uuid, failures = n, "power-state sync could not read the BMC: {e}");
+                tracing::warn!(node = %uuid, failures = n, "power-state sync could not read the BMC: {}", ironic_model::secrets::log_safe(&e.to_string()));
                 if n < max || seen.maintenance {
                     return Outcome::Failed;
                 }
@@ -235,7 +235,7 @@ impl Conductor {
                 Err(e) => {
                     held.release().await;
                     let n = self.power_failures.bump(&uuid);
-                    tracing::warn!(node = %uuid, failures = n, "power-state sync could not restore {target}: {e}");
+                    tracing::warn!(node = %uuid, failures = n, "power-state sync could not restore {target}: {}", ironic_model::secrets::log_safe(&e.to_string()));
                     if n < max {
                         Outcome::Failed
                     } else {

@@ -3,7 +3,9 @@
 //!
 //! Start: release this host's stale locks → start consuming RPC (split deployment) →
 //! register and announce it on the bus (API processes re-read the conductor list at
-//! once) → heartbeat.
+//! once) → heartbeat. The process binds its listeners before this (`ironic`'s
+//! `start_role`), and a start that fails after registering unregisters
+//! ([`Service::abandon`]): a conductor that cannot serve is never counted alive.
 //! Periodic tasks (heartbeat, allocation take-over, OneView checks) and all background
 //! work run through the conductor's [`crate::work::Runner`].
 //! Stop: periodic tasks end → unregister and announce it (API processes route elsewhere
@@ -41,6 +43,9 @@ pub struct Service {
     settle: Duration,
     drain_timeout: Duration,
 }
+
+/// How long a conductor that failed to start waits for what it started to stop.
+const ABANDON_WAIT: Duration = Duration::from_secs(5);
 
 /// The longest a driver setting may make a call wait, in seconds (a day): larger
 /// values are taken as this, not left to overflow a deadline.
@@ -166,7 +171,12 @@ impl Service {
                 "the message bus is not reachable yet; registering anyway, RPC will be served once it is"
             );
         }
-        conductor.register().await?;
+        if let Err(e) = conductor.register().await {
+            if let Some((s, _)) = &server {
+                s.shutdown_within(ABANDON_WAIT).await;
+            }
+            return Err(e.into());
+        }
         if let Some((s, _)) = &server {
             s.announce_membership().await;
         }
@@ -251,6 +261,21 @@ impl Service {
             Some(s) => s.consuming(timeout).await,
             None => true,
         }
+    }
+
+    /// Stops a conductor whose process failed to start after it registered: out of
+    /// the conductor list at once (API processes told), its periodic tasks and RPC
+    /// consumer stopped. No settling and no drain beyond a moment: it served nothing
+    /// yet.
+    pub async fn abandon(self) {
+        let work = self.conductor.work().clone();
+        work.stop_periodic().await;
+        self.conductor.unregister().await;
+        if let Some(server) = &self.server {
+            server.announce_membership().await;
+            server.shutdown_within(ABANDON_WAIT).await;
+        }
+        work.shutdown(ABANDON_WAIT).await;
     }
 
     /// Graceful stop (see the module documentation).

@@ -186,7 +186,7 @@ impl Runner {
                 let took = started.elapsed();
                 match &res {
                     Ok(()) => tracing::debug!(task = name, ms = took.as_millis() as u64, "periodic task ran"),
-                    Err(e) => tracing::warn!(task = name, ms = took.as_millis() as u64, error = %e, "periodic task failed"),
+                    Err(e) => tracing::warn!(task = name, ms = took.as_millis() as u64, error = %ironic_model::secrets::log_safe(e), "periodic task failed"),
                 }
                 let outcome = if res.is_ok() { "ok" } else { "error" };
                 metrics::counter!("ironic_periodic_runs_total", "task" => name, "outcome" => outcome)

@@ -501,6 +501,55 @@ async fn power_sync_reads_every_page(t: &TestDb) {
     assert_eq!(round.updated + round.forced + round.to_maintenance, 0);
 }
 
+/// A ramdisk's lookup of a node another operation holds fails at once with the lock's
+/// 409 (upstream's: lookups must not stack up in the conductor waiting for a lock), and
+/// hands out no token; once the lock is free, the lookup gets one.
+async fn lookup_of_a_locked_node_fails_at_once(t: &TestDb) {
+    use ironic_model::agent;
+    use ironic_rpc::calls::GetNodeWithToken;
+    let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+    // A patient lock would wait 100 × 50 ms = 5 s before giving up.
+    let mut s = settings();
+    s.lock_attempts = 100;
+    s.lock_retry_interval = Duration::from_millis(50);
+    let c = Conductor::new(t.db.clone(), drivers, s);
+    c.start().await.unwrap();
+    let ctx = Context::default();
+    let body = json!({"driver": "fake-hardware", "name": "lk"});
+    let node = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
+    let node = c.create_node(&ctx, CreateNode { node }).await.unwrap();
+    let lookup = || GetNodeWithToken {
+        node: NodeRef::from(&node),
+    };
+
+    t.db.node_reserve(node.id, "other-host").await.unwrap();
+    let started = std::time::Instant::now();
+    let r = c.get_node_with_token(&ctx, lookup()).await;
+    let took = started.elapsed();
+    assert_eq!(
+        r.unwrap_err(),
+        Error::node_locked(node.uuid.as_str(), "other-host")
+    );
+    assert!(took < Duration::from_secs(2), "no retries: {took:?}");
+    let now = t.db.node_by_id(node.id).await.unwrap().unwrap();
+    assert!(!now.driver_internal_info.contains_key(agent::TOKEN));
+    assert_eq!(now.reservation.as_deref(), Some("other-host"));
+
+    t.db.node_release(node.id, "other-host").await.unwrap();
+    let got = c.get_node_with_token(&ctx, lookup()).await.unwrap();
+    let token = got.driver_internal_info[agent::TOKEN].as_str().unwrap();
+    assert_ne!(token, ironic_model::secrets::MASK);
+    let now = t.db.node_by_id(node.id).await.unwrap().unwrap();
+    assert_eq!(now.driver_internal_info[agent::TOKEN], json!(token));
+    assert_eq!(now.reservation, None);
+}
+
 // Each scenario on both backends: `sqlite::<name>` and `postgres::<name>`.
 
-ironic_db::on_both_backends!(checks, stuck_states, repeats, power_sync_reads_every_page);
+ironic_db::on_both_backends!(
+    checks,
+    stuck_states,
+    repeats,
+    power_sync_reads_every_page,
+    lookup_of_a_locked_node_fails_at_once
+);

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use ironic_model::allocation::{self, Allocation, AllocationState};
 use ironic_model::node::JsonObject;
-use ironic_model::{AllocationId, ConductorId, Error, NodeId};
+use ironic_model::{AllocationId, ConductorId, Error, NodeId, secrets};
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -260,7 +260,7 @@ impl Db {
         .bind(a.node_id.map(|i| i.0))
         .bind(a.state.as_str())
         .bind(&a.owner)
-        .bind(&a.last_error)
+        .bind(a.last_error.as_deref().map(secrets::stored_text))
         .bind(&a.resource_class)
         .bind(Json(&a.traits))
         .bind(Json(&a.candidate_nodes))
@@ -512,8 +512,9 @@ impl Db {
         let affinity = affinity.0;
         let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 \
                    WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'";
+        let last_error = secrets::stored_text(last_error);
         let rows = with_pool!(self, |p| sqlx::query(sql)
-            .bind(last_error)
+            .bind(&last_error)
             .bind(ironic_model::node::now())
             .bind(id)
             .bind(affinity)
@@ -754,8 +755,9 @@ impl Db {
     ) -> Result<(), Error> {
         let id = id.0;
         let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 WHERE id = $3";
+        let last_error = secrets::stored_text(last_error);
         with_pool!(self, |p| sqlx::query(sql)
-            .bind(last_error)
+            .bind(&last_error)
             .bind(ironic_model::node::now())
             .bind(id)
             .execute(p)

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use ironic_model::node::{Interfaces, JsonObject};
 use ironic_model::states::ProvisionState;
-use ironic_model::{AllocationId, ConductorId, Error, Node, NodeId, NodeUuid};
+use ironic_model::{AllocationId, ConductorId, Error, Node, NodeId, NodeUuid, secrets};
 use sqlx::types::Json;
 
 use crate::{Backend, Db, Pool, internal, with_pool};
@@ -771,6 +771,9 @@ impl Db {
             WRITE_COLS.join(", "),
             placeholders.join(", ")
         );
+        let mut node = node.clone();
+        node.last_error = node.last_error.as_deref().map(secrets::stored_text);
+        let node = &node;
         let args = write_args(node);
         let id: i64 = with_pool!(self, |p| bind_all!(
             sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.as_str())),
@@ -1328,14 +1331,25 @@ impl Db {
         let drop_allocation = drop_allocation.map(|a| a.0);
         let mut node = node.clone();
         node.updated_at = Some(ironic_model::node::now());
+        let n = WRITE_COLS.len();
+        // `last_error` as readers may see it (masked, bounded: `secrets::stored_text`),
+        // the one place every writer passes. A value read back and saved again is kept
+        // as it is stored (written again, a cut text would be cut anew on every save);
+        // a new one is stored masked. What was stored comes back (`RETURNING`).
         let sets: Vec<String> = WRITE_COLS
             .iter()
             .enumerate()
-            .map(|(i, c)| format!("{c} = ${}", i + 1))
+            .map(|(i, c)| match *c {
+                "last_error" => format!(
+                    "last_error = CASE WHEN last_error = ${} THEN last_error ELSE ${} END",
+                    i + 1,
+                    n + 3
+                ),
+                c => format!("{c} = ${}", i + 1),
+            })
             .collect();
-        let n = WRITE_COLS.len();
         let sql = format!(
-            "UPDATE nodes SET {} WHERE id = ${} AND reservation = ${}",
+            "UPDATE nodes SET {} WHERE id = ${} AND reservation = ${} RETURNING last_error",
             sets.join(", "),
             n + 1,
             n + 2
@@ -1343,20 +1357,24 @@ impl Db {
         let mut args = write_args(&node);
         args.push(Arg::I64(Some(node.id.0)));
         args.push(Arg::Text(Some(holder.to_string())));
-        let rows = with_pool!(self, |p| async {
+        args.push(Arg::Text(
+            node.last_error.as_deref().map(secrets::stored_text),
+        ));
+        type Saved = Option<(Option<String>,)>;
+        let saved = with_pool!(self, |p| async {
+            let update = || {
+                bind_all!(
+                    sqlx::query_as::<_, (Option<String>,)>(sqlx::AssertSqlSafe(sql.as_str())),
+                    args
+                )
+            };
             if drop_allocation.is_none() {
                 // The common case: one statement, no transaction.
-                return bind_all!(sqlx::query(sqlx::AssertSqlSafe(sql.as_str())), args)
-                    .execute(p)
-                    .await
-                    .map(|r| r.rows_affected());
+                return update().fetch_optional(p).await;
             }
             let mut tx = p.begin().await?;
-            let rows = bind_all!(sqlx::query(sqlx::AssertSqlSafe(sql.as_str())), args)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if rows == 1
+            let saved = update().fetch_optional(&mut *tx).await?;
+            if saved.is_some()
                 && let Some(a) = drop_allocation
             {
                 sqlx::query("DELETE FROM allocations WHERE id = $1")
@@ -1365,16 +1383,17 @@ impl Db {
                     .await?;
             }
             tx.commit().await?;
-            Ok::<u64, sqlx::Error>(rows)
+            Ok::<Saved, sqlx::Error>(saved)
         }
         .await)
         .map_err(|e| write_error(e, &node))?;
-        if rows != 1 {
+        let Some((last_error,)) = saved else {
             return Err(Error::Internal(format!(
                 "node {} was not saved: the lock of {holder} is gone",
                 node.uuid
             )));
-        }
+        };
+        node.last_error = last_error;
         Ok(node)
     }
 

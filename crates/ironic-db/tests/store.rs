@@ -28,6 +28,7 @@ ironic_db::on_both_backends!(
     nodes_by_ids_reads_whole_rows,
     node_states_page_by_id,
     description_search_follows_every_write,
+    last_error_is_stored_masked_and_bounded,
 );
 
 const HOST: &str = "test-host";
@@ -1135,4 +1136,72 @@ async fn postgres_connection_dropped_while_idle_is_replaced() {
     let _ = admin.close().await;
     db.close().await;
     t.cleanup().await;
+}
+
+/// `last_error` is stored as readers may see it, whoever writes it: secrets masked, cut
+/// to 4 KiB (`secrets::stored_text`); the node a write returns holds what was stored,
+/// and a stored text saved again with the rest of its node stays as it is (a cut text
+/// is not cut anew). The same for an allocation's.
+async fn last_error_is_stored_masked_and_bounded(db: &Db) {
+    use ironic_model::secrets::TEXT_MAX;
+    let stored = |id| async move { db.node_by_id(id).await.unwrap().unwrap().last_error };
+    let mut n = new_node(json!({"driver": "fake-hardware", "name": "le"}));
+    n.last_error = Some("Failed: password=hunter2".into());
+    let n = db.node_create(&n).await.unwrap();
+    assert_eq!(n.last_error.as_deref(), Some("Failed: password=******"));
+    assert_eq!(stored(n.id).await, n.last_error);
+
+    // A long error with secrets before and after the cut.
+    let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
+    let long = format!(
+        "ipmi_password=s3cret {} token=after-the-cut",
+        "x".repeat(3 * TEXT_MAX)
+    );
+    locked.last_error = Some(long);
+    locked.reservation = None;
+    let saved = db.node_save(&locked, HOST).await.unwrap();
+    let text = saved.last_error.clone().unwrap();
+    assert!(text.starts_with("ipmi_password=****** xxx"), "{text}");
+    // Its beginning and its end, masked, with how much was left out between them.
+    assert!(text.contains(" bytes left out) "), "{text}");
+    assert!(text.ends_with("xxx token=******"), "{text}");
+    assert!(text.len() <= TEXT_MAX, "{}", text.len());
+    assert!(!text.contains("s3cret") && !text.contains("after-the-cut"));
+    assert_eq!(stored(n.id).await, saved.last_error);
+
+    // Saved again with the rest of the node, as read back: unchanged.
+    for _ in 0..2 {
+        let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
+        locked.extra.insert("k".into(), json!(1));
+        locked.reservation = None;
+        let again = db.node_save(&locked, HOST).await.unwrap();
+        assert_eq!(again.last_error, saved.last_error);
+        assert_eq!(stored(n.id).await, saved.last_error);
+    }
+
+    // Cleared, and set again.
+    let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
+    locked.last_error = None;
+    assert_eq!(db.node_save(&locked, HOST).await.unwrap().last_error, None);
+    assert_eq!(stored(n.id).await, None);
+    locked.last_error = Some("auth_token: abc, then".into());
+    locked.reservation = None;
+    let saved = db.node_save(&locked, HOST).await.unwrap();
+    assert_eq!(
+        saved.last_error.as_deref(),
+        Some("auth_token: ******, then")
+    );
+    assert_eq!(stored(n.id).await, saved.last_error);
+
+    let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), None);
+    a.last_error = Some("password=one".into());
+    let a = db.allocation_create(&a).await.unwrap();
+    assert_eq!(a.last_error.as_deref(), Some("password=******"));
+    db.allocation_set_error(a.id, &format!("secret=two {}", "y".repeat(2 * TEXT_MAX)))
+        .await
+        .unwrap();
+    let back = db.allocation_by_id(a.id).await.unwrap().unwrap();
+    let text = back.last_error.unwrap();
+    assert!(text.starts_with("secret=****** yyy"), "{text}");
+    assert!(text.len() < TEXT_MAX + 64, "{}", text.len());
 }

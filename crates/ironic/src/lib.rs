@@ -122,6 +122,32 @@ impl Running {
     }
 }
 
+impl Running {
+    /// After a start that failed half way: whatever started stops at once, and a
+    /// registered conductor unregisters (no settling, no drain: it served nothing).
+    async fn abandon(self) {
+        if let Some(api) = self.api {
+            let _ = api.stop.send(true);
+            api.task.abort();
+            api.refresher.abort();
+            if let Some(w) = api.watcher {
+                w.abort();
+            }
+        }
+        if let Some(o) = self.ops {
+            let _ = o.stop.send(true);
+            o.task.abort();
+        }
+        if let Some(c) = self.conductor {
+            c.abandon().await;
+        }
+        self.pool_gauges.abort();
+        if let Some(c) = self.client {
+            c.shutdown().await;
+        }
+    }
+}
+
 /// Why a service could not start. `Display` is what the binaries print.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -282,22 +308,35 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     let db = open_db(&cfg, role).await?;
     let cluster = db.cluster_id().await?;
     tracing::info!(cluster = %cluster, "deployment identified");
-    let mut conductor = None;
-    let mut client = None;
-    let mut watcher = None;
-    let api: Option<Conductors> = match role {
-        Role::AllInOne => {
-            let svc = Service::start(&cfg, db.clone(), None).await?;
-            let local = Conductors::in_process(svc.conductor.clone());
-            conductor = Some(svc);
-            Some(local)
-        }
-        Role::Conductor => {
+    // Everything that can fail is done before the conductor registers: a conductor in
+    // the list takes a share of the nodes, so one that cannot serve must never show
+    // there. Every listener is bound (a taken port fails here), the API's users and
+    // roles are read, the bus settings made.
+    let bus = match role {
+        Role::AllInOne => None,
+        _ => {
             let keys = bus_keys(&cfg, &db).await?;
-            let bus = bus_settings(&cfg, role.name(), &cluster, keys).map_err(StartError::Tls)?;
-            conductor = Some(Service::start(&cfg, db.clone(), Some(bus)).await?);
-            None
+            Some(bus_settings(&cfg, role.name(), &cluster, keys).map_err(StartError::Tls)?)
         }
+    };
+    let prepared = match role {
+        Role::Conductor => Prepared::Conductor(match cfg.conductor.http_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        }),
+        Role::AllInOne | Role::Api => {
+            let (listener, addr) = bind(cfg.api.listen).await?;
+            Prepared::Api {
+                listener,
+                addr,
+                auth: api_auth(&cfg)?,
+                bus: bus.clone(),
+            }
+        }
+    };
+    let conductor = match role {
+        Role::AllInOne => Some(Service::start(&cfg, db.clone(), None).await?),
+        Role::Conductor => Some(Service::start(&cfg, db.clone(), bus).await?),
         Role::Api => None,
     };
     let mut running = Running {
@@ -310,97 +349,45 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         conductor,
         client: None,
     };
-    if role == Role::Conductor {
-        if let (Some(addr), Some(svc)) = (cfg.conductor.http_listen, &running.conductor) {
-            let mut checks = database_checks(&db);
-            if let Some(rx) = svc.consuming_watch() {
-                checks.push((
-                    "message bus",
-                    ops::check(move || {
-                        let up = *rx.borrow();
-                        async move {
-                            if up {
-                                Ok(())
-                            } else {
-                                Err(
-                                    "not consuming RPC requests (no connection to the message bus)"
-                                        .into(),
-                                )
-                            }
-                        }
-                    }),
-                ));
-            }
-            let (c, limit) = (
-                svc.conductor.clone(),
-                svc.conductor.settings().liveness.timeout,
-            );
-            checks.push((
-                "heartbeat",
-                ops::check(move || {
-                    let since = c.since_last_heartbeat();
-                    async move {
-                        match since {
-                            Some(t) if t < limit => Ok(()),
-                            Some(t) => {
-                                Err(format!("no heartbeat recorded for {} ms", t.as_millis()))
-                            }
-                            None => Err("no heartbeat recorded yet".into()),
-                        }
-                    }
-                }),
-            ));
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Listen { addr, source })?;
-            let bound = listener
-                .local_addr()
-                .map_err(|source| StartError::Listen { addr, source })?;
-            let (stop, task) =
-                spawn_server(listener, ops::router(ops::Readiness(checks)), limits(&cfg));
-            running.ops = Some(OpsServer { stop, task });
-            running.ops_addr = Some(bound);
-            tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
+    match serve(&cfg, role, &mut running, prepared, tls).await {
+        Ok(()) => Ok(running),
+        Err(e) => {
+            // Registered and then failed: gone from the list at once, not counted
+            // alive until its heartbeat times out.
+            running.abandon().await;
+            Err(e)
         }
-        tracing::info!(host = %cfg.default.host, "ironic-conductor serving");
-        return Ok(running);
     }
-    let topology = Arc::new(Topology::new(
-        db.clone(),
-        ironic_db::Liveness::new(
-            cfg.conductor.heartbeat_interval,
-            cfg.conductor.heartbeat_timeout,
-        ),
-        cfg.default.hash_partition_exponent,
-    ));
-    topology.refresh().await;
-    let refresher = topology.spawn_refresher(Duration::from_secs(
-        cfg.conductor.heartbeat_interval.clamp(1, 10),
-    ));
-    let conductors = match api {
-        Some(a) => a,
-        None => {
-            let keys = bus_keys(&cfg, &db).await?;
-            let c = Client::start(
-                bus_settings(&cfg, role.name(), &cluster, keys).map_err(StartError::Tls)?,
-            );
-            if !c.connected(Duration::from_secs(5)).await {
-                tracing::warn!("the message bus is not reachable yet; calls will wait for it");
-            }
-            // Conductors announce (un)registrations: re-read the list at once.
-            let (mut changes, t) = (c.membership(), topology.clone());
-            watcher = Some(tokio::spawn(async move {
-                while changes.changed().await.is_ok() {
-                    t.refresh().await;
-                    tracing::info!("conductor list re-read after a membership announcement");
-                }
-            }));
-            client = Some(c.clone());
-            Conductors::remote(RemoteConductors::new(c, topology.clone()))
-        }
-    };
-    running.client = client;
-    let auth = match cfg.api.auth_strategy {
+}
+
+/// A listener bound, and the address it got (port 0 picks one).
+async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let listen = |source| StartError::Listen { addr, source };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(listen)?;
+    let bound = listener.local_addr().map_err(listen)?;
+    Ok((listener, bound))
+}
+
+/// What a process serves, made ready (listeners bound, users read) before its conductor
+/// registers.
+#[allow(clippy::large_enum_variant)] // One value per process start.
+enum Prepared {
+    /// A conductor's `/healthz`, `/readyz` and `/metrics` (`[conductor] http_listen`;
+    /// none when it is empty).
+    Conductor(Option<(tokio::net::TcpListener, SocketAddr)>),
+    /// The REST API (`[api] listen`), its authentication, and in a split deployment the
+    /// bus to the conductors.
+    Api {
+        listener: tokio::net::TcpListener,
+        addr: SocketAddr,
+        auth: Auth,
+        bus: Option<ironic_rpc::amqp::BusSettings>,
+    },
+}
+
+/// The API's authentication, from `[api]`.
+fn api_auth(cfg: &Config) -> Result<Auth, StartError> {
+    Ok(match cfg.api.auth_strategy {
         AuthStrategy::Noauth => Auth::NoAuth,
         AuthStrategy::HttpBasic => {
             let missing = |what: &str| StartError::Auth(format!("http_basic needs {what}"));
@@ -424,19 +411,117 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
                 ),
             }))
         }
+    })
+}
+
+/// What a process serves once its conductor (if any) runs: a conductor's ops listener,
+/// or the REST API. An error here leaves `running` to be abandoned.
+async fn serve(
+    cfg: &Config,
+    role: Role,
+    running: &mut Running,
+    prepared: Prepared,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Result<(), StartError> {
+    let db = running.db.clone();
+    let (listener, addr, auth, bus) = match prepared {
+        Prepared::Api {
+            listener,
+            addr,
+            auth,
+            bus,
+        } => (listener, addr, auth, bus),
+        Prepared::Conductor(ops_listener) => {
+            if let (Some((listener, bound)), Some(svc)) = (ops_listener, &running.conductor) {
+                let mut checks = database_checks(&db);
+                if let Some(rx) = svc.consuming_watch() {
+                    checks.push((
+                        "message bus",
+                        ops::check(move || {
+                            let up = *rx.borrow();
+                            async move {
+                                if up {
+                                    Ok(())
+                                } else {
+                                    Err(
+                                    "not consuming RPC requests (no connection to the message bus)"
+                                        .into(),
+                                )
+                                }
+                            }
+                        }),
+                    ));
+                }
+                let (c, limit) = (
+                    svc.conductor.clone(),
+                    svc.conductor.settings().liveness.timeout,
+                );
+                checks.push((
+                    "heartbeat",
+                    ops::check(move || {
+                        let since = c.since_last_heartbeat();
+                        async move {
+                            match since {
+                                Some(t) if t < limit => Ok(()),
+                                Some(t) => {
+                                    Err(format!("no heartbeat recorded for {} ms", t.as_millis()))
+                                }
+                                None => Err("no heartbeat recorded yet".into()),
+                            }
+                        }
+                    }),
+                ));
+                let (stop, task) =
+                    spawn_server(listener, ops::router(ops::Readiness(checks)), limits(cfg));
+                running.ops = Some(OpsServer { stop, task });
+                running.ops_addr = Some(bound);
+                tracing::info!(addr = %bound, "serving /healthz, /readyz and /metrics");
+            }
+            tracing::info!(host = %cfg.default.host, "ironic-conductor serving");
+            return Ok(());
+        }
+    };
+    let topology = Arc::new(Topology::new(
+        db.clone(),
+        ironic_db::Liveness::new(
+            cfg.conductor.heartbeat_interval,
+            cfg.conductor.heartbeat_timeout,
+        ),
+        cfg.default.hash_partition_exponent,
+    ));
+    topology.refresh().await;
+    let refresher = topology.spawn_refresher(Duration::from_secs(
+        cfg.conductor.heartbeat_interval.clamp(1, 10),
+    ));
+    let mut watcher = None;
+    let conductors = match (&running.conductor, bus) {
+        (Some(svc), _) => Conductors::in_process(svc.conductor.clone()),
+        (None, None) => {
+            refresher.abort();
+            return Err(StartError::Tls(
+                "an API without a conductor needs the message bus".into(),
+            ));
+        }
+        (None, Some(bus)) => {
+            let c = Client::start(bus);
+            if !c.connected(Duration::from_secs(5)).await {
+                tracing::warn!("the message bus is not reachable yet; calls will wait for it");
+            }
+            // Conductors announce (un)registrations: re-read the list at once.
+            let (mut changes, t) = (c.membership(), topology.clone());
+            watcher = Some(tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    t.refresh().await;
+                    tracing::info!("conductor list re-read after a membership announcement");
+                }
+            }));
+            running.client = Some(c.clone());
+            Conductors::remote(RemoteConductors::new(c, topology.clone()))
+        }
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let listen = |source| StartError::Listen {
-        addr: cfg.api.listen,
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(cfg.api.listen)
-        .await
-        .map_err(listen)?;
-    let addr = listener.local_addr().map_err(listen)?;
-    let db_for_checks = db.clone();
     let state = AppState(Arc::new(Inner {
-        db,
+        db: db.clone(),
         conductor: conductors,
         topology,
         auth,
@@ -460,7 +545,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             },
         },
     }));
-    let mut checks = database_checks(&db_for_checks);
+    let mut checks = database_checks(&db);
     if let Some(c) = running.client.clone() {
         checks.push((
             "message bus",
@@ -477,14 +562,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         ));
     }
     let app = ironic_api::router(state).merge(ops::router(ops::Readiness(checks)));
-    let (stop, task) = spawn_server(
-        listener,
-        app,
-        ops::HttpLimits {
-            tls,
-            ..limits(&cfg)
-        },
-    );
+    let (stop, task) = spawn_server(listener, app, ops::HttpLimits { tls, ..limits(cfg) });
     tracing::info!(%addr, %scheme, host = %cfg.default.host, "{} serving", role.name());
     running.addr = Some(addr);
     running.api = Some(ApiServer {
@@ -493,7 +571,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         refresher,
         watcher,
     });
-    Ok(running)
+    Ok(())
 }
 
 /// A database URL without its password, for logs.

@@ -501,3 +501,80 @@ async fn http_limits() {
     );
     s.stop().await;
 }
+
+/// A process that cannot serve is never counted as a live conductor. The defect: three
+/// conductors started on one host without distinct `[conductor] http_listen` ports; two
+/// registered, failed to bind 127.0.0.1:6388 and exited, and the API counted them alive
+/// until their heartbeats timed out. Now every listener is bound (and the API's users
+/// read) before the conductor registers: a conductor whose ops port is taken, an
+/// all-in-one whose API port is taken or whose user file is missing, fail to start and
+/// leave no live row in the conductors table; a conductor that can serve registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_cannot_listen_never_counts_as_a_conductor() {
+    use ironic::{Role, StartError};
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap();
+    let t = TestDb::postgres().await.unwrap();
+    let bus = ironic_rpc::testing::TestBus::new().expect("a RabbitMQ vhost");
+    let mut cfg = ironic_config::Config::default();
+    cfg.database.url = t.url.clone();
+    cfg.amqp.url = bus.url.clone();
+    cfg.log.filter = "warn".into();
+    cfg.conductor.shutdown_settle_time = 0;
+    cfg.api.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.conductor.http_listen = Some("127.0.0.1:0".parse().unwrap());
+    let live = |host: &'static str| {
+        let db = t.db.clone();
+        async move {
+            db.conductor_list()
+                .await
+                .unwrap()
+                .iter()
+                .any(|c| c.hostname == host && c.online)
+        }
+    };
+
+    // A conductor whose ops port is taken.
+    let mut c = cfg.clone();
+    c.default.host = "ops-port-taken".into();
+    c.conductor.http_listen = Some(port);
+    match ironic::start_role(c, Role::Conductor).await {
+        Err(StartError::Listen { addr, .. }) => assert_eq!(addr, port),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("started on a taken port"),
+    }
+    assert!(!live("ops-port-taken").await);
+
+    // An all-in-one whose API port is taken.
+    let mut c = cfg.clone();
+    c.default.host = "api-port-taken".into();
+    c.api.listen = port;
+    assert!(matches!(
+        ironic::start_role(c, Role::AllInOne).await,
+        Err(StartError::Listen { .. })
+    ));
+    assert!(!live("api-port-taken").await);
+
+    // An all-in-one whose user file is missing.
+    let mut c = cfg.clone();
+    c.default.host = "no-user-file".into();
+    c.api.auth_strategy = ironic_config::AuthStrategy::HttpBasic;
+    c.api.http_basic_auth_user_file = Some("/nonexistent/htpasswd".into());
+    c.api.http_basic_roles_file = Some("/nonexistent/roles".into());
+    assert!(matches!(
+        ironic::start_role(c, Role::AllInOne).await,
+        Err(StartError::Auth(_))
+    ));
+    assert!(!live("no-user-file").await);
+
+    // With its ports free, a conductor registers; stopped, it is gone.
+    let mut c = cfg.clone();
+    c.default.host = "serving".into();
+    let running = ironic::start_role(c, Role::Conductor).await.unwrap();
+    assert!(live("serving").await);
+    assert!(running.ops_addr.is_some());
+    running.shutdown().await;
+    assert!(!live("serving").await);
+    drop(taken);
+    t.cleanup().await;
+}

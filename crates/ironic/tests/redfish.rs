@@ -82,8 +82,8 @@ async fn lifecycle(backend: Backend, tls: bool) {
         }),
     };
     let s = common::start_with(backend, |c| {
-        // Out-of-band inspection makes a port of every NIC the BMC lists.
-        c.inspector.add_ports = "all".into();
+        // `[inspector] add_ports` stays at its default (`pxe`): out-of-band inspection
+        // makes a port of every NIC the BMC lists all the same (it names no boot NIC).
         // An unreachable BMC is given up on quickly.
         c.redfish.connection_attempts = 2;
         c.redfish.connection_retry_interval = 1;
@@ -318,8 +318,8 @@ async fn lifecycle(backend: Backend, tls: bool) {
         "Legacy"
     );
 
-    // Out-of-band inspection: the BMC's NICs become ports, its inventory is stored,
-    // and inspection rules run on it.
+    // Out-of-band inspection under the default settings: the BMC's NICs become ports,
+    // its inventory is stored, and inspection rules run on it.
     let r = s
         .post(
             "/v1/inspection_rules",

@@ -298,6 +298,237 @@ async fn bmc_passwords_never_reach_answers_or_logs() {
     t.cleanup().await;
 }
 
+/// What a ramdisk sends without credentials (`continue_inspection`) and what
+/// inspection rules make of it reach `last_error`, node history and the conductor's log
+/// (real binaries, debug logging, the human format): secrets masked, and a newline
+/// cannot start a log line of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
+    const V: &str = "1.96";
+    let t = TestDb::postgres().await.unwrap();
+    let filter = "debug,lapin=info,sqlx=warn,hyper=info,hyper_util=info,h2=info,tower=info";
+    let cluster = Cluster::new(
+        &t.url,
+        &[("IRONIC_LOG__FILTER", filter), ("RUST_LOG", filter)],
+    );
+    let conductor = cluster.conductor("sec-insp");
+    let (api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    let node = json!({"driver": "fake-hardware", "name": "insp", "inspect_interface": "agent",
+                      "driver_info": {"ipmi_address": "192.0.2.50"}});
+    common::until("the node is created", Duration::from_secs(30), || {
+        let (api, node) = (&api, &node);
+        async move { api.post("/v1/nodes", V, node).await.status == 201 }
+    })
+    .await;
+    let uuid = api.get("/v1/nodes/insp", V).await.json()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(api.provision_to(V, "insp", "manage").await.status, 202);
+    api.wait_state(V, "insp", "manageable").await;
+    // A line as the human format writes it, to be forged after a newline.
+    const FORGED: &str = "2026-01-01T00:00:00.000000Z  INFO ironic::audit: audit";
+    let forged = |n: u32| format!("\n{FORGED} forged-{n} user=\"admin\" status=204");
+    // One in-band inspection that ends in `inspect failed`, the ramdisk posting `data`.
+    let inspect = |data: Value| {
+        let (api, uuid) = (&api, &uuid);
+        async move {
+            assert_eq!(api.provision_to(V, "insp", "inspect").await.status, 202);
+            api.wait_state(V, "insp", "inspect wait").await;
+            let r = api
+                .post(
+                    &format!("/v1/continue_inspection?node_uuid={uuid}"),
+                    V,
+                    &data,
+                )
+                .await;
+            assert_eq!(r.status, 202, "{}", r.body);
+            let n = api.wait_state(V, "insp", "inspect failed").await;
+            assert_eq!(api.provision_to(V, "insp", "manage").await.status, 202);
+            api.wait_state(V, "insp", "manageable").await;
+            n["last_error"].as_str().unwrap_or_default().to_string()
+        }
+    };
+    let inventory = |vendor: &str| {
+        json!({"interfaces": [{"name": "eth0", "mac_address": "52:54:00:00:50:01"}],
+               "system_vendor": {"manufacturer": vendor}})
+    };
+    let mut answers = Vec::new();
+
+    // The ramdisk's own error.
+    let e = inspect(json!({"inventory": inventory("acme"),
+                          "error": format!("disk on fire password=sekrit-r1{}", forged(1))}))
+    .await;
+    assert!(
+        e.starts_with(
+            "Failed to finish inspection: Ramdisk reported error: disk on fire password=******"
+        ),
+        "{e}"
+    );
+    answers.push(e);
+
+    // An inspection with one rule.
+    let with_rule = |rule: Value, data: Value| {
+        let (api, inspect) = (&api, &inspect);
+        async move {
+            let r = api.post("/v1/inspection_rules", V, &rule).await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            let e = inspect(data).await;
+            let gone = format!(
+                "/v1/inspection_rules/{}",
+                r.json()["uuid"].as_str().unwrap()
+            );
+            assert_eq!(api.delete(&gone, V).await.status, 204);
+            e
+        }
+    };
+
+    // A rule's failure quoting what the ramdisk sent.
+    let e = with_rule(
+        json!({"actions": [{"op": "set-attribute", "args": {"path": "/uuid",
+               "value": "vendor {inventory[system_vendor][manufacturer]}"}}]}),
+        json!({"inventory": inventory(&format!("acme secret=sekrit-r2{}", forged(2)))}),
+    )
+    .await;
+    assert!(e.contains("with value vendor acme secret=******"), "{e}");
+    answers.push(e);
+
+    // A failed `api-call`: the URL shows without its user information and query (where
+    // webhook tokens are), in `last_error` and in the log of its retries.
+    let e = with_rule(
+        json!({"actions": [{"op": "api-call", "args": {
+               "url": "http://hook:sekrit-r3@127.0.0.1:9/notify?token=sekrit-r4",
+               "retries": 1, "backoff_factor": 0}}]}),
+        json!({"inventory": inventory("acme")}),
+    )
+    .await;
+    assert!(
+        e.contains("Request to http://127.0.0.1:9/notify failed: "),
+        "{e}"
+    );
+    answers.push(e);
+
+    // A sensitive rule: none of its values in `last_error`, history or the log, not
+    // even what its `log` action was to log.
+    let e = with_rule(
+        json!({"sensitive": true, "actions": [
+               {"op": "log", "args": {"msg": "sekrit-r5 {inventory[system_vendor][manufacturer]}"}},
+               {"op": "set-attribute", "args": {"path": "/uuid", "value": "sekrit-r6"}}]}),
+        json!({"inventory": inventory("acme")}),
+    )
+    .await;
+    assert!(
+        e.contains("action 2 (set-attribute) failed; the rule is sensitive"),
+        "{e}"
+    );
+    answers.push(e);
+
+    // What rules log of the ramdisk's data: the `log` action's message, and a looped
+    // template whose second pass fails (the item is broken) logged with its text.
+    let r = api
+        .post(
+            "/v1/inspection_rules",
+            V,
+            &json!({"actions": [
+                {"op": "log", "args": {"msg": "vendor {inventory[system_vendor][manufacturer]}",
+                                       "level": "warning"}},
+                {"op": "set-attribute", "loop": ["{"], "args": {"path": "/extra/v",
+                 "value": "{inventory[system_vendor][manufacturer]} {item}"}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(api.provision_to(V, "insp", "inspect").await.status, 202);
+    api.wait_state(V, "insp", "inspect wait").await;
+    let data = json!({"inventory": inventory(&format!("acme{}", forged(3)))});
+    let r = api
+        .post(
+            &format!("/v1/continue_inspection?node_uuid={uuid}"),
+            V,
+            &data,
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = api.wait_state(V, "insp", "manageable").await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+
+    // A heartbeat's callback URL, logged when the heartbeat is recorded.
+    let r = api
+        .provision(
+            V,
+            "insp",
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "deploy", "step": "sleep", "args": {"seconds": 600}}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    api.wait_state(V, "insp", "clean wait").await;
+    let r = api.get(&format!("/v1/lookup?node_uuid={uuid}"), V).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let token = r.json()["config"]["agent_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = api
+        .post(
+            &format!("/v1/heartbeat/{uuid}"),
+            V,
+            &json!({"callback_url": format!("http://192.0.2.50:9999/{}", forged(4)),
+                    "agent_version": "10.1.0", "agent_token": token}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert!(
+        conductor.wait_log("heartbeat recorded", Duration::from_secs(30)),
+        "the heartbeat was logged"
+    );
+
+    let history = api.get("/v1/nodes/insp/history?detail=true", V).await;
+    assert_eq!(history.status, 200, "{}", history.body);
+    assert!(history.body.contains("disk on fire"), "{}", history.body);
+    answers.push(history.body);
+    let logs = conductor.log_text();
+    for n in 1..=4 {
+        assert!(
+            logs.contains(&format!("\\n{FORGED} forged-{n}")),
+            "forged-{n} is logged, escaped:\n{logs}"
+        );
+    }
+    assert!(
+        !logs.lines().any(|l| l.starts_with(FORGED)),
+        "ramdisk data forged a log line in {}",
+        cluster.dir.display()
+    );
+    assert!(
+        logs.contains("api-call action: retrying"),
+        "the retry was logged"
+    );
+    assert!(
+        logs.contains("a sensitive rule's message, not shown"),
+        "the log action ran"
+    );
+    for secret in [
+        "sekrit-r1",
+        "sekrit-r2",
+        "sekrit-r3",
+        "sekrit-r4",
+        "sekrit-r5",
+        "sekrit-r6",
+    ] {
+        for a in &answers {
+            assert!(!a.contains(secret), "{secret} in {a}");
+        }
+        assert!(
+            !logs.contains(secret),
+            "{secret} in the log of {}",
+            cluster.dir.display()
+        );
+    }
+    drop(conductor);
+    drop(api_proc);
+    t.cleanup().await;
+}
+
 fn lines_of<'a>(logs: &'a str, target: &str) -> Vec<&'a str> {
     logs.lines().filter(|l| l.contains(target)).collect()
 }

@@ -290,7 +290,7 @@ impl Provisioner {
     /// `step_running`, maintenance too (a step was interrupted: someone should look).
     pub(super) async fn fail_cleaning(&self, mut held: Held, msg: String, step_running: bool) {
         let uuid = held.node.uuid.to_string();
-        tracing::warn!(node = %uuid, "cleaning failed: {msg}");
+        tracing::warn!(node = %uuid, "cleaning failed: {}", ironic_model::secrets::log_safe(&msg));
         let target = held.node.target_provision_state;
         held.node.last_error = Some(msg.clone());
         self.tear_down_cleaning_if_prepared(&mut held.node).await;
@@ -413,7 +413,7 @@ impl Provisioner {
             return;
         }
         if let Err(why) = self.deploy_call(node, DeployCall::TearDownCleaning).await {
-            tracing::warn!(node = %node.uuid, "tearing down cleaning failed: {why}");
+            tracing::warn!(node = %node.uuid, "tearing down cleaning failed: {}", ironic_model::secrets::log_safe(&why.to_string()));
             let msg = format!(
                 "Failed to tear down from cleaning for node {}: {why}",
                 node.uuid

@@ -105,7 +105,7 @@ impl Provisioner {
     /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
     pub(super) async fn fail_deploy(&self, mut held: Held, msg: String) {
         let uuid = held.node.uuid.to_string();
-        tracing::warn!(node = %uuid, "deploy failed: {msg}");
+        tracing::warn!(node = %uuid, "deploy failed: {}", ironic_model::secrets::log_safe(&msg));
         let target = held.node.target_provision_state;
         if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
             set_state(&mut held.node, t);
@@ -217,7 +217,7 @@ impl Provisioner {
             // The deploy interface takes the instance away (and powers the node off).
             if let Err(why) = me.deploy_call(&mut held.node, DeployCall::TearDown).await {
                 let msg = format!("Failed to tear down node {uuid}: {why}");
-                tracing::warn!(node = %uuid, "{msg}");
+                tracing::warn!(node = %uuid, "{}", ironic_model::secrets::log_safe(&msg));
                 if let Ok(t) = fsm::process(P::Deleting, Event::Fail, false, None) {
                     set_state(&mut held.node, t);
                 }

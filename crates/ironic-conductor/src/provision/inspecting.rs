@@ -154,7 +154,7 @@ impl Provisioner {
             }
             Err(why) => {
                 let msg = format!("Failed to finish inspection: {why}");
-                tracing::warn!(node = %held.node.uuid, "{msg}");
+                tracing::warn!(node = %held.node.uuid, "{}", ironic_model::secrets::log_safe(&msg));
                 held.node.last_error = Some(msg);
                 Event::Fail
             }
@@ -190,7 +190,7 @@ impl Provisioner {
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(node = %node.uuid, "could not read the firmware components: {e}")
+                tracing::warn!(node = %node.uuid, "could not read the firmware components: {}", ironic_model::secrets::log_safe(&e.to_string()))
             }
         }
     }
@@ -217,7 +217,7 @@ impl Provisioner {
         {
             Ok(after) => node.power_state = Some(after),
             Err(e) => {
-                tracing::warn!(node = %node.uuid, "could not power off after inspection: {e}")
+                tracing::warn!(node = %node.uuid, "could not power off after inspection: {}", ironic_model::secrets::log_safe(&e.to_string()))
             }
         }
     }
@@ -283,7 +283,7 @@ impl Provisioner {
             }
         }
         let pxe_mac = pxe_mac(inv, plugin_data);
-        let macs: Vec<String> = interfaces
+        let found: Vec<String> = interfaces
             .iter()
             .filter_map(|i| i.get("mac_address").and_then(Value::as_str))
             .filter_map(|m| match ironic_model::port::normalize_mac(m) {
@@ -293,12 +293,13 @@ impl Provisioner {
                     None
                 }
             })
-            .filter(|m| match self.settings.inspector_add_ports.as_str() {
-                "all" => true,
-                "pxe" => Some(m) == pxe_mac.as_ref(),
-                _ => false,
-            })
             .collect();
+        let macs = ports_to_add(
+            &self.settings.inspector_add_ports,
+            hooks,
+            found,
+            pxe_mac.as_deref(),
+        );
         for address in macs {
             let pxe_enabled = Some(&address) == pxe_mac.as_ref();
             let mut port = ironic_model::port::Port::new(
@@ -409,7 +410,9 @@ impl Provisioner {
         }
         match &outcome {
             Ok(()) => tracing::info!(node = %uuid, rules = all.len(), "inspection rules applied"),
-            Err(e) => tracing::warn!(node = %uuid, "inspection rules failed: {e}"),
+            Err(e) => {
+                tracing::warn!(node = %uuid, "inspection rules failed: {}", ironic_model::secrets::log_safe(e))
+            }
         }
         outcome
     }
@@ -426,6 +429,27 @@ impl rules::ApiCaller for HttpCaller {
         timeout: std::time::Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, String>> + Send + 'a>> {
         Box::pin(self.0.status(url, headers, timeout))
+    }
+}
+
+/// The MACs an inspection makes ports of, as `[inspector] add_ports` says (upstream's
+/// `validate-interfaces` and `ports` hooks): `all` every one; `disabled` none; `pxe`
+/// the one the node booted from, or, out of band, where the BMC names no boot NIC,
+/// every one (upstream's Redfish inspection runs the same hooks, and they keep every
+/// interface when no PXE MAC is known). In band, a ramdisk that names no boot interface
+/// gets no port under `pxe`: what it posts is not authenticated, so it does not choose
+/// which ports a node gets.
+fn ports_to_add(
+    add_ports: &str,
+    hooks: Hooks,
+    found: Vec<String>,
+    pxe: Option<&str>,
+) -> Vec<String> {
+    match (add_ports, pxe) {
+        ("all", _) => found,
+        ("pxe", Some(pxe)) => found.into_iter().filter(|m| m == pxe).collect(),
+        ("pxe", None) if hooks == Hooks::OutOfBand => found,
+        _ => Vec::new(),
     }
 }
 
@@ -513,6 +537,40 @@ mod tests {
             got,
             ["192.0.2.10", "192.0.2.11", "2001:db8::1", "bmc.example.com"]
         );
+    }
+
+    /// `[inspector] add_ports` out of band and in band: under the default (`pxe`), an
+    /// out-of-band inspection whose BMC names no boot NIC makes a port of every NIC.
+    #[test]
+    fn which_nics_become_ports() {
+        let found = || vec!["52:54:00:00:00:01".to_string(), "52:54:00:00:00:02".into()];
+        let pxe = Some("52:54:00:00:00:02");
+        for (add_ports, hooks, pxe, expected) in [
+            ("pxe", Hooks::OutOfBand, None, found()),
+            (
+                "pxe",
+                Hooks::OutOfBand,
+                pxe,
+                vec!["52:54:00:00:00:02".to_string()],
+            ),
+            (
+                "pxe",
+                Hooks::Agent,
+                pxe,
+                vec!["52:54:00:00:00:02".to_string()],
+            ),
+            ("pxe", Hooks::Agent, None, vec![]),
+            ("all", Hooks::OutOfBand, None, found()),
+            ("all", Hooks::Agent, pxe, found()),
+            ("disabled", Hooks::OutOfBand, None, vec![]),
+            ("disabled", Hooks::Agent, pxe, vec![]),
+        ] {
+            assert_eq!(
+                ports_to_add(add_ports, hooks, found(), pxe),
+                expected,
+                "{add_ports} {hooks:?} {pxe:?}"
+            );
+        }
     }
 
     #[test]

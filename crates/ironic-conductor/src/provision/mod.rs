@@ -233,7 +233,7 @@ impl Provisioner {
                 }
             },
             Err(e) => {
-                tracing::warn!(node = %node.uuid, error = %e, "could not read the BIOS settings")
+                tracing::warn!(node = %node.uuid, error = %ironic_model::secrets::log_safe(&e.to_string()), "could not read the BIOS settings")
             }
         }
     }

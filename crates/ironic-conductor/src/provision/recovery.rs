@@ -110,7 +110,7 @@ impl Provisioner {
                 if let Ok(t) = fsm::process(state, Event::Fail, false, target) {
                     set_state(&mut held.node, t);
                 }
-                tracing::warn!(node = %uuid, "{msg}");
+                tracing::warn!(node = %uuid, "{}", ironic_model::secrets::log_safe(&msg));
                 held.node.last_error = Some(msg);
                 held.save_and_release().await?;
             }

@@ -169,7 +169,7 @@ impl Provisioner {
     /// `step_failed`, maintenance too (`fault` `service failure`, as upstream's).
     pub(super) async fn fail_servicing(&self, mut held: Held, msg: String, step_failed: bool) {
         let uuid = held.node.uuid.to_string();
-        tracing::warn!(node = %uuid, "servicing failed: {msg}");
+        tracing::warn!(node = %uuid, "servicing failed: {}", ironic_model::secrets::log_safe(&msg));
         let target = held.node.target_provision_state;
         wipe_servicing(&mut held.node);
         if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {

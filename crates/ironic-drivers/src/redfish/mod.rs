@@ -22,7 +22,7 @@ use crate::interfaces::{
     DriverErrorKind, DriverFuture, Indicator, Interface, ManagementInterface, NodeChanges,
     NodeInfo, PowerInterface, RaidInterface, driver_info_text,
 };
-use crate::outbound::Origin;
+use crate::outbound::{Origin, shown_url};
 use client::{Bmc, Http, RfError, Settings};
 
 pub use ironic_catalog::REDFISH;
@@ -735,7 +735,7 @@ impl Core {
         let coll = match bmc.get(path).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::debug!(bmc = %bmc.origin.base(), %link, "not read during inspection: {e}");
+                tracing::debug!(bmc = %bmc.origin.base(), %link, "not read during inspection: {}", ironic_model::secrets::log_safe(&e.to_string()));
                 return None;
             }
         };
@@ -1077,11 +1077,6 @@ const INSPECTION_LIMIT: std::time::Duration = std::time::Duration::from_secs(600
 
 /// The longest a power change is waited for, whatever the request asks.
 const POWER_WAIT_LIMIT: u64 = 3600;
-
-/// A URL as errors show it: without its query (signed URLs carry tokens there).
-fn shown_url(url: &str) -> &str {
-    url.split(['?', '#']).next().unwrap_or(url)
-}
 
 impl Interface for Iface {
     fn validate<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, ()> {

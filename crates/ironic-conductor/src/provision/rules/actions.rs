@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ironic_model::node::{JsonObject, Source};
 use ironic_model::port::{Port, PortSpec};
+use ironic_model::secrets::log_safe;
 use ironic_model::{Node, Version};
 use serde_json::{Map, Value};
 
@@ -13,11 +14,15 @@ use super::py::{self, ConvError, key_error, py_repr, py_str, type_name};
 use super::{ApiCaller, Failure, Subject};
 
 /// Runs the action `op` with its named arguments.
+///
+/// `quiet`: the action is a sensitive rule's, so nothing of its arguments is logged
+/// (its failure text is replaced by the engine).
 pub(super) async fn execute(
     op: &str,
     args: Map<String, Value>,
     s: &mut Subject<'_>,
     http: &dyn ApiCaller,
+    quiet: bool,
 ) -> Result<(), Failure> {
     let arg = |name: &str| args.get(name).cloned().unwrap_or(Value::Null);
     match op {
@@ -25,11 +30,11 @@ pub(super) async fn execute(
             "Failed to inspect hardware. Reason: {}",
             py_str(&arg("msg"), false)
         ))),
-        "log" => log(&arg("msg"), &arg("level"), s),
+        "log" => log(&arg("msg"), &arg("level"), s, quiet),
         "set-attribute" => {
             let (path, value) = (arg("path"), arg("value"));
             let mut t = NodeTarget(&mut *s.node);
-            set_attr(&mut t, &path, value.clone()).map_err(|e| {
+            set_attr(&mut t, &path, value.clone(), quiet).map_err(|e| {
                 Failure::action(format!(
                     "Failed to set attribute {} with value {}: {}",
                     py_str(&path, false),
@@ -42,7 +47,14 @@ pub(super) async fn execute(
         "extend-attribute" => {
             let (path, value) = (arg("path"), arg("value"));
             let mut t = NodeTarget(&mut *s.node);
-            extend_attr(&mut t, &path, value.clone(), py::truthy(&arg("unique"))).map_err(|e| {
+            extend_attr(
+                &mut t,
+                &path,
+                value.clone(),
+                py::truthy(&arg("unique")),
+                quiet,
+            )
+            .map_err(|e| {
                 Failure::action(format!(
                     "Failed to extend attribute {}: {}",
                     py_str(&path, false),
@@ -66,7 +78,7 @@ pub(super) async fn execute(
         "set-capability" => set_capability(s.node, &arg("name"), &arg("value")),
         "unset-capability" => unset_capability(s.node, &arg("name")),
         "add-trait" => add_trait(s.node, &arg("name")),
-        "remove-trait" => remove_trait(s.node, &arg("name")),
+        "remove-trait" => remove_trait(s.node, &arg("name"), quiet),
         "set-plugin-data" => {
             let path = arg("path");
             set_plugin_data(s.plugin_data, &path, arg("value")).map_err(|e| {
@@ -93,7 +105,7 @@ pub(super) async fn execute(
         }
         "unset-plugin-data" => {
             let path = arg("path");
-            unset_plugin_data(s.plugin_data, &path).map_err(|e| {
+            unset_plugin_data(s.plugin_data, &path, quiet).map_err(|e| {
                 Failure::action(format!(
                     "Failed to unset plugin data at {}: {e}",
                     py_str(&path, false)
@@ -101,14 +113,14 @@ pub(super) async fn execute(
             })
         }
         "set-port-attribute" | "extend-port-attribute" | "del-port-attribute" => {
-            port_action(op, &args, s)
+            port_action(op, &args, s, quiet)
         }
-        "api-call" => api_call(&args, http).await,
+        "api-call" => api_call(&args, http, quiet).await,
         other => Err(Failure::Generic(format!("Unsupported action '{other}'."))),
     }
 }
 
-fn log(msg: &Value, level: &Value, s: &Subject<'_>) -> Result<(), Failure> {
+fn log(msg: &Value, level: &Value, s: &Subject<'_>, quiet: bool) -> Result<(), Failure> {
     let Value::String(level) = level else {
         return Err(Failure::Generic(format!(
             "'{}' object has no attribute 'lower'",
@@ -117,7 +129,15 @@ fn log(msg: &Value, level: &Value, s: &Subject<'_>) -> Result<(), Failure> {
     };
     let level = level.to_lowercase();
     let node = s.node.uuid.as_str();
-    let msg = py_str(msg, false);
+    // A sensitive rule's message is its own argument: not logged.
+    let msg = if quiet {
+        "(a sensitive rule's message, not shown)".to_string()
+    } else {
+        py_str(msg, false)
+    };
+    // What a rule logs may be what the ramdisk sent: escaped, so that it cannot start a
+    // line of its own.
+    let msg = log_safe(&msg);
     match level.as_str() {
         "debug" => tracing::debug!(node = %node, "inspection rule: {msg}"),
         "info" => tracing::info!(node = %node, "inspection rule: {msg}"),
@@ -178,7 +198,7 @@ impl Target for NodeTarget<'_> {
     }
 
     fn known(&self, name: &str) -> bool {
-        super::template::node_view(self.0).contains_key(name)
+        super::template::node_fields(self.0).contains_key(name)
     }
 
     fn is_text(name: &str) -> bool {
@@ -405,7 +425,12 @@ fn delitem(cur: &mut Value, key: &str) -> Result<(), AttrError> {
 }
 
 /// `set-attribute`: `Ok(true)` when something was written.
-fn set_attr<T: Target>(t: &mut T, path: &Value, value: Value) -> Result<bool, AttrError> {
+fn set_attr<T: Target>(
+    t: &mut T,
+    path: &Value,
+    value: Value,
+    quiet: bool,
+) -> Result<bool, AttrError> {
     let parts = node_path(path)?;
     let mut doc = t.writable();
     match parts.as_slice() {
@@ -415,7 +440,14 @@ fn set_attr<T: Target>(t: &mut T, path: &Value, value: Value) -> Result<bool, At
             } else if t.known(name) {
                 return Err(AttrError::ReadOnly);
             } else {
-                tracing::warn!(attribute = %name, "inspection rule set an unknown {} attribute: ignored", T::CLASS);
+                if quiet {
+                    tracing::warn!(
+                        "sensitive inspection rule set an unknown {} attribute: ignored",
+                        T::CLASS
+                    );
+                } else {
+                    tracing::warn!(attribute = %log_safe(name), "inspection rule set an unknown {} attribute: ignored", T::CLASS);
+                }
                 return Ok(false);
             }
         }
@@ -438,6 +470,7 @@ fn extend_attr<T: Target>(
     path: &Value,
     value: Value,
     unique: bool,
+    quiet: bool,
 ) -> Result<bool, AttrError> {
     let parts = node_path(path)?;
     let mut doc = t.writable();
@@ -455,7 +488,14 @@ fn extend_attr<T: Target>(
             Some(current) => push(current)?,
             None if t.known(name) => return Err(AttrError::ReadOnly),
             None => {
-                tracing::warn!(attribute = %name, "inspection rule extended an unknown {} attribute: ignored", T::CLASS);
+                if quiet {
+                    tracing::warn!(
+                        "sensitive inspection rule extended an unknown {} attribute: ignored",
+                        T::CLASS
+                    );
+                } else {
+                    tracing::warn!(attribute = %log_safe(name), "inspection rule extended an unknown {} attribute: ignored", T::CLASS);
+                }
                 return Ok(false);
             }
         },
@@ -506,7 +546,12 @@ fn del_attr<T: Target>(t: &mut T, path: &Value) -> Result<bool, AttrError> {
     Ok(true)
 }
 
-fn port_action(op: &str, args: &Map<String, Value>, s: &mut Subject<'_>) -> Result<(), Failure> {
+fn port_action(
+    op: &str,
+    args: &Map<String, Value>,
+    s: &mut Subject<'_>,
+    quiet: bool,
+) -> Result<(), Failure> {
     let arg = |name: &str| args.get(name).cloned().unwrap_or(Value::Null);
     let port_id = arg("port_id");
     let id = py_str(&port_id, false);
@@ -528,20 +573,25 @@ fn port_action(op: &str, args: &Map<String, Value>, s: &mut Subject<'_>) -> Resu
     let p = py_str(&path, false);
     let mut t = PortTarget(port);
     let changed = match op {
-        "set-port-attribute" => set_attr(&mut t, &path, value.clone()).map_err(|e| {
+        "set-port-attribute" => set_attr(&mut t, &path, value.clone(), quiet).map_err(|e| {
             Failure::action(format!(
                 "Failed to set attribute {p} for port {id}: {}",
                 e.text(&path, &value, "")
             ))
         })?,
-        "extend-port-attribute" => {
-            extend_attr(&mut t, &path, value.clone(), py::truthy(&arg("unique"))).map_err(|e| {
-                Failure::action(format!(
-                    "Failed to extend attribute {p} for port {id}: {}",
-                    e.text(&path, &value, " ")
-                ))
-            })?
-        }
+        "extend-port-attribute" => extend_attr(
+            &mut t,
+            &path,
+            value.clone(),
+            py::truthy(&arg("unique")),
+            quiet,
+        )
+        .map_err(|e| {
+            Failure::action(format!(
+                "Failed to extend attribute {p} for port {id}: {}",
+                e.text(&path, &value, " ")
+            ))
+        })?,
         _ => del_attr(&mut t, &path).map_err(|e| {
             Failure::action(format!(
                 "Failed to delete attribute {p} for port {id}: {}",
@@ -650,7 +700,7 @@ fn add_trait(node: &mut Node, name: &Value) -> Result<(), Failure> {
     Ok(())
 }
 
-fn remove_trait(node: &mut Node, name: &Value) -> Result<(), Failure> {
+fn remove_trait(node: &mut Node, name: &Value, quiet: bool) -> Result<(), Failure> {
     let t = trait_name(name).map_err(|e| {
         Failure::action(format!(
             "Failed to remove trait {}: {e}",
@@ -661,11 +711,18 @@ fn remove_trait(node: &mut Node, name: &Value) -> Result<(), Failure> {
         Some(i) => {
             node.traits.remove(i);
         }
-        None => tracing::warn!(
+        None if quiet => tracing::warn!(
             node = %node.uuid,
-            "Failed to remove trait {t}: Trait {t} could not be found on node {}.",
-            node.uuid
+            "a sensitive inspection rule removed a trait the node does not have"
         ),
+        None => {
+            let t = log_safe(&t);
+            tracing::warn!(
+                node = %node.uuid,
+                "Failed to remove trait {t}: Trait {t} could not be found on node {}.",
+                node.uuid
+            )
+        }
     }
     Ok(())
 }
@@ -762,13 +819,17 @@ fn object_at_mut<'v>(data: &'v mut JsonObject, keys: &[String]) -> Option<&'v mu
 /// Upstream's `_unset_nested_dict`; a missing path is only a warning. The last key of
 /// an object takes the object with it (removed from its own parent); ours also removes
 /// a top-level key that is alone (upstream removes nothing then).
-fn unset_plugin_data(data: &mut JsonObject, path: &Value) -> Result<(), String> {
+fn unset_plugin_data(data: &mut JsonObject, path: &Value, quiet: bool) -> Result<(), String> {
     let keys = data_path(path)?;
     let Some((last, parents)) = keys.split_last() else {
         return Err("list index out of range".into());
     };
     let Some(container) = object_at(data, parents).filter(|c| c.contains_key(last)) else {
-        tracing::warn!(path = %py_str(path, false), "inspection rule: plugin data path not found");
+        if quiet {
+            tracing::warn!("sensitive inspection rule: plugin data path not found");
+        } else {
+            tracing::warn!(path = %log_safe(&py_str(path, false)), "inspection rule: plugin data path not found");
+        }
         return Ok(());
     };
     let alone = container.len() == 1;
@@ -828,7 +889,11 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
-async fn api_call(args: &Map<String, Value>, http: &dyn ApiCaller) -> Result<(), Failure> {
+async fn api_call(
+    args: &Map<String, Value>,
+    http: &dyn ApiCaller,
+    quiet: bool,
+) -> Result<(), Failure> {
     let arg = |name: &str| args.get(name).cloned().unwrap_or(Value::Null);
     let url = py_str(&arg("url"), false);
     let timeout = py::py_to_float(&arg("timeout")).map_err(invalid_parameter)?;
@@ -853,6 +918,9 @@ async fn api_call(args: &Map<String, Value>, http: &dyn ApiCaller) -> Result<(),
     let retries = u32::try_from(retries.max(0))
         .unwrap_or(u32::MAX)
         .min(RETRIES_MAX);
+    // The URL as failures and logs show it: scheme, host, port and path only (a
+    // webhook's token is often in its query or user information).
+    let shown = ironic_drivers::outbound::shown_url(&url);
     let mut errors: u32 = 0;
     loop {
         let outcome = http.get(&url, &headers, timeout).await;
@@ -872,22 +940,29 @@ async fn api_call(args: &Map<String, Value>, http: &dyn ApiCaller) -> Result<(),
                     tokio::time::sleep(d).await;
                 }
             }
-            tracing::debug!(url = %url, attempt = errors, "api-call action: retrying");
+            if quiet {
+                tracing::debug!(
+                    attempt = errors,
+                    "api-call action of a sensitive rule: retrying"
+                );
+            } else {
+                tracing::debug!(url = %log_safe(&shown), attempt = errors, "api-call action: retrying");
+            }
             continue;
         }
         let detail = match outcome {
             Ok(code) if code < 400 => return Ok(()),
             Ok(code) if code < 500 => {
-                format!("{code} Client Error: {} for url: {url}", reason(code))
+                format!("{code} Client Error: {} for url: {shown}", reason(code))
             }
             Ok(code) if code < 600 => {
-                format!("{code} Server Error: {} for url: {url}", reason(code))
+                format!("{code} Server Error: {} for url: {shown}", reason(code))
             }
             Ok(_) => return Ok(()),
             Err(e) => e,
         };
         return Err(Failure::action(format!(
-            "Request to {url} failed: {detail}"
+            "Request to {shown} failed: {detail}"
         )));
     }
 }

@@ -139,24 +139,67 @@ pub(crate) async fn apply_rules(
             Ok(false) => Ok(()),
             Err(e) => Err(e),
         };
-        match outcome {
-            Ok(()) => {}
-            Err(Failure::Final(text)) => {
-                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "error applying an inspection rule: {text}");
-                return Err(text);
-            }
-            Err(Failure::Generic(detail)) => {
-                let text = format!(
+        let Err((step, failure)) = outcome else {
+            continue;
+        };
+        let text = if rule.sensitive {
+            // Its arguments may be secrets (the reason it is marked): none of them, nor
+            // anything made from them, reaches `last_error`, history or the log.
+            format!(
+                "Failed to apply rule {} to node {}: {step} failed; the rule is sensitive, so the details are not shown.",
+                rule.uuid, s.node.uuid
+            )
+        } else {
+            match failure {
+                Failure::Final(text) => text,
+                Failure::Generic(detail) => format!(
                     "Failed to apply rule {} to node {}: {detail}",
                     rule.uuid, s.node.uuid
-                );
-                tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "{text}");
-                return Err(text);
+                ),
             }
-        }
+        };
+        tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "error applying an inspection rule: {}", ironic_model::secrets::log_safe(&text));
+        return Err(text);
     }
     tracing::info!(node = %s.node.uuid, "finished applying inspection rules");
     Ok(())
+}
+
+/// Where in a rule a failure happened: the condition or action by position (from 1)
+/// and operator, never by argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Condition(usize, Option<&'static str>),
+    Action(usize, Option<&'static str>),
+}
+
+impl Step {
+    fn of(item: &JsonObject, index: usize, condition: bool) -> Step {
+        let known: &[&'static str] = if condition { CONDITION_OPS } else { ACTION_OPS };
+        let op = item
+            .get("op")
+            .and_then(Value::as_str)
+            .map(|o| o.trim().trim_start_matches('!').trim())
+            .and_then(|o| known.iter().find(|k| **k == o).copied());
+        if condition {
+            Step::Condition(index + 1, op)
+        } else {
+            Step::Action(index + 1, op)
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, index, op) = match self {
+            Step::Condition(i, op) => ("condition", i, op),
+            Step::Action(i, op) => ("action", i, op),
+        };
+        match op {
+            Some(op) => write!(f, "{what} {index} ({op})"),
+            None => write!(f, "{what} {index}"),
+        }
+    }
 }
 
 /// The operator of a condition or action item: upstream's `parse_inverted_operator`
@@ -221,20 +264,27 @@ fn process_args(
 }
 
 /// A rule's conditions, all of them (none: the rule matches).
-fn rule_matches(rule: &InspectionRule, s: &Subject<'_>, mask: bool) -> Result<bool, Failure> {
+fn rule_matches(
+    rule: &InspectionRule,
+    s: &Subject<'_>,
+    mask: bool,
+) -> Result<bool, (Step, Failure)> {
     if rule.conditions.is_empty() {
         return Ok(true);
     }
     let view = node_view(s.node);
-    for condition in &rule.conditions {
+    for (i, condition) in rule.conditions.iter().enumerate() {
         let vars = Vars {
             node: &view,
             inventory: s.inventory,
             plugin_data: s.plugin_data,
             item: None,
             mask,
+            quiet: rule.sensitive,
         };
-        if !condition_holds(condition, &vars)? {
+        let holds =
+            condition_holds(condition, &vars).map_err(|f| (Step::of(condition, i, true), f))?;
+        if !holds {
             tracing::debug!(node = %s.node.uuid, rule = %rule.uuid, op = ?condition.get("op"), "inspection rule skipped: a condition does not hold");
             return Ok(false);
         }
@@ -259,6 +309,7 @@ fn condition_holds(condition: &JsonObject, vars: &Vars<'_>) -> Result<bool, Fail
             plugin_data: vars.plugin_data,
             item,
             mask: vars.mask,
+            quiet: vars.quiet,
         };
         let mut args = process_args(op, condition, &vars, item.is_some())?;
         if item.is_some() && matches!(op, "eq" | "lt" | "gt") {
@@ -301,30 +352,54 @@ async fn run_actions(
     s: &mut Subject<'_>,
     mask: bool,
     http: &dyn ApiCaller,
-) -> Result<(), Failure> {
-    for action in &rule.actions {
-        let op = item_op(action)?;
-        if !ACTION_OPS.contains(&op) {
-            return Err(Failure::Generic(format!(
-                "Unsupported action: '{op}'. Supported actions are: {}.",
-                ACTION_OPS.join(", ")
-            )));
-        }
-        match action.get("loop").filter(|l| is_non_empty(l)) {
-            Some(Value::Array(items)) => {
-                for item in items {
-                    run_action(op, action, Some(item), s, mask, http).await?;
-                }
-            }
-            Some(obj @ Value::Object(_)) => {
-                run_action(op, action, Some(obj), s, mask, http).await?
-            }
-            // A loop that is neither a list nor an object: upstream does nothing.
-            Some(_) => {}
-            None => run_action(op, action, None, s, mask, http).await?,
-        }
+) -> Result<(), (Step, Failure)> {
+    for (i, action) in rule.actions.iter().enumerate() {
+        run_one(rule, action, s, mask, http)
+            .await
+            .map_err(|f| (Step::of(action, i, false), f))?;
     }
     Ok(())
+}
+
+/// One action of `rule`, looped or not.
+async fn run_one(
+    rule: &InspectionRule,
+    action: &JsonObject,
+    s: &mut Subject<'_>,
+    mask: bool,
+    http: &dyn ApiCaller,
+) -> Result<(), Failure> {
+    let op = item_op(action)?;
+    if !ACTION_OPS.contains(&op) {
+        return Err(Failure::Generic(format!(
+            "Unsupported action: '{op}'. Supported actions are: {}.",
+            ACTION_OPS.join(", ")
+        )));
+    }
+    let how = How {
+        mask,
+        quiet: rule.sensitive,
+    };
+    match action.get("loop").filter(|l| is_non_empty(l)) {
+        Some(Value::Array(items)) => {
+            for item in items {
+                run_action(op, action, Some(item), s, how, http).await?;
+            }
+        }
+        Some(obj @ Value::Object(_)) => run_action(op, action, Some(obj), s, how, http).await?,
+        // A loop that is neither a list nor an object: upstream does nothing.
+        Some(_) => {}
+        None => run_action(op, action, None, s, how, http).await?,
+    }
+    Ok(())
+}
+
+/// How a rule's action runs: whether secrets are masked for it, and whether it is
+/// quiet (a sensitive rule's: nothing of its arguments is logged).
+#[derive(Debug, Clone, Copy)]
+struct How {
+    mask: bool,
+    quiet: bool,
 }
 
 async fn run_action(
@@ -332,7 +407,7 @@ async fn run_action(
     action: &JsonObject,
     item: Option<&Value>,
     s: &mut Subject<'_>,
-    mask: bool,
+    how: How,
     http: &dyn ApiCaller,
 ) -> Result<(), Failure> {
     let args = {
@@ -342,9 +417,10 @@ async fn run_action(
             inventory: s.inventory,
             plugin_data: s.plugin_data,
             item,
-            mask,
+            mask: how.mask,
+            quiet: how.quiet,
         };
         process_args(op, action, &vars, item.is_some())?
     };
-    actions::execute(op, args, s, http).await
+    actions::execute(op, args, s, http, how.quiet).await
 }

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
 use ironic_model::node::JsonObject;
+use ironic_model::secrets::{self, log_safe};
 use ironic_model::{Node, Version};
 use serde_json::{Map, Value};
 
@@ -23,6 +24,8 @@ pub(super) struct Vars<'a> {
     pub item: Option<&'a Value>,
     /// Whether secrets of the inventory and plugin data are masked.
     pub mask: bool,
+    /// A sensitive rule's: a failed interpolation is logged without its text.
+    pub quiet: bool,
 }
 
 /// Why a template could not be formatted: `key` when Python would raise `KeyError`
@@ -56,6 +59,13 @@ enum Cur<'a> {
 
 /// Python's `template.format(**vars)`.
 pub(super) fn format(template: &str, vars: &Vars<'_>) -> Result<String, FmtError> {
+    format_with(template, vars, false)
+}
+
+/// [`format`]; with `literal_data`, what a field brings from anywhere but the loop item
+/// (the inventory and plugin data a ramdisk sent, the node) has its braces doubled, so
+/// that a second pass writes it as it is instead of evaluating it as a template.
+fn format_with(template: &str, vars: &Vars<'_>, literal_data: bool) -> Result<String, FmtError> {
     let chars: Vec<char> = template.chars().collect();
     let mut out = String::with_capacity(template.len());
     let mut i = 0;
@@ -88,7 +98,13 @@ pub(super) fn format(template: &str, vars: &Vars<'_>) -> Result<String, FmtError
                 if j >= chars.len() {
                     return Err(other("expected '}' before end of string"));
                 }
-                out.push_str(&render_field(&chars[start..j], vars)?);
+                let field = &chars[start..j];
+                let text = render_field(field, vars)?;
+                if literal_data && !from_item(field) {
+                    out.push_str(&text.replace('{', "{{").replace('}', "}}"));
+                } else {
+                    out.push_str(&text);
+                }
                 i = j + 1;
             }
             '}' if chars.get(i + 1) == Some(&'}') => {
@@ -103,6 +119,15 @@ pub(super) fn format(template: &str, vars: &Vars<'_>) -> Result<String, FmtError
         }
     }
     Ok(out)
+}
+
+/// Whether a replacement field reads the loop item (`{item}`, `{item[k]}`, `{item.x}`).
+fn from_item(field: &[char]) -> bool {
+    let end = field
+        .iter()
+        .position(|c| matches!(c, '.' | '[' | '!' | ':'))
+        .unwrap_or(field.len());
+    field[..end].iter().collect::<String>() == "item"
 }
 
 /// One replacement field: `name(.attr|[key])*[!conv][:spec]`.
@@ -317,12 +342,50 @@ fn getitem<'a>(cur: Cur<'a>, key: &str) -> Result<Cur<'a>, FmtError> {
 fn safe_format(s: &str, vars: &Vars<'_>, is_empty: bool) -> Value {
     match format(s, vars) {
         Ok(out) => Value::String(out),
-        Err(e) if e.key && is_empty => {
-            tracing::debug!(value = %s, "interpolation failed (missing field) for is-empty, using None");
+        Err(e) => failed(s, e, vars, is_empty),
+    }
+}
+
+/// A string formatted twice, as upstream formats a looped argument (so that a loop item
+/// may itself be a template: `loop: ["{inventory[x]}"]`, `value: "{item}"`). Only what
+/// came from the item is formatted again: text the first pass took from the inventory,
+/// the plugin data or the node is kept as it is, so that a ramdisk cannot send a
+/// template (`{node.driver_info[…]}`) to be evaluated.
+fn format_twice(s: &str, vars: &Vars<'_>, is_empty: bool) -> Value {
+    let first = match format_with(s, vars, true) {
+        Ok(first) => first,
+        Err(e) => return failed(s, e, vars, is_empty),
+    };
+    match format(&first, vars) {
+        Ok(out) => Value::String(out),
+        Err(e) => {
+            // The first pass's text as it reads (its escapes undone).
+            let once = format(s, vars).unwrap_or(first);
+            failed(&once, e, vars, is_empty)
+        }
+    }
+}
+
+/// A failed format of `s`: `null` for a missing key under `is-empty`, else `s` as it is
+/// (a warning).
+fn failed(s: &str, e: FmtError, vars: &Vars<'_>, is_empty: bool) -> Value {
+    match e {
+        e if e.key && is_empty => {
+            if vars.quiet {
+                tracing::debug!("interpolation failed (missing field) for is-empty, using None");
+            } else {
+                tracing::debug!(value = %log_safe(s), "interpolation failed (missing field) for is-empty, using None");
+            }
             Value::Null
         }
-        Err(e) => {
-            tracing::warn!(value = %s, error = %e.msg, "interpolation of an inspection rule argument failed");
+        e => {
+            if vars.quiet {
+                tracing::warn!(
+                    "interpolation of an argument of a sensitive inspection rule failed"
+                );
+            } else {
+                tracing::warn!(value = %log_safe(s), error = %log_safe(&e.msg), "interpolation of an inspection rule argument failed");
+            }
             Value::String(s.to_string())
         }
     }
@@ -332,14 +395,8 @@ fn safe_format(s: &str, vars: &Vars<'_>, is_empty: bool) -> Value {
 /// formatted and values interpolated, list string elements formatted once and other
 /// elements interpolated; anything else unchanged.
 pub(super) fn interpolate(v: &Value, vars: &Vars<'_>, in_loop: bool, is_empty: bool) -> Value {
-    let first;
-    let v = if in_loop && let Value::String(s) = v {
-        first = safe_format(s, vars, is_empty);
-        &first
-    } else {
-        v
-    };
     match v {
+        Value::String(s) if in_loop => format_twice(s, vars, is_empty),
         Value::String(s) => safe_format(s, vars, is_empty),
         Value::Object(o) => {
             let mut out = Map::new();
@@ -385,8 +442,20 @@ fn opt_str(s: Option<&str>) -> Value {
 
 /// The node's attributes as templates see them (`{node.<field>}`): the writable fields
 /// of the newest version, then the read-only ones (timestamps as Python prints them),
-/// and `auto_discovered`.
+/// and `auto_discovered`; secrets masked as the API masks them (whatever
+/// `[inspection_rules] mask_secrets` says, which is about the inspection data): values
+/// under secret keys at any depth (`driver_info`'s BMC passwords, `driver_internal_info`'s
+/// agent token, …) and secret patterns in text are [`secrets::MASK`], so that a rule
+/// cannot copy them where readers see them.
 pub(super) fn node_view(node: &Node) -> JsonObject {
+    match secrets::masked(&Value::Object(node_fields(node))) {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The node's attributes, unmasked (which exist: see [`node_view`]).
+pub(super) fn node_fields(node: &Node) -> JsonObject {
     let mut v = node.patch_doc(Version::MAX);
     let mut put = |k: &str, x: Value| {
         v.insert(k.to_string(), x);

@@ -205,6 +205,7 @@ fn vars_for<'a>(view: &'a JsonObject, inv: &'a JsonObject, pd: &'a JsonObject) -
         plugin_data: pd,
         item: None,
         mask: true,
+        quiet: false,
     }
 }
 
@@ -404,7 +405,7 @@ async fn case_38_secrets_are_masked_as_configured() {
             "{mask:?} {sensitive}"
         );
     }
-    // At any depth, in whole objects rendered too; node fields are never masked.
+    // At any depth, in whole objects rendered too; node secrets always (below).
     let mut env = Env::new();
     env.inventory
         .insert("bmc".into(), json!({"password": "p", "user": "u"}));
@@ -427,7 +428,7 @@ async fn case_38_secrets_are_masked_as_configured() {
         json!("{'password': '***', 'user': 'u'}")
     );
     assert_eq!(env.node.extra["creds"], json!("[{'auth_token': '***'}]"));
-    assert_eq!(env.node.extra["node"], json!("n"));
+    assert_eq!(env.node.extra["node"], json!("******"));
     // Writes go to the real data.
     assert_eq!(env.plugin_data["password"], json!("new"));
 }
@@ -1508,6 +1509,36 @@ async fn api_call_gives_up() {
     );
 }
 
+/// A failure shows the URL as scheme, host, port and path: no query, fragment or user
+/// information, where a webhook's token usually is.
+#[tokio::test]
+async fn api_call_failures_show_no_query_or_credentials() {
+    let mut env = Env::new();
+    for answer in [Ok(404), Ok(503), Err("connection refused".into())] {
+        let http = FakeHttp::new(vec![answer]);
+        let err = env
+            .run_with(
+                &[api_rule(json!({
+                    "url": "https://bot:pw-S3CRET@hook.example:8443/notify/{node.uuid}?token=S3CRET#S3CRET",
+                    "retries": 1, "backoff_factor": 0}))],
+                MaskSecrets::Always,
+                &http,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "Request to https://hook.example:8443/notify/{NODE_UUID} failed: "
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("S3CRET") && !err.contains("bot"), "{err}");
+        // The request itself went to the whole URL.
+        let seen = http.seen.lock().unwrap();
+        assert!(seen[0].0.ends_with("?token=S3CRET#S3CRET"), "{}", seen[0].0);
+    }
+}
+
 #[tokio::test]
 async fn api_call_parameters() {
     let http = FakeHttp::new(vec![Ok(200)]);
@@ -1567,4 +1598,173 @@ fn apply_rules_is_send() {
         changed_ports: BTreeSet::new(),
     };
     send(apply_rules(&[], &mut s, MaskSecrets::Always, &http));
+}
+
+// ---------------------------------------------------------------------------------
+// Sensitive rules.
+
+/// A sensitive rule's failure says which rule and which of its conditions or actions
+/// failed, and nothing of its arguments or of what they made (the text goes to
+/// `last_error`, node history and the log); the same rule not marked sensitive says all.
+#[tokio::test]
+async fn a_sensitive_rules_failure_shows_none_of_its_values() {
+    let secret = "S3CRET";
+    let cases = [
+        (
+            json!([]),
+            json!([{"op": "add-trait", "args": {"name": "CUSTOM_A"}},
+                   {"op": "set-attribute", "args": {"path": "/uuid", "value": format!("v-{secret}")}}]),
+            "action 2 (set-attribute)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "set-attribute", "args": {"path": format!("/{secret}/x"), "value": 1}}]),
+            "action 1 (set-attribute)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "extend-attribute", "args": {"path": "/extra", "value": secret}}]),
+            "action 1 (extend-attribute)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "fail", "args": {"msg": format!("token {secret}")}}]),
+            "action 1 (fail)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "api-call", "args": {"url": format!("http://hook/{secret}/x"),
+                    "retries": 0}}]),
+            "action 1 (api-call)",
+        ),
+        (
+            json!([]),
+            json!([{"op": "set-port-attribute", "args": {"port_id": PORT_UUID,
+                    "path": "/address", "value": secret}}]),
+            "action 1 (set-port-attribute)",
+        ),
+        (
+            json!([{"op": "matches", "args": {"value": secret, "regex": format!("({secret}")}}]),
+            json!([{"op": "add-trait", "args": {"name": "CUSTOM_A"}}]),
+            "condition 1 (matches)",
+        ),
+    ];
+    for (conditions, actions, step) in cases {
+        for sensitive in [false, true] {
+            let r = rule(json!({"sensitive": sensitive, "conditions": conditions,
+                                "actions": actions}));
+            let mut env = Env::new();
+            let http = FakeHttp::new(vec![Ok(500)]);
+            let err = env
+                .run_with(&[r], MaskSecrets::Always, &http)
+                .await
+                .unwrap_err();
+            if sensitive {
+                assert_eq!(
+                    err,
+                    format!(
+                        "Failed to apply rule {RULE} to node {NODE_UUID}: {step} failed; the rule is sensitive, so the details are not shown."
+                    )
+                );
+            } else {
+                // The same rule not marked sensitive: the details (here the value, but
+                // for the regular expression's complaint).
+                assert!(!err.contains("not shown"), "{step}: {err}");
+                assert!(
+                    err.contains(secret) || step.starts_with("condition"),
+                    "{step}: {err}"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// What templates may read of the node, and what a ramdisk may make them read.
+
+/// The node a template sees has its secrets masked, whatever `mask_secrets` says:
+/// `driver_info` passwords (at any depth), the agent token in `driver_internal_info`,
+/// secret patterns in text. Writes still go to the real node.
+#[tokio::test]
+async fn templates_see_the_node_with_its_secrets_masked() {
+    let http = FakeHttp::new(vec![Ok(200)]);
+    for mask in [
+        MaskSecrets::Always,
+        MaskSecrets::Never,
+        MaskSecrets::Sensitive,
+    ] {
+        for sensitive in [false, true] {
+            let mut env = Env::new();
+            env.node.driver_info = obj(json!({"ipmi_address": "192.0.2.1",
+                "ipmi_password": "bmc-S3CRET", "bmcs": [{"redfish_password": "S3CRET-2"}]}));
+            env.node.driver_internal_info =
+                obj(json!({"agent_secret_token": "tok-S3CRET", "agent_url": "http://a"}));
+            env.node.extra = obj(json!({"note": "password=S3CRET-3"}));
+            let copy = |path: &str, value: &str| json!({"op": "set-attribute", "args": {"path": path, "value": value}});
+            let r = rule(json!({"sensitive": sensitive, "actions": [
+                copy("/extra/pw", "{node.driver_info[ipmi_password]}"),
+                copy("/extra/di", "{node.driver_info}"),
+                copy("/extra/token", "{node.driver_internal_info[agent_secret_token]}"),
+                copy("/extra/dii", "{node.driver_internal_info!r}"),
+                copy("/extra/note", "{node.extra[note]}"),
+                copy("/extra/addr", "{node.driver_info[ipmi_address]}"),
+                {"op": "set-attribute", "args": {"path": "/driver_info/ipmi_username",
+                                                 "value": "admin"}},
+            ]}));
+            env.run_with(&[r], mask, &http).await.unwrap();
+            let extra = Value::Object(env.node.extra.clone()).to_string();
+            assert!(!extra.contains("S3CRET"), "{mask:?} {sensitive}: {extra}");
+            assert_eq!(env.node.extra["pw"], json!("******"));
+            assert_eq!(env.node.extra["token"], json!("******"));
+            assert_eq!(env.node.extra["addr"], json!("192.0.2.1"));
+            // The real node keeps its secrets.
+            assert_eq!(env.node.driver_info["ipmi_password"], json!("bmc-S3CRET"));
+            assert_eq!(env.node.driver_info["ipmi_username"], json!("admin"));
+            assert_eq!(
+                env.node.driver_internal_info["agent_secret_token"],
+                json!("tok-S3CRET")
+            );
+        }
+    }
+}
+
+/// In a loop, an argument is formatted twice (a loop item may be a template), but text
+/// that the first pass took from the inventory, the plugin data or the node is written
+/// as it is: a ramdisk that sends a template gets it back, not evaluated.
+#[tokio::test]
+async fn a_loop_does_not_evaluate_templates_the_ramdisk_sent() {
+    let mut env = Env::new();
+    env.node.driver_info = obj(json!({"ipmi_password": "bmc-S3CRET", "ipmi_address": "x"}));
+    let sent = "{node.driver_info[ipmi_address]} {node.name} {{x}}";
+    env.inventory.insert(
+        "system_vendor".into(),
+        json!({"manufacturer": sent, "product_name": "a { b }} c"}),
+    );
+    env.plugin_data
+        .insert("note".into(), json!("{inventory[bmc_address]}"));
+    env.node.extra.insert("tmpl".into(), json!("{node.uuid}"));
+    env.act(
+        json!([]),
+        json!([
+            {"op": "set-attribute", "loop": [1, 2], "args": {"path": "/extra/v{item}",
+             "value": "vendor {inventory[system_vendor][manufacturer]}"}},
+            {"op": "set-attribute", "loop": ["a"], "args": {"path": "/extra/product",
+             "value": "{inventory[system_vendor][product_name]} {item}"}},
+            {"op": "set-attribute", "loop": ["a"], "args": {"path": "/extra/pd",
+             "value": "{plugin_data[note]} {node.extra[tmpl]} {item}"}},
+            // A loop item that is a template is still evaluated (upstream's).
+            {"op": "set-attribute", "loop": ["{node.name}"], "args": {"path": "/extra/it",
+             "value": "{item}"}},
+        ]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.node.extra["v1"], json!(format!("vendor {sent}")));
+    assert_eq!(env.node.extra["v2"], json!(format!("vendor {sent}")));
+    assert_eq!(env.node.extra["product"], json!("a { b }} c a"));
+    assert_eq!(
+        env.node.extra["pd"],
+        json!("{inventory[bmc_address]} {node.uuid} a")
+    );
+    assert_eq!(env.node.extra["it"], json!("insp-node"));
 }
