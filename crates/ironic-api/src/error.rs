@@ -112,6 +112,22 @@ fn routing_text(status: StatusCode, description: &str) -> String {
     )
 }
 
+/// 429 with `Retry-After`: `message` names the seconds to wait where it says `{}`.
+fn retry_later(wait: std::time::Duration, message: &str) -> Response {
+    let secs = wait.as_secs().max(1);
+    let mut r = error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        fault_text(
+            StatusCode::TOO_MANY_REQUESTS,
+            &message.replace("{}", &secs.to_string()),
+        ),
+    );
+    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
 /// Builds the `{"error_message": ...}` response.
 pub fn error_response(status: StatusCode, inner: String) -> Response {
     let body = serde_json::json!({ "error_message": inner }).to_string();
@@ -174,18 +190,7 @@ impl IntoResponse for ApiError {
                 fault_text(StatusCode::METHOD_NOT_ALLOWED, &msg),
             ),
             ApiError::TooManyLogins(wait) => {
-                let secs = wait.as_secs().max(1);
-                let mut r = error_response(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    fault_text(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        &format!("Too many failed logins; retry in {secs} seconds."),
-                    ),
-                );
-                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                    r.headers_mut().insert(header::RETRY_AFTER, v);
-                }
-                r
+                retry_later(wait, "Too many failed logins; retry in {} seconds.")
             }
             ApiError::BodyTimeout(t) => error_response(
                 StatusCode::REQUEST_TIMEOUT,
@@ -197,20 +202,10 @@ impl IntoResponse for ApiError {
                     ),
                 ),
             ),
-            ApiError::TooManyRequests(wait) => {
-                let secs = wait.as_secs().max(1);
-                let mut r = error_response(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    fault_text(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        &format!("Too many requests from this address; retry in {secs} seconds."),
-                    ),
-                );
-                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                    r.headers_mut().insert(header::RETRY_AFTER, v);
-                }
-                r
-            }
+            ApiError::TooManyRequests(wait) => retry_later(
+                wait,
+                "Too many requests from this address; retry in {} seconds.",
+            ),
             ApiError::TooLarge(limit) => error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 fault_text(

@@ -348,17 +348,10 @@ pub async fn heartbeat(
     // What the conductor would answer from the same row, answered here: a heartbeat
     // with no valid token, or for a node that takes none, costs no call (the conductor
     // checks again, under the node's lock, before it records anything).
-    if agent_version.is_none() && agent_status.is_none() {
-        return Err(ApiError::invalid(
-            "Agent did not transmit a version, and a version is required. Please update the agent being used.",
-        ));
-    }
-    if !agent::token_valid(&node.driver_internal_info, agent_token.as_deref()) {
+    agent::check_version(agent_version.as_deref(), agent_status.as_deref())?;
+    agent::check_token(&node.driver_internal_info, agent_token.as_deref()).inspect_err(|_| {
         tracing::warn!(node = %node.uuid, "heartbeat with an invalid or missing agent token");
-        return Err(ApiError::invalid(
-            "Invalid or missing agent token received.",
-        ));
-    }
+    })?;
     if !agent::heartbeat_allowed(node.provision_state) && node.reservation.is_none() {
         tracing::warn!(
             node = %node.uuid,

@@ -43,11 +43,7 @@ impl Conductor {
     }
 
     pub(crate) async fn agent_heartbeat(&self, req: Heartbeat) -> Result<(), Error> {
-        if req.agent_version.is_none() && req.agent_status.is_none() {
-            return Err(Error::invalid(
-                "Agent did not transmit a version, and a version is required. Please update the agent being used.",
-            ));
-        }
+        agent::check_version(req.agent_version.as_deref(), req.agent_status.as_deref())?;
         let node = self.read(&req.node).await?;
         check_token(&node, req.agent_token.as_deref())?;
         let known_url = node.driver_internal_info.contains_key(agent::URL);
@@ -146,11 +142,9 @@ impl Conductor {
 
 /// A heartbeat's token against the node's: refused (400) unless it matches.
 fn check_token(node: &Node, given: Option<&str>) -> Result<(), Error> {
-    if agent::token_valid(&node.driver_internal_info, given) {
-        return Ok(());
-    }
-    tracing::warn!(node = %node.uuid, "heartbeat with an invalid or missing agent token");
-    Err(Error::invalid("Invalid or missing agent token received."))
+    agent::check_token(&node.driver_internal_info, given).inspect_err(|_| {
+        tracing::warn!(node = %node.uuid, "heartbeat with an invalid or missing agent token");
+    })
 }
 
 /// Whether the node's state takes heartbeats; one that does not is answered as a

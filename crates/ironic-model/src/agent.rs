@@ -108,6 +108,28 @@ pub fn token_valid(dii: &Map<String, Value>, given: Option<&str>) -> bool {
     }
 }
 
+/// A heartbeat must name the agent's version or, from 1.72, its status (upstream's
+/// refusal otherwise). The API and the conductor both ask.
+pub fn check_version(version: Option<&str>, status: Option<&str>) -> crate::Result<()> {
+    if version.is_none() && status.is_none() {
+        return Err(crate::Error::Invalid(
+            "Agent did not transmit a version, and a version is required. Please update the agent being used.".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A heartbeat must carry the node's token ([`token_valid`]). The API asks on the row it
+/// read, the conductor again under the node's lock.
+pub fn check_token(dii: &Map<String, Value>, given: Option<&str>) -> crate::Result<()> {
+    if token_valid(dii, given) {
+        return Ok(());
+    }
+    Err(crate::Error::Invalid(
+        "Invalid or missing agent token received.".into(),
+    ))
+}
+
 /// Forgets the agent of a provisioning that ended or starts (upstream's
 /// `wipe_token_and_url`): the next ramdisk looks its node up and gets a new token.
 pub fn wipe_token_and_url(dii: &mut Map<String, Value>) {

@@ -357,22 +357,7 @@ impl RamdiskBudget {
 /// 429 for a client address past its rate on the ramdisk routes, with how long to wait.
 fn too_many(wait: Duration) -> Response {
     metrics::counter!("ironic_api_ramdisk_requests_limited_total").increment(1);
-    let secs = wait.as_secs().max(1);
-    let msg = format!("Too many requests from this address; retry in {secs} seconds.");
-    let body = serde_json::json!({
-        "error_message": serde_json::json!({
-            "faultstring": msg, "faultcode": "Client", "debuginfo": null
-        }).to_string()
-    });
-    let mut r = (StatusCode::TOO_MANY_REQUESTS, body.to_string()).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-        r.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    r
+    ironic_api::error::ApiError::TooManyRequests(wait).into_response()
 }
 
 /// A TLS acceptor from a PEM certificate chain and private key (`[api] tls_cert_file`,

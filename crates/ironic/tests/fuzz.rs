@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use common::Server;
-use ironic_config::AuthStrategy;
 use serde_json::{Value, json};
 
 /// xorshift64*: enough randomness for inputs, and the same run from the same seed.
@@ -405,20 +404,7 @@ async fn random_requests_to_every_route_get_no_server_error() {
 /// The same with `http_basic`: junk credentials of every shape, and the public routes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_requests_with_http_basic_get_no_server_error() {
-    let dir = std::env::temp_dir().join(format!("ironic-fuzz-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let hash = bcrypt::hash("s3cret", 4).unwrap();
-    std::fs::write(dir.join("htpasswd"), format!("admin:{hash}\n")).unwrap();
-    std::fs::write(
-        dir.join("roles.toml"),
-        "[users.admin]\nroles = [\"admin\"]\n",
-    )
-    .unwrap();
-    let d = dir.clone();
-    let s = common::start_with(common::Backend::Sqlite, move |c| {
-        c.api.auth_strategy = AuthStrategy::HttpBasic;
-        c.api.http_basic_auth_user_file = Some(d.join("htpasswd"));
-        c.api.http_basic_roles_file = Some(d.join("roles.toml"));
+    let (s, dir) = common::start_http_basic(common::Backend::Sqlite, |c| {
         c.api.max_failed_logins = 0;
         c.api.ramdisk_requests_per_second = 0;
     })

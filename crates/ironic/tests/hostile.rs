@@ -13,7 +13,6 @@ use std::time::Duration;
 use base64::Engine;
 use common::Server;
 use common::procs::Cluster;
-use ironic_config::AuthStrategy;
 use ironic_db::testing::TestDb;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -226,20 +225,7 @@ async fn slow_body(addr: SocketAddr, from: IpAddr, path: &str, version: &str, le
 /// version are refused before the body is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_bodies_and_floods_make_no_authenticated_call_fail() {
-    let dir = std::env::temp_dir().join(format!("ironic-budget-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let hash = bcrypt::hash("s3cret", 4).unwrap();
-    std::fs::write(dir.join("htpasswd"), format!("admin:{hash}\n")).unwrap();
-    std::fs::write(
-        dir.join("roles.toml"),
-        "[users.admin]\nroles = [\"admin\"]\n",
-    )
-    .unwrap();
-    let d = dir.clone();
-    let s = common::start_with(common::Backend::Sqlite, move |c| {
-        c.api.auth_strategy = AuthStrategy::HttpBasic;
-        c.api.http_basic_auth_user_file = Some(d.join("htpasswd"));
-        c.api.http_basic_roles_file = Some(d.join("roles.toml"));
+    let (s, dir) = common::start_http_basic(common::Backend::Sqlite, |c| {
         c.api.max_concurrent_requests = 16;
         c.api.ramdisk_max_concurrent_requests = 4;
         c.api.ramdisk_requests_per_second = 5;

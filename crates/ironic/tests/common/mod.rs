@@ -131,6 +131,33 @@ pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Se
     }
 }
 
+/// A server with `http_basic` and one user, `admin` (password `s3cret`, role `admin`),
+/// with `tweak` applied as [`start_with`] does; the folder of its user files is the
+/// caller's to remove.
+pub async fn start_http_basic(
+    backend: Backend,
+    tweak: impl FnOnce(&mut Config),
+) -> (Server, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ironic-basic-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    std::fs::write(dir.join("htpasswd"), format!("admin:{hash}\n")).expect("write");
+    std::fs::write(
+        dir.join("roles.toml"),
+        "[users.admin]\nroles = [\"admin\"]\n",
+    )
+    .expect("write");
+    let d = dir.clone();
+    let s = start_with(backend, move |c| {
+        c.api.auth_strategy = ironic_config::AuthStrategy::HttpBasic;
+        c.api.http_basic_auth_user_file = Some(d.join("htpasswd"));
+        c.api.http_basic_roles_file = Some(d.join("roles.toml"));
+        tweak(c);
+    })
+    .await;
+    (s, dir)
+}
+
 impl Server {
     /// An HTTP client of a server running elsewhere (another process).
     pub fn client(addr: std::net::SocketAddr) -> Server {
