@@ -473,7 +473,7 @@ async fn ramdisk_data_neither_leaks_nor_forges_log_lines() {
         .post(
             &format!("/v1/heartbeat/{uuid}"),
             V,
-            &json!({"callback_url": format!("http://192.0.2.50:9999/{}", forged(4)),
+            &json!({"callback_url": format!("https://192.0.2.50:9999/{}", forged(4)),
                     "agent_version": "10.1.0", "agent_token": token}),
         )
         .await;
