@@ -28,6 +28,16 @@ fn rabbitmqctl(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// A test's own connection to a vhost ([`TestBus::party`]).
+pub struct Party {
+    pub conn: lapin::Connection,
+    pub channel: lapin::Channel,
+    /// Its private queue's name (a `reply_to` for what it publishes).
+    pub queue: String,
+    /// What arrives on that queue.
+    pub inbox: lapin::Consumer,
+}
+
 /// A fresh vhost; deleted on drop, with the users made for it.
 pub struct TestBus {
     pub vhost: String,
@@ -91,6 +101,52 @@ impl TestBus {
             "{scheme}://{name}:{password}@{host}/{}",
             self.vhost
         ))
+    }
+
+    /// A connection of the test's own on this vhost, as another party on the bus would
+    /// have: a channel, and a private queue it reads without acknowledging (where
+    /// replies to its forged messages would arrive).
+    pub async fn party(&self) -> Result<Party, String> {
+        use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
+        use lapin::types::FieldTable;
+        let e = |what: &str, err: lapin::Error| format!("{what}: {err}");
+        let conn = lapin::Connection::connect(&self.url, lapin::ConnectionProperties::default())
+            .await
+            .map_err(|err| e("connect", err))?;
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|err| e("channel", err))?;
+        let q = channel
+            .queue_declare(
+                "".into(),
+                QueueDeclareOptions {
+                    exclusive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|err| e("queue", err))?;
+        let queue = q.name().to_string();
+        let inbox = channel
+            .basic_consume(
+                queue.as_str().into(),
+                "".into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|err| e("consume", err))?;
+        Ok(Party {
+            conn,
+            channel,
+            queue,
+            inbox,
+        })
     }
 
     /// Closes every client connection of this vhost, as a broker restart would.

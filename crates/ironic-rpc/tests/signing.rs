@@ -22,7 +22,7 @@ use lapin::options::{
     QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use prost::Message;
 
@@ -104,40 +104,6 @@ fn with_cluster(props: BasicProperties, cluster: &str) -> BasicProperties {
     props.with_headers(h)
 }
 
-/// A connection of the test's own, as a party on the vhost: a channel and a private
-/// queue it reads (no-ack).
-async fn party(bus: &TestBus) -> (Connection, Channel, String, lapin::Consumer) {
-    let conn = Connection::connect(&bus.url, ConnectionProperties::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    let q = ch
-        .queue_declare(
-            "".into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let name = q.name().to_string();
-    let consumer = ch
-        .basic_consume(
-            name.as_str().into(),
-            "".into(),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    (conn, ch, name, consumer)
-}
-
 async fn publish(ch: &Channel, exchange: &str, rk: &str, body: &[u8], props: BasicProperties) {
     ch.basic_publish(
         exchange.into(),
@@ -171,7 +137,12 @@ async fn forged_requests_are_dropped_unrun() {
         refused("server", "bad_signature"),
     );
 
-    let (conn, ch, replies, mut inbox) = party(&bus).await;
+    let ironic_rpc::testing::Party {
+        conn,
+        channel: ch,
+        queue: replies,
+        mut inbox,
+    } = bus.party().await.unwrap();
     let own = s.host_queue("c1");
     let shared = s.shared_queue();
     let base = |corr: &str| {
@@ -307,7 +278,9 @@ async fn forged_replies_and_announcements_are_ignored() {
 
     // A stand-in conductor "fake" on a connection of the test's own, that answers with
     // two forged replies before the genuine one.
-    let (conn, ch, _, _) = party(&bus).await;
+    let ironic_rpc::testing::Party {
+        conn, channel: ch, ..
+    } = bus.party().await.unwrap();
     let queue = s.host_queue("fake");
     ch.queue_declare(
         queue.as_str().into(),

@@ -293,7 +293,7 @@ async fn deployments_on_one_vhost_take_only_their_own_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_from_another_deployment_is_refused() {
     use futures_lite::StreamExt;
-    use lapin::options::{BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+    use lapin::options::BasicPublishOptions;
     use lapin::types::{AMQPValue, FieldTable};
 
     let bus = TestBus::new().unwrap();
@@ -302,33 +302,12 @@ async fn a_request_from_another_deployment_is_refused() {
     let server = Server::start(s.clone(), "c1".into(), 1, dispatcher(a.clone()));
     assert!(server.consuming(Duration::from_secs(10)).await);
 
-    let conn = lapin::Connection::connect(&bus.url, lapin::ConnectionProperties::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    let q = ch
-        .queue_declare(
-            "".into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let mut replies = ch
-        .basic_consume(
-            q.name().as_str().into(),
-            "".into(),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    let ironic_rpc::testing::Party {
+        conn,
+        channel: ch,
+        queue,
+        inbox: mut replies,
+    } = bus.party().await.unwrap();
     let mut headers = FieldTable::default();
     headers.insert(
         ironic_rpc::amqp::CLUSTER_HEADER.into(),
@@ -345,7 +324,7 @@ async fn a_request_from_another_deployment_is_refused() {
         &s.host_queue("c1"),
         lapin::BasicProperties::default()
             .with_correlation_id("x1".into())
-            .with_reply_to(q.name().clone())
+            .with_reply_to(queue.as_str().into())
             .with_headers(headers),
         &body,
     );

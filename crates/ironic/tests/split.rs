@@ -1247,7 +1247,7 @@ async fn forged_calls_never_reach_the_database() {
     use ironic_model::{Node, NodeUuid, Version};
     use ironic_rpc::amqp::{CLUSTER_HEADER, SigningKey, SigningKeys};
     use ironic_rpc::{Call, calls::CreateNode, convert, pb};
-    use lapin::options::{BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+    use lapin::options::BasicPublishOptions;
     use lapin::types::{AMQPValue, FieldTable};
     use prost::Message;
 
@@ -1264,33 +1264,12 @@ async fn forged_calls_never_reach_the_database() {
     let ours = SigningKeys::new(SigningKey::new(t.db.bus_signing_key().await.unwrap()).unwrap());
     let theirs = SigningKeys::new(SigningKey::new([9u8; 32]).unwrap());
 
-    let conn = lapin::Connection::connect(&cluster.bus.url, Default::default())
-        .await
-        .unwrap();
-    let ch = conn.create_channel().await.unwrap();
-    let q = ch
-        .queue_declare(
-            "".into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let mut inbox = ch
-        .basic_consume(
-            q.name().as_str().into(),
-            "".into(),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    let ironic_rpc::testing::Party {
+        conn,
+        channel: ch,
+        queue,
+        mut inbox,
+    } = cluster.bus.party().await.unwrap();
     let (own, shared) = (
         format!("ironic.conductor_manager.{id}.sig-a"),
         format!("ironic.conductor_manager.{id}"),
@@ -1323,7 +1302,7 @@ async fn forged_calls_never_reach_the_database() {
         );
         let props = lapin::BasicProperties::default()
             .with_correlation_id(corr.into())
-            .with_reply_to(q.name().clone())
+            .with_reply_to(queue.as_str().into())
             .with_type(CreateNode::METHOD.into())
             .with_headers(h);
         let props = match key {
