@@ -239,13 +239,16 @@ fn agent_config(st: &AppState, node: &Node, token: Value) -> Value {
 
 /// Whether a URL's scheme (as a URL parser reads it) names http: `http`, `https`.
 fn scheme_is_http(url: &str) -> bool {
-    let Some((scheme, _)) = url.split_once(':') else {
-        return false;
-    };
+    scheme(url).is_some_and(|s| s.to_ascii_lowercase().contains("http"))
+}
+
+/// A URL's scheme as a URL parser reads it (a letter, then letters, digits, `+-.`).
+fn scheme(url: &str) -> Option<&str> {
+    let (scheme, _) = url.split_once(':')?;
     let mut chars = scheme.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-        && scheme.to_ascii_lowercase().contains("http")
+    (chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
 }
 
 /// An optional string of the heartbeat body.
@@ -312,9 +315,7 @@ pub async fn heartbeat(
     }
     if st.settings.ramdisk.require_tls
         && !callback_url.is_empty()
-        && !callback_url
-            .get(..8)
-            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        && !scheme(&callback_url).is_some_and(|s| s.eq_ignore_ascii_case("https"))
     {
         return Err(ApiError::invalid(
             "The agent must be reached over TLS: its callback_url must be https ([agent] require_tls).",

@@ -93,6 +93,16 @@ pub const FAMILIES: &[(&str, Kind, &str)] = &[
         "REST API requests refused with 503 because the concurrency limit was reached",
     ),
     (
+        "ironic_api_ramdisk_requests_limited_total",
+        Kind::Counter,
+        "ramdisk-route requests refused with 429 because their client address was past its rate",
+    ),
+    (
+        "ironic_api_login_lockouts_total",
+        Kind::Counter,
+        "(user, address) pairs and addresses that reached their failed-login limit",
+    ),
+    (
         "ironic_rpc_calls_total",
         Kind::Counter,
         "RPC calls made by this process, by method and outcome (ok, or the error kind)",
@@ -439,14 +449,19 @@ pub async fn serve(
     let ramdisk = stack(limits.ramdisk.max_concurrent_requests);
     let limiter = limits.ramdisk.limiter();
     if let Some(l) = &limiter {
-        // Addresses that went quiet are forgotten, so the table stays small.
-        let l = l.clone();
+        // Addresses that went quiet are forgotten, so the table stays small; the sweep
+        // ends with the server.
+        let (l, mut stop) = (l.clone(), stop.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(60));
             loop {
-                tick.tick().await;
-                l.retain_recent();
-                l.shrink_to_fit();
+                tokio::select! {
+                    _ = tick.tick() => {
+                        l.retain_recent();
+                        l.shrink_to_fit();
+                    }
+                    _ = stopped(&mut stop) => break,
+                }
             }
         });
     }
