@@ -54,6 +54,7 @@ mod nics;
 pub mod oneview;
 pub mod power_sync;
 mod provision;
+pub use provision::WaitsChecked;
 pub mod registry;
 pub mod service;
 mod volume;
@@ -93,6 +94,15 @@ pub struct ConductorSettings {
     pub inspect_wait_timeout: Duration,
     /// `[conductor] max_conductor_wait_step_seconds`: the longest reserved `wait` step.
     pub max_conductor_wait_step_seconds: u64,
+    /// `[conductor] deploy_callback_timeout`, `clean_callback_timeout`,
+    /// `service_callback_timeout`: how long a step's wait for an event may see none;
+    /// zero waits for ever.
+    pub deploy_callback_timeout: Duration,
+    pub clean_callback_timeout: Duration,
+    pub service_callback_timeout: Duration,
+    /// `[conductor] check_provision_state_interval`: the check of the waiting nodes
+    /// (`provision::Provisioner::check_waits`); zero disables it.
+    pub check_provision_state_interval: Duration,
     /// `[conductor] sync_power_state_interval`; zero disables the sync.
     pub sync_power_state_interval: Duration,
     /// `[conductor] sync_power_state_workers`: BMCs read at the same time.
@@ -147,6 +157,12 @@ impl ConductorSettings {
             inspector_add_ports: cfg.inspector.add_ports.clone(),
             inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
             max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,
+            deploy_callback_timeout: Duration::from_secs(cfg.conductor.deploy_callback_timeout),
+            clean_callback_timeout: Duration::from_secs(cfg.conductor.clean_callback_timeout),
+            service_callback_timeout: Duration::from_secs(cfg.conductor.service_callback_timeout),
+            check_provision_state_interval: Duration::from_secs(
+                cfg.conductor.check_provision_state_interval,
+            ),
             sync_power_state_interval: Duration::from_secs(cfg.conductor.sync_power_state_interval),
             sync_power_state_workers: cfg.conductor.sync_power_state_workers,
             force_power_state_during_sync: cfg.conductor.force_power_state_during_sync,
@@ -195,6 +211,12 @@ impl Conductor {
     /// [`provision::Provisioner::fail_orphaned_work`]).
     pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
         self.provision.fail_orphaned_work(topology).await
+    }
+
+    /// Continues overdue timed waits and fails waits past their callback timeout on
+    /// the nodes this conductor owns (see [`provision::Provisioner::check_waits`]).
+    pub async fn check_waits(&self, topology: &Topology) -> Result<WaitsChecked, Error> {
+        self.provision.check_waits(topology).await
     }
 
     /// At start-up: continues this conductor's own `allocating` allocations.

@@ -228,6 +228,26 @@ impl Service {
             },
         );
         work.periodic(
+            "step waits",
+            settings.check_provision_state_interval,
+            true,
+            both.clone(),
+            |(c, t)| async move {
+                match c.check_waits(&t).await {
+                    Ok(done) if done != Default::default() => {
+                        tracing::info!(
+                            resumed = done.resumed,
+                            timed_out = done.timed_out,
+                            "step waits checked"
+                        );
+                        Ok(())
+                    }
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(format!("could not check the waiting nodes: {e}")),
+                }
+            },
+        );
+        work.periodic(
             "power-state sync",
             settings.sync_power_state_interval,
             true,

@@ -35,6 +35,10 @@ fn settings() -> ConductorSettings {
         inspector_add_ports: "pxe".into(),
         inspect_wait_timeout: Duration::from_secs(1800),
         max_conductor_wait_step_seconds: 30,
+        deploy_callback_timeout: Duration::from_secs(1800),
+        clean_callback_timeout: Duration::from_secs(1800),
+        service_callback_timeout: Duration::from_secs(1800),
+        check_provision_state_interval: Duration::ZERO,
         sync_power_state_interval: Duration::ZERO,
         sync_power_state_workers: 8,
         force_power_state_during_sync: true,
@@ -269,45 +273,148 @@ async fn stuck_states(t: &TestDb) {
         0,
         "done once"
     );
+}
 
-    // A step waiting on a live conductor is left alone until its deadline passes.
-    t.db.conductor_register("busy", "", &[]).await.unwrap();
-    let mut waits = Vec::new();
-    for (i, deadline) in [(0, -1_000i64), (1, 3_600_000)] {
-        let body = json!({"driver": "fake-hardware", "name": format!("w{i}")});
+/// The check of the waiting nodes (`check_waits`): a wait for an event that saw none
+/// within its flow's callback timeout fails (with maintenance where a step was
+/// running: cleaning, servicing); a recent one is left alone; a timed wait whose time
+/// is past (its process is gone) is continued here to the end of its steps; one whose
+/// time is to come is left to its timer.
+async fn step_waits(t: &TestDb) {
+    use ironic_model::states::ProvisionState as P;
+    let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
+    let c = Conductor::new(t.db.clone(), drivers, settings());
+    c.start().await.unwrap();
+    let ctx = Context::default();
+    let topology = Topology::new(t.db.clone(), ironic_db::Liveness::new(10, 60), 5);
+    let now = chrono::Utc::now();
+    let ms = |d: chrono::Duration| (now + d).timestamp_millis();
+    let step = |name: &str| json!({"step": name, "interface": "deploy", "args": {"seconds": 1}, "priority": 0, "abortable": true});
+    // (state, target, waited since, resume at, where it ends, the error it starts with)
+    let cases = [
+        (
+            P::CleanWait,
+            P::Manageable,
+            chrono::Duration::hours(-1),
+            None,
+            P::CleanFailed,
+            Some("Timeout reached while cleaning the node."),
+        ),
+        (
+            P::DeployWait,
+            P::Active,
+            chrono::Duration::hours(-1),
+            None,
+            P::DeployFailed,
+            Some("Timeout reached while waiting for callback for node"),
+        ),
+        (
+            P::ServiceWait,
+            P::Active,
+            chrono::Duration::hours(-1),
+            None,
+            P::ServiceFailed,
+            Some("Timeout reached while servicing the node."),
+        ),
+        (
+            P::CleanWait,
+            P::Manageable,
+            chrono::Duration::minutes(-1),
+            None,
+            P::CleanWait,
+            None,
+        ),
+        (
+            P::CleanWait,
+            P::Manageable,
+            chrono::Duration::minutes(-1),
+            Some(ms(chrono::Duration::seconds(-30))),
+            P::Manageable,
+            None,
+        ),
+        (
+            P::ServiceWait,
+            P::Active,
+            chrono::Duration::minutes(-1),
+            Some(ms(chrono::Duration::seconds(-30))),
+            P::Active,
+            None,
+        ),
+        (
+            P::DeployWait,
+            P::Active,
+            chrono::Duration::hours(-1),
+            Some(ms(chrono::Duration::minutes(10))),
+            P::DeployWait,
+            None,
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (i, (state, target, since, resume_at, ..)) in cases.iter().enumerate() {
+        let flow = match state {
+            P::CleanWait => "clean",
+            P::DeployWait => "deploy",
+            _ => "service",
+        };
+        let body = json!({"driver": "fake-hardware", "name": format!("wait{i}")});
         let n = from_create_body(&body, Version::MAX, &NodeDefaults::default()).unwrap();
         let n = c.create_node(&ctx, CreateNode { node: n }).await.unwrap();
-        let mut locked = t.db.node_reserve(n.id, "busy").await.unwrap();
-        locked.provision_state = P::CleanWait;
-        locked.target_provision_state = Some(P::Manageable);
-        locked.clean_step = json!({"step": "sleep", "interface": "deploy"})
-            .as_object()
-            .cloned()
-            .unwrap();
-        locked
-            .driver_internal_info
-            .insert("clean_step_runner".into(), json!("busy/boot/token"));
-        locked.driver_internal_info.insert(
-            "clean_wait_deadline".into(),
-            json!(chrono::Utc::now().timestamp_millis() + deadline),
-        );
+        let mut locked = t.db.node_reserve(n.id, "c1").await.unwrap();
+        locked.provision_state = *state;
+        locked.target_provision_state = Some(*target);
+        locked.provision_updated_at = Some(now + *since);
+        let waiting = step("sleep");
+        match flow {
+            "clean" => locked.clean_step = waiting.as_object().cloned().unwrap(),
+            "deploy" => locked.deploy_step = waiting.as_object().cloned().unwrap(),
+            _ => locked.service_step = waiting.as_object().cloned().unwrap(),
+        }
+        let dii = &mut locked.driver_internal_info;
+        dii.insert(format!("{flow}_steps"), json!([waiting, step("sleep")]));
+        dii.insert(format!("{flow}_step_index"), json!(0));
+        dii.insert(format!("{flow}_step_runner"), json!("gone/boot/token"));
+        if let Some(at) = resume_at {
+            dii.insert(format!("{flow}_step_resume_at"), json!(at));
+        }
         locked.reservation = None;
-        t.db.node_save(&locked, "busy").await.unwrap();
-        waits.push(n.id);
+        t.db.node_save(&locked, "c1").await.unwrap();
+        ids.push(n.id);
     }
     topology.refresh().await;
-    assert_eq!(c.fail_orphaned_work(&topology).await.unwrap(), 1);
-    let overdue = t.db.node_by_id(waits[0]).await.unwrap().unwrap();
-    assert_eq!(overdue.provision_state, P::CleanFailed);
-    assert!(
-        overdue
-            .last_error
-            .unwrap_or_default()
-            .starts_with("Timeout reached while cleaning")
+    let done = c.check_waits(&topology).await.unwrap();
+    assert_eq!((done.timed_out, done.resumed), (3, 2));
+    for (id, (before, _, _, _, after, error)) in ids.iter().zip(cases) {
+        // A continued wait runs its next step (a wait of 1 s) and ends.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let n = loop {
+            let n = t.db.node_by_id(*id).await.unwrap().unwrap();
+            if n.provision_state == after || std::time::Instant::now() > deadline {
+                break n;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(n.provision_state, after, "{before}: {:?}", n.last_error);
+        assert_eq!(n.reservation, None, "{before}");
+        match error {
+            Some(e) => {
+                let got = n.last_error.clone().unwrap_or_default();
+                assert!(got.starts_with(e), "{before}: {got}");
+                assert_eq!(
+                    n.maintenance,
+                    before != P::DeployWait,
+                    "{before}: a step was running"
+                );
+                assert!(!n.driver_internal_info.contains_key("clean_step_runner"));
+            }
+            None => assert_eq!(n.last_error, None, "{before}"),
+        }
+    }
+    assert_eq!(
+        c.check_waits(&topology).await.unwrap(),
+        Default::default(),
+        "done once"
     );
-    assert!(overdue.maintenance, "a step was running");
-    let running = t.db.node_by_id(waits[1]).await.unwrap().unwrap();
-    assert_eq!(running.provision_state, P::CleanWait);
+    assert!(c.work().shutdown(Duration::from_secs(30)).await);
 }
 
 /// The conductor serves every call of the contract: none answers the contract's
@@ -549,6 +656,7 @@ async fn lookup_of_a_locked_node_fails_at_once(t: &TestDb) {
 ironic_db::on_both_backends!(
     checks,
     stuck_states,
+    step_waits,
     repeats,
     power_sync_reads_every_page,
     lookup_of_a_locked_node_fails_at_once

@@ -412,6 +412,16 @@ pub struct ConductorSection {
     pub inspect_wait_timeout: u64,
     /// The longest pause a reserved `wait` step takes, in seconds (upstream's).
     pub max_conductor_wait_step_seconds: u64,
+    /// Seconds a deploy step may wait in `deploy wait` for an event (an agent
+    /// heartbeat) before the deploy fails; 0 waits for ever.
+    pub deploy_callback_timeout: u64,
+    /// The same for a clean step in `clean wait`.
+    pub clean_callback_timeout: u64,
+    /// The same for a service step in `service wait`.
+    pub service_callback_timeout: u64,
+    /// Seconds between checks of the waiting nodes this conductor owns: timed waits a
+    /// gone process did not continue, waits past their callback timeout.
+    pub check_provision_state_interval: u64,
     /// Seconds between power-state syncs of the nodes this conductor owns; 0 disables.
     pub sync_power_state_interval: u64,
     /// BMCs a sync reads at the same time.
@@ -546,6 +556,10 @@ impl Default for ConductorSection {
             node_history_minimum_days: 0,
             inspect_wait_timeout: 1800,
             max_conductor_wait_step_seconds: 30,
+            deploy_callback_timeout: 1800,
+            clean_callback_timeout: 1800,
+            service_callback_timeout: 1800,
+            check_provision_state_interval: 60,
             sync_power_state_interval: 60,
             sync_power_state_workers: 8,
             force_power_state_during_sync: true,

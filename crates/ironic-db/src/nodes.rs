@@ -1282,12 +1282,7 @@ impl Db {
         if states.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=states.len()).map(|i| format!("${i}")).collect();
-        let sql = format!(
-            "SELECT id, uuid, driver, conductor_group FROM nodes \
-             WHERE provision_state IN ({}) AND reservation IS NULL",
-            placeholders.join(", ")
-        );
+        let sql = unlocked_in_sql(states.len());
         let rows: Vec<(i64, String, String, String)> = with_pool!(self, |p| {
             let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
             for st in states {
@@ -1300,6 +1295,20 @@ impl Db {
             .into_iter()
             .map(|(id, u, d, g)| (NodeId(id), u, d, g))
             .collect())
+    }
+
+    /// The plan of [`Db::nodes_unlocked_in`] (PostgreSQL only): the periodic checks of
+    /// waiting and stuck nodes must read those nodes only, through the
+    /// `provision_state` index.
+    pub async fn nodes_unlocked_in_plan(
+        &self,
+        states: &[&str],
+    ) -> Result<serde_json::Value, Error> {
+        let args = states
+            .iter()
+            .map(|s| Arg::Text(Some((*s).to_string())))
+            .collect();
+        self.explain(&unlocked_in_sql(states.len()), args).await
     }
 
     /// Releases every lock `host` holds (a conductor starting after a crash).
@@ -1541,4 +1550,14 @@ impl Db {
         .await);
         res.map_err(|e| internal("removing node traits", e))
     }
+}
+
+/// [`Db::nodes_unlocked_in`]'s statement for `n` states.
+fn unlocked_in_sql(n: usize) -> String {
+    let placeholders: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+    format!(
+        "SELECT id, uuid, driver, conductor_group FROM nodes \
+         WHERE provision_state IN ({}) AND reservation IS NULL",
+        placeholders.join(", ")
+    )
 }

@@ -705,6 +705,36 @@ async fn every_list_filter_and_sort_key_is_served_from_an_index() {
     );
 }
 
+/// The conductors' periodic checks of waiting nodes (the step engine's) and of work a
+/// crash interrupted read only the nodes in those states, through the
+/// `provision_state` index, not the whole table.
+#[tokio::test]
+async fn the_checks_of_waiting_and_stuck_nodes_read_an_index() {
+    let (t, db) = seeded().await;
+    let mut check = Check {
+        failures: Vec::new(),
+        checked: 0,
+    };
+    let waits = ["clean wait", "wait call-back", "service wait"];
+    let stuck = [
+        "deploying",
+        "cleaning",
+        "verifying",
+        "inspecting",
+        "adopting",
+        "servicing",
+        "deleting",
+        "inspect wait",
+    ];
+    for (what, states) in [("waits", &waits[..]), ("stuck", &stuck[..])] {
+        let plan = db.nodes_unlocked_in_plan(states).await.unwrap();
+        check.plan(what, plan);
+    }
+    t.cleanup().await;
+    assert_eq!(check.checked, 2);
+    assert!(check.failures.is_empty(), "{}", check.failures.join("\n"));
+}
+
 /// The test can fail: a list by a column without an index is a sequential scan.
 #[tokio::test]
 async fn a_list_without_an_index_is_caught() {

@@ -300,17 +300,19 @@ async fn split_metrics_and_health_on_every_process() {
 }
 
 /// PostgreSQL becomes unreachable (a cut between the service and the database) while
-/// a deploy step holds a node lock: `/readyz` turns 503, the lock release is retried,
-/// and once the database is back the lock is released, the node leaves its transient
-/// state, `/readyz` is 200 again, and the same process serves changes: no restart.
+/// a deploy step waits (the node unlocked in `deploy wait`) and its time comes: `/readyz`
+/// turns 503, the step's continuation cannot take the node lock, and once the database
+/// is back the node's owner continues the wait (the step engine's check), the deploy
+/// ends, `/readyz` is 200 again, and the same process serves changes: no restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_during_a_held_lock_leaves_nothing_stuck() {
+async fn a_database_outage_during_a_step_wait_leaves_nothing_stuck() {
     let t = TestDb::postgres().await.unwrap();
     let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
     let url = proxy.url(&t.url);
     let s = common::start_with(Backend::Postgres, |c| {
         c.database.url = url.clone();
         c.database.acquire_timeout = 2;
+        c.conductor.check_provision_state_interval = 1;
     })
     .await;
     let r = s
@@ -318,7 +320,7 @@ async fn a_database_outage_during_a_held_lock_leaves_nothing_stuck() {
             "/v1/deploy_templates",
             V,
             &json!({"name": "CUSTOM_SLOW", "steps": [
-                {"interface": "deploy", "step": "sleep", "args": {"seconds": 3}, "priority": 150}]}),
+                {"interface": "deploy", "step": "sleep", "args": {"seconds": 4}, "priority": 150}]}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
@@ -356,14 +358,24 @@ async fn a_database_outage_during_a_held_lock_leaves_nothing_stuck() {
         async move { db.node_by_uuid(&u).await.unwrap().unwrap() }
     };
     until(
-        "the slow deploy step runs under the lock",
+        "the slow deploy step waits, unlocked",
         Duration::from_secs(20),
         || async {
             let n = node().await;
-            n.reservation.is_some() && n.deploy_step.get("step") == Some(&json!("sleep"))
+            n.reservation.is_none()
+                && n.provision_state.as_str() == "wait call-back"
+                && n.deploy_step.get("step") == Some(&json!("sleep"))
         },
     )
     .await;
+    let lock_errors = |samples: &[Sample]| {
+        total(
+            samples,
+            "ironic_node_lock_wait_seconds_count",
+            &[("outcome", "error")],
+        )
+    };
+    let errors_before = lock_errors(&scrape(&s).await);
     proxy.cut();
     until(
         "/readyz is 503 without the database",
@@ -378,31 +390,21 @@ async fn a_database_outage_during_a_held_lock_leaves_nothing_stuck() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("The database is unavailable"), "{}", r.body);
     assert!(!r.body.contains("database: ok"), "{}", r.body);
-    // The step ends, the node cannot be saved, and the lock release is retried.
+    // The step's time comes: its continuation cannot take the lock.
     until(
-        "a lock release retried",
-        Duration::from_secs(20),
-        || async {
-            total(
-                &scrape(&s).await,
-                "ironic_node_lock_release_failures_total",
-                &[],
-            ) >= 1.0
-        },
+        "the continuation fails to take the lock",
+        Duration::from_secs(30),
+        || async { lock_errors(&scrape(&s).await) > errors_before },
     )
     .await;
-    assert!(
-        node().await.reservation.is_some(),
-        "still locked while the database is away"
-    );
+    assert_eq!(node().await.provision_state.as_str(), "wait call-back");
     proxy.restore();
     until(
-        "the lock released and the node out of its transient state",
+        "the wait continued and the deploy ended",
         Duration::from_secs(30),
         || async {
             let n = node().await;
-            n.reservation.is_none()
-                && matches!(n.provision_state.as_str(), "active" | "deploy failed")
+            n.reservation.is_none() && n.provision_state.as_str() == "active"
         },
     )
     .await;

@@ -63,7 +63,7 @@ impl Provisioner {
             .get(&held.node.driver)
             .map(|h| h.clean_steps)
             .unwrap_or(&[]);
-        wipe_cleaning(&mut held.node);
+        Flow::Clean.wipe(&mut held.node);
         let disable_ramdisk = manual.as_ref().is_some_and(|m| m.disable_ramdisk);
         let list = match manual {
             Some(m) => {
@@ -77,7 +77,7 @@ impl Provisioner {
                     Ok(l) => l,
                     Err(e) => {
                         let msg = format!("Cannot clean node {uuid}: {e}");
-                        self.fail_cleaning(held, msg, false).await;
+                        self.fail(Flow::Clean, held, msg, false).await;
                         return;
                     }
                 }
@@ -91,7 +91,7 @@ impl Provisioner {
             }
             // Automated cleaning is off: nothing to prepare, nothing runs.
             None => {
-                self.run_clean_steps(held, Vec::new(), 0).await;
+                self.run_steps(Flow::Clean, held, Vec::new(), 0).await;
                 return;
             }
         };
@@ -106,7 +106,7 @@ impl Provisioner {
                 .await
             {
                 let msg = format!("Failed to prepare node {uuid} for cleaning: {why}");
-                self.fail_cleaning(held, msg, false).await;
+                self.fail(Flow::Clean, held, msg, false).await;
                 return;
             }
             held.node
@@ -117,80 +117,13 @@ impl Provisioner {
             CLEAN_STEPS.into(),
             Value::Array(list.iter().map(Step::to_json).collect()),
         );
-        self.run_clean_steps(held, list, 0).await;
+        self.run_steps(Flow::Clean, held, list, 0).await;
     }
 
-    /// Runs `list` from `from` on; returns when the cleaning ends or waits.
-    pub(super) async fn run_clean_steps(
-        self: Arc<Self>,
-        mut held: Held,
-        list: Vec<Step>,
-        from: usize,
-    ) {
+    /// The cleaning's steps are done: what `prepare_cleaning` set up is torn down, and
+    /// the node goes back to `manageable` (manual, or a retired node) or `available`.
+    pub(super) async fn finish_cleaning(&self, mut held: Held) {
         let uuid = held.node.uuid.to_string();
-        for (i, step) in list.iter().enumerate().skip(from) {
-            held.node.clean_step = step_json(step);
-            held.node
-                .driver_internal_info
-                .insert(CLEAN_STEP_INDEX.into(), json!(i));
-            tracing::info!(node = %uuid, step = %step.name(), index = i, "clean step starts");
-            let outcome = match self.run_step(&mut held.node, "clean", step).await {
-                Ran::Finished(o) => o,
-                Ran::Hold => {
-                    self.hold(held).await;
-                    return;
-                }
-            };
-            match outcome {
-                Ok(Outcome::Done) => {
-                    self.step_event(&mut held.node, step, "done");
-                    if let Err(e) = held.save().await {
-                        tracing::error!(node = %uuid, error = %e, "could not save the node");
-                        return;
-                    }
-                }
-                Ok(Outcome::Wait(d)) => {
-                    self.step_event(&mut held.node, step, "started");
-                    let target = held.node.target_provision_state;
-                    match fsm::process(held.node.provision_state, Event::Wait, true, target) {
-                        Ok(t) => set_state(&mut held.node, t),
-                        Err(e) => {
-                            self.fail_cleaning(held, e.to_string(), true).await;
-                            return;
-                        }
-                    }
-                    // `<host>/<process run>/<this wait>`: the timer continues only this
-                    // very wait, never a later cleaning that reached the same index.
-                    let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
-                    held.node
-                        .driver_internal_info
-                        .insert(CLEAN_STEP_RUNNER.into(), json!(token));
-                    let deadline = now()
-                        + chrono::Duration::from_std(d + CLEAN_WAIT_GRACE).unwrap_or_default();
-                    held.node.driver_internal_info.insert(
-                        CLEAN_WAIT_DEADLINE.into(),
-                        json!(deadline.timestamp_millis()),
-                    );
-                    let nref = NodeRef::from(&held.node);
-                    if let Err(e) = held.save_and_release().await {
-                        tracing::error!(node = %uuid, error = %e, "could not save the node");
-                        return;
-                    }
-                    let me = self.clone();
-                    self.work.after("clean step timer", d, async move {
-                        me.continue_cleaning(nref, i, token).await;
-                    });
-                    return;
-                }
-                Err(why) => {
-                    self.step_event(&mut held.node, step, "failed");
-                    let msg = format!("Node {uuid} failed step {}: {why}", step.name());
-                    self.fail_cleaning(held, msg, true).await;
-                    return;
-                }
-            }
-        }
-        // All done: back to manageable (manual, or a retired node) or available.
         if held
             .node
             .driver_internal_info
@@ -201,10 +134,10 @@ impl Provisioner {
                 .await
         {
             let msg = format!("Failed to tear down from cleaning for node {uuid}: {why}");
-            self.fail_cleaning(held, msg, false).await;
+            self.fail(Flow::Clean, held, msg, false).await;
             return;
         }
-        wipe_cleaning(&mut held.node);
+        Flow::Clean.wipe(&mut held.node);
         let manual = held.node.target_provision_state == Some(P::Manageable);
         let event = if manual || held.node.retired {
             Event::Manage
@@ -214,99 +147,13 @@ impl Provisioner {
         match fsm::process(held.node.provision_state, event, false, None) {
             Ok(t) => set_state(&mut held.node, t),
             Err(e) => {
-                self.fail_cleaning(held, e.to_string(), false).await;
+                self.fail(Flow::Clean, held, e.to_string(), false).await;
                 return;
             }
         }
         match held.save_and_release().await {
             Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "cleaning finished"),
             Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
-        }
-    }
-
-    /// After a waiting step's time: continues with the next step, if the node is still
-    /// waiting for that step here.
-    pub(super) fn continue_cleaning(
-        self: Arc<Self>,
-        nref: NodeRef,
-        index: usize,
-        token: String,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-        // Boxed: cleaning and its continuation call each other.
-        Box::pin(async move { self.continue_cleaning_now(nref, index, token).await })
-    }
-
-    pub(super) async fn continue_cleaning_now(
-        self: Arc<Self>,
-        nref: NodeRef,
-        index: usize,
-        token: String,
-    ) {
-        // Patient: another operation (an abort, a read-modify-write) may hold the lock.
-        let Some(mut held) = self.lock_patiently(&nref).await else {
-            return;
-        };
-        let dii = &held.node.driver_internal_info;
-        let ours = held.node.provision_state == P::CleanWait
-            && dii.get(CLEAN_STEP_INDEX).and_then(Value::as_u64) == Some(index as u64)
-            && dii.get(CLEAN_STEP_RUNNER).and_then(Value::as_str) == Some(token.as_str());
-        if !ours {
-            tracing::info!(node = %nref.uuid, "cleaning was aborted or taken over meanwhile");
-            held.release().await;
-            return;
-        }
-        let list = match Step::list_from_json(dii.get(CLEAN_STEPS)) {
-            Ok(l) => l,
-            Err(why) => {
-                let msg = format!(
-                    "Cannot continue cleaning node {}: its stored clean steps cannot be read ({why}).",
-                    nref.uuid
-                );
-                self.fail_cleaning(held, msg, false).await;
-                return;
-            }
-        };
-        if let Some(step) = list.get(index) {
-            self.step_event(&mut held.node, step, "done");
-        }
-        held.node.driver_internal_info.remove(CLEAN_STEP_RUNNER);
-        held.node.driver_internal_info.remove(CLEAN_WAIT_DEADLINE);
-        let target = held.node.target_provision_state;
-        match fsm::process(P::CleanWait, Event::Resume, true, target) {
-            Ok(t) => set_state(&mut held.node, t),
-            Err(e) => {
-                self.fail_cleaning(held, e.to_string(), true).await;
-                return;
-            }
-        }
-        if let Err(e) = held.save().await {
-            tracing::error!(node = %nref.uuid, error = %e, "could not save the node");
-            return;
-        }
-        self.run_clean_steps(held, list, index + 1).await;
-    }
-
-    /// Cleaning failed: `clean failed` keeping the target, `last_error`; with
-    /// `step_running`, maintenance too (a step was interrupted: someone should look).
-    pub(super) async fn fail_cleaning(&self, mut held: Held, msg: String, step_running: bool) {
-        let uuid = held.node.uuid.to_string();
-        tracing::warn!(node = %uuid, "cleaning failed: {}", ironic_model::secrets::log_safe(&msg));
-        let target = held.node.target_provision_state;
-        held.node.last_error = Some(msg.clone());
-        self.tear_down_cleaning_if_prepared(&mut held.node).await;
-        wipe_cleaning(&mut held.node);
-        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
-            set_state(&mut held.node, t);
-        }
-        if step_running {
-            held.node.maintenance = true;
-            held.node.fault = Some("clean failure".into());
-            if held.node.maintenance_reason.is_none() {
-                held.node.maintenance_reason = Some(msg);
-            }
-        }
-        if let Err(e) = held.save_and_release().await {
-            tracing::error!(node = %uuid, error = %e, "could not save the node");
         }
     }
 
@@ -344,15 +191,12 @@ impl Provisioner {
             let t = fsm::process(state, Event::Abort, true, held.node.target_provision_state)?;
             set_state(&mut held.node, t);
             held.node.last_error = Some(msg);
-            if deploying {
-                held.node.deploy_step = JsonObject::new();
-                for k in [USER_DEPLOY_STEPS, DEPLOY_STEP_INDEX] {
-                    held.node.driver_internal_info.remove(k);
-                }
-                agent::wipe_token_and_url(&mut held.node.driver_internal_info);
+            let flow = if deploying {
+                Flow::Deploy
             } else {
-                super::servicing::wipe_servicing(&mut held.node);
-            }
+                Flow::Service
+            };
+            flow.wipe(&mut held.node);
             held.save_and_release().await?;
             tracing::info!(node = %uuid, state = %state, "aborted");
             return Ok(());
@@ -396,7 +240,7 @@ impl Provisioner {
         }
         held.node.last_error = Some(msg);
         self.tear_down_cleaning_if_prepared(&mut held.node).await;
-        wipe_cleaning(&mut held.node);
+        Flow::Clean.wipe(&mut held.node);
         held.save_and_release().await?;
         tracing::info!(node = %uuid, "cleaning aborted");
         Ok(())

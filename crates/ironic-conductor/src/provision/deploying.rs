@@ -102,78 +102,20 @@ impl Provisioner {
         ironic_catalog::deploy_plan_for(node, templates, &user)
     }
 
-    /// The deploy failed: `deploy failed` (keeping the target), `last_error`.
-    pub(super) async fn fail_deploy(&self, mut held: Held, msg: String) {
-        let uuid = held.node.uuid.to_string();
-        tracing::warn!(node = %uuid, "deploy failed: {}", ironic_model::secrets::log_safe(&msg));
-        let target = held.node.target_provision_state;
-        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
-            set_state(&mut held.node, t);
-        }
-        held.node.deploy_step = JsonObject::new();
-        held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
-        held.node.driver_internal_info.remove(DEPLOY_STEP_INDEX);
-        agent::wipe_token_and_url(&mut held.node.driver_internal_info);
-        held.node.last_error = Some(msg);
-        if let Err(e) = held.save_and_release().await {
-            tracing::error!(node = %uuid, error = %e, "could not save the node");
-        }
-    }
-
     pub(super) async fn run_deploy(self: Arc<Self>, mut held: Held, plan: Vec<Step>) {
         let uuid = held.node.uuid.to_string();
         if let Err(why) = self.deploy_call(&mut held.node, DeployCall::Prepare).await {
             let msg = format!("Failed to prepare to deploy node {uuid}: {why}");
-            self.fail_deploy(held, msg).await;
+            self.fail(Flow::Deploy, held, msg, false).await;
             return;
         }
-        self.run_deploy_steps(held, plan, 0).await;
+        self.run_steps(Flow::Deploy, held, plan, 0).await;
     }
 
-    /// Runs `plan` from `from` on; returns when the deploy ends or holds.
-    pub(super) async fn run_deploy_steps(
-        self: Arc<Self>,
-        mut held: Held,
-        plan: Vec<Step>,
-        from: usize,
-    ) {
+    /// The deploy steps are done: `active`, powered on.
+    pub(super) async fn finish_deploy(&self, mut held: Held) {
         let uuid = held.node.uuid.to_string();
-        for (i, step) in plan.iter().enumerate().skip(from) {
-            held.node.deploy_step = step_json(step);
-            held.node
-                .driver_internal_info
-                .insert(DEPLOY_STEP_INDEX.into(), json!(i));
-            if let Err(e) = held.save().await {
-                tracing::error!(node = %uuid, error = %e, "could not save the node");
-                return;
-            }
-            tracing::info!(node = %uuid, step = %step.name(), "deploy step starts");
-            let outcome = match self.run_step(&mut held.node, "deploy", step).await {
-                Ran::Finished(o) => o,
-                Ran::Hold => {
-                    self.hold(held).await;
-                    return;
-                }
-            };
-            match outcome {
-                Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
-                Ok(Outcome::Wait(d)) => {
-                    // Deploy steps run to completion here (no deploy ramdisk to wait for).
-                    tokio::time::sleep(d).await;
-                    self.step_event(&mut held.node, step, "done");
-                }
-                Err(why) => {
-                    self.step_event(&mut held.node, step, "failed");
-                    let msg = format!("Deploy step {} failed on node {uuid}: {why}", step.name());
-                    self.fail_deploy(held, msg).await;
-                    return;
-                }
-            }
-        }
-        held.node.deploy_step = JsonObject::new();
-        held.node.driver_internal_info.remove(USER_DEPLOY_STEPS);
-        held.node.driver_internal_info.remove(DEPLOY_STEP_INDEX);
-        agent::wipe_token_and_url(&mut held.node.driver_internal_info);
+        Flow::Deploy.wipe(&mut held.node);
         held.node.power_state = Some("power on".into());
         match fsm::process(held.node.provision_state, Event::Done, false, None) {
             Ok(t) => set_state(&mut held.node, t),
@@ -229,7 +171,8 @@ impl Provisioner {
             }
             held.node.instance_info = JsonObject::new();
             held.node.instance_uuid = None;
-            held.node.deploy_step = JsonObject::new();
+            // A deploy that was waiting (or held) ends here.
+            Flow::Deploy.wipe(&mut held.node);
             // The node's allocation ends with its instance (same transaction).
             let allocation = held.node.allocation_id.take();
             held.node.allocation_uuid = None;

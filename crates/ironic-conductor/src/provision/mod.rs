@@ -5,11 +5,12 @@
 //! `unhold`, `wait`, power actions; [`Provisioner::run_step`]).
 //!
 //! A verb is checked and applied under the node lock (`fsm::process`); the RPC returns
-//! once the node is in its new state, and a task of its own carries the lock on. A step
-//! that takes time puts the node in `clean wait` and gives the lock back; a timer of this
-//! process continues the cleaning afterwards (`continue_cleaning`), and only if the node
-//! is still waiting for that very step, here (`clean_step_runner`): an abort or a
-//! take-over in between wins. Whatever a crash interrupts is failed by the node's owner
+//! once the node is in its new state, and a task of its own carries the lock on.
+//! Cleaning, deploying and servicing run their steps through one step engine
+//! (`engine.rs`): a step that takes time puts the node in its flow's wait state and
+//! gives the lock back, and an event (its timer; the node's owner after a crash or a
+//! take-over) continues it from the stored index. Work a crash interrupted while it
+//! held the lock (a transient state, unlocked) is failed by the node's owner
 //! (`fail_orphaned_work`).
 
 use std::sync::Arc;
@@ -28,10 +29,13 @@ use serde_json::{Value, json};
 
 use crate::core::Core;
 use crate::lock::Held;
+pub(crate) use engine::Flow;
+pub use engine::WaitsChecked;
 
 mod builtin_rules;
 mod cleaning;
 mod deploying;
+mod engine;
 pub(crate) mod inspecting;
 mod recovery;
 pub(crate) mod rules;
@@ -41,17 +45,11 @@ mod verbs;
 /// `driver_internal_info` keys of a cleaning in progress.
 const CLEAN_STEPS: &str = "clean_steps";
 const CLEAN_STEP_INDEX: &str = "clean_step_index";
-const CLEAN_STEP_RUNNER: &str = "clean_step_runner";
 /// Set once the deploy interface prepared the node for cleaning: whoever ends the
 /// cleaning (done, failed, aborted, taken over) tears that down.
 const CLEANING_PREPARED: &str = "cleaning_prepared";
 /// The manual cleaning runs without the ramdisk (upstream's key).
 const CLEANING_DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
-/// When a waiting step should have finished (Unix ms, with a margin): past it, the
-/// wait is failed whoever ran it (upstream's clean callback timeout).
-const CLEAN_WAIT_DEADLINE: &str = "clean_wait_deadline";
-/// The margin added to a waiting step's own duration.
-const CLEAN_WAIT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// The deploy steps of the current (or last) deploy, in the order they run.
 const DEPLOY_STEPS: &str = "deploy_steps";
 /// The index in `deploy_steps` of the step running (or held at).
@@ -60,25 +58,11 @@ const DEPLOY_STEP_INDEX: &str = "deploy_step_index";
 const SERVICE_STEPS: &str = "service_steps";
 const SERVICE_STEP_INDEX: &str = "service_step_index";
 const SERVICE_DISABLE_RAMDISK: &str = "service_disable_ramdisk";
+
 fn set_state(node: &mut Node, t: fsm::Transition) {
     node.provision_state = t.state;
     node.target_provision_state = t.target;
     node.provision_updated_at = Some(now());
-}
-
-fn wipe_cleaning(node: &mut Node) {
-    node.clean_step = JsonObject::new();
-    for k in [
-        CLEAN_STEPS,
-        CLEAN_STEP_INDEX,
-        CLEAN_STEP_RUNNER,
-        CLEAN_WAIT_DEADLINE,
-        CLEANING_PREPARED,
-        CLEANING_DISABLE_RAMDISK,
-    ] {
-        node.driver_internal_info.remove(k);
-    }
-    agent::wipe_token_and_url(&mut node.driver_internal_info);
 }
 
 /// The deploy interface's calls that change the node.

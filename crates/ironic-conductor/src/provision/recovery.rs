@@ -5,9 +5,9 @@ use crate::provision::inspecting;
 
 impl Provisioner {
     /// Fails what a crash left behind on the nodes this conductor owns: a transient
-    /// state nobody works on (unlocked), `clean wait` whose step ran in a process that
-    /// is gone, or an `inspect wait` past `[conductor] inspect_wait_timeout`. Returns how
-    /// many nodes were failed.
+    /// state nobody works on (unlocked), or an `inspect wait` past `[conductor]
+    /// inspect_wait_timeout`. (A step's wait is not failed: the step engine continues
+    /// it, `engine.rs` `check_waits`.) Returns how many nodes were failed.
     pub async fn fail_orphaned_work(&self, topology: &Topology) -> Result<usize, Error> {
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
@@ -17,11 +17,7 @@ impl Provisioner {
             .filter(|s| fsm::stuck_on_crash(**s))
             .map(|s| s.as_str())
             .collect();
-        states.push(P::CleanWait.as_str());
         states.push(P::InspectWait.as_str());
-        // Alive = not dead, even if offline: a conductor that is stopping still runs
-        // its timers until it has finished.
-        let host_alive = |host: &str| snap.host_not_dead(host);
         let mut failed = 0;
         for (id, uuid, driver, group) in self.db.nodes_unlocked_in(&states).await? {
             // Look before locking: a healthy wait is left alone without touching its lock.
@@ -29,43 +25,7 @@ impl Provisioner {
                 continue;
             };
             let owner = snap.owner(&group, &driver, &uuid) == Some(me);
-            let msg = if node.provision_state == P::CleanWait {
-                let dii = &node.driver_internal_info;
-                let runner = dii
-                    .get(CLEAN_STEP_RUNNER)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let host = runner.split('/').next().unwrap_or("").to_string();
-                let mine = runner.starts_with(&format!("{}/", self.runner_id()));
-                let overdue = dii
-                    .get(CLEAN_WAIT_DEADLINE)
-                    .and_then(Value::as_i64)
-                    .is_some_and(|d| d < now_ms);
-                let step = node
-                    .clean_step
-                    .get("step")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string();
-                if overdue && (mine || owner) {
-                    format!(
-                        "Timeout reached while cleaning the node: the clean step {step} did not finish in time. Moving to fail state."
-                    )
-                } else if !mine && host == me {
-                    // An earlier run of this very conductor: its timer is gone. Failed
-                    // here whoever owns the node now.
-                    format!(
-                        "The clean step {step} was running on conductor {host}, which stopped. Moving to fail state."
-                    )
-                } else if owner && !mine && !host_alive(&host) {
-                    format!(
-                        "The clean step {step} was running on conductor {host}, which stopped. Moving to fail state."
-                    )
-                } else {
-                    continue;
-                }
-            } else if node.provision_state == P::InspectWait {
+            let msg = if node.provision_state == P::InspectWait {
                 let overdue = node
                     .driver_internal_info
                     .get(inspecting::INSPECT_WAIT_DEADLINE)
@@ -98,9 +58,9 @@ impl Provisioner {
                 held.release().await;
                 continue;
             }
-            if matches!(state, P::Cleaning | P::CleanWait) {
+            if state == P::Cleaning {
                 let step_running = !held.node.clean_step.is_empty();
-                self.fail_cleaning(held, msg, step_running).await;
+                self.fail(Flow::Clean, held, msg, step_running).await;
             } else {
                 if state == P::InspectWait {
                     self.end_inband_inspection(&mut held.node).await;

@@ -180,19 +180,14 @@ impl Provisioner {
     async fn unhold(self: &Arc<Self>, mut held: Held) -> Result<(), Error> {
         let uuid = held.node.uuid.to_string();
         let state = held.node.provision_state;
-        let (list_key, index_key) = match state {
-            P::CleanHold => (CLEAN_STEPS, CLEAN_STEP_INDEX),
-            P::DeployHold => (DEPLOY_STEPS, DEPLOY_STEP_INDEX),
-            P::ServiceHold => (SERVICE_STEPS, SERVICE_STEP_INDEX),
-            _ => {
-                return held
-                    .bail(fsm::invalid_state_requested("unhold", &uuid, state))
-                    .await;
-            }
+        let Some(flow) = Flow::held_in(state) else {
+            return held
+                .bail(fsm::invalid_state_requested("unhold", &uuid, state))
+                .await;
         };
         let dii = &held.node.driver_internal_info;
-        let list = Step::list_from_json(dii.get(list_key));
-        let index = dii.get(index_key).and_then(Value::as_u64);
+        let list = Step::list_from_json(dii.get(flow.steps_key()));
+        let index = dii.get(flow.index_key()).and_then(Value::as_u64);
         let (list, index) = match (list, index) {
             (Ok(l), Some(i)) => (l, i as usize),
             _ => {
@@ -211,17 +206,9 @@ impl Provisioner {
         held.save().await?;
         tracing::info!(node = %uuid, state = %held.node.provision_state, "unhold: continuing");
         let me = self.clone();
-        match state {
-            P::CleanHold => self.work.spawn("cleaning", async move {
-                me.run_clean_steps(held, list, index + 1).await
-            }),
-            P::DeployHold => self.work.spawn("deploy", async move {
-                me.run_deploy_steps(held, list, index + 1).await
-            }),
-            _ => self.work.spawn("servicing", async move {
-                me.run_service_steps(held, list, index + 1).await
-            }),
-        }
+        self.work.spawn("steps after unhold", async move {
+            me.run_steps(flow, held, list, index + 1).await
+        });
         Ok(())
     }
 }

@@ -1,0 +1,498 @@
+//! The step engine: one loop for cleaning, deploying and servicing (and, later,
+//! rescue). What differs between them is data ([`Flow`]): the node field that shows the
+//! running step, the `driver_internal_info` keys of the list and the index, the working,
+//! waiting and holding states, and the fault a failed step leaves.
+//!
+//! A step ends in one of four ways (`Provisioner::run_step`): done (the next one runs),
+//! failed (the flow fails), held (the reserved `hold` step) or waiting. A waiting step
+//! puts the node in the flow's wait state and **gives the lock back**: the node is
+//! served (read, updated, aborted, heartbeaten) while the step goes on. Its wait records,
+//! under the node lock, who may continue it (`…_step_runner`, a token unique to this
+//! wait) and, for a timed wait, when (`…_step_resume_at`). An event re-takes the lock
+//! and continues from the stored index ([`Provisioner::resume`]) only if the node still
+//! waits with that very token, so whatever wins (the timer of the process that started
+//! the wait, the node's owner after a crash or a take-over, an abort) wins once.
+//!
+//! The owner of each waiting node checks it every `[conductor]
+//! check_provision_state_interval` ([`Provisioner::check_waits`], reading only the
+//! nodes in a wait state through the `provision_state` index): a timed wait whose time
+//! is past (its process is gone, or restarted) is continued here; a wait for an event
+//! (an agent heartbeat) that saw none for the flow's callback timeout
+//! (`deploy_callback_timeout`, `clean_callback_timeout`, `service_callback_timeout`)
+//! fails.
+
+use super::*;
+
+/// A timed wait this much past its time is continued by the node's owner: the process
+/// that started it did not (it is gone, restarted, or late).
+const OVERDUE_AFTER_MS: i64 = 5_000;
+
+/// A flow of steps: what differs between cleaning, deploying and servicing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Clean,
+    Deploy,
+    Service,
+}
+
+impl Flow {
+    pub(crate) const ALL: [Flow; 3] = [Flow::Clean, Flow::Deploy, Flow::Service];
+
+    /// The step kind (`clean`, `deploy`, `service`): metrics' label, log field.
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Flow::Clean => "clean",
+            Flow::Deploy => "deploy",
+            Flow::Service => "service",
+        }
+    }
+
+    /// What the flow does, in messages (`Cannot continue cleaning node …`).
+    fn gerund(self) -> &'static str {
+        match self {
+            Flow::Clean => "cleaning",
+            Flow::Deploy => "deploying",
+            Flow::Service => "servicing",
+        }
+    }
+
+    /// What the flow is called in logs (`cleaning failed`, `deploy failed`, …).
+    fn noun(self) -> &'static str {
+        match self {
+            Flow::Clean => "cleaning",
+            Flow::Deploy => "deploy",
+            Flow::Service => "servicing",
+        }
+    }
+
+    /// The `driver_internal_info` key of the flow's step list.
+    pub(crate) fn steps_key(self) -> &'static str {
+        match self {
+            Flow::Clean => CLEAN_STEPS,
+            Flow::Deploy => DEPLOY_STEPS,
+            Flow::Service => SERVICE_STEPS,
+        }
+    }
+
+    /// The `driver_internal_info` key of the index of the running (or held) step.
+    pub(crate) fn index_key(self) -> &'static str {
+        match self {
+            Flow::Clean => CLEAN_STEP_INDEX,
+            Flow::Deploy => DEPLOY_STEP_INDEX,
+            Flow::Service => SERVICE_STEP_INDEX,
+        }
+    }
+
+    /// The `driver_internal_info` key naming who may continue a wait:
+    /// `<host>/<process run>/<this wait>`.
+    pub(crate) fn runner_key(self) -> &'static str {
+        match self {
+            Flow::Clean => "clean_step_runner",
+            Flow::Deploy => "deploy_step_runner",
+            Flow::Service => "service_step_runner",
+        }
+    }
+
+    /// The `driver_internal_info` key of when a timed wait continues (Unix ms).
+    pub(crate) fn resume_key(self) -> &'static str {
+        match self {
+            Flow::Clean => "clean_step_resume_at",
+            Flow::Deploy => "deploy_step_resume_at",
+            Flow::Service => "service_step_resume_at",
+        }
+    }
+
+    pub(crate) fn waiting(self) -> P {
+        match self {
+            Flow::Clean => P::CleanWait,
+            Flow::Deploy => P::DeployWait,
+            Flow::Service => P::ServiceWait,
+        }
+    }
+
+    /// The flow a node in `state` waits in.
+    pub(crate) fn waiting_in(state: P) -> Option<Flow> {
+        Flow::ALL.into_iter().find(|f| f.waiting() == state)
+    }
+
+    /// The flow a node in `state` is held in (the reserved `hold` step).
+    pub(crate) fn held_in(state: P) -> Option<Flow> {
+        match state {
+            P::CleanHold => Some(Flow::Clean),
+            P::DeployHold => Some(Flow::Deploy),
+            P::ServiceHold => Some(Flow::Service),
+            _ => None,
+        }
+    }
+
+    /// The node field that shows the running step.
+    pub(crate) fn step(self, node: &Node) -> &JsonObject {
+        match self {
+            Flow::Clean => &node.clean_step,
+            Flow::Deploy => &node.deploy_step,
+            Flow::Service => &node.service_step,
+        }
+    }
+
+    fn step_mut(self, node: &mut Node) -> &mut JsonObject {
+        match self {
+            Flow::Clean => &mut node.clean_step,
+            Flow::Deploy => &mut node.deploy_step,
+            Flow::Service => &mut node.service_step,
+        }
+    }
+
+    /// The fault (and maintenance) a failure leaves when a step was running: someone
+    /// should look at the machine (upstream's). A failed deploy leaves none.
+    fn fault(self) -> Option<&'static str> {
+        match self {
+            Flow::Clean => Some("clean failure"),
+            Flow::Deploy => None,
+            Flow::Service => Some("service failure"),
+        }
+    }
+
+    /// How long a wait for an event may see none.
+    fn callback_timeout(self, s: &crate::ConductorSettings) -> std::time::Duration {
+        match self {
+            Flow::Clean => s.clean_callback_timeout,
+            Flow::Deploy => s.deploy_callback_timeout,
+            Flow::Service => s.service_callback_timeout,
+        }
+    }
+
+    /// `last_error` of a wait that saw no event in time (upstream's wording).
+    fn timeout_message(self, node: &Node) -> String {
+        let step = self
+            .step(node)
+            .get("step")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        match self {
+            Flow::Clean => format!(
+                "Timeout reached while cleaning the node. Please check if the ramdisk responsible for the cleaning is running on the node. Failed on step {step}."
+            ),
+            Flow::Deploy => format!(
+                "Timeout reached while waiting for callback for node {}",
+                node.uuid
+            ),
+            Flow::Service => format!(
+                "Timeout reached while servicing the node. Please check if the ramdisk responsible for the servicing is running on the node. Failed on step {step}."
+            ),
+        }
+    }
+
+    /// `last_error` of a step that failed.
+    fn step_failed_message(self, node: &Node, step: &Step, why: &str) -> String {
+        match self {
+            Flow::Deploy => format!(
+                "Deploy step {} failed on node {}: {why}",
+                step.name(),
+                node.uuid
+            ),
+            Flow::Clean | Flow::Service => {
+                format!("Node {} failed step {}: {why}", node.uuid, step.name())
+            }
+        }
+    }
+
+    /// Forgets the wait (the step it continues is done, or the flow ended).
+    pub(crate) fn forget_wait(self, node: &mut Node) {
+        node.driver_internal_info.remove(self.runner_key());
+        node.driver_internal_info.remove(self.resume_key());
+    }
+
+    /// What the flow leaves in the node while it runs: its step, index, wait, the
+    /// agent's token, and its own extras. The deploy keeps its step list (the steps
+    /// of the last deploy show in `driver_internal_info`, as upstream's).
+    pub(crate) fn wipe(self, node: &mut Node) {
+        self.step_mut(node).clear();
+        self.forget_wait(node);
+        let dii = &mut node.driver_internal_info;
+        dii.remove(self.index_key());
+        match self {
+            Flow::Clean => {
+                for k in [
+                    CLEAN_STEPS,
+                    CLEANING_PREPARED,
+                    CLEANING_DISABLE_RAMDISK,
+                    // Written by versions before the step engine.
+                    "clean_wait_deadline",
+                ] {
+                    dii.remove(k);
+                }
+            }
+            Flow::Deploy => {
+                dii.remove(USER_DEPLOY_STEPS);
+            }
+            Flow::Service => {
+                for k in [SERVICE_STEPS, SERVICE_DISABLE_RAMDISK] {
+                    dii.remove(k);
+                }
+            }
+        }
+        agent::wipe_token_and_url(dii);
+    }
+}
+
+/// What the periodic check of the waiting nodes did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WaitsChecked {
+    /// Timed waits continued here (their process did not).
+    pub resumed: usize,
+    /// Waits failed for seeing no event within the callback timeout.
+    pub timed_out: usize,
+}
+
+impl Provisioner {
+    /// Runs the flow's steps from `from` on, the node locked; returns when the flow
+    /// ends, fails, holds or waits (the lock given back in every case).
+    pub(super) async fn run_steps(
+        self: Arc<Self>,
+        flow: Flow,
+        mut held: Held,
+        list: Vec<Step>,
+        from: usize,
+    ) {
+        let uuid = held.node.uuid.to_string();
+        for (i, step) in list.iter().enumerate().skip(from) {
+            *flow.step_mut(&mut held.node) = step_json(step);
+            held.node
+                .driver_internal_info
+                .insert(flow.index_key().into(), json!(i));
+            // Saved before it runs: whoever looks (or takes over) sees the step running.
+            if let Err(e) = held.save().await {
+                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                return;
+            }
+            tracing::info!(node = %uuid, flow = flow.kind(), step = %step.name(), index = i, "step starts");
+            let outcome = match self.run_step(&mut held.node, flow.kind(), step).await {
+                Ran::Finished(o) => o,
+                Ran::Hold => {
+                    self.hold(held).await;
+                    return;
+                }
+            };
+            match outcome {
+                Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
+                Ok(Outcome::Wait(d)) => {
+                    self.wait(flow, held, step, Some(d)).await;
+                    return;
+                }
+                Err(why) => {
+                    self.step_event(&mut held.node, step, "failed");
+                    let msg = flow.step_failed_message(&held.node, step, &why);
+                    self.fail(flow, held, msg, true).await;
+                    return;
+                }
+            }
+        }
+        match flow {
+            Flow::Clean => self.finish_cleaning(held).await,
+            Flow::Deploy => self.finish_deploy(held).await,
+            Flow::Service => self.finish_servicing(held).await,
+        }
+    }
+
+    /// The running step goes on outside this task: the node waits in the flow's wait
+    /// state, unlocked, for `timer` (or, without one, for an event). The wait's token
+    /// lets exactly one continuation through.
+    async fn wait(
+        self: &Arc<Self>,
+        flow: Flow,
+        mut held: Held,
+        step: &Step,
+        timer: Option<std::time::Duration>,
+    ) {
+        let uuid = held.node.uuid.to_string();
+        self.step_event(&mut held.node, step, "started");
+        let target = held.node.target_provision_state;
+        match fsm::process(held.node.provision_state, Event::Wait, true, target) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => {
+                self.fail(flow, held, e.to_string(), true).await;
+                return;
+            }
+        }
+        let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
+        let dii = &mut held.node.driver_internal_info;
+        dii.insert(flow.runner_key().into(), json!(token));
+        if let Some(d) = timer {
+            let at = now() + chrono::Duration::from_std(d).unwrap_or_default();
+            dii.insert(flow.resume_key().into(), json!(at.timestamp_millis()));
+        }
+        let nref = NodeRef::from(&held.node);
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %e, "could not save the node");
+            return;
+        }
+        tracing::info!(node = %uuid, flow = flow.kind(), step = %step.name(), timer_ms = timer.map(|d| d.as_millis() as u64), "step waits; node lock given back");
+        if let Some(d) = timer {
+            let me = self.clone();
+            self.work.after("step timer", d, async move {
+                me.resume(flow, nref, token).await;
+            });
+        }
+    }
+
+    /// An event for the wait `token` (its timer, or the node's owner finding it
+    /// overdue): re-takes the lock and continues with the step after the waiting one,
+    /// if the node still waits with that token; otherwise (aborted, continued by
+    /// someone else, a later wait) nothing. Boxed: the steps it runs may wait again.
+    pub(crate) fn resume(
+        self: Arc<Self>,
+        flow: Flow,
+        nref: NodeRef,
+        token: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            // Patient: another operation (a read-modify-write, a heartbeat) may hold
+            // the lock for a moment.
+            let Some(mut held) = self.lock_patiently(&nref).await else {
+                return;
+            };
+            let dii = &held.node.driver_internal_info;
+            let ours = held.node.provision_state == flow.waiting()
+                && dii.get(flow.runner_key()).and_then(Value::as_str) == Some(token.as_str());
+            if !ours {
+                tracing::info!(node = %nref.uuid, flow = flow.kind(), "the wait ended meanwhile (aborted, or continued elsewhere)");
+                held.release().await;
+                return;
+            }
+            let index = dii.get(flow.index_key()).and_then(Value::as_u64);
+            let list = Step::list_from_json(dii.get(flow.steps_key()));
+            let (list, index) = match (list, index) {
+                (Ok(l), Some(i)) => (l, i as usize),
+                (Err(why), _) => {
+                    let msg = format!(
+                        "Cannot continue {} node {}: its stored {} steps cannot be read ({why}).",
+                        flow.gerund(),
+                        nref.uuid,
+                        flow.kind()
+                    );
+                    self.fail(flow, held, msg, false).await;
+                    return;
+                }
+                (Ok(_), None) => {
+                    let msg = format!(
+                        "Cannot continue {} node {}: the index of its waiting {} step is missing.",
+                        flow.gerund(),
+                        nref.uuid,
+                        flow.kind()
+                    );
+                    self.fail(flow, held, msg, false).await;
+                    return;
+                }
+            };
+            if let Some(step) = list.get(index) {
+                self.step_event(&mut held.node, step, "done");
+            }
+            flow.forget_wait(&mut held.node);
+            let target = held.node.target_provision_state;
+            match fsm::process(flow.waiting(), Event::Resume, true, target) {
+                Ok(t) => set_state(&mut held.node, t),
+                Err(e) => {
+                    self.fail(flow, held, e.to_string(), true).await;
+                    return;
+                }
+            }
+            tracing::info!(node = %nref.uuid, flow = flow.kind(), index, "wait over; continuing");
+            self.run_steps(flow, held, list, index + 1).await;
+        })
+    }
+
+    /// The flow failed: its failed state keeping the target, `last_error`; with
+    /// `step_running`, the flow's fault and maintenance too (cleaning, servicing).
+    pub(super) async fn fail(&self, flow: Flow, mut held: Held, msg: String, step_running: bool) {
+        let uuid = held.node.uuid.to_string();
+        tracing::warn!(node = %uuid, "{} failed: {}", flow.noun(), ironic_model::secrets::log_safe(&msg));
+        let target = held.node.target_provision_state;
+        held.node.last_error = Some(msg.clone());
+        if flow == Flow::Clean {
+            self.tear_down_cleaning_if_prepared(&mut held.node).await;
+        }
+        flow.wipe(&mut held.node);
+        if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {
+            set_state(&mut held.node, t);
+        }
+        if let (true, Some(fault)) = (step_running, flow.fault()) {
+            held.node.maintenance = true;
+            held.node.fault = Some(fault.into());
+            if held.node.maintenance_reason.is_none() {
+                held.node.maintenance_reason = Some(msg);
+            }
+        }
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %e, "could not save the node");
+        }
+    }
+
+    /// The periodic check of the waiting nodes this conductor owns (see the module's
+    /// doc): continues timed waits whose time is past, fails waits for an event that
+    /// saw none within the flow's callback timeout.
+    pub async fn check_waits(self: &Arc<Self>, topology: &Topology) -> Result<WaitsChecked, Error> {
+        let snap = topology.snapshot();
+        let me = self.settings.host.as_str();
+        let states: Vec<&str> = Flow::ALL.iter().map(|f| f.waiting().as_str()).collect();
+        let mine: Vec<ironic_model::NodeId> = self
+            .db
+            .nodes_unlocked_in(&states)
+            .await?
+            .into_iter()
+            .filter(|(_, uuid, driver, group)| snap.owner(group, driver, uuid) == Some(me))
+            .map(|(id, ..)| id)
+            .collect();
+        let now_ms = now().timestamp_millis();
+        let mut done = WaitsChecked::default();
+        for node in self.db.nodes_by_ids(&mine).await? {
+            let Some(flow) = Flow::waiting_in(node.provision_state) else {
+                continue;
+            };
+            let dii = &node.driver_internal_info;
+            let token = dii.get(flow.runner_key()).and_then(Value::as_str);
+            match (dii.get(flow.resume_key()).and_then(Value::as_i64), token) {
+                (Some(at), Some(token)) => {
+                    if now_ms < at.saturating_add(OVERDUE_AFTER_MS) {
+                        continue;
+                    }
+                    tracing::info!(node = %node.uuid, flow = flow.kind(), runner = %token, "a timed wait is overdue; continuing it here");
+                    let resumed =
+                        self.clone()
+                            .resume(flow, NodeRef::from(&node), token.to_string());
+                    self.work.spawn("overdue wait", resumed);
+                    done.resumed += 1;
+                }
+                _ => {
+                    let timeout = flow.callback_timeout(&self.settings);
+                    if timeout.is_zero() {
+                        continue;
+                    }
+                    let Some(since) = node.provision_updated_at.or(node.updated_at) else {
+                        continue;
+                    };
+                    let limit = since + chrono::Duration::from_std(timeout).unwrap_or_default();
+                    if now() < limit {
+                        continue;
+                    }
+                    // One attempt: a busy node is being worked on.
+                    let Ok(held) = self.lock_once(&NodeRef::from(&node)).await else {
+                        continue;
+                    };
+                    let still = held.node.provision_state == node.provision_state
+                        && held.node.driver_internal_info.get(flow.runner_key())
+                            == node.driver_internal_info.get(flow.runner_key())
+                        && held.node.provision_updated_at == node.provision_updated_at;
+                    if !still {
+                        held.release().await;
+                        continue;
+                    }
+                    let msg = flow.timeout_message(&held.node);
+                    let step_running = !flow.step(&held.node).is_empty();
+                    self.fail(flow, held, msg, step_running).await;
+                    done.timed_out += 1;
+                }
+            }
+        }
+        Ok(done)
+    }
+}
