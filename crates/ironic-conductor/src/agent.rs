@@ -9,6 +9,7 @@
 //! clean step of an agent-driven deploy) belongs to the deploy interface; `fake` runs
 //! its steps without an agent, so nothing continues.
 
+use crate::lock::Patience;
 use ironic_model::agent;
 use ironic_model::{Error, Node, secrets};
 use ironic_rpc::calls::{GetNodeWithToken, Heartbeat};
@@ -25,21 +26,22 @@ impl Conductor {
         // One attempt at the lock (upstream's): a lookup of a node another operation
         // holds fails at once with 409; waiting would let lookups stack up in the
         // conductor's request slots. The agent looks up again.
-        self.with_lock_now(&req.node, |mut n| async move {
-            // Another lookup may have won the lock first.
-            if n.driver_internal_info.contains_key(agent::TOKEN) {
-                return Ok(masked_token(n));
-            }
-            n.driver_internal_info
-                .insert(agent::TOKEN.into(), json!(agent::new_token()));
-            n.driver_internal_info.remove(agent::TOKEN_PREGENERATED);
-            n.reservation = Some(self.settings.host.clone());
-            let mut saved = self.db.node_save(&n, &self.settings.host).await?;
-            saved.reservation = None;
-            tracing::info!(node = %n.uuid, "agent token generated");
-            Ok(saved)
-        })
-        .await
+        self.locks
+            .with_lock(&req.node, Patience::Now, |mut n| async move {
+                // Another lookup may have won the lock first.
+                if n.driver_internal_info.contains_key(agent::TOKEN) {
+                    return Ok(masked_token(n));
+                }
+                n.driver_internal_info
+                    .insert(agent::TOKEN.into(), json!(agent::new_token()));
+                n.driver_internal_info.remove(agent::TOKEN_PREGENERATED);
+                n.reservation = Some(self.settings.host.clone());
+                let mut saved = self.db.node_save(&n, &self.settings.host).await?;
+                saved.reservation = None;
+                tracing::info!(node = %n.uuid, "agent token generated");
+                Ok(saved)
+            })
+            .await
     }
 
     pub(crate) async fn agent_heartbeat(&self, req: Heartbeat) -> Result<(), Error> {
@@ -74,7 +76,8 @@ impl Conductor {
         } = req;
         let token = agent_token.as_deref();
         let recorded = self
-            .with_lock_now(&target, |mut n| async move {
+            .locks
+            .with_lock(&target, Patience::Now, |mut n| async move {
                 check_token(&n, token)?;
                 if !takes_heartbeats(&n) {
                     return Ok(None);

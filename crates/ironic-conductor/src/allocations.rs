@@ -10,6 +10,7 @@
 //! compare-and-set on the affinity: exactly one taker wins, and a slow former owner's
 //! writes find the affinity changed and roll back.
 
+use crate::lock::Patience;
 use std::sync::Arc;
 
 use ironic_db::allocations::{Claim, Shortage};
@@ -168,7 +169,7 @@ impl Allocator {
 
     /// Backfill: records an allocation for an `active` node, under its lock.
     async fn backfill(&self, a: Allocation, nref: NodeRef) -> Result<Allocation, Error> {
-        let held = match self.lock(&nref).await {
+        let held = match self.locks.hold(&nref, Patience::Retry).await {
             Ok(h) => h,
             Err(e) => {
                 self.db.allocation_set_error(a.id, e.message()).await?;
@@ -251,7 +252,10 @@ impl Allocator {
         let Some(node) = node else {
             return self.db.allocation_destroy(&a).await;
         };
-        let held = self.lock(&NodeRef::from(&node)).await?;
+        let held = self
+            .locks
+            .hold(&NodeRef::from(&node), Patience::Retry)
+            .await?;
         let n = &held.node;
         if !n.maintenance {
             let why = if n.target_provision_state.is_some() && !n.provision_state.update_allowed() {

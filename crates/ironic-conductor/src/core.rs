@@ -34,24 +34,25 @@ pub struct Core {
     pub(crate) takeover: std::sync::OnceLock<work::Trigger>,
     /// When the last heartbeat was recorded.
     pub(crate) last_beat: std::sync::Mutex<Option<std::time::Instant>>,
-    /// The node locks this process holds (see [`crate::lock::LockBook`]).
-    pub(crate) locks: std::sync::Arc<crate::lock::LockBook>,
+    /// The node lock (see [`crate::lock::Locks`]).
+    pub(crate) locks: crate::lock::Locks,
 }
 
 impl Core {
     pub fn new(db: Db, drivers: Registry, settings: ConductorSettings) -> Core {
+        let work = work::Runner::new();
         Core {
+            locks: crate::lock::Locks::new(db.clone(), work.clone(), &settings),
             db,
             drivers,
             settings,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
-            work: work::Runner::new(),
+            work,
             conductor_id: std::sync::OnceLock::new(),
             heartbeat: tokio::sync::Mutex::new(None),
             known_dead: std::sync::Mutex::new(Default::default()),
             takeover: std::sync::OnceLock::new(),
             last_beat: std::sync::Mutex::new(None),
-            locks: Default::default(),
         }
     }
 

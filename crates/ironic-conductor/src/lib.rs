@@ -41,6 +41,7 @@ use ironic_rpc::calls::{
     UpdateVolumeTarget, VendorPassthru,
 };
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
+use lock::Patience;
 
 mod agent;
 mod allocations;
@@ -344,7 +345,7 @@ impl Handlers for Conductor {
     }
 
     async fn update_node(&self, ctx: &Context, req: UpdateNode) -> Result<Node, Error> {
-        self.with_lock(&req.node.clone(), |mut node| async move {
+        self.locks.with_lock(&req.node.clone(), Patience::Retry, |mut node| async move {
             // A repeat whose first attempt was applied: the node as it is.
             if lock::applied_before(&node, ctx) {
                 tracing::info!(node = %node.uuid, request_id = %ctx.request_id, "update already applied by an earlier attempt of this call");
@@ -361,25 +362,27 @@ impl Handlers for Conductor {
 
     async fn set_maintenance(&self, _ctx: &Context, req: SetMaintenance) -> Result<Node, Error> {
         let SetMaintenance { node, on, reason } = req;
-        self.with_lock(&node, |mut node| async move {
-            node.maintenance = on;
-            node.maintenance_reason = if on { reason } else { None };
-            if !on {
-                node.fault = None;
-            }
-            let saved = self.db.node_save(&node, &self.settings.host).await?;
-            tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
-            Ok(Node {
-                reservation: None,
-                ..saved
+        self.locks
+            .with_lock(&node, Patience::Retry, |mut node| async move {
+                node.maintenance = on;
+                node.maintenance_reason = if on { reason } else { None };
+                if !on {
+                    node.fault = None;
+                }
+                let saved = self.db.node_save(&node, &self.settings.host).await?;
+                tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
+                Ok(Node {
+                    reservation: None,
+                    ..saved
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn destroy_node(&self, ctx: &Context, req: DestroyNode) -> Result<(), Error> {
         let r = self
-            .with_lock(&req.node, |node| async move {
+            .locks
+            .with_lock(&req.node, Patience::Retry, |node| async move {
                 check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
                 self.db.node_destroy(node.id, &self.settings.host).await?;
                 tracing::info!(node = %node.uuid, "node deleted");
@@ -403,7 +406,7 @@ impl Handlers for Conductor {
             traits,
             replace,
         } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             let mut after: Vec<&String> = traits.iter().collect();
             if !replace {
                 after.extend(node.traits.iter());
@@ -425,7 +428,8 @@ impl Handlers for Conductor {
     async fn remove_node_traits(&self, ctx: &Context, req: RemoveNodeTraits) -> Result<(), Error> {
         let RemoveNodeTraits { node, one } = req;
         let r = self
-            .with_lock(&node, |node| async move {
+            .locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
                 if !found {
                     return Err(Error::NotFound(format!(
@@ -502,7 +506,7 @@ impl Handlers for Conductor {
             new_state,
             timeout_secs,
         } = req;
-        self.with_lock(&node, |mut n| async move {
+        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
             if n.disable_power_off && matches!(new_state.as_str(), "power off" | "soft power off") {
                 tracing::error!(node = %n.uuid, "refusing to power off a node with disable_power_off");
                 return Err(Error::Conflict(format!(

@@ -1,8 +1,8 @@
 //! The node lock (the `reservation` column, taken by a conditional UPDATE) as the
-//! conductor holds it: [`Core::with_lock`] for work that ends with the call,
-//! [`Core::lock`] and [`Held`] for work handed to the background. Every path gives
-//! the lock back: explicitly, or, if the holder panicked or was cancelled, from the
-//! guard's `Drop` through the conductor's [`Runner`].
+//! conductor holds it ([`Locks`]): [`Locks::with_lock`] for work that ends with the call,
+//! [`Locks::hold`] and [`Held`] for work handed to the background, each with a
+//! [`Patience`]. Every path gives the lock back: explicitly, or, if the holder panicked
+//! or was cancelled, from the guard's `Drop` through the conductor's [`Runner`].
 //!
 //! Invariant: every node write happens while this conductor holds the node's lock.
 
@@ -10,7 +10,6 @@ use ironic_db::Db;
 use ironic_model::{AllocationId, Error, Node, NodeId};
 use ironic_rpc::{Context, NodeRef};
 
-use crate::core::Core;
 use crate::work::Runner;
 
 /// Gives the lock back, retrying (with a growing pause, at most 10 s) until the
@@ -203,22 +202,6 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    pub(crate) fn new(core: &Core, node: Node, node_id: NodeId) -> Held {
-        Held {
-            seen: crate::history::Seen::of(&node),
-            history: core.settings.node_history,
-            node,
-            guard: LockGuard {
-                db: core.db.clone(),
-                work: core.work.clone(),
-                book: core.locks.clone(),
-                node_id,
-                host: core.settings.host.clone(),
-                armed: true,
-            },
-        }
-    }
-
     /// Writes the node and keeps the lock.
     pub async fn save(&mut self) -> Result<(), Error> {
         self.save_dropping(None).await
@@ -259,6 +242,20 @@ impl Held {
         res
     }
 
+    /// For a call that writes the node: stamps the node with the call's request id
+    /// (saved with its next write), and recognises a repeat of a call whose first
+    /// attempt was applied (its conductor died before answering): then the lock is
+    /// given back and there is nothing to do (`None`).
+    pub async fn for_call(mut self, ctx: &Context) -> Option<Held> {
+        if applied_before(&self.node, ctx) {
+            tracing::info!(node = %self.node.uuid, request_id = %ctx.request_id, "already applied by an earlier attempt of this call");
+            self.release().await;
+            return None;
+        }
+        stamp(&mut self.node, ctx);
+        Some(self)
+    }
+
     /// Gives the lock back and returns `e`: the way out of a refused request.
     pub async fn bail<T>(self, e: Error) -> Result<T, Error> {
         self.release().await;
@@ -284,11 +281,115 @@ impl Held {
     }
 }
 
-impl Core {
-    /// Takes the node lock, retrying while another operation holds it.
-    pub(crate) async fn acquire(&self, node_id: NodeId) -> Result<Node, Error> {
+/// How long to wait for a node lock another operation holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// One attempt: `Locked` at once. For callers that come back anyway (a ramdisk's
+    /// lookups and heartbeats, periodic checks): never a request slot held waiting.
+    Now,
+    /// `[conductor] lock_attempts` attempts, `lock_retry_interval` apart: a client's call.
+    Retry,
+    /// Background work that must not give up while a short operation holds the node
+    /// (a step's continuation): 300 attempts, `lock_retry_interval` apart.
+    Background,
+}
+
+/// Attempts of [`Patience::Background`].
+const BACKGROUND_ATTEMPTS: u32 = 300;
+
+/// The node lock as this conductor takes it. Two verbs: [`Locks::hold`] hands a
+/// [`Held`] node to work that may outlive the call (background work), and
+/// [`Locks::with_lock`] runs a closure on the locked node and always gives the lock
+/// back. Both check that the locked row is the node the caller named.
+#[derive(Clone)]
+pub(crate) struct Locks {
+    db: Db,
+    work: Runner,
+    book: std::sync::Arc<LockBook>,
+    host: String,
+    attempts: u32,
+    retry_interval: std::time::Duration,
+    history: bool,
+}
+
+impl Locks {
+    pub(crate) fn new(db: Db, work: Runner, settings: &crate::ConductorSettings) -> Locks {
+        Locks {
+            db,
+            work,
+            book: Default::default(),
+            host: settings.host.clone(),
+            attempts: settings.lock_attempts,
+            retry_interval: settings.lock_retry_interval,
+            history: settings.node_history,
+        }
+    }
+
+    /// Takes the lock of the node `target` names, for work that may outlive this call.
+    pub(crate) async fn hold(&self, target: &NodeRef, patience: Patience) -> Result<Held, Error> {
+        let mut node = self.acquire(target.id, patience).await?;
+        let guard = self.guard(target.id);
+        if node.uuid.as_str() != target.uuid {
+            drop(guard);
+            return Err(Error::node_not_found(&target.uuid));
+        }
+        node.reservation = Some(self.host.clone());
+        Ok(Held {
+            seen: crate::history::Seen::of(&node),
+            history: self.history,
+            node,
+            guard,
+        })
+    }
+
+    /// Runs `f` on the locked node and always gives the lock back.
+    pub(crate) async fn with_lock<T, F, Fut>(
+        &self,
+        target: &NodeRef,
+        patience: Patience,
+        f: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce(Node) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let node_id = target.id;
+        let node = self.acquire(node_id, patience).await?;
+        let mut guard = self.guard(node_id);
+        if node.uuid.as_str() != target.uuid {
+            // The caller's id and uuid disagree (a stale or forged reference): touch
+            // nothing.
+            guard.armed = false;
+            drop(guard);
+            self.release(node_id).await;
+            return Err(Error::node_not_found(&target.uuid));
+        }
+        let res = f(node).await;
+        guard.armed = false;
+        self.release(node_id).await;
+        res
+    }
+
+    fn guard(&self, node_id: NodeId) -> LockGuard {
+        LockGuard {
+            db: self.db.clone(),
+            work: self.work.clone(),
+            book: self.book.clone(),
+            node_id,
+            host: self.host.clone(),
+            armed: true,
+        }
+    }
+
+    /// Takes the lock with `patience`, timed (`ironic_node_lock_wait_seconds`).
+    async fn acquire(&self, node_id: NodeId, patience: Patience) -> Result<Node, Error> {
         let started = std::time::Instant::now();
-        let r = self.acquire_retrying(node_id).await;
+        let attempts = match patience {
+            Patience::Now => 1,
+            Patience::Retry => self.attempts.max(1),
+            Patience::Background => BACKGROUND_ATTEMPTS,
+        };
+        let r = self.retrying(node_id, attempts).await;
         let outcome = match &r {
             Ok(_) => "acquired",
             Err(Error::Locked(_)) => "busy",
@@ -299,40 +400,14 @@ impl Core {
         r
     }
 
-    /// One attempt at the node lock, the only way this conductor takes one: noted in
-    /// [`LockBook`] when taken; when the connection broke under the statement (the lock
-    /// may have been taken regardless), a background task settles it once the database
-    /// is back ([`settle_doubtful_lock`]).
-    pub(crate) async fn reserve(&self, node_id: NodeId) -> Result<Node, Error> {
-        let _gate = self.locks.gate(node_id).read().await;
-        let r = self.db.node_reserve(node_id, &self.settings.host).await;
-        match &r {
-            Ok(_) => self.locks.note(node_id),
-            Err(Error::Unavailable(_)) => {
-                let (db, book, host, stop) = (
-                    self.db.clone(),
-                    self.locks.clone(),
-                    self.settings.host.clone(),
-                    self.work.stop_signal(),
-                );
-                self.work.spawn(
-                    "doubtful lock",
-                    settle_doubtful_lock(db, book, node_id, host, stop),
-                );
-            }
-            Err(_) => {}
-        }
-        r
-    }
-
-    async fn acquire_retrying(&self, node_id: NodeId) -> Result<Node, Error> {
+    async fn retrying(&self, node_id: NodeId, attempts: u32) -> Result<Node, Error> {
         let mut attempt = 1;
         loop {
             match self.reserve(node_id).await {
-                Err(Error::Locked(m)) if attempt < self.settings.lock_attempts => {
+                Err(Error::Locked(m)) if attempt < attempts => {
                     tracing::debug!(%node_id, attempt, "node locked, retrying: {m}");
                     attempt += 1;
-                    tokio::time::sleep(self.settings.lock_retry_interval).await;
+                    tokio::time::sleep(self.retry_interval).await;
                 }
                 // The API found the node a moment ago: it was deleted in between. Do
                 // not show our internal id.
@@ -346,126 +421,39 @@ impl Core {
         }
     }
 
-    /// Takes the lock of the node `target` names, for work that may outlive this call
-    /// (the returned [`Held`] is handed to a background task).
-    pub(crate) async fn lock(&self, target: &NodeRef) -> Result<Held, Error> {
-        let node = self.acquire(target.id).await?;
-        self.held(node, target)
-    }
-
-    /// [`Core::lock`] with one attempt: `Locked` at once when another operation holds
-    /// the node (for periodic work that comes back anyway).
-    pub(crate) async fn lock_now(&self, target: &NodeRef) -> Result<Held, Error> {
-        let node = self.reserve(target.id).await?;
-        self.held(node, target)
-    }
-
-    /// The lock just taken on `node`, as a [`Held`] (given back at once if the node is
-    /// not the one `target` names).
-    fn held(&self, mut node: Node, target: &NodeRef) -> Result<Held, Error> {
-        let guard = LockGuard {
-            db: self.db.clone(),
-            work: self.work.clone(),
-            book: self.locks.clone(),
-            node_id: target.id,
-            host: self.settings.host.clone(),
-            armed: true,
-        };
-        if node.uuid.as_str() != target.uuid {
-            drop(guard);
-            return Err(Error::node_not_found(&target.uuid));
+    /// One attempt at the node lock, the only way this conductor takes one: noted in
+    /// [`LockBook`] when taken; when the connection broke under the statement (the lock
+    /// may have been taken regardless), a background task settles it once the database
+    /// is back ([`settle_doubtful_lock`]).
+    async fn reserve(&self, node_id: NodeId) -> Result<Node, Error> {
+        let _gate = self.book.gate(node_id).read().await;
+        let r = self.db.node_reserve(node_id, &self.host).await;
+        match &r {
+            Ok(_) => self.book.note(node_id),
+            Err(Error::Unavailable(_)) => {
+                let (db, book, host, stop) = (
+                    self.db.clone(),
+                    self.book.clone(),
+                    self.host.clone(),
+                    self.work.stop_signal(),
+                );
+                self.work.spawn(
+                    "doubtful lock",
+                    settle_doubtful_lock(db, book, node_id, host, stop),
+                );
+            }
+            Err(_) => {}
         }
-        node.reservation = Some(self.settings.host.clone());
-        Ok(Held {
-            seen: crate::history::Seen::of(&node),
-            history: self.settings.node_history,
-            node,
-            guard,
-        })
-    }
-
-    /// [`Core::lock`] for a call that writes the node: stamps the node with the call's
-    /// request id (saved with the node's next write), and recognises a repeat of a call
-    /// whose first attempt was applied (its conductor died before answering): then the
-    /// lock is given back and there is nothing to do (`None`).
-    pub(crate) async fn lock_for(
-        &self,
-        target: &NodeRef,
-        ctx: &Context,
-    ) -> Result<Option<Held>, Error> {
-        let mut held = self.lock(target).await?;
-        if applied_before(&held.node, ctx) {
-            tracing::info!(node = %held.node.uuid, request_id = %ctx.request_id, "already applied by an earlier attempt of this call");
-            held.release().await;
-            return Ok(None);
-        }
-        stamp(&mut held.node, ctx);
-        Ok(Some(held))
-    }
-
-    /// Runs `f` on the locked node and always gives the lock back.
-    pub(crate) async fn with_lock<T, F, Fut>(&self, target: &NodeRef, f: F) -> Result<T, Error>
-    where
-        F: FnOnce(Node) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        self.run_locked(target, true, f).await
-    }
-
-    /// [`Core::with_lock`] with one attempt at the lock: `Locked` at once when another
-    /// operation holds it (for callers that come back anyway, such as heartbeats).
-    pub(crate) async fn with_lock_now<T, F, Fut>(&self, target: &NodeRef, f: F) -> Result<T, Error>
-    where
-        F: FnOnce(Node) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        self.run_locked(target, false, f).await
-    }
-
-    async fn run_locked<T, F, Fut>(&self, target: &NodeRef, patient: bool, f: F) -> Result<T, Error>
-    where
-        F: FnOnce(Node) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        let node_id = target.id;
-        let node = if patient {
-            self.acquire(node_id).await?
-        } else {
-            self.reserve(node_id).await?
-        };
-        let mut guard = LockGuard {
-            db: self.db.clone(),
-            work: self.work.clone(),
-            book: self.locks.clone(),
-            node_id,
-            host: self.settings.host.clone(),
-            armed: true,
-        };
-        if node.uuid.as_str() != target.uuid {
-            // The caller's id and uuid disagree (a stale or forged reference): touch
-            // nothing.
-            guard.armed = false;
-            drop(guard);
-            self.release_lock(node_id).await;
-            return Err(Error::node_not_found(&target.uuid));
-        }
-        let res = f(node).await;
-        guard.armed = false;
-        self.release_lock(node_id).await;
-        res
+        r
     }
 
     /// Gives a lock back now, or, if the database refuses, from a background task that
     /// retries until it succeeds.
-    pub(crate) async fn release_lock(&self, node_id: NodeId) {
-        if let Err(e) = self.db.node_release(node_id, &self.settings.host).await {
+    async fn release(&self, node_id: NodeId) {
+        if let Err(e) = self.db.node_release(node_id, &self.host).await {
             metrics::counter!("ironic_node_lock_release_failures_total").increment(1);
             tracing::warn!(%node_id, error = %e, "could not release a node lock; retrying in the background");
-            let (db, host, stop) = (
-                self.db.clone(),
-                self.settings.host.clone(),
-                self.work.stop_signal(),
-            );
+            let (db, host, stop) = (self.db.clone(), self.host.clone(), self.work.stop_signal());
             self.work
                 .spawn("lock release", release_until_done(db, node_id, host, stop));
         }

@@ -4,6 +4,7 @@
 //! something. An interface the node does not have (`no-console`, `no-raid`,
 //! `no-vendor`, or one without the operation) is upstream's 400 "does not support".
 
+use crate::lock::Patience;
 use ironic_catalog::vendor::{driver_vendor_methods, node_vendor_methods};
 use ironic_drivers::interfaces::{BootDevice, Indicator, ManagementInterface, NodeInfo};
 use ironic_model::{Error, Node};
@@ -61,7 +62,7 @@ impl Conductor {
             image_url,
             image_download_source,
         } = req;
-        self.with_lock(&node, |mut n| async move {
+        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
             let m = vmedia(self, &n, "attach_virtual_media")?;
             let changes = m
                 .attach_virtual_media(NodeInfo::from(&n), &device_type, &image_url)
@@ -84,27 +85,28 @@ impl Conductor {
     /// Ejects virtual media (1.89) under the node's lock.
     pub(crate) async fn detach_virtual_media(&self, req: DetachVirtualMedia) -> Result<(), Error> {
         let DetachVirtualMedia { node, device_types } = req;
-        self.with_lock(&node, |mut n| async move {
-            let m = vmedia(self, &n, "detach_virtual_media")?;
-            let changes = m
-                .detach_virtual_media(NodeInfo::from(&n), device_types.as_deref())
-                .await
-                .map_err(|e| {
-                    let which = device_types
-                        .as_ref()
-                        .map_or_else(|| "None".to_string(), |t| t.join(", "));
-                    Error::invalid(format!(
-                        "Could not detach device(s) {which} from node {}: {e}",
-                        n.uuid
-                    ))
-                })?;
-            changes.apply(&mut n);
-            n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
-            tracing::info!(node = %n.uuid, ?device_types, "virtual media detached");
-            Ok(())
-        })
-        .await
+        self.locks
+            .with_lock(&node, Patience::Retry, |mut n| async move {
+                let m = vmedia(self, &n, "detach_virtual_media")?;
+                let changes = m
+                    .detach_virtual_media(NodeInfo::from(&n), device_types.as_deref())
+                    .await
+                    .map_err(|e| {
+                        let which = device_types
+                            .as_ref()
+                            .map_or_else(|| "None".to_string(), |t| t.join(", "));
+                        Error::invalid(format!(
+                            "Could not detach device(s) {which} from node {}: {e}",
+                            n.uuid
+                        ))
+                    })?;
+                changes.apply(&mut n);
+                n.reservation = Some(self.settings.host.clone());
+                self.db.node_save(&n, &self.settings.host).await?;
+                tracing::info!(node = %n.uuid, ?device_types, "virtual media detached");
+                Ok(())
+            })
+            .await
     }
 
     /// The node's virtual media (1.93), as the hardware reports them.
@@ -136,18 +138,19 @@ impl Conductor {
 
     pub(crate) async fn set_console_mode(&self, req: SetConsoleMode) -> Result<(), Error> {
         let SetConsoleMode { node, enabled } = req;
-        self.with_lock(&node, |mut n| async move {
-            interface(&n, "console")?;
-            if n.console_enabled == enabled {
-                return Ok(());
-            }
-            n.console_enabled = enabled;
-            n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
-            tracing::info!(node = %n.uuid, enabled, "console changed");
-            Ok(())
-        })
-        .await
+        self.locks
+            .with_lock(&node, Patience::Retry, |mut n| async move {
+                interface(&n, "console")?;
+                if n.console_enabled == enabled {
+                    return Ok(());
+                }
+                n.console_enabled = enabled;
+                n.reservation = Some(self.settings.host.clone());
+                self.db.node_save(&n, &self.settings.host).await?;
+                tracing::info!(node = %n.uuid, enabled, "console changed");
+                Ok(())
+            })
+            .await
     }
 
     pub(crate) async fn get_boot_device(&self, req: GetBootDevice) -> Result<JsonDoc, Error> {
@@ -184,53 +187,55 @@ impl Conductor {
             device,
             persistent,
         } = req;
-        self.with_lock(&node, |mut n| async move {
-            interface(&n, "management")?;
-            let management = self.driver_for(&n)?.management();
-            if !management
-                .supported_boot_devices(NodeInfo::from(&n))
-                .contains(&device.as_str())
-            {
-                return Err(Error::invalid(format!(
-                    "Invalid boot device {device} specified."
-                )));
-            }
-            let changes = management
-                .set_boot_device(
-                    NodeInfo::from(&n),
-                    BootDevice {
-                        device: device.clone(),
-                        persistent,
-                    },
-                )
-                .await
-                .map_err(|e| driver_error(&n, "set the boot device", e))?;
-            if !changes.is_empty() {
-                changes.apply(&mut n);
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-            }
-            tracing::info!(node = %n.uuid, device, persistent, "boot device set");
-            Ok(())
-        })
-        .await
+        self.locks
+            .with_lock(&node, Patience::Retry, |mut n| async move {
+                interface(&n, "management")?;
+                let management = self.driver_for(&n)?.management();
+                if !management
+                    .supported_boot_devices(NodeInfo::from(&n))
+                    .contains(&device.as_str())
+                {
+                    return Err(Error::invalid(format!(
+                        "Invalid boot device {device} specified."
+                    )));
+                }
+                let changes = management
+                    .set_boot_device(
+                        NodeInfo::from(&n),
+                        BootDevice {
+                            device: device.clone(),
+                            persistent,
+                        },
+                    )
+                    .await
+                    .map_err(|e| driver_error(&n, "set the boot device", e))?;
+                if !changes.is_empty() {
+                    changes.apply(&mut n);
+                    n.reservation = Some(self.settings.host.clone());
+                    self.db.node_save(&n, &self.settings.host).await?;
+                }
+                tracing::info!(node = %n.uuid, device, persistent, "boot device set");
+                Ok(())
+            })
+            .await
     }
 
     pub(crate) async fn inject_nmi(&self, req: InjectNmi) -> Result<(), Error> {
-        self.with_lock(&req.node, |n| async move {
-            interface(&n, "management")?;
-            let management = self.driver_for(&n)?.management();
-            if !management.can_inject_nmi() {
-                return Err(unsupported(&n.driver, "inject_nmi"));
-            }
-            management
-                .inject_nmi(NodeInfo::from(&n))
-                .await
-                .map_err(|e| driver_error(&n, "inject NMI", e))?;
-            tracing::info!(node = %n.uuid, "NMI injected");
-            Ok(())
-        })
-        .await
+        self.locks
+            .with_lock(&req.node, Patience::Retry, |n| async move {
+                interface(&n, "management")?;
+                let management = self.driver_for(&n)?.management();
+                if !management.can_inject_nmi() {
+                    return Err(unsupported(&n.driver, "inject_nmi"));
+                }
+                management
+                    .inject_nmi(NodeInfo::from(&n))
+                    .await
+                    .map_err(|e| driver_error(&n, "inject NMI", e))?;
+                tracing::info!(node = %n.uuid, "NMI injected");
+                Ok(())
+            })
+            .await
     }
 
     pub(crate) async fn get_supported_indicators(
@@ -272,40 +277,41 @@ impl Conductor {
             indicator,
             state,
         } = req;
-        self.with_lock(&node, |mut n| async move {
-            interface(&n, "management")?;
-            parse_indicator(&indicator)?;
-            let management = self.driver_for(&n)?.management();
-            if !management.can_set_indicators() {
-                return Err(unsupported(&n.driver, "set_indicator_state"));
-            }
-            let found = find_indicator(&n, management, &indicator).await?;
-            if found.readonly {
-                return Err(Error::invalid(format!(
-                    "Indicator {indicator} of node {} is read-only.",
-                    n.uuid
-                )));
-            }
-            let state = state.to_ascii_lowercase();
-            if !found.states.contains(&state) {
-                return Err(Error::invalid(format!(
-                    "Invalid state {state} for indicator {indicator}; it takes one of: {}.",
-                    found.states.join(", ")
-                )));
-            }
-            let changes = management
-                .set_indicator_state(NodeInfo::from(&n), &found, &state)
-                .await
-                .map_err(|e| driver_error(&n, "set the indicator state", e))?;
-            if !changes.is_empty() {
-                changes.apply(&mut n);
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-            }
-            tracing::info!(node = %n.uuid, indicator, state, "indicator set");
-            Ok(())
-        })
-        .await
+        self.locks
+            .with_lock(&node, Patience::Retry, |mut n| async move {
+                interface(&n, "management")?;
+                parse_indicator(&indicator)?;
+                let management = self.driver_for(&n)?.management();
+                if !management.can_set_indicators() {
+                    return Err(unsupported(&n.driver, "set_indicator_state"));
+                }
+                let found = find_indicator(&n, management, &indicator).await?;
+                if found.readonly {
+                    return Err(Error::invalid(format!(
+                        "Indicator {indicator} of node {} is read-only.",
+                        n.uuid
+                    )));
+                }
+                let state = state.to_ascii_lowercase();
+                if !found.states.contains(&state) {
+                    return Err(Error::invalid(format!(
+                        "Invalid state {state} for indicator {indicator}; it takes one of: {}.",
+                        found.states.join(", ")
+                    )));
+                }
+                let changes = management
+                    .set_indicator_state(NodeInfo::from(&n), &found, &state)
+                    .await
+                    .map_err(|e| driver_error(&n, "set the indicator state", e))?;
+                if !changes.is_empty() {
+                    changes.apply(&mut n);
+                    n.reservation = Some(self.settings.host.clone());
+                    self.db.node_save(&n, &self.settings.host).await?;
+                }
+                tracing::info!(node = %n.uuid, indicator, state, "indicator set");
+                Ok(())
+            })
+            .await
     }
 
     /// 1.76: the boot mode or secure boot state, under the node's lock. An interface
@@ -317,7 +323,7 @@ impl Conductor {
         node: ironic_rpc::NodeRef,
         change: BootModeChange,
     ) -> Result<(), Error> {
-        self.with_lock(&node, |mut n| async move {
+        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
             interface(&n, "management")?;
             let management = self.driver_for(&n)?.management();
             let what = change.operation();
@@ -370,15 +376,16 @@ impl Conductor {
             node,
             target_raid_config,
         } = req;
-        self.with_lock(&node, |mut n| async move {
-            interface(&n, "raid")?;
-            n.target_raid_config = target_raid_config.as_object().cloned().unwrap_or_default();
-            n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
-            tracing::info!(node = %n.uuid, "target RAID configuration set");
-            Ok(())
-        })
-        .await
+        self.locks
+            .with_lock(&node, Patience::Retry, |mut n| async move {
+                interface(&n, "raid")?;
+                n.target_raid_config = target_raid_config.as_object().cloned().unwrap_or_default();
+                n.reservation = Some(self.settings.host.clone());
+                self.db.node_save(&n, &self.settings.host).await?;
+                tracing::info!(node = %n.uuid, "target RAID configuration set");
+                Ok(())
+            })
+            .await
     }
 
     pub(crate) async fn vendor_passthru(&self, req: VendorPassthru) -> Result<JsonDoc, Error> {
@@ -404,11 +411,12 @@ impl Conductor {
         };
         match node {
             Some(node) => {
-                self.with_lock(&node, |n| async move {
-                    let vendor = interface(&n, "vendor")?;
-                    run(node_vendor_methods(vendor))
-                })
-                .await
+                self.locks
+                    .with_lock(&node, Patience::Retry, |n| async move {
+                        let vendor = interface(&n, "vendor")?;
+                        run(node_vendor_methods(vendor))
+                    })
+                    .await
             }
             None => {
                 let hw = self.drivers.get(&driver).ok_or_else(|| {

@@ -3,6 +3,7 @@
 //! node, standalone ports and physical networks, the node's state, attached VIFs) are
 //! checked against the rows as they are while nobody else writes them.
 
+use crate::lock::Patience;
 use ironic_db::ports::Key;
 use ironic_model::patch;
 use ironic_model::port::{
@@ -76,7 +77,7 @@ impl Conductor {
 
     pub(crate) async fn create_port(&self, ctx: &Context, req: CreatePort) -> Result<Port, Error> {
         let CreatePort { node, mut port } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             port.node_id = node.id;
             port.node_uuid = node.uuid.as_str().to_string();
             let pg = self.member_of(&port).await?;
@@ -108,7 +109,7 @@ impl Conductor {
             patch: ops,
             version,
         } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             let port = self
                 .db
                 .port_get(Key::Uuid(&port_uuid))
@@ -189,8 +190,8 @@ impl Conductor {
 
     pub(crate) async fn destroy_port(&self, ctx: &Context, req: DestroyPort) -> Result<(), Error> {
         let DestroyPort { node, port_uuid } = req;
-        let r = self
-            .with_lock(&node, |node| async move {
+        let r = self.locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 let port = self
                     .db
                     .port_get(Key::Uuid(&port_uuid))
@@ -225,7 +226,7 @@ impl Conductor {
             node,
             mut portgroup,
         } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             portgroup.node_id = node.id;
             portgroup.node_uuid = node.uuid.as_str().to_string();
             let created = match self.db.portgroup_create(&portgroup).await {
@@ -249,7 +250,7 @@ impl Conductor {
             portgroup_uuid,
             patch: ops,
         } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             let pg = self
                 .db
                 .portgroup_get(Key::Uuid(&portgroup_uuid))
@@ -328,8 +329,8 @@ impl Conductor {
             node,
             portgroup_uuid,
         } = req;
-        let r = self
-            .with_lock(&node, |node| async move {
+        let r = self.locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 let pg = self
                     .db
                     .portgroup_get(Key::Uuid(&portgroup_uuid))
@@ -505,7 +506,8 @@ impl Conductor {
             portgroup_uuid,
         } = req;
         let r = self
-            .with_lock(&node, |node| async move {
+            .locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 if network_of(&node)? == Network::Noop {
                     return Ok(());
                 }
@@ -545,8 +547,8 @@ impl Conductor {
 
     pub(crate) async fn vif_detach(&self, ctx: &Context, req: VifDetach) -> Result<(), Error> {
         let VifDetach { node, vif_id } = req;
-        let r = self
-            .with_lock(&node, |node| async move {
+        let r = self.locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 if network_of(&node)? == Network::Noop {
                     return Ok(());
                 }

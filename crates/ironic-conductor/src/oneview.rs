@@ -14,6 +14,7 @@
 //!
 //! A node whose check fails (appliance down, a lock) is logged and skipped.
 
+use crate::lock::Patience;
 use std::sync::Arc;
 
 use ironic_db::topology::Topology;
@@ -87,7 +88,7 @@ impl Conductor {
         nref: &NodeRef,
         still: impl Fn(&Node) -> bool,
     ) -> Result<bool, Error> {
-        let mut held = self.lock(nref).await?;
+        let mut held = self.locks.hold(nref, Patience::Retry).await?;
         if !still(&held.node) {
             held.release().await;
             return Ok(false);
@@ -193,7 +194,7 @@ impl Conductor {
 
     /// Maintenance off (if it is still OneView's), then `provide` unless retired.
     async fn return_to_service(self: &Arc<Self>, nref: &NodeRef) -> Result<(), Error> {
-        let mut held = self.lock(nref).await?;
+        let mut held = self.locks.hold(nref, Patience::Retry).await?;
         let ours = held.node.provision_state == P::Manageable
             && held.node.maintenance
             && held.node.maintenance_reason.as_deref() == Some(IN_USE_BY_ONEVIEW);

@@ -16,6 +16,7 @@
 //! and nodes in maintenance for any other reason. The failure counts live in memory:
 //! a conductor that takes a node over starts counting afresh (as upstream).
 
+use crate::lock::Patience;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -181,7 +182,7 @@ impl Conductor {
         {
             return Outcome::InSync;
         }
-        let Ok(mut held) = self.lock_now(&nref).await else {
+        let Ok(mut held) = self.locks.hold(&nref, Patience::Now).await else {
             return Outcome::Skipped;
         };
         // The reading belongs to the node as listed: if the node changed since (a user's
@@ -256,7 +257,7 @@ impl Conductor {
 
     /// Too many failures: maintenance with `power failure` (upstream's reason).
     async fn power_failure(&self, nref: &NodeRef, why: &str) -> Outcome {
-        let Ok(mut held) = self.lock_now(nref).await else {
+        let Ok(mut held) = self.locks.hold(nref, Patience::Now).await else {
             return Outcome::Failed;
         };
         if held.node.maintenance || excluded_locked(&held.node) {

@@ -1,6 +1,7 @@
 //! Volume connector and target changes, under the lock of their node: a PATCH only
 //! while the node is powered off (upstream's rule), a delete at any time.
 
+use crate::lock::Patience;
 use ironic_db::ports::Key;
 use ironic_db::volume::VolumeTable;
 use ironic_model::patch;
@@ -38,7 +39,7 @@ impl Conductor {
             uuid,
             patch: ops,
         } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             let c = self
                 .db
                 .volume_connector_get(Key::Uuid(&uuid))
@@ -70,7 +71,8 @@ impl Conductor {
     ) -> Result<(), Error> {
         let DestroyVolumeConnector { node, uuid } = req;
         let r = self
-            .with_lock(&node, |node| async move {
+            .locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 let c = self
                     .db
                     .volume_connector_get(Key::Uuid(&uuid))
@@ -103,7 +105,7 @@ impl Conductor {
             uuid,
             patch: ops,
         } = req;
-        self.with_lock(&node, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
             let t = self
                 .db
                 .volume_target_get(Key::Uuid(&uuid))
@@ -135,7 +137,8 @@ impl Conductor {
     ) -> Result<(), Error> {
         let DestroyVolumeTarget { node, uuid } = req;
         let r = self
-            .with_lock(&node, |node| async move {
+            .locks
+            .with_lock(&node, Patience::Retry, |node| async move {
                 let t = self
                     .db
                     .volume_target_get(Key::Uuid(&uuid))

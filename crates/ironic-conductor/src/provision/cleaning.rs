@@ -13,7 +13,13 @@ impl Provisioner {
         ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
         // `None`: a repeat whose first attempt was applied.
-        let Some(mut held) = self.lock_for(target, ctx).await? else {
+        let Some(mut held) = self
+            .locks
+            .hold(target, Patience::Retry)
+            .await?
+            .for_call(ctx)
+            .await
+        else {
             return Ok(());
         };
         let uuid = held.node.uuid.to_string();

@@ -348,8 +348,12 @@ impl Provisioner {
         Box::pin(async move {
             // Patient: another operation (a read-modify-write, a heartbeat) may hold
             // the lock for a moment.
-            let Some(mut held) = self.lock_patiently(&nref).await else {
-                return;
+            let mut held = match self.locks.hold(&nref, Patience::Background).await {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(node = %nref.uuid, error = %e, "cannot lock the node to continue its wait; the node's owner continues it once overdue");
+                    return;
+                }
             };
             let dii = &held.node.driver_internal_info;
             let ours = held.node.provision_state == flow.waiting()
@@ -475,7 +479,8 @@ impl Provisioner {
                         continue;
                     }
                     // One attempt: a busy node is being worked on.
-                    let Ok(held) = self.lock_once(&NodeRef::from(&node)).await else {
+                    let Ok(held) = self.locks.hold(&NodeRef::from(&node), Patience::Now).await
+                    else {
                         continue;
                     };
                     let still = held.node.provision_state == node.provision_state

@@ -91,7 +91,7 @@ impl Provisioner {
         inventory: JsonObject,
         plugin_data: JsonObject,
     ) -> Result<(), Error> {
-        let mut held = self.lock(target).await?;
+        let mut held = self.locks.hold(target, Patience::Retry).await?;
         if held.node.provision_state != P::InspectWait {
             tracing::error!(
                 node = %held.node.uuid,

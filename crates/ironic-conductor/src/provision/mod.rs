@@ -28,7 +28,7 @@ use ironic_rpc::NodeRef;
 use serde_json::{Value, json};
 
 use crate::core::Core;
-use crate::lock::Held;
+use crate::lock::{Held, Patience};
 pub(crate) use engine::Flow;
 pub use engine::WaitsChecked;
 
@@ -158,36 +158,6 @@ impl Provisioner {
 
     fn runner_id(&self) -> String {
         format!("{}/{}", self.settings.host, self.boot_id)
-    }
-
-    /// Takes the node lock in one attempt (no retry).
-    async fn lock_once(&self, nref: &NodeRef) -> Result<Held, Error> {
-        let mut node = self.reserve(nref.id).await?;
-        node.reservation = Some(self.settings.host.clone());
-        let held = Held::new(self, node, nref.id);
-        if held.node.uuid.as_str() != nref.uuid {
-            return held.bail(Error::node_not_found(&nref.uuid)).await;
-        }
-        Ok(held)
-    }
-
-    /// Takes the node lock for background work, waiting (bounded: 300 retries) while
-    /// another operation holds it; `None` if the node is gone or stays locked.
-    async fn lock_patiently(&self, nref: &NodeRef) -> Option<Held> {
-        for _ in 0..300 {
-            match self.lock(nref).await {
-                Ok(h) => return Some(h),
-                Err(Error::Locked(_)) => {
-                    tokio::time::sleep(self.settings.lock_retry_interval).await;
-                }
-                Err(e) => {
-                    tracing::warn!(node = %nref.uuid, error = %e, "cannot lock the node for background work");
-                    return None;
-                }
-            }
-        }
-        tracing::error!(node = %nref.uuid, "the node stayed locked; background work abandoned");
-        None
     }
 
     /// The node's driver, for work in progress (`Err` names the hardware type this

@@ -50,7 +50,7 @@ impl Provisioner {
                 driver,
                 conductor_group: group,
             };
-            let Ok(mut held) = self.lock_once(&nref).await else {
+            let Ok(mut held) = self.locks.hold(&nref, Patience::Now).await else {
                 continue;
             };
             let state = held.node.provision_state;
