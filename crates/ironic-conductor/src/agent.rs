@@ -12,14 +12,38 @@
 use crate::lock::Patience;
 use ironic_model::agent;
 use ironic_model::{Error, Node, secrets};
+use ironic_rpc::Context;
 use ironic_rpc::calls::{GetNodeWithToken, Heartbeat};
 use serde_json::{Value, json};
 
-use crate::Conductor;
+/// The ramdisk agent's calls: its token and its heartbeats.
+pub(crate) struct Agent {
+    db: ironic_db::Db,
+    settings: std::sync::Arc<crate::ConductorSettings>,
+    locks: crate::lock::Locks,
+}
 
-impl Conductor {
-    pub(crate) async fn get_node_with_token(&self, req: GetNodeWithToken) -> Result<Node, Error> {
-        let node = self.read(&req.node).await?;
+impl Agent {
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        settings: std::sync::Arc<crate::ConductorSettings>,
+        locks: crate::lock::Locks,
+    ) -> Agent {
+        Agent {
+            db,
+            settings,
+            locks,
+        }
+    }
+}
+
+impl Agent {
+    pub(crate) async fn get_node_with_token(
+        &self,
+        _ctx: &Context,
+        req: GetNodeWithToken,
+    ) -> Result<Node, Error> {
+        let node = crate::nodes::read(&self.db, &req.node).await?;
         if node.driver_internal_info.contains_key(agent::TOKEN) {
             return Ok(masked_token(node));
         }
@@ -44,9 +68,9 @@ impl Conductor {
             .await
     }
 
-    pub(crate) async fn agent_heartbeat(&self, req: Heartbeat) -> Result<(), Error> {
+    pub(crate) async fn heartbeat(&self, _ctx: &Context, req: Heartbeat) -> Result<(), Error> {
         agent::check_version(req.agent_version.as_deref(), req.agent_status.as_deref())?;
-        let node = self.read(&req.node).await?;
+        let node = crate::nodes::read(&self.db, &req.node).await?;
         check_token(&node, req.agent_token.as_deref())?;
         let known_url = node.driver_internal_info.contains_key(agent::URL);
         if let (false, Some(host)) = (known_url, node.reservation.as_deref()) {
@@ -198,12 +222,12 @@ mod tests {
     #[tokio::test]
     async fn the_locked_step_checks_token_and_state_again() {
         let t = ironic_db::testing::TestDb::sqlite().await.unwrap();
-        let drivers = ironic_drivers::Registry::new(&["fake-hardware".into()]).unwrap();
-        let c = Conductor::new(
-            t.db.clone(),
-            drivers,
-            crate::ConductorSettings::from_config(&ironic_config::Config::default()),
-        );
+        // The room alone: its database, settings and locks.
+        let settings = std::sync::Arc::new(crate::ConductorSettings::from_config(
+            &ironic_config::Config::default(),
+        ));
+        let locks = crate::lock::Locks::new(t.db.clone(), crate::work::Runner::new(), &settings);
+        let c = Agent::new(t.db.clone(), settings, locks);
         let mut node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
         node.provision_state = P::DeployWait;
         node.driver_internal_info

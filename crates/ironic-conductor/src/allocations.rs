@@ -11,6 +11,8 @@
 //! writes find the affinity changed and roll back.
 
 use crate::lock::Patience;
+use ironic_rpc::Context;
+use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
 use std::sync::Arc;
 
 use ironic_db::allocations::{Claim, Shortage};
@@ -22,24 +24,66 @@ use ironic_model::states::ProvisionState as P;
 use ironic_model::{AllocationId, Error};
 use ironic_rpc::NodeRef;
 
-use crate::core::Core;
-
 /// Allocations: creating them, reserving nodes in the background, backfilling,
 /// deleting, resuming this conductor's own and taking over dead conductors'.
 pub struct Allocator {
-    core: Arc<Core>,
-}
-
-impl std::ops::Deref for Allocator {
-    type Target = Core;
-    fn deref(&self) -> &Core {
-        &self.core
-    }
+    db: ironic_db::Db,
+    settings: Arc<crate::ConductorSettings>,
+    locks: crate::lock::Locks,
+    work: crate::work::Runner,
+    /// This conductor's identity (its `conductor_affinity`).
+    presence: Arc<crate::registry::Presence>,
 }
 
 impl Allocator {
-    pub(crate) fn new(core: Arc<Core>) -> Allocator {
-        Allocator { core }
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        settings: Arc<crate::ConductorSettings>,
+        locks: crate::lock::Locks,
+        work: crate::work::Runner,
+        presence: Arc<crate::registry::Presence>,
+    ) -> Allocator {
+        Allocator {
+            db,
+            settings,
+            locks,
+            work,
+            presence,
+        }
+    }
+
+    pub(crate) async fn create_allocation(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: CreateAllocation,
+    ) -> Result<Allocation, Error> {
+        let repeat = (ctx.attempt > 0).then(|| req.allocation.clone());
+        match self.new_allocation(req.allocation, req.backfill).await {
+            // A repeat after the conductor of the first attempt died: if that attempt
+            // stored the allocation, this is it.
+            Err(Error::Conflict(m)) => match repeat {
+                Some(new) => self
+                    .stored_by_earlier_attempt(&new)
+                    .await?
+                    .ok_or(Error::Conflict(m)),
+                None => Err(Error::Conflict(m)),
+            },
+            r => r,
+        }
+    }
+    pub(crate) async fn destroy_allocation(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: DestroyAllocation,
+    ) -> Result<(), Error> {
+        match self.delete_allocation(&req.allocation).await {
+            // A repeat: the first attempt deleted it.
+            Err(Error::NotFound(_)) if ctx.attempt > 0 => {
+                tracing::info!(allocation = %req.allocation.uuid, "allocation already deleted by an earlier attempt");
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// `create_allocation`.
@@ -48,7 +92,7 @@ impl Allocator {
         new: NewAllocation,
         backfill: Option<NodeRef>,
     ) -> Result<Allocation, Error> {
-        let me = self.init_conductor_id().await?;
+        let me = self.presence.init_conductor_id().await?;
         let a = new.into_allocation(me);
         if backfill.is_none() && a.resource_class.is_none() {
             return Err(Error::invalid(
@@ -99,7 +143,7 @@ impl Allocator {
     async fn allocate(self: Arc<Self>, id: AllocationId, fresh: Option<Allocation>) {
         if let Err(e) = self.try_allocate(id, fresh).await {
             tracing::error!(allocation_id = %id, error = %e, "allocation failed unexpectedly");
-            if let Ok(me) = self.my_id() {
+            if let Ok(me) = self.presence.my_id() {
                 let msg = format!("Unexpected exception during allocation: {e}");
                 let _ = self.db.allocation_fail(id, me, &msg).await;
             }
@@ -107,7 +151,7 @@ impl Allocator {
     }
 
     async fn try_allocate(&self, id: AllocationId, fresh: Option<Allocation>) -> Result<(), Error> {
-        let me = self.my_id()?;
+        let me = self.presence.my_id()?;
         let mut fresh = fresh;
         if !self.settings.allocation_delay.is_zero() {
             tokio::time::sleep(self.settings.allocation_delay).await;
@@ -287,7 +331,7 @@ impl Allocator {
     /// At start-up: continues this conductor's own `allocating` allocations (a crash
     /// or a stop interrupted them).
     pub async fn resume_allocations(self: &Arc<Self>) -> Result<usize, Error> {
-        let me = self.init_conductor_id().await?;
+        let me = self.presence.init_conductor_id().await?;
         let mine = self.db.allocations_allocating(me, true).await?;
         for (id, _) in &mine {
             let c = self.clone();
@@ -309,7 +353,7 @@ impl Allocator {
         self: &Arc<Self>,
         topology: &Topology,
     ) -> Result<usize, Error> {
-        let me = self.init_conductor_id().await?;
+        let me = self.presence.init_conductor_id().await?;
         let orphans = self.db.allocations_allocating(me, false).await?;
         if orphans.is_empty() {
             return Ok(0);

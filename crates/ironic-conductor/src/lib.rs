@@ -12,13 +12,8 @@ use ironic_config::Config;
 use ironic_db::Db;
 use ironic_db::topology::Topology;
 use ironic_drivers::Registry;
-use ironic_drivers::interfaces::NodeInfo;
-use ironic_model::node::{INTERFACE_TYPES, Source, check_destroy, check_update};
-use ironic_model::patch::{self, Op};
-use ironic_model::states::ProvisionState;
 use ironic_model::{Error, Node};
 
-pub use crate::core::Core;
 use ironic_catalog::steps::OfferedStep;
 use ironic_model::Allocation;
 use ironic_model::port::{Port, Portgroup};
@@ -41,17 +36,15 @@ use ironic_rpc::calls::{
     UpdateVolumeTarget, VendorPassthru,
 };
 use ironic_rpc::{Context, Handlers, InterfaceCheck};
-use lock::Patience;
 
 mod agent;
 mod allocations;
-mod core;
 mod every_node;
 mod history;
 mod lock;
 mod management;
-use management::BootModeChange;
 mod nics;
+mod nodes;
 pub mod oneview;
 pub mod power_sync;
 mod provision;
@@ -178,34 +171,191 @@ impl ConductorSettings {
     }
 }
 
-/// One conductor: the node calls of the contract (this file), provisioning
-/// ([`provision::Provisioner`]), allocations ([`allocations::Allocator`]), the registry
-/// and heartbeat (`registry.rs`) and the OneView checks (`oneview.rs`), over one shared
-/// [`Core`].
+/// One conductor: rooms that each own their dependencies and serve part of the
+/// contract (`Handlers`, routed at the end of this file), and the background tasks
+/// the service starts.
 pub struct Conductor {
-    core: Arc<Core>,
+    db: Db,
+    settings: Arc<ConductorSettings>,
+    work: work::Runner,
+    nodes: nodes::Nodes,
     provision: Arc<provision::Provisioner>,
     allocations: Arc<allocations::Allocator>,
-    /// Power-state sync failures in a row, per node (`power_sync.rs`).
-    power_failures: power_sync::Failures,
-}
-
-impl std::ops::Deref for Conductor {
-    type Target = Core;
-    fn deref(&self) -> &Core {
-        &self.core
-    }
+    nics: nics::Nics,
+    volumes: volume::Volumes,
+    management: management::Management,
+    agent: agent::Agent,
+    presence: Arc<registry::Presence>,
+    power_sync: Arc<power_sync::PowerSync>,
+    oneview: Arc<oneview::OneViewChecks>,
 }
 
 impl Conductor {
     pub fn new(db: Db, drivers: Registry, settings: ConductorSettings) -> Arc<Self> {
-        let core = Arc::new(Core::new(db, drivers, settings));
+        let settings = Arc::new(settings);
+        let work = work::Runner::new();
+        let locks = lock::Locks::new(db.clone(), work.clone(), &settings);
+        let presence = Arc::new(registry::Presence::new(
+            db.clone(),
+            drivers.names(),
+            settings.clone(),
+            work.clone(),
+        ));
+        let provision = Arc::new(provision::Provisioner::new(
+            db.clone(),
+            drivers.clone(),
+            settings.clone(),
+            locks.clone(),
+            work.clone(),
+        ));
+        let std = || (db.clone(), drivers.clone(), settings.clone(), locks.clone());
         Arc::new(Conductor {
-            provision: Arc::new(provision::Provisioner::new(core.clone())),
-            allocations: Arc::new(allocations::Allocator::new(core.clone())),
-            core,
-            power_failures: power_sync::Failures::default(),
+            nodes: {
+                let (d, r, s, l) = std();
+                nodes::Nodes::new(d, r, s, l)
+            },
+            nics: nics::Nics::new(db.clone(), locks.clone()),
+            management: {
+                let (d, r, s, l) = std();
+                management::Management::new(d, r, s, l)
+            },
+            volumes: volume::Volumes::new(db.clone(), locks.clone()),
+            agent: agent::Agent::new(db.clone(), settings.clone(), locks.clone()),
+            allocations: Arc::new(allocations::Allocator::new(
+                db.clone(),
+                settings.clone(),
+                locks.clone(),
+                work.clone(),
+                presence.clone(),
+            )),
+            power_sync: Arc::new(power_sync::PowerSync::new(
+                db.clone(),
+                drivers.clone(),
+                settings.clone(),
+                locks.clone(),
+                work.clone(),
+            )),
+            oneview: Arc::new(oneview::OneViewChecks::new(
+                db.clone(),
+                drivers.clone(),
+                settings.clone(),
+                locks,
+                provision.clone(),
+            )),
+            provision,
+            presence,
+            db,
+            settings,
+            work,
         })
+    }
+
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The owner of this conductor's background work.
+    pub fn work(&self) -> &work::Runner {
+        &self.work
+    }
+
+    pub fn settings(&self) -> &ConductorSettings {
+        &self.settings
+    }
+
+    pub fn host(&self) -> &str {
+        &self.settings.host
+    }
+
+    /// How long ago this conductor last recorded a heartbeat (`None`: not yet).
+    pub fn since_last_heartbeat(&self) -> Option<Duration> {
+        self.presence.since_last_heartbeat()
+    }
+
+    /// This conductor's `conductors.id`, creating its row on a first start.
+    pub async fn init_conductor_id(&self) -> Result<ironic_model::ConductorId, Error> {
+        self.presence.init_conductor_id().await
+    }
+
+    /// At process start: releases node locks an earlier run of this conductor left
+    /// behind (a crash), then registers as online.
+    pub async fn start(&self) -> Result<(), Error> {
+        self.presence.start().await
+    }
+
+    /// Releases the locks an earlier run of this host left behind. Call before serving.
+    pub async fn release_own_locks(&self) -> Result<(), Error> {
+        self.presence.release_own_locks().await
+    }
+
+    /// Registers (again) as online.
+    pub async fn register(&self) -> Result<(), Error> {
+        self.presence.register().await
+    }
+
+    /// Removes this conductor from the registry (graceful stop).
+    pub async fn unregister(&self) {
+        self.presence.unregister().await
+    }
+
+    /// Releases the locks held by dead conductors on the nodes this conductor owns
+    /// (see [`registry::Presence::release_orphan_locks`]).
+    pub async fn release_orphan_locks(&self, topology: &Topology) -> Result<usize, Error> {
+        self.presence.release_orphan_locks(topology).await
+    }
+
+    /// One heartbeat round (a periodic task, every `heartbeat_interval`): heartbeat,
+    /// refresh the view of the cluster, release orphan locks, fail work a crash
+    /// interrupted on the nodes this conductor owns.
+    pub async fn heartbeat(&self, topology: &Topology) -> Result<(), String> {
+        let mut failed = self.presence.heartbeat(topology).await;
+        match self.provision.fail_orphaned_work(topology).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!(host = %self.settings.host, nodes = n, "failed work a crash interrupted")
+            }
+            Err(e) => failed.push(format!("could not check for interrupted work: {e}")),
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(failed.join("; "))
+        }
+    }
+
+    /// Sets `ironic_conductor_nodes` (see [`registry::Presence::node_metrics`]).
+    pub async fn node_metrics(
+        &self,
+        topology: &Topology,
+        seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
+    ) -> Result<(), String> {
+        self.presence.node_metrics(topology, seen).await
+    }
+
+    /// Runs the allocation take-over at once (the heartbeat's trigger when a
+    /// conductor dies).
+    pub(crate) fn set_takeover(&self, t: work::Trigger) {
+        let _ = self.presence.takeover.set(t);
+    }
+
+    /// One power-state sync round (see [`power_sync::PowerSync::power_sync_round`]).
+    pub async fn power_sync_round(&self, topology: &Topology) -> Result<power_sync::Round, Error> {
+        self.power_sync.power_sync_round(topology).await
+    }
+
+    /// The power-state sync as a periodic task.
+    pub async fn power_sync(&self, topology: &Topology) -> Result<(), String> {
+        self.power_sync.power_sync(topology).await
+    }
+
+    /// One round of OneView checks (see [`oneview::OneViewChecks::oneview_round`]).
+    pub async fn oneview_round(&self, topology: &Topology) -> Result<oneview::Round, Error> {
+        self.oneview.oneview_round(topology).await
+    }
+
+    /// The OneView checks as a periodic task.
+    pub async fn oneview_checks(&self, topology: &Topology) -> Result<(), String> {
+        self.oneview.oneview_checks(topology).await
     }
 
     /// Fails what a crash left behind on the nodes this conductor owns (see
@@ -241,211 +391,40 @@ impl Conductor {
     pub async fn take_over(&self, topology: &Topology) -> Result<(), String> {
         self.allocations.take_over(topology).await
     }
-
-    async fn do_update(&self, node: Node, req: UpdateNode) -> Result<Node, Error> {
-        let only_removes_instance = node.maintenance
-            && req.patch.len() == 1
-            && req.patch[0].op == Op::Remove
-            && req.patch[0].path == "/instance_uuid";
-        if node.target_provision_state.is_some()
-            && !node.provision_state.update_allowed()
-            && !only_removes_instance
-        {
-            return Err(Error::InvalidState(format!(
-                "Node {} can not be updated while a state transition is in progress.",
-                req.ident
-            )));
-        }
-        if node.provision_state == ProvisionState::Inspecting && req.version.at_least(39) {
-            return Err(Error::InvalidState(format!(
-                "Node {} can not be updated while a state transition is in progress.",
-                req.ident
-            )));
-        }
-        let mut doc = node.patch_doc(req.version);
-        for op in &req.patch {
-            patch::apply(&mut doc, op)?;
-        }
-        let mut new = node.clone();
-        new.apply_doc(&doc, req.version, Source::Patch { ident: &req.ident })?;
-        let driver_changed = new.driver != node.driver;
-        match req.reset_interfaces {
-            Some(true) if !driver_changed => {
-                return Err(Error::invalid(
-                    "The reset_interfaces parameter can only be used when changing the node's driver.",
-                ));
-            }
-            Some(false) => {}
-            _ if driver_changed => {
-                // Interfaces not named in this patch go back to the new type's defaults.
-                for (i, t) in INTERFACE_TYPES.iter().enumerate() {
-                    let path = format!("/{t}_interface");
-                    if !req.patch.iter().any(|op| op.path == path) {
-                        new.interfaces.0[i] = None;
-                    }
-                }
-            }
-            _ => {}
-        }
-        self.complete_interfaces(&mut new)?;
-        if (new.driver != node.driver || new.conductor_group != node.conductor_group)
-            && !self.served(&new.driver, &new.conductor_group).await?
-        {
-            // Checked again under the lock: the API's check saw the node before it.
-            return Err(Error::no_valid_host(&new.driver, &new.conductor_group));
-        }
-        check_update(&node, &mut new)?;
-        if new == node {
-            return Ok(Node {
-                reservation: None,
-                ..node
-            });
-        }
-        // Removing the instance of an allocated node deletes the allocation with it.
-        let dropped = node.allocation_id.filter(|_| new.allocation_id.is_none());
-        if dropped.is_some() {
-            new.allocation_uuid = None;
-        }
-        let saved = self
-            .db
-            .node_save_dropping(&new, &self.settings.host, dropped)
-            .await?;
-        tracing::info!(node = %saved.uuid, allocation_deleted = dropped.is_some(), "node updated");
-        Ok(Node {
-            reservation: None,
-            ..saved
-        })
-    }
 }
 
+/// The contract's calls, each routed to the room that serves it.
 impl Handlers for Conductor {
-    async fn ping(&self, _ctx: &Context, _req: Ping) -> Result<(), Error> {
-        Ok(())
+    async fn ping(&self, ctx: &Context, req: Ping) -> Result<(), Error> {
+        self.nodes.ping(ctx, req).await
     }
 
     async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
-        let mut node = req.node;
-        self.complete_interfaces(&mut node)?;
-        let created = match self.db.node_create(&node).await {
-            // A repeat after the conductor of the first attempt died: if that attempt
-            // stored the node, this is it.
-            Err(Error::Conflict(m)) if ctx.attempt > 0 => {
-                return match self.db.node_by_uuid(node.uuid.as_str()).await? {
-                    Some(n) if n.driver == node.driver && n.name == node.name => {
-                        tracing::info!(node = %n.uuid, "node already created by an earlier attempt of this call");
-                        Ok(n)
-                    }
-                    _ => Err(Error::Conflict(m)),
-                };
-            }
-            r => r?,
-        };
-        tracing::info!(node = %created.uuid, request_id = %ctx.request_id, "node created");
-        Ok(created)
+        self.nodes.create_node(ctx, req).await
     }
 
     async fn update_node(&self, ctx: &Context, req: UpdateNode) -> Result<Node, Error> {
-        self.locks.with_lock(&req.node.clone(), Patience::Retry, |mut node| async move {
-            // A repeat whose first attempt was applied: the node as it is.
-            if lock::applied_before(&node, ctx) {
-                tracing::info!(node = %node.uuid, request_id = %ctx.request_id, "update already applied by an earlier attempt of this call");
-                return Ok(Node {
-                    reservation: None,
-                    ..node
-                });
-            }
-            lock::stamp(&mut node, ctx);
-            self.do_update(node, req).await
-        })
-        .await
+        self.nodes.update_node(ctx, req).await
     }
 
-    async fn set_maintenance(&self, _ctx: &Context, req: SetMaintenance) -> Result<Node, Error> {
-        let SetMaintenance { node, on, reason } = req;
-        self.locks
-            .with_lock(&node, Patience::Retry, |mut node| async move {
-                node.maintenance = on;
-                node.maintenance_reason = if on { reason } else { None };
-                if !on {
-                    node.fault = None;
-                }
-                let saved = self.db.node_save(&node, &self.settings.host).await?;
-                tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
-                Ok(Node {
-                    reservation: None,
-                    ..saved
-                })
-            })
-            .await
+    async fn set_maintenance(&self, ctx: &Context, req: SetMaintenance) -> Result<Node, Error> {
+        self.nodes.set_maintenance(ctx, req).await
     }
 
     async fn destroy_node(&self, ctx: &Context, req: DestroyNode) -> Result<(), Error> {
-        let r = self
-            .locks
-            .with_lock(&req.node, Patience::Retry, |node| async move {
-                check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
-                self.db.node_destroy(node.id, &self.settings.host).await?;
-                tracing::info!(node = %node.uuid, "node deleted");
-                Ok(())
-            })
-            .await;
-        match r {
-            // A repeat: the first attempt deleted it.
-            Err(Error::NotFound(_)) if ctx.attempt > 0 => Ok(()),
-            r => r,
-        }
+        self.nodes.destroy_node(ctx, req).await
     }
 
     async fn add_node_traits(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: AddNodeTraits,
     ) -> Result<Vec<String>, Error> {
-        let AddNodeTraits {
-            node,
-            traits,
-            replace,
-        } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
-            let mut after: Vec<&String> = traits.iter().collect();
-            if !replace {
-                after.extend(node.traits.iter());
-            }
-            after.sort();
-            after.dedup();
-            if after.len() > MAX_TRAITS_PER_NODE {
-                return Err(Error::invalid(format!(
-                    "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
-                    node.uuid,
-                    after.len()
-                )));
-            }
-            self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await
-        })
-        .await
+        self.nodes.add_node_traits(ctx, req).await
     }
 
     async fn remove_node_traits(&self, ctx: &Context, req: RemoveNodeTraits) -> Result<(), Error> {
-        let RemoveNodeTraits { node, one } = req;
-        let r = self
-            .locks
-            .with_lock(&node, Patience::Retry, |node| async move {
-                let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
-                if !found {
-                    return Err(Error::NotFound(format!(
-                        "Node {} doesn't have a trait '{}'",
-                        node.uuid,
-                        one.unwrap_or_default()
-                    )));
-                }
-                Ok(())
-            })
-            .await;
-        match r {
-            // A repeat: the first attempt removed it.
-            Err(Error::NotFound(_)) if ctx.attempt > 0 => Ok(()),
-            r => r,
-        }
+        self.nodes.remove_node_traits(ctx, req).await
     }
 
     async fn do_provisioning_action(
@@ -453,140 +432,47 @@ impl Handlers for Conductor {
         ctx: &Context,
         req: DoProvisioningAction,
     ) -> Result<(), Error> {
-        self.provision
-            .provisioning_action(&req.node, &req.action, ctx)
-            .await
+        self.provision.do_provisioning_action(ctx, req).await
     }
 
     async fn do_node_clean(&self, ctx: &Context, req: DoNodeClean) -> Result<(), Error> {
-        self.provision
-            .manual_clean(
-                &req.node,
-                req.steps,
-                req.disable_ramdisk.unwrap_or(false),
-                ctx,
-            )
-            .await
+        self.provision.do_node_clean(ctx, req).await
     }
 
     async fn do_node_service(&self, ctx: &Context, req: DoNodeService) -> Result<(), Error> {
-        self.provision
-            .service(
-                &req.node,
-                req.steps,
-                req.disable_ramdisk.unwrap_or(false),
-                ctx,
-            )
-            .await
+        self.provision.do_node_service(ctx, req).await
     }
 
     async fn do_node_deploy(&self, ctx: &Context, req: DoNodeDeploy) -> Result<(), Error> {
-        self.provision
-            .deploy(
-                &req.node,
-                req.rebuild,
-                req.configdrive,
-                req.deploy_steps,
-                ctx,
-            )
-            .await
+        self.provision.do_node_deploy(ctx, req).await
     }
 
     async fn do_node_tear_down(&self, ctx: &Context, req: DoNodeTearDown) -> Result<(), Error> {
-        self.provision.tear_down(&req.node, ctx).await
+        self.provision.do_node_tear_down(ctx, req).await
     }
 
     async fn change_node_power_state(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ChangeNodePowerState,
     ) -> Result<(), Error> {
-        let ChangeNodePowerState {
-            node,
-            new_state,
-            timeout_secs,
-        } = req;
-        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
-            if n.disable_power_off && matches!(new_state.as_str(), "power off" | "soft power off") {
-                tracing::error!(node = %n.uuid, "refusing to power off a node with disable_power_off");
-                return Err(Error::Conflict(format!(
-                    "Failed to set node power state to {new_state}."
-                )));
-            }
-            if ironic_drivers::interfaces::power_result(&new_state).is_none() {
-                return Err(Error::invalid(format!(
-                    "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",
-                    n.uuid,
-                    n.power_state.as_deref().unwrap_or("None")
-                )));
-            }
-            let after = self
-                .driver_for(&n)?
-                .power()
-                .set_power_state(NodeInfo::from(&n), &new_state, timeout_secs)
-                .await
-                .map_err(|why| {
-                    Error::invalid(format!(
-                        "Failed to change the power state of node {} to {new_state}: {why}",
-                        n.uuid
-                    ))
-                })?;
-            n.power_state = Some(after.clone());
-            n.target_power_state = None;
-            n.last_error = None;
-            n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
-            tracing::info!(node = %n.uuid, action = %new_state, power_state = after, "power changed");
-            Ok(())
-        })
-        .await
+        self.management.change_node_power_state(ctx, req).await
     }
 
     async fn validate_driver_interfaces(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ValidateDriverInterfaces,
     ) -> Result<Vec<InterfaceCheck>, Error> {
-        let n = self.read(&req.node).await?;
-        let hw = self.hardware_type(&n.driver, &n.conductor_group)?;
-        let driver = self.driver_for(&n)?;
-        let info = NodeInfo::from(&n);
-        // The deploy interface is valid only if the deploy steps are.
-        let plan = self.provision.deploy_plan(&n).await;
-        let mut checks = Vec::new();
-        for t in INTERFACE_TYPES.iter().filter(|t| **t != "vendor") {
-            let imp = n.interfaces.get(t).or_else(|| hw.default_interface(t));
-            let (result, reason) = match imp {
-                Some(i) if !i.starts_with("no-") => {
-                    let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
-                        (Err(why), _, _) => Err(why.to_string()),
-                        (Ok(()), Err(why), "deploy") => Err(why.clone()),
-                        _ => Ok(()),
-                    };
-                    match checked {
-                        Ok(()) => (Some(true), None),
-                        Err(why) => (Some(false), Some(why)),
-                    }
-                }
-                _ => (None, Some("not supported".to_string())),
-            };
-            checks.push(InterfaceCheck {
-                interface: t.to_string(),
-                result,
-                reason,
-            });
-        }
-        Ok(checks)
+        self.nodes.validate_driver_interfaces(ctx, req).await
     }
 
     async fn get_clean_steps(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: GetCleanSteps,
     ) -> Result<Option<Vec<OfferedStep>>, Error> {
-        self.provision
-            .clean_steps(&req.node, req.min_priority)
-            .await
+        self.provision.get_clean_steps(ctx, req).await
     }
 
     async fn create_allocation(
@@ -594,47 +480,23 @@ impl Handlers for Conductor {
         ctx: &Context,
         req: CreateAllocation,
     ) -> Result<Allocation, Error> {
-        let repeat = (ctx.attempt > 0).then(|| req.allocation.clone());
-        match self
-            .allocations
-            .new_allocation(req.allocation, req.backfill)
-            .await
-        {
-            // A repeat after the conductor of the first attempt died: if that attempt
-            // stored the allocation, this is it.
-            Err(Error::Conflict(m)) => match repeat {
-                Some(new) => self
-                    .allocations
-                    .stored_by_earlier_attempt(&new)
-                    .await?
-                    .ok_or(Error::Conflict(m)),
-                None => Err(Error::Conflict(m)),
-            },
-            r => r,
-        }
+        self.allocations.create_allocation(ctx, req).await
     }
 
     async fn destroy_allocation(&self, ctx: &Context, req: DestroyAllocation) -> Result<(), Error> {
-        match self.allocations.delete_allocation(&req.allocation).await {
-            // A repeat: the first attempt deleted it.
-            Err(Error::NotFound(_)) if ctx.attempt > 0 => {
-                tracing::info!(allocation = %req.allocation.uuid, "allocation already deleted by an earlier attempt");
-                Ok(())
-            }
-            r => r,
-        }
+        self.allocations.destroy_allocation(ctx, req).await
     }
 
     async fn create_port(&self, ctx: &Context, req: CreatePort) -> Result<Port, Error> {
-        Conductor::create_port(self, ctx, req).await
+        self.nics.create_port(ctx, req).await
     }
 
-    async fn update_port(&self, _ctx: &Context, req: UpdatePort) -> Result<Port, Error> {
-        Conductor::update_port(self, req).await
+    async fn update_port(&self, ctx: &Context, req: UpdatePort) -> Result<Port, Error> {
+        self.nics.update_port(ctx, req).await
     }
 
     async fn destroy_port(&self, ctx: &Context, req: DestroyPort) -> Result<(), Error> {
-        Conductor::destroy_port(self, ctx, req).await
+        self.nics.destroy_port(ctx, req).await
     }
 
     async fn create_portgroup(
@@ -642,39 +504,39 @@ impl Handlers for Conductor {
         ctx: &Context,
         req: CreatePortgroup,
     ) -> Result<Portgroup, Error> {
-        Conductor::create_portgroup(self, ctx, req).await
+        self.nics.create_portgroup(ctx, req).await
     }
 
     async fn update_portgroup(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: UpdatePortgroup,
     ) -> Result<Portgroup, Error> {
-        Conductor::update_portgroup(self, req).await
+        self.nics.update_portgroup(ctx, req).await
     }
 
     async fn destroy_portgroup(&self, ctx: &Context, req: DestroyPortgroup) -> Result<(), Error> {
-        Conductor::destroy_portgroup(self, ctx, req).await
+        self.nics.destroy_portgroup(ctx, req).await
     }
 
-    async fn vif_list(&self, _ctx: &Context, req: VifList) -> Result<Vifs, Error> {
-        Conductor::vif_list(self, req).await
+    async fn vif_list(&self, ctx: &Context, req: VifList) -> Result<Vifs, Error> {
+        self.nics.vif_list(ctx, req).await
     }
 
     async fn vif_attach(&self, ctx: &Context, req: VifAttach) -> Result<(), Error> {
-        Conductor::vif_attach(self, ctx, req).await
+        self.nics.vif_attach(ctx, req).await
     }
 
     async fn vif_detach(&self, ctx: &Context, req: VifDetach) -> Result<(), Error> {
-        Conductor::vif_detach(self, ctx, req).await
+        self.nics.vif_detach(ctx, req).await
     }
 
     async fn update_volume_connector(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: UpdateVolumeConnector,
     ) -> Result<VolumeConnector, Error> {
-        Conductor::update_volume_connector(self, req).await
+        self.volumes.update_volume_connector(ctx, req).await
     }
 
     async fn destroy_volume_connector(
@@ -682,15 +544,15 @@ impl Handlers for Conductor {
         ctx: &Context,
         req: DestroyVolumeConnector,
     ) -> Result<(), Error> {
-        Conductor::destroy_volume_connector(self, ctx, req).await
+        self.volumes.destroy_volume_connector(ctx, req).await
     }
 
     async fn update_volume_target(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: UpdateVolumeTarget,
     ) -> Result<VolumeTarget, Error> {
-        Conductor::update_volume_target(self, req).await
+        self.volumes.update_volume_target(ctx, req).await
     }
 
     async fn destroy_volume_target(
@@ -698,136 +560,134 @@ impl Handlers for Conductor {
         ctx: &Context,
         req: DestroyVolumeTarget,
     ) -> Result<(), Error> {
-        Conductor::destroy_volume_target(self, ctx, req).await
+        self.volumes.destroy_volume_target(ctx, req).await
     }
 
     async fn get_console_information(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: GetConsoleInformation,
     ) -> Result<JsonDoc, Error> {
-        Conductor::get_console_information(self, req).await
+        self.management.get_console_information(ctx, req).await
     }
 
-    async fn set_console_mode(&self, _ctx: &Context, req: SetConsoleMode) -> Result<(), Error> {
-        Conductor::set_console_mode(self, req).await
+    async fn set_console_mode(&self, ctx: &Context, req: SetConsoleMode) -> Result<(), Error> {
+        self.management.set_console_mode(ctx, req).await
     }
 
-    async fn get_boot_device(&self, _ctx: &Context, req: GetBootDevice) -> Result<JsonDoc, Error> {
-        Conductor::get_boot_device(self, req).await
+    async fn get_boot_device(&self, ctx: &Context, req: GetBootDevice) -> Result<JsonDoc, Error> {
+        self.management.get_boot_device(ctx, req).await
     }
 
-    async fn set_boot_device(&self, _ctx: &Context, req: SetBootDevice) -> Result<(), Error> {
-        Conductor::set_boot_device(self, req).await
+    async fn set_boot_device(&self, ctx: &Context, req: SetBootDevice) -> Result<(), Error> {
+        self.management.set_boot_device(ctx, req).await
     }
 
     async fn get_supported_boot_devices(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: GetSupportedBootDevices,
     ) -> Result<JsonDoc, Error> {
-        Conductor::get_supported_boot_devices(self, req).await
+        self.management.get_supported_boot_devices(ctx, req).await
     }
 
-    async fn inject_nmi(&self, _ctx: &Context, req: InjectNmi) -> Result<(), Error> {
-        Conductor::inject_nmi(self, req).await
+    async fn inject_nmi(&self, ctx: &Context, req: InjectNmi) -> Result<(), Error> {
+        self.management.inject_nmi(ctx, req).await
     }
 
     async fn set_target_raid_config(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: SetTargetRaidConfig,
     ) -> Result<(), Error> {
-        Conductor::set_target_raid_config(self, req).await
+        self.management.set_target_raid_config(ctx, req).await
     }
 
     async fn get_supported_indicators(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: GetSupportedIndicators,
     ) -> Result<JsonDoc, Error> {
-        Conductor::get_supported_indicators(self, req).await
+        self.management.get_supported_indicators(ctx, req).await
     }
 
     async fn get_indicator_state(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: GetIndicatorState,
     ) -> Result<JsonDoc, Error> {
-        Conductor::get_indicator_state(self, req).await
+        self.management.get_indicator_state(ctx, req).await
     }
 
     async fn set_indicator_state(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: SetIndicatorState,
     ) -> Result<(), Error> {
-        Conductor::set_indicator_state(self, req).await
+        self.management.set_indicator_state(ctx, req).await
     }
 
     async fn change_node_boot_mode(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ChangeNodeBootMode,
     ) -> Result<(), Error> {
-        Conductor::change_boot_mode(self, req.node, BootModeChange::Mode(req.target)).await
+        self.management.change_node_boot_mode(ctx, req).await
     }
 
     async fn change_node_secure_boot(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ChangeNodeSecureBoot,
     ) -> Result<(), Error> {
-        Conductor::change_boot_mode(self, req.node, BootModeChange::SecureBoot(req.target)).await
+        self.management.change_node_secure_boot(ctx, req).await
     }
 
-    async fn vendor_passthru(&self, _ctx: &Context, req: VendorPassthru) -> Result<JsonDoc, Error> {
-        Conductor::vendor_passthru(self, req).await
+    async fn vendor_passthru(&self, ctx: &Context, req: VendorPassthru) -> Result<JsonDoc, Error> {
+        self.management.vendor_passthru(ctx, req).await
     }
 
     async fn get_node_with_token(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: GetNodeWithToken,
     ) -> Result<Node, Error> {
-        Conductor::get_node_with_token(self, req).await
+        self.agent.get_node_with_token(ctx, req).await
     }
 
-    async fn heartbeat(&self, _ctx: &Context, req: Heartbeat) -> Result<(), Error> {
-        Conductor::agent_heartbeat(self, req).await
+    async fn heartbeat(&self, ctx: &Context, req: Heartbeat) -> Result<(), Error> {
+        self.agent.heartbeat(ctx, req).await
     }
 
     async fn attach_virtual_media(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ironic_rpc::calls::AttachVirtualMedia,
     ) -> Result<(), Error> {
-        Conductor::attach_virtual_media(self, req).await
+        self.management.attach_virtual_media(ctx, req).await
     }
 
     async fn detach_virtual_media(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ironic_rpc::calls::DetachVirtualMedia,
     ) -> Result<(), Error> {
-        Conductor::detach_virtual_media(self, req).await
+        self.management.detach_virtual_media(ctx, req).await
     }
 
     async fn get_virtual_media(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ironic_rpc::calls::GetVirtualMedia,
     ) -> Result<JsonDoc, Error> {
-        Conductor::get_virtual_media(self, req).await
+        self.management.get_virtual_media(ctx, req).await
     }
 
     async fn continue_inspection(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         req: ContinueInspection,
     ) -> Result<(), Error> {
-        self.provision
-            .continue_inspection(&req.node, req.inventory, req.plugin_data)
-            .await
+        self.provision.continue_inspection(ctx, req).await
     }
 }

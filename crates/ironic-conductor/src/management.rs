@@ -8,15 +8,15 @@ use crate::lock::Patience;
 use ironic_catalog::vendor::{driver_vendor_methods, node_vendor_methods};
 use ironic_drivers::interfaces::{BootDevice, Indicator, ManagementInterface, NodeInfo};
 use ironic_model::{Error, Node};
+use ironic_rpc::Context;
 use ironic_rpc::calls::{AttachVirtualMedia, DetachVirtualMedia, GetVirtualMedia};
+use ironic_rpc::calls::{ChangeNodeBootMode, ChangeNodePowerState, ChangeNodeSecureBoot};
 use ironic_rpc::calls::{
     GetBootDevice, GetConsoleInformation, GetIndicatorState, GetSupportedBootDevices,
     GetSupportedIndicators, InjectNmi, JsonDoc, SetBootDevice, SetConsoleMode, SetIndicatorState,
     SetTargetRaidConfig, VendorPassthru,
 };
 use serde_json::json;
-
-use crate::Conductor;
 
 fn unsupported(driver: &str, what: &str) -> Error {
     Error::invalid(format!(
@@ -39,23 +39,113 @@ fn driver_error(node: &Node, what: &str, e: impl std::fmt::Display) -> Error {
 /// The management interface, when it handles virtual media; else upstream's 400 naming
 /// the operation.
 fn vmedia<'a>(
-    c: &'a Conductor,
+    drivers: &'a ironic_drivers::Registry,
     n: &Node,
     what: &str,
 ) -> Result<&'a dyn ManagementInterface, Error> {
     interface(n, "management")?;
-    let m = c.driver_for(n)?.management();
+    let m = crate::nodes::driver(drivers, n)?.management();
     if !m.can_virtual_media() {
         return Err(unsupported(&n.driver, what));
     }
     Ok(m)
 }
 
-impl Conductor {
+/// Power and management calls: power, console, boot device and mode, NMI,
+/// indicators, RAID configuration, virtual media, vendor passthru.
+pub(crate) struct Management {
+    db: ironic_db::Db,
+    drivers: ironic_drivers::Registry,
+    settings: std::sync::Arc<crate::ConductorSettings>,
+    locks: crate::lock::Locks,
+}
+
+impl Management {
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        drivers: ironic_drivers::Registry,
+        settings: std::sync::Arc<crate::ConductorSettings>,
+        locks: crate::lock::Locks,
+    ) -> Management {
+        Management {
+            db,
+            drivers,
+            settings,
+            locks,
+        }
+    }
+}
+
+impl Management {
+    pub(crate) async fn change_node_power_state(
+        &self,
+        _ctx: &Context,
+        req: ChangeNodePowerState,
+    ) -> Result<(), Error> {
+        let ChangeNodePowerState {
+            node,
+            new_state,
+            timeout_secs,
+        } = req;
+        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
+            if n.disable_power_off && matches!(new_state.as_str(), "power off" | "soft power off") {
+                tracing::error!(node = %n.uuid, "refusing to power off a node with disable_power_off");
+                return Err(Error::Conflict(format!(
+                    "Failed to set node power state to {new_state}."
+                )));
+            }
+            if ironic_drivers::interfaces::power_result(&new_state).is_none() {
+                return Err(Error::invalid(format!(
+                    "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",
+                    n.uuid,
+                    n.power_state.as_deref().unwrap_or("None")
+                )));
+            }
+            let after = crate::nodes::driver(&self.drivers, &n)?
+                .power()
+                .set_power_state(NodeInfo::from(&n), &new_state, timeout_secs)
+                .await
+                .map_err(|why| {
+                    Error::invalid(format!(
+                        "Failed to change the power state of node {} to {new_state}: {why}",
+                        n.uuid
+                    ))
+                })?;
+            n.power_state = Some(after.clone());
+            n.target_power_state = None;
+            n.last_error = None;
+            n.reservation = Some(self.settings.host.clone());
+            self.db.node_save(&n, &self.settings.host).await?;
+            tracing::info!(node = %n.uuid, action = %new_state, power_state = after, "power changed");
+            Ok(())
+        })
+        .await
+    }
+    pub(crate) async fn change_node_boot_mode(
+        &self,
+        _ctx: &Context,
+        req: ChangeNodeBootMode,
+    ) -> Result<(), Error> {
+        self.change_boot_mode(req.node, BootModeChange::Mode(req.target))
+            .await
+    }
+    pub(crate) async fn change_node_secure_boot(
+        &self,
+        _ctx: &Context,
+        req: ChangeNodeSecureBoot,
+    ) -> Result<(), Error> {
+        self.change_boot_mode(req.node, BootModeChange::SecureBoot(req.target))
+            .await
+    }
+
     /// Inserts a virtual medium (1.89) under the node's lock. Upstream answers first and
     /// records a failure in the node's history; here the failure is the answer (400),
     /// as for boot mode changes.
-    pub(crate) async fn attach_virtual_media(&self, req: AttachVirtualMedia) -> Result<(), Error> {
+    pub(crate) async fn attach_virtual_media(
+        &self,
+        _ctx: &Context,
+        req: AttachVirtualMedia,
+    ) -> Result<(), Error> {
         let AttachVirtualMedia {
             node,
             device_type,
@@ -63,7 +153,7 @@ impl Conductor {
             image_download_source,
         } = req;
         self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
-            let m = vmedia(self, &n, "attach_virtual_media")?;
+            let m = vmedia(&self.drivers, &n, "attach_virtual_media")?;
             let changes = m
                 .attach_virtual_media(NodeInfo::from(&n), &device_type, &image_url)
                 .await
@@ -83,11 +173,15 @@ impl Conductor {
     }
 
     /// Ejects virtual media (1.89) under the node's lock.
-    pub(crate) async fn detach_virtual_media(&self, req: DetachVirtualMedia) -> Result<(), Error> {
+    pub(crate) async fn detach_virtual_media(
+        &self,
+        _ctx: &Context,
+        req: DetachVirtualMedia,
+    ) -> Result<(), Error> {
         let DetachVirtualMedia { node, device_types } = req;
         self.locks
             .with_lock(&node, Patience::Retry, |mut n| async move {
-                let m = vmedia(self, &n, "detach_virtual_media")?;
+                let m = vmedia(&self.drivers, &n, "detach_virtual_media")?;
                 let changes = m
                     .detach_virtual_media(NodeInfo::from(&n), device_types.as_deref())
                     .await
@@ -110,9 +204,13 @@ impl Conductor {
     }
 
     /// The node's virtual media (1.93), as the hardware reports them.
-    pub(crate) async fn get_virtual_media(&self, req: GetVirtualMedia) -> Result<JsonDoc, Error> {
-        let n = self.read(&req.node).await?;
-        let m = vmedia(self, &n, "get_virtual_media")?;
+    pub(crate) async fn get_virtual_media(
+        &self,
+        _ctx: &Context,
+        req: GetVirtualMedia,
+    ) -> Result<JsonDoc, Error> {
+        let n = crate::nodes::read(&self.db, &req.node).await?;
+        let m = vmedia(&self.drivers, &n, "get_virtual_media")?;
         let doc = m
             .get_virtual_media(NodeInfo::from(&n))
             .await
@@ -122,9 +220,10 @@ impl Conductor {
 
     pub(crate) async fn get_console_information(
         &self,
+        _ctx: &Context,
         req: GetConsoleInformation,
     ) -> Result<JsonDoc, Error> {
-        let n = self.read(&req.node).await?;
+        let n = crate::nodes::read(&self.db, &req.node).await?;
         interface(&n, "console")?;
         if !n.console_enabled {
             return Err(Error::invalid(format!(
@@ -136,7 +235,11 @@ impl Conductor {
         Ok(JsonDoc(json!({})))
     }
 
-    pub(crate) async fn set_console_mode(&self, req: SetConsoleMode) -> Result<(), Error> {
+    pub(crate) async fn set_console_mode(
+        &self,
+        _ctx: &Context,
+        req: SetConsoleMode,
+    ) -> Result<(), Error> {
         let SetConsoleMode { node, enabled } = req;
         self.locks
             .with_lock(&node, Patience::Retry, |mut n| async move {
@@ -153,11 +256,14 @@ impl Conductor {
             .await
     }
 
-    pub(crate) async fn get_boot_device(&self, req: GetBootDevice) -> Result<JsonDoc, Error> {
-        let n = self.read(&req.node).await?;
+    pub(crate) async fn get_boot_device(
+        &self,
+        _ctx: &Context,
+        req: GetBootDevice,
+    ) -> Result<JsonDoc, Error> {
+        let n = crate::nodes::read(&self.db, &req.node).await?;
         interface(&n, "management")?;
-        let d = self
-            .driver_for(&n)?
+        let d = crate::nodes::driver(&self.drivers, &n)?
             .management()
             .get_boot_device(NodeInfo::from(&n))
             .await
@@ -170,18 +276,22 @@ impl Conductor {
 
     pub(crate) async fn get_supported_boot_devices(
         &self,
+        _ctx: &Context,
         req: GetSupportedBootDevices,
     ) -> Result<JsonDoc, Error> {
-        let n = self.read(&req.node).await?;
+        let n = crate::nodes::read(&self.db, &req.node).await?;
         interface(&n, "management")?;
-        let devices = self
-            .driver_for(&n)?
+        let devices = crate::nodes::driver(&self.drivers, &n)?
             .management()
             .supported_boot_devices(NodeInfo::from(&n));
         Ok(JsonDoc(json!(devices)))
     }
 
-    pub(crate) async fn set_boot_device(&self, req: SetBootDevice) -> Result<(), Error> {
+    pub(crate) async fn set_boot_device(
+        &self,
+        _ctx: &Context,
+        req: SetBootDevice,
+    ) -> Result<(), Error> {
         let SetBootDevice {
             node,
             device,
@@ -190,7 +300,7 @@ impl Conductor {
         self.locks
             .with_lock(&node, Patience::Retry, |mut n| async move {
                 interface(&n, "management")?;
-                let management = self.driver_for(&n)?.management();
+                let management = crate::nodes::driver(&self.drivers, &n)?.management();
                 if !management
                     .supported_boot_devices(NodeInfo::from(&n))
                     .contains(&device.as_str())
@@ -220,11 +330,11 @@ impl Conductor {
             .await
     }
 
-    pub(crate) async fn inject_nmi(&self, req: InjectNmi) -> Result<(), Error> {
+    pub(crate) async fn inject_nmi(&self, _ctx: &Context, req: InjectNmi) -> Result<(), Error> {
         self.locks
             .with_lock(&req.node, Patience::Retry, |n| async move {
                 interface(&n, "management")?;
-                let management = self.driver_for(&n)?.management();
+                let management = crate::nodes::driver(&self.drivers, &n)?.management();
                 if !management.can_inject_nmi() {
                     return Err(unsupported(&n.driver, "inject_nmi"));
                 }
@@ -240,11 +350,12 @@ impl Conductor {
 
     pub(crate) async fn get_supported_indicators(
         &self,
+        _ctx: &Context,
         req: GetSupportedIndicators,
     ) -> Result<JsonDoc, Error> {
-        let n = self.read(&req.node).await?;
+        let n = crate::nodes::read(&self.db, &req.node).await?;
         interface(&n, "management")?;
-        let management = self.driver_for(&n)?.management();
+        let management = crate::nodes::driver(&self.drivers, &n)?.management();
         let list = indicators(&n, management).await?;
         Ok(JsonDoc(serde_json::Value::Array(
             list.into_iter()
@@ -258,11 +369,12 @@ impl Conductor {
 
     pub(crate) async fn get_indicator_state(
         &self,
+        _ctx: &Context,
         req: GetIndicatorState,
     ) -> Result<JsonDoc, Error> {
-        let n = self.read(&req.node).await?;
+        let n = crate::nodes::read(&self.db, &req.node).await?;
         interface(&n, "management")?;
-        let management = self.driver_for(&n)?.management();
+        let management = crate::nodes::driver(&self.drivers, &n)?.management();
         let indicator = find_indicator(&n, management, &req.indicator).await?;
         let state = management
             .get_indicator_state(NodeInfo::from(&n), &indicator)
@@ -271,7 +383,11 @@ impl Conductor {
         Ok(JsonDoc(json!({"state": state})))
     }
 
-    pub(crate) async fn set_indicator_state(&self, req: SetIndicatorState) -> Result<(), Error> {
+    pub(crate) async fn set_indicator_state(
+        &self,
+        _ctx: &Context,
+        req: SetIndicatorState,
+    ) -> Result<(), Error> {
         let SetIndicatorState {
             node,
             indicator,
@@ -281,7 +397,7 @@ impl Conductor {
             .with_lock(&node, Patience::Retry, |mut n| async move {
                 interface(&n, "management")?;
                 parse_indicator(&indicator)?;
-                let management = self.driver_for(&n)?.management();
+                let management = crate::nodes::driver(&self.drivers, &n)?.management();
                 if !management.can_set_indicators() {
                     return Err(unsupported(&n.driver, "set_indicator_state"));
                 }
@@ -325,7 +441,7 @@ impl Conductor {
     ) -> Result<(), Error> {
         self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
             interface(&n, "management")?;
-            let management = self.driver_for(&n)?.management();
+            let management = crate::nodes::driver(&self.drivers, &n)?.management();
             let what = change.operation();
             if !management.can_change_boot_mode() {
                 return Err(unsupported(&n.driver, what));
@@ -370,6 +486,7 @@ impl Conductor {
 
     pub(crate) async fn set_target_raid_config(
         &self,
+        _ctx: &Context,
         req: SetTargetRaidConfig,
     ) -> Result<(), Error> {
         let SetTargetRaidConfig {
@@ -388,7 +505,11 @@ impl Conductor {
             .await
     }
 
-    pub(crate) async fn vendor_passthru(&self, req: VendorPassthru) -> Result<JsonDoc, Error> {
+    pub(crate) async fn vendor_passthru(
+        &self,
+        _ctx: &Context,
+        req: VendorPassthru,
+    ) -> Result<JsonDoc, Error> {
         let VendorPassthru {
             node,
             driver,

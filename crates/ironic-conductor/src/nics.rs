@@ -18,8 +18,6 @@ use ironic_rpc::calls::{
     VifAttach, VifDetach, VifList, Vifs,
 };
 
-use crate::Conductor;
-
 /// States in which a port's connectivity (port group, PXE, link, physical network) may
 /// change without maintenance mode.
 fn connectivity_changeable(node: &Node) -> bool {
@@ -39,7 +37,19 @@ fn in_use(node: &Node) -> bool {
         && (node.provision_state == ProvisionState::Active || node.instance_uuid.is_some())
 }
 
-impl Conductor {
+/// Ports, port groups and VIFs: each write under the lock of the node they belong to.
+pub(crate) struct Nics {
+    db: ironic_db::Db,
+    locks: crate::lock::Locks,
+}
+
+impl Nics {
+    pub(crate) fn new(db: ironic_db::Db, locks: crate::lock::Locks) -> Nics {
+        Nics { db, locks }
+    }
+}
+
+impl Nics {
     /// The port group a port names (same node, existing): 400 otherwise.
     async fn member_of(&self, port: &Port) -> Result<Option<Portgroup>, Error> {
         let Some(uuid) = &port.portgroup_uuid else {
@@ -102,7 +112,7 @@ impl Conductor {
         .await
     }
 
-    pub(crate) async fn update_port(&self, req: UpdatePort) -> Result<Port, Error> {
+    pub(crate) async fn update_port(&self, _ctx: &Context, req: UpdatePort) -> Result<Port, Error> {
         let UpdatePort {
             node,
             port_uuid,
@@ -244,7 +254,11 @@ impl Conductor {
         .await
     }
 
-    pub(crate) async fn update_portgroup(&self, req: UpdatePortgroup) -> Result<Portgroup, Error> {
+    pub(crate) async fn update_portgroup(
+        &self,
+        _ctx: &Context,
+        req: UpdatePortgroup,
+    ) -> Result<Portgroup, Error> {
         let UpdatePortgroup {
             node,
             portgroup_uuid,
@@ -471,7 +485,7 @@ fn choose(
     })
 }
 
-impl Conductor {
+impl Nics {
     async fn nics_of(&self, node: &Node) -> Result<(Vec<Port>, Vec<Portgroup>), Error> {
         let q = ironic_db::ports::NicListQuery {
             node_id: Some(node.id),
@@ -483,8 +497,8 @@ impl Conductor {
         ))
     }
 
-    pub(crate) async fn vif_list(&self, req: VifList) -> Result<Vifs, Error> {
-        let node = self.read(&req.node).await?;
+    pub(crate) async fn vif_list(&self, _ctx: &Context, req: VifList) -> Result<Vifs, Error> {
+        let node = crate::nodes::read(&self.db, &req.node).await?;
         if network_of(&node)? == Network::Noop {
             return Ok(Vifs::default());
         }

@@ -26,8 +26,6 @@ use ironic_model::states::ProvisionState as P;
 use ironic_model::{Error, Node};
 use ironic_rpc::NodeRef;
 
-use crate::Conductor;
-
 /// What one round of checks did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Round {
@@ -37,7 +35,32 @@ pub struct Round {
     pub failed_cleanings: usize,
 }
 
-impl Conductor {
+/// The OneView periodic checks of the nodes this conductor owns.
+pub struct OneViewChecks {
+    db: ironic_db::Db,
+    drivers: ironic_drivers::Registry,
+    settings: Arc<crate::ConductorSettings>,
+    locks: crate::lock::Locks,
+    provision: Arc<crate::provision::Provisioner>,
+}
+
+impl OneViewChecks {
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        drivers: ironic_drivers::Registry,
+        settings: Arc<crate::ConductorSettings>,
+        locks: crate::lock::Locks,
+        provision: Arc<crate::provision::Provisioner>,
+    ) -> OneViewChecks {
+        OneViewChecks {
+            db,
+            drivers,
+            settings,
+            locks,
+            provision,
+        }
+    }
+
     /// The dynamic-allocation `oneview` nodes in `state` that this conductor owns.
     async fn my_oneview_nodes(&self, topology: &Topology, state: P) -> Result<Vec<Node>, Error> {
         let snap = topology.snapshot();

@@ -26,7 +26,6 @@ use ironic_model::states::ProvisionState as P;
 use ironic_model::{Error, Node};
 use ironic_rpc::NodeRef;
 
-use crate::Conductor;
 use crate::every_node::{EveryNode, Page};
 
 /// Nodes read per page of a round (their [`ironic_db::NodeState`]s; the whole rows of this
@@ -112,7 +111,35 @@ fn excluded_state(n: &ironic_db::NodeState) -> bool {
     ) || n.reservation.is_some()
 }
 
-impl Conductor {
+/// The periodic power-state sync of the nodes this conductor owns.
+pub struct PowerSync {
+    db: ironic_db::Db,
+    drivers: ironic_drivers::Registry,
+    settings: Arc<crate::ConductorSettings>,
+    locks: crate::lock::Locks,
+    work: crate::work::Runner,
+    /// Sync failures in a row, per node.
+    power_failures: Failures,
+}
+
+impl PowerSync {
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        drivers: ironic_drivers::Registry,
+        settings: Arc<crate::ConductorSettings>,
+        locks: crate::lock::Locks,
+        work: crate::work::Runner,
+    ) -> PowerSync {
+        PowerSync {
+            db,
+            drivers,
+            settings,
+            locks,
+            work,
+            power_failures: Failures::default(),
+        }
+    }
+
     /// The nodes of one page of [`EveryNode`] that this conductor owns and a sync looks
     /// at, as whole rows. Every node is read, but only its [`ironic_db::NodeState`]
     /// (owner and whether it is skipped, as the node metrics read it); the whole rows
@@ -149,7 +176,7 @@ impl Conductor {
     /// once (a busy node is left to the next round).
     async fn sync_one(self: &Arc<Self>, seen: Node) -> Outcome {
         let uuid = seen.uuid.to_string();
-        let Ok(driver) = self.driver_for(&seen) else {
+        let Ok(driver) = crate::nodes::driver(&self.drivers, &seen) else {
             return Outcome::Skipped;
         };
         let read = driver.power().get_power_state(NodeInfo::from(&seen)).await;

@@ -6,13 +6,88 @@ use std::sync::Arc;
 
 use ironic_db::topology::Topology;
 
-use crate::Conductor;
 use crate::every_node::{self, EveryNode, Page};
 
-impl Conductor {
+/// This conductor's presence in the cluster: its row in `conductors` (registration,
+/// heartbeats on a database session of its own, unregistration), its id (the
+/// `conductor_affinity` of its allocations), the locks an earlier run or a dead peer
+/// left behind, and who it has seen die.
+pub struct Presence {
+    db: ironic_db::Db,
+    driver_names: Vec<String>,
+    settings: Arc<crate::ConductorSettings>,
+    work: crate::work::Runner,
+    /// This conductor's row id (`conductors.id`), the `conductor_affinity` of the
+    /// allocations it works on; known once the service has started.
+    conductor_id: std::sync::OnceLock<ironic_model::ConductorId>,
+    /// The heartbeat and its database session (this conductor's presence), opened at
+    /// the first heartbeat; held until the process ends, even while stopping.
+    heartbeat: tokio::sync::Mutex<Option<ironic_db::heartbeat::Heartbeat>>,
+    /// The conductors this one has seen declared dead; a new one triggers the
+    /// allocation take-over at once.
+    known_dead: std::sync::Mutex<std::collections::BTreeSet<ironic_model::ConductorId>>,
+    /// Runs the allocation take-over now (set by the service).
+    pub(crate) takeover: std::sync::OnceLock<crate::work::Trigger>,
+    /// When the last heartbeat was recorded.
+    last_beat: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Presence {
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        driver_names: Vec<String>,
+        settings: Arc<crate::ConductorSettings>,
+        work: crate::work::Runner,
+    ) -> Presence {
+        Presence {
+            db,
+            driver_names,
+            settings,
+            work,
+            conductor_id: Default::default(),
+            heartbeat: Default::default(),
+            known_dead: Default::default(),
+            takeover: Default::default(),
+            last_beat: Default::default(),
+        }
+    }
+
+    /// How long ago this conductor last recorded a heartbeat (`None`: not yet).
+    pub fn since_last_heartbeat(&self) -> Option<std::time::Duration> {
+        self.last_beat
+            .lock()
+            .ok()
+            .and_then(|t| t.map(|t| t.elapsed()))
+    }
+
+    /// This conductor's `conductors.id`, creating its row on a first start. Called by
+    /// the service before it serves.
+    pub async fn init_conductor_id(
+        &self,
+    ) -> Result<ironic_model::ConductorId, ironic_model::Error> {
+        if let Some(id) = self.conductor_id.get() {
+            return Ok(*id);
+        }
+        let id = self
+            .db
+            .conductor_ensure(
+                &self.settings.host,
+                &self.settings.conductor_group,
+                &self.driver_names,
+            )
+            .await?;
+        Ok(*self.conductor_id.get_or_init(|| id))
+    }
+
+    pub(crate) fn my_id(&self) -> Result<ironic_model::ConductorId, ironic_model::Error> {
+        self.conductor_id.get().copied().ok_or_else(|| {
+            ironic_model::Error::Unavailable("The conductor is starting; retry.".into())
+        })
+    }
+
     /// At process start: releases node locks an earlier run of this conductor left
     /// behind (a crash), then registers as online.
-    pub async fn start(self: &Arc<Self>) -> Result<(), ironic_model::Error> {
+    pub async fn start(&self) -> Result<(), ironic_model::Error> {
         self.release_own_locks().await?;
         self.register().await
     }
@@ -37,7 +112,7 @@ impl Conductor {
         let host = &self.settings.host;
         let c = self
             .db
-            .conductor_register(host, &self.settings.conductor_group, &self.drivers.names())
+            .conductor_register(host, &self.settings.conductor_group, &self.driver_names)
             .await?;
         tracing::info!(host, conductor_id = %c.id, drivers = ?c.drivers, group = %c.conductor_group, "conductor registered");
         Ok(())
@@ -79,10 +154,10 @@ impl Conductor {
         Ok(released)
     }
 
-    /// One heartbeat round (a periodic task, every `heartbeat_interval`): heartbeat,
-    /// refresh the view of the cluster, release orphan locks, fail work a crash
-    /// interrupted on the nodes this conductor owns.
-    pub async fn heartbeat(&self, topology: &Topology) -> Result<(), String> {
+    /// A heartbeat round's own part (see `Conductor::heartbeat`): heartbeat, refresh
+    /// the view of the cluster, start the take-over when a conductor died, release
+    /// orphan locks. Returns what failed.
+    pub(crate) async fn heartbeat(&self, topology: &Topology) -> Vec<String> {
         let host = self.settings.host.as_str();
         let mut failed = Vec::new();
         match self.beat().await {
@@ -100,16 +175,7 @@ impl Conductor {
         if let Err(e) = self.release_orphan_locks(topology).await {
             failed.push(format!("could not release orphan locks: {e}"));
         }
-        match self.provision.fail_orphaned_work(topology).await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(host, nodes = n, "failed work a crash interrupted"),
-            Err(e) => failed.push(format!("could not check for interrupted work: {e}")),
-        }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(failed.join("; "))
-        }
+        failed
     }
 
     /// Starts the allocation take-over at once when a conductor is newly declared dead
@@ -136,7 +202,7 @@ impl Conductor {
         let mut hb = self.heartbeat.lock().await;
         let step = self.settings.liveness.timeout / 2;
         let r = hb
-            .get_or_insert_with(|| self.db.heartbeat(self.host(), id, step))
+            .get_or_insert_with(|| self.db.heartbeat(&self.settings.host, id, step))
             .beat()
             .await;
         if matches!(r, Ok(true))
@@ -160,7 +226,7 @@ impl Conductor {
 /// How often each conductor recounts the nodes it owns (`ironic_conductor_nodes`).
 pub const NODE_METRICS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15);
 
-impl Conductor {
+impl Presence {
     /// Sets `ironic_conductor_nodes` (the nodes this conductor owns, by provision state,
     /// maintenance and power state); `seen` holds the label sets set before, so that a
     /// state no node is in any more drops to zero.

@@ -207,7 +207,7 @@ impl Service {
             |(c, t)| async move { c.take_over(&t).await },
         ) {
             // The heartbeat starts it at once when it sees a conductor die.
-            let _ = conductor.takeover.set(t);
+            conductor.set_takeover(t);
         }
         let seen = Arc::new(std::sync::Mutex::new(Default::default()));
         work.periodic(

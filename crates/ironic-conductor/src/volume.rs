@@ -15,23 +15,34 @@ use ironic_rpc::calls::{
     DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
 };
 
-use crate::Conductor;
-
 /// The node a patched document names: the same, or another that exists (400).
-async fn target_node(c: &Conductor, current: &Node, wanted: &str) -> Result<Node, Error> {
+async fn target_node(db: &ironic_db::Db, current: &Node, wanted: &str) -> Result<Node, Error> {
     if wanted == current.uuid.as_str() {
         return Ok(current.clone());
     }
-    c.db().node_by_uuid(wanted).await?.ok_or_else(|| {
+    db.node_by_uuid(wanted).await?.ok_or_else(|| {
         Error::invalid(format!(
             "Invalid input for field/attribute node_uuid. Value: '{wanted}'. "
         ))
     })
 }
 
-impl Conductor {
+/// Volume connectors and targets: changed under their node's lock, powered off only.
+pub(crate) struct Volumes {
+    db: ironic_db::Db,
+    locks: crate::lock::Locks,
+}
+
+impl Volumes {
+    pub(crate) fn new(db: ironic_db::Db, locks: crate::lock::Locks) -> Volumes {
+        Volumes { db, locks }
+    }
+}
+
+impl Volumes {
     pub(crate) async fn update_volume_connector(
         &self,
+        _ctx: &Context,
         req: UpdateVolumeConnector,
     ) -> Result<VolumeConnector, Error> {
         let UpdateVolumeConnector {
@@ -53,7 +64,7 @@ impl Conductor {
             }
             let mut new = c.clone();
             new.set(ConnectorSpec::from_doc(&doc)?);
-            new.node_id = target_node(self, &node, &new.node_uuid).await?.id;
+            new.node_id = target_node(&self.db, &node, &new.node_uuid).await?.id;
             if new == c {
                 return Ok(c);
             }
@@ -98,6 +109,7 @@ impl Conductor {
 
     pub(crate) async fn update_volume_target(
         &self,
+        _ctx: &Context,
         req: UpdateVolumeTarget,
     ) -> Result<VolumeTarget, Error> {
         let UpdateVolumeTarget {
@@ -119,7 +131,7 @@ impl Conductor {
             }
             let mut new = t.clone();
             new.set(TargetSpec::from_doc(&doc)?);
-            new.node_id = target_node(self, &node, &new.node_uuid).await?.id;
+            new.node_id = target_node(&self.db, &node, &new.node_uuid).await?.id;
             if new == t {
                 return Ok(t);
             }

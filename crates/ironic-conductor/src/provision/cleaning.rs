@@ -283,8 +283,8 @@ impl Provisioner {
         target: &NodeRef,
         min_priority: u32,
     ) -> Result<Option<Vec<OfferedStep>>, Error> {
-        let node = self.read(target).await?;
-        let driver = self.driver_for(&node)?;
+        let node = crate::nodes::read(&self.db, target).await?;
+        let driver = crate::nodes::driver(&self.drivers, &node)?;
         Ok(driver.clean_steps(NodeInfo::from(&node)).map(|offered| {
             steps::listing(offered, min_priority)
                 .iter()

@@ -94,18 +94,9 @@ impl Provisioner {
         Ok(())
     }
 
-    /// The deploy steps the node runs: the driver's, merged with the deploy templates
-    /// its instance traits select (`steps::deploy_plan`). `Err` is the reason the steps
-    /// are invalid.
+    /// The deploy steps the node runs (see [`deploy_plan`]).
     pub(crate) async fn deploy_plan(&self, node: &Node) -> Result<Vec<Step>, String> {
-        let traits = ironic_model::deploy_template::instance_traits(node)?;
-        let templates = self
-            .db
-            .deploy_templates_by_names(&traits)
-            .await
-            .map_err(|e| e.to_string())?;
-        let user = ironic_model::deploy_template::user_deploy_steps(node);
-        ironic_catalog::deploy_plan_for(node, templates, &user)
+        deploy_plan(&self.db, node).await
     }
 
     pub(super) async fn run_deploy(self: Arc<Self>, mut held: Held, plan: Vec<Step>) {
@@ -200,4 +191,17 @@ impl Provisioner {
         });
         Ok(())
     }
+}
+
+/// The deploy steps a node runs: its driver's, merged with the deploy templates its
+/// instance traits select and the user's steps (`steps::deploy_plan`). `Err` is the
+/// reason the steps are invalid.
+pub(crate) async fn deploy_plan(db: &ironic_db::Db, node: &Node) -> Result<Vec<Step>, String> {
+    let traits = ironic_model::deploy_template::instance_traits(node)?;
+    let templates = db
+        .deploy_templates_by_names(&traits)
+        .await
+        .map_err(|e| e.to_string())?;
+    let user = ironic_model::deploy_template::user_deploy_steps(node);
+    ironic_catalog::deploy_plan_for(node, templates, &user)
 }

@@ -85,7 +85,7 @@ impl Provisioner {
     /// `continue_inspection`: the ramdisk's data for a node in `inspect wait`. Another
     /// state is "not found" (upstream's, so that a caller without credentials learns
     /// nothing); the data is processed in the background, the lock held.
-    pub(crate) async fn continue_inspection(
+    pub(crate) async fn continue_inband_inspection(
         self: &Arc<Self>,
         target: &NodeRef,
         inventory: JsonObject,

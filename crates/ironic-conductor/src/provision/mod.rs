@@ -13,6 +13,11 @@
 //! held the lock (a transient state, unlocked) is failed by the node's owner
 //! (`fail_orphaned_work`).
 
+use ironic_rpc::Context;
+use ironic_rpc::calls::{
+    ContinueInspection, DoNodeClean, DoNodeDeploy, DoNodeService, DoNodeTearDown,
+    DoProvisioningAction, GetCleanSteps,
+};
 use std::sync::Arc;
 
 use ironic_catalog::steps::{self, OfferedStep, Requested, Step};
@@ -27,7 +32,6 @@ use ironic_model::{Error, Node};
 use ironic_rpc::NodeRef;
 use serde_json::{Value, json};
 
-use crate::core::Core;
 use crate::lock::{Held, Patience};
 pub(crate) use engine::Flow;
 pub use engine::WaitsChecked;
@@ -35,6 +39,7 @@ pub use engine::WaitsChecked;
 mod builtin_rules;
 mod cleaning;
 mod deploying;
+pub(crate) use deploying::deploy_plan;
 mod engine;
 pub(crate) mod inspecting;
 mod recovery;
@@ -132,19 +137,31 @@ struct Manual {
 /// Provisioning: the verbs and the background work they start (cleaning, deploying,
 /// tear-down), and the recovery of what a crash interrupted.
 pub struct Provisioner {
-    core: Arc<Core>,
-}
-
-impl std::ops::Deref for Provisioner {
-    type Target = Core;
-    fn deref(&self) -> &Core {
-        &self.core
-    }
+    db: ironic_db::Db,
+    drivers: ironic_drivers::Registry,
+    settings: Arc<crate::ConductorSettings>,
+    locks: crate::lock::Locks,
+    work: crate::work::Runner,
+    /// Names this process run: a wait records it in its token (`engine.rs`).
+    boot_id: String,
 }
 
 impl Provisioner {
-    pub(crate) fn new(core: Arc<Core>) -> Provisioner {
-        Provisioner { core }
+    pub(crate) fn new(
+        db: ironic_db::Db,
+        drivers: ironic_drivers::Registry,
+        settings: Arc<crate::ConductorSettings>,
+        locks: crate::lock::Locks,
+        work: crate::work::Runner,
+    ) -> Provisioner {
+        Provisioner {
+            db,
+            drivers,
+            settings,
+            locks,
+            work,
+            boot_id: uuid::Uuid::new_v4().simple().to_string(),
+        }
     }
 
     /// Tells the node's driver that a step started, finished, failed or was aborted,
@@ -163,7 +180,7 @@ impl Provisioner {
     /// The node's driver, for work in progress (`Err` names the hardware type this
     /// conductor does not enable).
     fn driver_of(&self, node: &Node) -> Result<&dyn Driver, DriverError> {
-        self.driver_for(node).map_err(|_| {
+        crate::nodes::driver(&self.drivers, node).map_err(|_| {
             DriverError::invalid(format!("hardware type {} is not enabled here", node.driver))
         })
     }
@@ -195,8 +212,7 @@ impl Provisioner {
     /// Validates the node's power and deploy interfaces before work starts on it; `Err`
     /// is the driver's reason (callers word the 400).
     async fn validate_power_and_deploy(&self, node: &Node) -> Result<(), DriverError> {
-        let driver = self
-            .driver_for(node)
+        let driver = crate::nodes::driver(&self.drivers, node)
             .map_err(|e| DriverError::invalid(e.to_string()))?;
         for t in ["power", "deploy"] {
             driver.validate_interface(NodeInfo::from(node), t).await?;
@@ -304,5 +320,77 @@ impl Provisioner {
         }?;
         changes.apply(node);
         Ok(())
+    }
+
+    // ---- The contract's provisioning calls (routed here by `lib.rs`).
+
+    pub(crate) async fn do_provisioning_action(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: DoProvisioningAction,
+    ) -> Result<(), Error> {
+        self.provisioning_action(&req.node, &req.action, ctx).await
+    }
+    pub(crate) async fn do_node_clean(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: DoNodeClean,
+    ) -> Result<(), Error> {
+        self.manual_clean(
+            &req.node,
+            req.steps,
+            req.disable_ramdisk.unwrap_or(false),
+            ctx,
+        )
+        .await
+    }
+    pub(crate) async fn do_node_service(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: DoNodeService,
+    ) -> Result<(), Error> {
+        self.service(
+            &req.node,
+            req.steps,
+            req.disable_ramdisk.unwrap_or(false),
+            ctx,
+        )
+        .await
+    }
+    pub(crate) async fn do_node_deploy(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: DoNodeDeploy,
+    ) -> Result<(), Error> {
+        self.deploy(
+            &req.node,
+            req.rebuild,
+            req.configdrive,
+            req.deploy_steps,
+            ctx,
+        )
+        .await
+    }
+    pub(crate) async fn do_node_tear_down(
+        self: &Arc<Self>,
+        ctx: &Context,
+        req: DoNodeTearDown,
+    ) -> Result<(), Error> {
+        self.tear_down(&req.node, ctx).await
+    }
+    pub(crate) async fn get_clean_steps(
+        self: &Arc<Self>,
+        _ctx: &Context,
+        req: GetCleanSteps,
+    ) -> Result<Option<Vec<OfferedStep>>, Error> {
+        self.clean_steps(&req.node, req.min_priority).await
+    }
+    pub(crate) async fn continue_inspection(
+        self: &Arc<Self>,
+        _ctx: &Context,
+        req: ContinueInspection,
+    ) -> Result<(), Error> {
+        self.continue_inband_inspection(&req.node, req.inventory, req.plugin_data)
+            .await
     }
 }
