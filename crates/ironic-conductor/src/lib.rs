@@ -395,7 +395,9 @@ impl Handlers for Conductor {
                     after.len()
                 )));
             }
-            self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await
+            self.db
+                .node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE, &self.settings.host)
+                .await
         })
         .await
     }
@@ -404,7 +406,10 @@ impl Handlers for Conductor {
         let RemoveNodeTraits { node, one } = req;
         let r = self
             .with_lock(&node, |node| async move {
-                let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
+                let found = self
+                    .db
+                    .node_remove_traits(node.id, one.as_deref(), &self.settings.host)
+                    .await?;
                 if !found {
                     return Err(Error::NotFound(format!(
                         "Node {} doesn't have a trait '{}'",

@@ -396,7 +396,13 @@ impl Provisioner {
         if traits != traits_before
             && let Err(e) = self
                 .db
-                .node_add_traits(node_id, &traits, true, crate::MAX_TRAITS_PER_NODE)
+                .node_add_traits(
+                    node_id,
+                    &traits,
+                    true,
+                    crate::MAX_TRAITS_PER_NODE,
+                    &self.settings.host,
+                )
                 .await
         {
             tracing::error!(node = %uuid, error = %e, "could not save the traits inspection rules set");
