@@ -47,6 +47,7 @@ mod allocations;
 mod core;
 mod every_node;
 mod history;
+mod inspection_rules;
 mod lock;
 mod management;
 use management::BootModeChange;
@@ -60,7 +61,7 @@ mod volume;
 pub mod work;
 
 /// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
-pub const MAX_TRAITS_PER_NODE: usize = 50;
+pub const MAX_TRAITS_PER_NODE: usize = ironic_model::names::MAX_TRAITS_PER_NODE;
 
 /// Settings the conductor needs from the configuration.
 #[derive(Debug, Clone)]

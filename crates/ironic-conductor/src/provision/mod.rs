@@ -29,12 +29,10 @@ use serde_json::{Value, json};
 use crate::core::Core;
 use crate::lock::Held;
 
-mod builtin_rules;
 mod cleaning;
 mod deploying;
 pub(crate) mod inspecting;
 mod recovery;
-pub(crate) mod rules;
 mod servicing;
 mod verbs;
 

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::py::{self, ConvError, key_error, py_repr, py_str, type_name};
 use super::{ApiCaller, Failure, Subject};
+use ironic_model::names::MAX_TRAITS_PER_NODE;
 
 /// Runs the action `op` with its named arguments.
 ///
@@ -689,7 +690,7 @@ fn add_trait(node: &mut Node, name: &Value) -> Result<(), Failure> {
         return Ok(());
     }
     let count = node.traits.len() + 1;
-    let max = crate::MAX_TRAITS_PER_NODE;
+    let max = MAX_TRAITS_PER_NODE;
     if count > max {
         return Err(fail(format!(
             "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({count} vs. {max})",
@@ -920,7 +921,7 @@ async fn api_call(
         .min(RETRIES_MAX);
     // The URL as failures and logs show it: scheme, host, port and path only (a
     // webhook's token is often in its query or user information).
-    let shown = ironic_drivers::outbound::shown_url(&url);
+    let shown = ironic_model::secrets::shown_url(&url);
     let mut errors: u32 = 0;
     loop {
         let outcome = http.get(&url, &headers, timeout).await;
@@ -937,7 +938,7 @@ async fn api_call(
                 if let Ok(d) = Duration::try_from_secs_f64(wait)
                     && !d.is_zero()
                 {
-                    tokio::time::sleep(d).await;
+                    http.pause(d).await;
                 }
             }
             if quiet {
@@ -959,7 +960,7 @@ async fn api_call(
                 format!("{code} Server Error: {} for url: {shown}", reason(code))
             }
             Ok(_) => return Ok(()),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         return Err(Failure::action(format!(
             "Request to {shown} failed: {detail}"
