@@ -1,7 +1,7 @@
 //! `/v1/inspection_rules` (1.96): conditions over what an inspection found and actions
 //! that change the node when they hold. Plain records like runbooks: validated here
 //! (`ironic_model::inspection_rule`), stored without an RPC, run by the conductor that
-//! processes an inspection (`ironic-conductor` `provision/rules/`). Addressed by uuid
+//! processes an inspection (`ironic-rules`). Addressed by uuid
 //! only; readable by system readers, written by system admins (upstream's policies). A
 //! `sensitive` rule never shows its conditions and actions.
 

@@ -15,7 +15,7 @@ use ironic_rpc::Context;
 use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
 use std::sync::Arc;
 
-use ironic_db::allocations::{Claim, Shortage};
+use ironic_db::allocations::{Backfill, Claim, Deletion, Shortage};
 use ironic_db::topology::Topology;
 use ironic_model::allocation::{
     self as alloc, Allocation, AllocationRef, AllocationState, NewAllocation,
@@ -213,10 +213,11 @@ impl Allocator {
 
     /// Backfill: records an allocation for an `active` node, under its lock.
     async fn backfill(&self, a: Allocation, nref: NodeRef) -> Result<Allocation, Error> {
+        let me = self.presence.my_id()?;
         let held = match self.locks.hold(&nref, Patience::Retry).await {
             Ok(h) => h,
             Err(e) => {
-                self.db.allocation_set_error(a.id, e.message()).await?;
+                self.db.allocation_fail(a.id, me, e.message()).await?;
                 return Err(e);
             }
         };
@@ -251,17 +252,23 @@ impl Allocator {
             ));
         }
         let result = if errors.is_empty() {
-            self.db
-                .allocation_backfill(&a, n.id, &self.settings.host)
+            match self
+                .db
+                .allocation_backfill(&a, n.id, &self.settings.host, me)
                 .await
-                .map_err(|e| match e {
-                    Error::Conflict(_) => Error::Conflict(format!(
-                        "Node {} is associated with instance {}.",
-                        n.uuid,
-                        n.instance_uuid.as_deref().unwrap_or("")
-                    )),
-                    e => e,
-                })
+            {
+                Ok(Backfill::Done) => Ok(()),
+                Ok(Backfill::NodeTaken) | Err(Error::Conflict(_)) => Err(Error::Conflict(format!(
+                    "Node {} is associated with instance {}.",
+                    n.uuid,
+                    n.instance_uuid.as_deref().unwrap_or("")
+                ))),
+                Ok(Backfill::Lost) => Err(Error::Conflict(format!(
+                    "Allocation {} was deleted or taken over by another conductor during the backfill.",
+                    a.uuid
+                ))),
+                Err(e) => Err(e),
+            }
         } else {
             Err(Error::invalid(format!(
                 "Cannot backfill an allocation for node {}: {}",
@@ -271,7 +278,9 @@ impl Allocator {
         };
         held.release().await;
         if let Err(e) = result {
-            self.db.allocation_set_error(a.id, e.message()).await?;
+            // Conditional on the affinity: an allocation deleted or taken over
+            // meanwhile is not ours to fail.
+            self.db.allocation_fail(a.id, me, e.message()).await?;
             return Err(e);
         }
         tracing::info!(allocation = %a.uuid, node = %nref.uuid, "allocation backfilled");
@@ -281,24 +290,58 @@ impl Allocator {
             .ok_or_else(|| alloc::not_found(&a.uuid))
     }
 
-    /// `destroy_allocation`: under the node's lock when it has one.
-    pub(crate) async fn delete_allocation(&self, a: &AllocationRef) -> Result<(), Error> {
+    /// `destroy_allocation`: under the node's lock when it has one. A claim that
+    /// commits after the allocation was read is seen by the deletion
+    /// ([`Deletion::NodeHeld`]), which is then made again under that node's lock.
+    pub(crate) async fn delete_allocation(&self, r: &AllocationRef) -> Result<(), Error> {
         let a = self
             .db
-            .allocation_by_id(a.id)
+            .allocation_by_id(r.id)
             .await?
-            .filter(|x| x.uuid == a.uuid)
-            .ok_or_else(|| alloc::not_found(&a.uuid))?;
-        let node = match a.node_id {
-            Some(id) => self.db.node_by_id(id).await?,
-            None => None,
-        };
-        let Some(node) = node else {
-            return self.db.allocation_destroy(&a).await;
-        };
+            .filter(|x| x.uuid == r.uuid)
+            .ok_or_else(|| alloc::not_found(&r.uuid))?;
+        let mut node_id = a.node_id;
+        // Twice at most: an allocation gets a node once.
+        for _ in 0..2 {
+            let node = match node_id {
+                Some(id) => self.db.node_by_id(id).await?,
+                None => None,
+            };
+            let outcome = match &node {
+                None => self.db.allocation_destroy(&a, None).await?,
+                Some(node) => self.delete_under_lock(&a, node).await?,
+            };
+            match outcome {
+                Deletion::Deleted => {
+                    match &node {
+                        Some(node) => {
+                            tracing::info!(allocation = %a.uuid, node = %node.uuid, "allocation deleted")
+                        }
+                        None => tracing::info!(allocation = %a.uuid, "allocation deleted"),
+                    }
+                    return Ok(());
+                }
+                Deletion::NodeHeld(id) => {
+                    tracing::debug!(allocation = %a.uuid, node_id = %id, "the allocation got a node meanwhile; deleting it under that node's lock");
+                    node_id = Some(id);
+                }
+            }
+        }
+        Err(Error::Conflict(format!(
+            "Allocation {} changed while it was being deleted; please retry.",
+            a.uuid
+        )))
+    }
+
+    /// The deletion of `a` under the lock of its node, if the node allows it.
+    async fn delete_under_lock(
+        &self,
+        a: &Allocation,
+        node: &ironic_model::Node,
+    ) -> Result<Deletion, Error> {
         let held = self
             .locks
-            .hold(&NodeRef::from(&node), Patience::Retry)
+            .hold(&NodeRef::from(node), Patience::Retry)
             .await?;
         let n = &held.node;
         if !n.maintenance {
@@ -320,11 +363,11 @@ impl Allocator {
                 return held.bail(Error::InvalidState(msg)).await;
             }
         }
-        let res = self.db.allocation_destroy(&a).await;
+        let res = self
+            .db
+            .allocation_destroy(a, Some(&self.settings.host))
+            .await;
         held.release().await;
-        if res.is_ok() {
-            tracing::info!(allocation = %a.uuid, node = %node.uuid, "allocation deleted");
-        }
         res
     }
 

@@ -41,6 +41,7 @@ mod agent;
 mod allocations;
 mod every_node;
 mod history;
+mod inspection_rules;
 mod lock;
 mod management;
 mod nics;
@@ -55,7 +56,7 @@ mod volume;
 pub mod work;
 
 /// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
-pub const MAX_TRAITS_PER_NODE: usize = 50;
+pub const MAX_TRAITS_PER_NODE: usize = ironic_model::names::MAX_TRAITS_PER_NODE;
 
 /// Settings the conductor needs from the configuration.
 #[derive(Debug, Clone)]

@@ -275,7 +275,7 @@ impl Nodes {
                     after.len()
                 )));
             }
-            self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE).await
+            self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE, &self.settings.host).await
         })
         .await
     }
@@ -288,7 +288,10 @@ impl Nodes {
         let r = self
             .locks
             .with_lock(&node, Patience::Retry, |node| async move {
-                let found = self.db.node_remove_traits(node.id, one.as_deref()).await?;
+                let found = self
+                    .db
+                    .node_remove_traits(node.id, one.as_deref(), &self.settings.host)
+                    .await?;
                 if !found {
                     return Err(Error::NotFound(format!(
                         "Node {} doesn't have a trait '{}'",

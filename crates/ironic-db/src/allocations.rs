@@ -1,8 +1,24 @@
 //! Allocations: their rows, and the reservation of a node for one, in one transaction.
 //!
-//! Every write of the allocation process is conditional on `conductor_affinity`: the row
-//! count tells a conductor whether it still owns the allocation (a conductor that took
-//! it over wins, and the loser's whole transaction rolls back).
+//! Who may write what (`docs/architecture.md`, Invariants):
+//! - every write of the allocation process (its state, node, `last_error`,
+//!   `conductor_affinity`: [`Db::allocation_claim`], [`Db::allocation_fail`], the
+//!   allocation half of [`Db::allocation_backfill`], [`Db::allocation_take_over`]) is
+//!   conditional on `conductor_affinity`: the row count tells a conductor whether it still
+//!   owns the allocation (a conductor that took it over wins, and the loser's whole
+//!   transaction rolls back);
+//! - the API's PATCH ([`Db::allocation_update_meta`]) writes `name` and `extra` only,
+//!   columns no conductor writes, in one statement: it needs no guard and overwrites
+//!   nothing the allocation process wrote;
+//! - a deletion ([`Db::allocation_destroy`]) is any conductor's to make, as upstream's:
+//!   it locks the allocation row first (a claim in flight finishes before it, or finds
+//!   the allocation gone and writes nothing), and frees the allocation's node only
+//!   under that node's lock.
+//!
+//! Node writes: the claim writes a node without taking its lock, by one UPDATE
+//! guarded by `reservation IS NULL`, which is equivalent to taking the lock, writing
+//! and giving it back (`docs/architecture.md`, "The allocation claim and the node
+//! lock"); every other node write here is conditional on the caller's lock.
 
 use chrono::{DateTime, Utc};
 use ironic_model::allocation::{self, Allocation, AllocationState};
@@ -121,6 +137,30 @@ pub enum Claim {
     NoneFree,
     /// The allocation is no longer ours (taken over, deleted, or no longer
     /// `allocating`): nothing was written.
+    Lost,
+}
+
+/// What became of a deletion ([`Db::allocation_destroy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// The allocation is gone and its node (if any) freed.
+    Deleted,
+    /// The allocation has this node, which the caller does not hold the lock of (a
+    /// claim committed after the caller read the allocation): nothing was written;
+    /// delete again under that node's lock.
+    NodeHeld(NodeId),
+}
+
+/// What became of a backfill ([`Db::allocation_backfill`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backfill {
+    /// The node is associated and the allocation `active`.
+    Done,
+    /// The node has another instance, or the caller's lock on it is gone: nothing
+    /// was written.
+    NodeTaken,
+    /// The allocation is no longer this conductor's `allocating` one (deleted or
+    /// taken over): nothing was written.
     Lost,
 }
 
@@ -688,20 +728,38 @@ impl Db {
         }
     }
 
-    /// Backfills an allocation for a node we hold the lock of (`holder`), in one
-    /// transaction as [`Db::allocation_claim`]; 409 if the node has another instance.
+    /// Backfills an allocation we own (`affinity`, `allocating`) for a node we hold the
+    /// lock of (`holder`), in one transaction as [`Db::allocation_claim`]: both writes
+    /// happen or neither.
     pub async fn allocation_backfill(
         &self,
         a: &Allocation,
         node_id: NodeId,
         holder: &str,
-    ) -> Result<(), Error> {
+        affinity: ConductorId,
+    ) -> Result<Backfill, Error> {
         let node_id = node_id.0;
         let now = ironic_model::node::now();
         let traits = Value::Array(a.traits.iter().cloned().map(Value::String).collect());
-        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
+        let res: Result<Backfill, sqlx::Error> = with_pool!(self, |p| {
             async {
             let mut tx = p.begin().await?;
+            // The allocation first, as a claim and a deletion lock it: still ours?
+            let n = sqlx::query(
+                "UPDATE allocations SET node_id = $1, state = 'active', last_error = NULL, updated_at = $2 \
+                 WHERE id = $3 AND conductor_affinity = $4 AND state = 'allocating'",
+            )
+            .bind(node_id)
+            .bind(now)
+            .bind(a.id.0)
+            .bind(affinity.0)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n != 1 {
+                tx.rollback().await?;
+                return Ok(Backfill::Lost);
+            }
             let row = sqlx::query_as::<_, (Json<JsonObject>,)>(
                 "UPDATE nodes SET instance_uuid = $1, allocation_id = $2, updated_at = $3 \
                  WHERE id = $4 AND reservation = $5 AND (instance_uuid IS NULL OR instance_uuid = $1) \
@@ -716,92 +774,87 @@ impl Db {
             .await?;
             let Some((Json(mut info),)) = row else {
                 tx.rollback().await?;
-                return Ok(0);
+                return Ok(Backfill::NodeTaken);
             };
             info.insert("traits".into(), traits.clone());
-            sqlx::query("UPDATE nodes SET instance_info = $1 WHERE id = $2")
+            sqlx::query("UPDATE nodes SET instance_info = $1 WHERE id = $2 AND reservation = $3")
                 .bind(Json(&info))
                 .bind(node_id)
+                .bind(holder)
                 .execute(&mut *tx)
                 .await?;
-            let n = sqlx::query(
-                "UPDATE allocations SET node_id = $1, state = 'active', last_error = NULL, updated_at = $2 WHERE id = $3",
-            )
-            .bind(node_id)
-            .bind(now)
-            .bind(a.id.0)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
             tx.commit().await?;
-            Ok(n)
+            Ok(Backfill::Done)
         }
         .await
         });
-        match res {
-            Ok(1) => Ok(()),
-            Ok(_) => Err(Error::Conflict(format!(
-                "Node {node_id} is associated with another instance."
-            ))),
-            Err(e) => Err(write_error(e, a)),
-        }
-    }
-
-    /// Records a failed backfill (`error`, with the reason).
-    pub async fn allocation_set_error(
-        &self,
-        id: AllocationId,
-        last_error: &str,
-    ) -> Result<(), Error> {
-        let id = id.0;
-        let sql = "UPDATE allocations SET state = 'error', last_error = $1, node_id = NULL, updated_at = $2 WHERE id = $3";
-        let last_error = secrets::stored_text(last_error);
-        with_pool!(self, |p| sqlx::query(sql)
-            .bind(&last_error)
-            .bind(ironic_model::node::now())
-            .bind(id)
-            .execute(p)
-            .await
-            .map(|_| ()))
-        .map_err(|e| internal("failing an allocation", e))
+        res.map_err(|e| write_error(e, a))
     }
 
     /// Deletes an allocation and frees its node (`allocation_id`, `instance_uuid`), in
     /// one transaction; 404 if it is already gone.
-    pub async fn allocation_destroy(&self, a: &Allocation) -> Result<(), Error> {
+    ///
+    /// The allocation row is locked first (PostgreSQL `FOR UPDATE`; SQLite serialises
+    /// writers): a claim in flight commits before, and its node is then seen here, or
+    /// finds the allocation gone and writes nothing. Its node is written only under the
+    /// node's lock: `holder` is the caller's lock on the node the caller read the
+    /// allocation with (`None`: it had none). A node the caller does not hold (a claim
+    /// committed after the caller read the allocation) is [`Deletion::NodeHeld`] and
+    /// nothing is written.
+    pub async fn allocation_destroy(
+        &self,
+        a: &Allocation,
+        holder: Option<&str>,
+    ) -> Result<Deletion, Error> {
         let postgres = self.backend() == Backend::Postgres;
-        let res: Result<u64, sqlx::Error> = with_pool!(self, |p| {
+        let res: Result<Result<Deletion, Error>, sqlx::Error> = with_pool!(self, |p| {
             async {
-            let mut tx = p.begin().await?;
-            // The allocation first: a claim in flight holds it until it commits, and the
-            // node it claimed is then seen (and freed) below. SQLite serialises writers.
-            if postgres {
-                sqlx::query("SELECT 1 FROM allocations WHERE id = $1 FOR UPDATE")
+                let mut tx = p.begin().await?;
+                // The allocation first. On SQLite a write statement takes the database's
+                // write lock (a transaction that read first could not write later).
+                let lock = if postgres {
+                    "SELECT 1 FROM allocations WHERE id = $1 FOR UPDATE"
+                } else {
+                    "UPDATE allocations SET id = id WHERE id = $1"
+                };
+                sqlx::query(lock).bind(a.id.0).execute(&mut *tx).await?;
+                if let Some(holder) = holder {
+                    sqlx::query(
+                    "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 \
+                     WHERE allocation_id = $2 AND reservation = $3",
+                )
+                .bind(ironic_model::node::now())
+                .bind(a.id.0)
+                .bind(holder)
+                .execute(&mut *tx)
+                .await?;
+                }
+                // Any node still associated is one the caller does not hold.
+                let other: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM nodes WHERE allocation_id = $1 ORDER BY id LIMIT 1",
+                )
+                .bind(a.id.0)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(node) = other {
+                    tx.rollback().await?;
+                    return Ok(Ok(Deletion::NodeHeld(NodeId(node))));
+                }
+                let n = sqlx::query("DELETE FROM allocations WHERE id = $1")
                     .bind(a.id.0)
                     .execute(&mut *tx)
-                    .await?;
+                    .await?
+                    .rows_affected();
+                if n != 1 {
+                    tx.rollback().await?;
+                    return Ok(Err(allocation::not_found(&a.uuid)));
+                }
+                tx.commit().await?;
+                Ok(Ok(Deletion::Deleted))
             }
-            sqlx::query(
-                "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 WHERE allocation_id = $2",
-            )
-            .bind(ironic_model::node::now())
-            .bind(a.id.0)
-            .execute(&mut *tx)
-            .await?;
-            let n = sqlx::query("DELETE FROM allocations WHERE id = $1")
-                .bind(a.id.0)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            tx.commit().await?;
-            Ok(n)
-        }
-        .await
+            .await
         });
-        match res.map_err(|e| internal("deleting an allocation", e))? {
-            1 => Ok(()),
-            _ => Err(allocation::not_found(&a.uuid)),
-        }
+        res.map_err(|e| internal("deleting an allocation", e))?
     }
 
     /// The `allocating` allocations of conductor `id` (`mine`), or of every other

@@ -508,6 +508,15 @@ fn write_args(n: &Node) -> Vec<Arg> {
 }
 
 /// Maps a failed insert or update to 409 when a unique constraint was hit.
+/// A write refused because `holder` does not hold the node's lock (as
+/// [`Db::node_save`]'s).
+fn lock_gone(node_id: NodeId, holder: &str) -> Error {
+    Error::Internal(format!(
+        "node {} was not written: the lock of {holder} is gone",
+        node_id.0
+    ))
+}
+
 fn write_error(e: sqlx::Error, node: &Node) -> Error {
     if let sqlx::Error::Database(db) = &e
         && db.is_unique_violation()
@@ -1418,6 +1427,11 @@ impl Db {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+            if rows != 1 {
+                // The lock is gone: its allocations are not ours to delete either.
+                tx.rollback().await?;
+                return Ok(rows);
+            }
             sqlx::query("DELETE FROM allocations WHERE node_id = $1")
                 .bind(node_id)
                 .execute(&mut *tx)
@@ -1464,36 +1478,51 @@ impl Db {
         Ok(map)
     }
 
-    /// Adds traits (or replaces all of them) in one transaction; returns the new set.
-    /// More than `max` traits in the result is refused with 400.
+    /// Adds traits (or replaces all of them) in one transaction while `holder` holds
+    /// the node's lock; returns the new set. More than `max` traits in the result is
+    /// refused with 400; without the lock nothing is written.
     pub async fn node_add_traits(
         &self,
         node_id: NodeId,
         traits: &[String],
         replace: bool,
         max: usize,
+        holder: &str,
     ) -> Result<Vec<String>, Error> {
-        let node_id = node_id.0;
+        let id = node_id.0;
         let now = ironic_model::node::now();
         let res: Result<Result<Vec<String>, Error>, sqlx::Error> = with_pool!(self, |p| {
             async {
             let mut tx = p.begin().await?;
+            // The node first: only while `holder` holds it (and, on PostgreSQL, its row
+            // is locked until the end, so no other trait change interleaves).
+            let held = sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2 AND reservation = $3")
+                .bind(now)
+                .bind(id)
+                .bind(holder)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if held != 1 {
+                tx.rollback().await?;
+                return Ok(Err(lock_gone(node_id, holder)));
+            }
             if replace {
-                sqlx::query("DELETE FROM node_traits WHERE node_id = $1").bind(node_id).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM node_traits WHERE node_id = $1").bind(id).execute(&mut *tx).await?;
             }
             for tr in traits {
                 sqlx::query(
                     "INSERT INTO node_traits (node_id, trait, created_at) VALUES ($1, $2, $3) \
                      ON CONFLICT (node_id, trait) DO NOTHING",
                 )
-                .bind(node_id)
+                .bind(id)
                 .bind(tr)
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
             }
             let all: Vec<String> = sqlx::query_scalar("SELECT trait FROM node_traits WHERE node_id = $1 ORDER BY trait")
-                .bind(node_id)
+                .bind(id)
                 .fetch_all(&mut *tx)
                 .await?;
             if all.len() > max {
@@ -1503,7 +1532,6 @@ impl Db {
                     all.len()
                 ))));
             }
-            sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2").bind(now).bind(node_id).execute(&mut *tx).await?;
             tx.commit().await?;
             Ok(Ok(all))
         }
@@ -1512,20 +1540,34 @@ impl Db {
         res.map_err(|e| internal("writing node traits", e))?
     }
 
-    /// Removes one trait (`Some`) or all of them (`None`); false if the trait was absent.
+    /// Removes one trait (`Some`) or all of them (`None`) while `holder` holds the
+    /// node's lock; false if the trait was absent. Without the lock nothing is written.
     pub async fn node_remove_traits(
         &self,
         node_id: NodeId,
         one: Option<&str>,
+        holder: &str,
     ) -> Result<bool, Error> {
-        let node_id = node_id.0;
+        let id = node_id.0;
         let now = ironic_model::node::now();
-        let res: Result<bool, sqlx::Error> = with_pool!(self, |p| async {
+        let res: Result<Result<bool, Error>, sqlx::Error> = with_pool!(self, |p| async {
             let mut tx = p.begin().await?;
+            let held =
+                sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2 AND reservation = $3")
+                    .bind(now)
+                    .bind(id)
+                    .bind(holder)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            if held != 1 {
+                tx.rollback().await?;
+                return Ok(Err(lock_gone(node_id, holder)));
+            }
             let n = match one {
                 Some(tr) => {
                     sqlx::query("DELETE FROM node_traits WHERE node_id = $1 AND trait = $2")
-                        .bind(node_id)
+                        .bind(id)
                         .bind(tr)
                         .execute(&mut *tx)
                         .await?
@@ -1533,22 +1575,17 @@ impl Db {
                 }
                 None => {
                     sqlx::query("DELETE FROM node_traits WHERE node_id = $1")
-                        .bind(node_id)
+                        .bind(id)
                         .execute(&mut *tx)
                         .await?;
                     1
                 }
             };
-            sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2")
-                .bind(now)
-                .bind(node_id)
-                .execute(&mut *tx)
-                .await?;
             tx.commit().await?;
-            Ok(n > 0)
+            Ok(Ok(n > 0))
         }
         .await);
-        res.map_err(|e| internal("removing node traits", e))
+        res.map_err(|e| internal("removing node traits", e))?
     }
 }
 

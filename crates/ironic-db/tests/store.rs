@@ -25,6 +25,11 @@ ironic_db::on_both_backends!(
     long_free_text_is_stored_and_sorted,
     allocation_claim_outcomes,
     concurrent_claims_take_distinct_nodes,
+    claim_never_writes_a_locked_node,
+    allocation_deletion_writes_only_a_held_node,
+    deletion_racing_a_claim_leaves_no_half,
+    backfill_and_failure_need_the_allocation,
+    allocation_meta_update_keeps_the_process_writes,
     nodes_by_ids_reads_whole_rows,
     node_states_page_by_id,
     description_search_follows_every_write,
@@ -39,6 +44,16 @@ fn new_node(body: serde_json::Value) -> Node {
 
 async fn create(db: &Db, body: serde_json::Value) -> Node {
     db.node_create(&new_node(body)).await.expect("create")
+}
+
+/// Adds traits to a node under its lock (taken and given back here).
+async fn add_traits(db: &Db, id: NodeId, traits: &[&str]) {
+    let traits: Vec<String> = traits.iter().map(|t| t.to_string()).collect();
+    db.node_reserve(id, HOST).await.unwrap();
+    db.node_add_traits(id, &traits, false, 50, HOST)
+        .await
+        .unwrap();
+    db.node_release(id, HOST).await.unwrap();
 }
 
 async fn create_and_read_back(db: &Db) {
@@ -541,9 +556,7 @@ async fn save_needs_the_lock(db: &Db) {
 
 async fn destroy_removes_node_and_traits(db: &Db) {
     let n = create(db, json!({"driver": "fake-hardware"})).await;
-    db.node_add_traits(n.id, &["CUSTOM_A".into()], false, 50)
-        .await
-        .unwrap();
+    add_traits(db, n.id, &["CUSTOM_A"]).await;
     assert!(
         db.node_destroy(n.id, HOST).await.is_err(),
         "destroy needs the lock"
@@ -557,26 +570,47 @@ async fn destroy_removes_node_and_traits(db: &Db) {
 async fn traits_add_replace_remove(db: &Db) {
     let n = create(db, json!({"driver": "fake-hardware"})).await;
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Without the node's lock nothing is written.
+    assert!(matches!(
+        db.node_add_traits(n.id, &s(&["CUSTOM_A"]), false, 50, HOST)
+            .await,
+        Err(Error::Internal(_))
+    ));
+    db.node_reserve(n.id, "someone-else").await.unwrap();
+    assert!(matches!(
+        db.node_add_traits(n.id, &s(&["CUSTOM_A"]), false, 50, HOST)
+            .await,
+        Err(Error::Internal(_))
+    ));
+    assert!(db.node_traits(n.id).await.unwrap().is_empty());
+    db.node_release(n.id, "someone-else").await.unwrap();
+    db.node_reserve(n.id, HOST).await.unwrap();
     assert_eq!(
-        db.node_add_traits(n.id, &s(&["CUSTOM_B", "CUSTOM_A", "CUSTOM_A"]), false, 50)
-            .await
-            .unwrap(),
+        db.node_add_traits(
+            n.id,
+            &s(&["CUSTOM_B", "CUSTOM_A", "CUSTOM_A"]),
+            false,
+            50,
+            HOST
+        )
+        .await
+        .unwrap(),
         s(&["CUSTOM_A", "CUSTOM_B"])
     );
     assert_eq!(
-        db.node_add_traits(n.id, &s(&["CUSTOM_C"]), false, 50)
+        db.node_add_traits(n.id, &s(&["CUSTOM_C"]), false, 50, HOST)
             .await
             .unwrap(),
         s(&["CUSTOM_A", "CUSTOM_B", "CUSTOM_C"])
     );
     assert_eq!(
-        db.node_add_traits(n.id, &s(&["CUSTOM_Z"]), true, 50)
+        db.node_add_traits(n.id, &s(&["CUSTOM_Z"]), true, 50, HOST)
             .await
             .unwrap(),
         s(&["CUSTOM_Z"])
     );
     let err = db
-        .node_add_traits(n.id, &s(&["CUSTOM_1", "CUSTOM_2"]), false, 2)
+        .node_add_traits(n.id, &s(&["CUSTOM_1", "CUSTOM_2"]), false, 2, HOST)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)));
@@ -586,16 +620,30 @@ async fn traits_add_replace_remove(db: &Db) {
         "a refused change leaves nothing behind"
     );
     assert!(
-        !db.node_remove_traits(n.id, Some("CUSTOM_NOPE"))
+        !db.node_remove_traits(n.id, Some("CUSTOM_NOPE"), HOST)
             .await
             .unwrap()
     );
-    assert!(db.node_remove_traits(n.id, Some("CUSTOM_Z")).await.unwrap());
-    db.node_add_traits(n.id, &s(&["CUSTOM_X", "CUSTOM_Y"]), false, 50)
+    assert!(
+        db.node_remove_traits(n.id, Some("CUSTOM_Z"), HOST)
+            .await
+            .unwrap()
+    );
+    db.node_add_traits(n.id, &s(&["CUSTOM_X", "CUSTOM_Y"]), false, 50, HOST)
         .await
         .unwrap();
-    db.node_remove_traits(n.id, None).await.unwrap();
+    // A removal by a process that does not hold the lock removes nothing.
+    assert!(matches!(
+        db.node_remove_traits(n.id, None, "someone-else").await,
+        Err(Error::Internal(_))
+    ));
+    assert_eq!(
+        db.node_traits(n.id).await.unwrap(),
+        s(&["CUSTOM_X", "CUSTOM_Y"])
+    );
+    db.node_remove_traits(n.id, None, HOST).await.unwrap();
     assert!(db.node_traits(n.id).await.unwrap().is_empty());
+    db.node_release(n.id, HOST).await.unwrap();
     let listed = db.node_list(&NodeListQuery::default()).await.unwrap();
     assert!(listed[0].traits.is_empty());
 }
@@ -731,9 +779,7 @@ async fn allocation_claim_outcomes(db: &Db) {
         json!({"instance_info": {"image_source": "img"}}),
     )
     .await;
-    db.node_add_traits(n.id, &["CUSTOM_GPU".into()], false, 50)
-        .await
-        .unwrap();
+    add_traits(db, n.id, &["CUSTOM_GPU"]).await;
     let a = allocating(db, "rc-c", 1, &["CUSTOM_GPU"]).await;
     assert_eq!(
         db.allocation_claim(&a, ConductorId(2), None).await.unwrap(),
@@ -763,9 +809,7 @@ async fn allocation_claim_outcomes(db: &Db) {
     assert_eq!(done.node_id, Some(n.id));
     // A free matching node exists, but the allocation is no longer `allocating`.
     let spare = available(db, "rc-c", json!({})).await;
-    db.node_add_traits(spare.id, &["CUSTOM_GPU".into()], false, 50)
-        .await
-        .unwrap();
+    add_traits(db, spare.id, &["CUSTOM_GPU"]).await;
     assert_eq!(
         db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
         Claim::Lost
@@ -1195,13 +1239,325 @@ async fn last_error_is_stored_masked_and_bounded(db: &Db) {
 
     let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), None);
     a.last_error = Some("password=one".into());
+    a.conductor_affinity = Some(ConductorId(1));
     let a = db.allocation_create(&a).await.unwrap();
     assert_eq!(a.last_error.as_deref(), Some("password=******"));
-    db.allocation_set_error(a.id, &format!("secret=two {}", "y".repeat(2 * TEXT_MAX)))
+    assert!(
+        db.allocation_fail(
+            a.id,
+            ConductorId(1),
+            &format!("secret=two {}", "y".repeat(2 * TEXT_MAX))
+        )
         .await
-        .unwrap();
+        .unwrap()
+    );
     let back = db.allocation_by_id(a.id).await.unwrap().unwrap();
     let text = back.last_error.unwrap();
     assert!(text.starts_with("secret=****** yyy"), "{text}");
     assert!(text.len() < TEXT_MAX + 64, "{}", text.len());
+}
+
+/// The claim writes a node without taking its lock: one UPDATE guarded by
+/// `reservation IS NULL` (docs/architecture.md, "The allocation claim and the node
+/// lock"). Raced against a locked update of the same node (reserve, read, hold, save
+/// and unlock, as a conductor's operation does), the node is never written by both:
+/// while the lock is held every claim finds the node busy and writes nothing; a claim
+/// that came first is in the row the lock holder reads, so its save keeps it; at the
+/// end both writes are there. Both orders are seen.
+async fn claim_never_writes_a_locked_node(db: &Db) {
+    use ironic_db::allocations::Claim;
+    use std::time::Duration;
+    let (mut claim_first, mut claim_waited) = (0, 0);
+    for round in 0..20u64 {
+        let rc = format!("rc-lock-{round}");
+        let n = available(db, &rc, json!({})).await;
+        let a = allocating(db, &rc, 1, &[]).await;
+        // Even rounds: the lock is taken first; odd rounds: the claim runs first.
+        let (lock_after, claim_after) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
+        let holder = {
+            let db = db.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(lock_after)).await;
+                let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
+                let seen = (locked.instance_uuid.clone(), locked.allocation_id);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let during = db.node_by_id(n.id).await.unwrap().unwrap();
+                assert_eq!(
+                    (
+                        during.instance_uuid.clone(),
+                        during.allocation_id,
+                        &during.instance_info,
+                        during.updated_at
+                    ),
+                    (
+                        seen.0.clone(),
+                        seen.1,
+                        &locked.instance_info,
+                        locked.updated_at
+                    ),
+                    "nobody writes a node while its lock is held"
+                );
+                locked.extra.insert("round".into(), json!(round));
+                locked.reservation = None;
+                db.node_save(&locked, HOST).await.unwrap();
+                seen.0.is_some()
+            })
+        };
+        let claimer = {
+            let (db, a) = (db.clone(), a.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(claim_after)).await;
+                let mut busy = 0;
+                for _ in 0..500 {
+                    match db.allocation_claim(&a, ConductorId(1), None).await.unwrap() {
+                        Claim::Reserved(node, _) => return (node, busy),
+                        Claim::NoneFree => {
+                            busy += 1;
+                            tokio::time::sleep(Duration::from_micros(500)).await;
+                        }
+                        Claim::Lost => panic!("the allocation was not taken over"),
+                    }
+                }
+                panic!("the node was never freed")
+            })
+        };
+        let came_first = holder.await.unwrap();
+        let (node, busy) = claimer.await.unwrap();
+        assert_eq!(node, n.id);
+        if came_first {
+            claim_first += 1;
+            assert_eq!(busy, 0, "a claim that came first was not refused");
+        } else {
+            assert!(busy > 0, "a claim ran while the lock was held");
+            claim_waited += 1;
+        }
+        // Nothing lost: the claim's association and the holder's update are both there.
+        let end = db.node_by_id(n.id).await.unwrap().unwrap();
+        assert_eq!(end.extra.get("round"), Some(&json!(round)));
+        assert_eq!(end.instance_uuid.as_deref(), Some(a.uuid.as_str()));
+        assert_eq!(end.allocation_id, Some(a.id));
+        assert_eq!(end.reservation, None);
+        let a = db.allocation_by_id(a.id).await.unwrap().unwrap();
+        assert_eq!(a.state, ironic_model::AllocationState::Active);
+        assert_eq!(a.node_id, Some(n.id));
+    }
+    assert!(
+        claim_first > 0 && claim_waited > 0,
+        "both orders: {claim_first}/{claim_waited}"
+    );
+}
+
+/// A deletion frees its node only under the node's lock: with no lock, or another
+/// holder's, it writes nothing and names the node; under the caller's lock the node is
+/// freed and the allocation gone together. A node deleted by a holder whose lock is
+/// gone keeps its allocation too.
+async fn allocation_deletion_writes_only_a_held_node(db: &Db) {
+    use ironic_db::allocations::{Claim, Deletion};
+    let n = available(db, "rc-del", json!({})).await;
+    let a = allocating(db, "rc-del", 1, &[]).await;
+    assert_eq!(
+        db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
+        Claim::Reserved(n.id, n.uuid.to_string())
+    );
+    let (aid, auuid) = (a.id, a.uuid.clone());
+    let unchanged = |db: &Db| {
+        let (db, auuid) = (db.clone(), auuid.clone());
+        async move {
+            let node = db.node_by_id(n.id).await.unwrap().unwrap();
+            assert_eq!(node.allocation_id, Some(aid));
+            assert_eq!(node.instance_uuid.as_deref(), Some(auuid.as_str()));
+            assert!(db.allocation_by_id(aid).await.unwrap().is_some());
+        }
+    };
+    assert_eq!(
+        db.allocation_destroy(&a, None).await.unwrap(),
+        Deletion::NodeHeld(n.id)
+    );
+    unchanged(db).await;
+    db.node_reserve(n.id, "someone-else").await.unwrap();
+    assert_eq!(
+        db.allocation_destroy(&a, Some(HOST)).await.unwrap(),
+        Deletion::NodeHeld(n.id)
+    );
+    unchanged(db).await;
+    // A node deletion by a holder whose lock is gone deletes nothing, its allocation
+    // included.
+    assert!(db.node_destroy(n.id, HOST).await.is_err());
+    unchanged(db).await;
+    db.node_release(n.id, "someone-else").await.unwrap();
+    db.node_reserve(n.id, HOST).await.unwrap();
+    assert_eq!(
+        db.allocation_destroy(&a, Some(HOST)).await.unwrap(),
+        Deletion::Deleted
+    );
+    let node = db.node_by_id(n.id).await.unwrap().unwrap();
+    assert_eq!((node.allocation_id, node.instance_uuid), (None, None));
+    assert_eq!(
+        node.reservation.as_deref(),
+        Some(HOST),
+        "the lock stays the caller's"
+    );
+    assert!(db.allocation_by_id(a.id).await.unwrap().is_none());
+    assert!(matches!(
+        db.allocation_destroy(&a, Some(HOST)).await,
+        Err(Error::NotFound(_))
+    ));
+    // Without a node, no lock is needed.
+    let b = allocating(db, "rc-none", 1, &[]).await;
+    assert_eq!(
+        db.allocation_destroy(&b, None).await.unwrap(),
+        Deletion::Deleted
+    );
+}
+
+/// A deletion racing a claim of the same allocation: either the claim commits first
+/// and the deletion, made without a node lock, writes nothing and names the node, or
+/// the deletion wins and the claim writes nothing. Never a node associated with a
+/// deleted allocation, never a deleted allocation's node half freed.
+async fn deletion_racing_a_claim_leaves_no_half(db: &Db) {
+    use ironic_db::allocations::{Claim, Deletion};
+    let (mut claims, mut deletions) = (0, 0);
+    for round in 0..20u64 {
+        let rc = format!("rc-race-del-{round}");
+        let n = available(db, &rc, json!({})).await;
+        let a = allocating(db, &rc, 1, &[]).await;
+        let claim = {
+            let (db, a) = (db.clone(), a.clone());
+            tokio::spawn(
+                async move { db.allocation_claim(&a, ConductorId(1), None).await.unwrap() },
+            )
+        };
+        let delete = {
+            let (db, a) = (db.clone(), a.clone());
+            tokio::spawn(async move { db.allocation_destroy(&a, None).await.unwrap() })
+        };
+        let (claim, delete) = (claim.await.unwrap(), delete.await.unwrap());
+        let node = db.node_by_id(n.id).await.unwrap().unwrap();
+        let alloc = db.allocation_by_id(a.id).await.unwrap();
+        match (claim, delete) {
+            (Claim::Reserved(id, _), Deletion::NodeHeld(held)) => {
+                claims += 1;
+                assert_eq!((id, held), (n.id, n.id));
+                assert_eq!(node.allocation_id, Some(a.id));
+                assert_eq!(alloc.map(|a| a.node_id), Some(Some(n.id)));
+            }
+            (Claim::Lost, Deletion::Deleted) => {
+                deletions += 1;
+                assert_eq!((node.allocation_id, node.instance_uuid), (None, None));
+                assert!(alloc.is_none());
+            }
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+    assert_eq!(claims + deletions, 20);
+}
+
+/// The writes of a backfill and of its failure are conditional on the allocation
+/// still being this conductor's `allocating` one: a conductor that lost it (taken
+/// over, deleted) changes nothing, node included; without the node's lock nothing is
+/// written either.
+async fn backfill_and_failure_need_the_allocation(db: &Db) {
+    use ironic_db::allocations::Backfill;
+    let n = create(
+        db,
+        json!({"driver": "fake-hardware", "resource_class": "rc-bf"}),
+    )
+    .await;
+    let a = allocating(db, "rc-bf", 1, &[]).await;
+    let aid = a.id;
+    let untouched = |db: &Db| {
+        let db = db.clone();
+        async move {
+            let node = db.node_by_id(n.id).await.unwrap().unwrap();
+            assert_eq!((node.allocation_id, node.instance_uuid), (None, None));
+            let a = db.allocation_by_id(aid).await.unwrap().unwrap();
+            assert_eq!(a.state, ironic_model::AllocationState::Allocating);
+            assert_eq!(a.node_id, None);
+        }
+    };
+    // Without the node's lock.
+    assert_eq!(
+        db.allocation_backfill(&a, n.id, HOST, ConductorId(1))
+            .await
+            .unwrap(),
+        Backfill::NodeTaken
+    );
+    untouched(db).await;
+    db.node_reserve(n.id, HOST).await.unwrap();
+    // Taken over by conductor 2: conductor 1's backfill and failure write nothing.
+    assert!(
+        db.allocation_take_over(a.id, Some(ConductorId(1)), ConductorId(2))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        db.allocation_backfill(&a, n.id, HOST, ConductorId(1))
+            .await
+            .unwrap(),
+        Backfill::Lost
+    );
+    untouched(db).await;
+    assert!(
+        !db.allocation_fail(a.id, ConductorId(1), "late")
+            .await
+            .unwrap()
+    );
+    untouched(db).await;
+    // The owner's goes through.
+    assert_eq!(
+        db.allocation_backfill(&a, n.id, HOST, ConductorId(2))
+            .await
+            .unwrap(),
+        Backfill::Done
+    );
+    let node = db.node_by_id(n.id).await.unwrap().unwrap();
+    assert_eq!(node.allocation_id, Some(a.id));
+    assert_eq!(node.instance_uuid.as_deref(), Some(a.uuid.as_str()));
+    let done = db.allocation_by_id(a.id).await.unwrap().unwrap();
+    assert_eq!(done.state, ironic_model::AllocationState::Active);
+    // Active now: a late failure of the owner itself writes nothing either.
+    assert!(
+        !db.allocation_fail(a.id, ConductorId(2), "late")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        db.allocation_by_id(a.id).await.unwrap().unwrap().state,
+        ironic_model::AllocationState::Active
+    );
+}
+
+/// The API's PATCH writes `name` and `extra` only, columns no conductor writes: saved
+/// from a copy read before a claim or a take-over, it keeps what they wrote.
+async fn allocation_meta_update_keeps_the_process_writes(db: &Db) {
+    use ironic_db::allocations::Claim;
+    let n = available(db, "rc-meta", json!({})).await;
+    let stale = allocating(db, "rc-meta", 1, &[]).await;
+    assert_eq!(
+        db.allocation_claim(&stale, ConductorId(1), None)
+            .await
+            .unwrap(),
+        Claim::Reserved(n.id, n.uuid.to_string())
+    );
+    let mut patch = stale.clone();
+    patch.name = Some("renamed".into());
+    patch.extra.insert("k".into(), json!(1));
+    let saved = db.allocation_update_meta(&patch).await.unwrap();
+    assert_eq!(saved.name.as_deref(), Some("renamed"));
+    assert_eq!(saved.extra.get("k"), Some(&json!(1)));
+    assert_eq!(saved.state, ironic_model::AllocationState::Active);
+    assert_eq!(saved.node_id, Some(n.id));
+
+    let stale = allocating(db, "rc-meta-2", 1, &[]).await;
+    assert!(
+        db.allocation_take_over(stale.id, Some(ConductorId(1)), ConductorId(2))
+            .await
+            .unwrap()
+    );
+    let mut patch = stale.clone();
+    patch.extra.insert("k".into(), json!(2));
+    let saved = db.allocation_update_meta(&patch).await.unwrap();
+    assert_eq!(saved.extra.get("k"), Some(&json!(2)));
+    assert_eq!(saved.conductor_affinity, Some(ConductorId(2)));
+    assert_eq!(saved.state, ironic_model::AllocationState::Allocating);
 }

@@ -179,47 +179,13 @@ pub fn check_path(path: &str, prefix: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// A URL as messages and logs show it: `scheme://host[:port]/path`, without user
-/// information (`user:password@`), query or fragment (signed URLs and webhooks carry
-/// their tokens there).
-pub fn shown_url(url: &str) -> std::borrow::Cow<'_, str> {
-    let base = url.split(['?', '#']).next().unwrap_or(url);
-    let (scheme, rest) = match base.split_once("://") {
-        Some((scheme, rest)) => (Some(scheme), rest),
-        None => (None, base),
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    match authority.rfind('@') {
-        Some(at) => {
-            let host = &authority[at + 1..];
-            std::borrow::Cow::Owned(match scheme {
-                Some(scheme) => format!("{scheme}://{host}{path}"),
-                None => format!("{host}{path}"),
-            })
-        }
-        None => std::borrow::Cow::Borrowed(base),
-    }
-}
+/// A URL as messages and logs show it (the model's, which the inspection rules' `api-call`
+/// shares).
+pub use ironic_model::secrets::shown_url;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shown_urls_keep_scheme_host_port_and_path() {
-        for (url, shown) in [
-            ("https://h:8443/a/b?token=x#f", "https://h:8443/a/b"),
-            ("http://user:pw@h/p?q=1", "http://h/p"),
-            ("http://user:p@w@[::1]:80", "http://[::1]:80"),
-            ("user:pw@h/x", "h/x"),
-            ("http://h/path@x?s=1", "http://h/path@x"),
-            ("https://h", "https://h"),
-            ("", ""),
-        ] {
-            assert_eq!(shown_url(url), shown, "{url}");
-        }
-    }
 
     fn appliance() -> Origin {
         Origin::parse("https://ov.example:8443/ignored", "https").unwrap()

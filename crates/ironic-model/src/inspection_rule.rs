@@ -1,7 +1,7 @@
 //! Inspection rules (1.96): conditions over what an inspection found and actions that
 //! change the node when they hold. Checked here against upstream's schema and argument
 //! rules (the API's POST and PATCH, and the built-in rules file); stored by `ironic-db`
-//! `inspection_rules.rs`; run by the conductor (`provision/rules/`) after the inspection
+//! `inspection_rules.rs`; run by the conductor with `ironic-rules` after the inspection
 //! hooks.
 
 use chrono::{DateTime, Utc};

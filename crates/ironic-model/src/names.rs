@@ -50,6 +50,9 @@ pub fn is_valid_node_name(name: &str, version: crate::Version) -> bool {
     syntax && !is_uuid_like(name) && !RESERVED_NODE_NAMES.contains(&name)
 }
 
+/// Most traits a node may carry (upstream `MAX_TRAITS_PER_NODE`).
+pub const MAX_TRAITS_PER_NODE: usize = 50;
+
 /// Namespaces of the standard traits (os-traits). We accept any upper-case name inside
 /// one of them instead of shipping os-traits' exact list (see `docs/api.md`).
 const STANDARD_TRAIT_NAMESPACES: &[&str] = &[

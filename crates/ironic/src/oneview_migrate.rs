@@ -13,6 +13,17 @@
 //! Only nodes in stable states are touched (enroll, manageable, available, active,
 //! inspect failed, clean failed, error); each under its node lock, so a conductor never
 //! works on a node being migrated. `--dry-run` prints the plan and changes nothing.
+//!
+//! The lock: the tool is a node writer outside the conductor, so it takes the node lock
+//! itself, the same `reservation` column every conductor takes (`Db::node_reserve`, as
+//! holder [`HOLDER`]), not through the conductor's `lock.rs`: it has no runner to give
+//! a lock back from, and needs none, as it works one node at a time and gives each lock
+//! back (`Db::node_release`) on every path before the next node; every write is
+//! `Db::node_save` as [`HOLDER`], which writes nothing once the lock is gone. The plan
+//! for a node is made from a read before the lock and checked again under it. A run
+//! killed mid-node leaves that node locked by [`HOLDER`]: no conductor releases it
+//! (it is no conductor's), and the next non-dry run gives it back first
+//! (`Db::node_release_all`), so one run at a time.
 
 use std::time::Duration;
 
@@ -66,6 +77,16 @@ pub async fn run(
     dry_run: bool,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<(String, Outcome)>, String> {
+    if !dry_run {
+        // Locks an interrupted run left behind (module doc).
+        let stale = db
+            .node_release_all(HOLDER)
+            .await
+            .map_err(|e| e.to_string())?;
+        if stale > 0 {
+            let _ = writeln!(out, "released {stale} node lock(s) an interrupted run left");
+        }
+    }
     let nodes = candidates(db, selection).await?;
     let mut results = Vec::new();
     for node in nodes {
@@ -166,11 +187,28 @@ async fn migrate_one(db: &Db, client: &Client, node: &Node, dry_run: bool) -> Ou
             Outcome::Freed(profile)
         };
     }
-    // Under the node lock from here on.
+    // Under the node lock from here on. The plan above was made from a read before the
+    // lock: a node that changed meanwhile (a deploy began, an instance came or went,
+    // maintenance or driver_info changed) is given back untouched for a later run.
     let mut n = match db.node_reserve(node.id, HOLDER).await {
         Ok(n) => n,
         Err(e) => return Outcome::Skipped(e.to_string()),
     };
+    let planned_for = |x: &Node| {
+        (
+            x.provision_state,
+            x.instance_uuid.is_some(),
+            x.maintenance,
+            x.maintenance_reason.clone(),
+            x.driver_info.clone(),
+        )
+    };
+    if planned_for(&n) != planned_for(node) {
+        if let Err(e) = db.node_release(n.id, HOLDER).await {
+            return Outcome::Failed(format!("could not release the node lock: {e}"));
+        }
+        return Outcome::Skipped("changed while it was being looked at; run again".into());
+    }
     let result = apply(db, client, &mut n, with_instance, profile).await;
     if let Err(e) = db.node_release(n.id, HOLDER).await {
         return Outcome::Failed(format!("could not release the node lock: {e}"));

@@ -6,8 +6,9 @@
 //! [`Provisioner::apply_inspection`]: the inventory stored (1.81), properties and ports
 //! from it, as upstream's inspection hooks do.
 
-use super::rules;
 use super::*;
+use crate::inspection_rules;
+use ironic_rules as rules;
 
 /// `driver_internal_info`: when an `inspect wait` times out (Unix ms).
 pub(super) const INSPECT_WAIT_DEADLINE: &str = "inspect_wait_deadline";
@@ -358,7 +359,7 @@ impl Provisioner {
             .await
             .map_err(|e| e.to_string())?;
         if let Some(path) = &self.settings.built_in_rules {
-            all.extend(super::builtin_rules::load(path)?);
+            all.extend(inspection_rules::built_in(path).map_err(|e| e.to_string())?);
         }
         if all.is_empty() {
             return Ok(());
@@ -371,15 +372,8 @@ impl Provisioner {
             })
             .await
             .map_err(|e| e.to_string())?;
-        let mask = match self.settings.mask_secrets.as_str() {
-            "never" => rules::MaskSecrets::Never,
-            "sensitive" => rules::MaskSecrets::Sensitive,
-            _ => rules::MaskSecrets::Always,
-        };
-        // Built at the first rule run of the process (its TLS roots are not free), then
-        // shared: a hyper client pools its connections.
-        static HTTP: std::sync::OnceLock<HttpCaller> = std::sync::OnceLock::new();
-        let http = HTTP.get_or_init(|| HttpCaller(ironic_drivers::http_get::GetClient::new()));
+        let mask = rules::MaskSecrets::from_setting(&self.settings.mask_secrets);
+        let http = inspection_rules::http();
         let uuid = node.uuid.to_string();
         let (node_id, traits_before) = (node.id, node.traits.clone());
         let mut subject = rules::Subject {
@@ -389,14 +383,22 @@ impl Provisioner {
             ports: &mut ports,
             changed_ports: std::collections::BTreeSet::new(),
         };
-        let outcome = rules::apply_rules(&all, &mut subject, mask, http).await;
+        let outcome = rules::apply_rules(&all, &mut subject, mask, http)
+            .await
+            .map_err(|e| e.last_error);
         let changed = std::mem::take(&mut subject.changed_ports);
         // Traits live in their own table; the node's save does not write them.
         let traits = subject.node.traits.clone();
         if traits != traits_before
             && let Err(e) = self
                 .db
-                .node_add_traits(node_id, &traits, true, crate::MAX_TRAITS_PER_NODE)
+                .node_add_traits(
+                    node_id,
+                    &traits,
+                    true,
+                    crate::MAX_TRAITS_PER_NODE,
+                    &self.settings.host,
+                )
                 .await
         {
             tracing::error!(node = %uuid, error = %e, "could not save the traits inspection rules set");
@@ -415,20 +417,6 @@ impl Provisioner {
             }
         }
         outcome
-    }
-}
-
-/// The `api-call` action's HTTP client.
-struct HttpCaller(ironic_drivers::http_get::GetClient);
-
-impl rules::ApiCaller for HttpCaller {
-    fn get<'a>(
-        &'a self,
-        url: &'a str,
-        headers: &'a JsonObject,
-        timeout: std::time::Duration,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, String>> + Send + 'a>> {
-        Box::pin(self.0.status(url, headers, timeout))
     }
 }
 

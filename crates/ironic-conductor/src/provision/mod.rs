@@ -36,14 +36,12 @@ use crate::lock::{Held, Patience};
 pub(crate) use engine::Flow;
 pub use engine::WaitsChecked;
 
-mod builtin_rules;
 mod cleaning;
 mod deploying;
 pub(crate) use deploying::deploy_plan;
 mod engine;
 pub(crate) mod inspecting;
 mod recovery;
-pub(crate) mod rules;
 mod servicing;
 mod verbs;
 

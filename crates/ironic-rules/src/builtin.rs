@@ -1,33 +1,49 @@
 //! `[inspection_rules] built_in_rules`: a YAML list of inspection rules every
 //! inspection runs besides the API's, re-read each time so that an edit needs no
-//! restart. Each is checked as an API rule is, except that its priority has no upper
-//! bound and its uuid (synthetic when absent) no format. Invisible to the API.
-
-use std::path::Path;
+//! restart (the caller reads the file). Each is checked as an API rule is, except that
+//! its priority has no upper bound and its uuid (synthetic when absent) no format.
+//! Invisible to the API.
 
 use ironic_model::inspection_rule::{InspectionRule, Origin, validate_doc};
 use serde_json::Value;
 
-/// The rules of the file at `path`, in file order; any problem with the file is the
-/// reason the inspection fails.
-pub(super) fn load(path: &Path) -> Result<Vec<InspectionRule>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("Cannot read built-in rules file ({}): {e}", path.display()))?;
-    parse(&text, &path.display().to_string())
+/// Why the built-in rules cannot be used; the text is the reason the inspection fails.
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltInError {
+    /// The file cannot be read (`shown`: its path as messages show it).
+    #[error("Cannot read built-in rules file ({shown}): {error}")]
+    Read {
+        shown: String,
+        error: std::io::Error,
+    },
+    #[error("Cannot parse built-in rules file ({shown}): {error}")]
+    Parse {
+        shown: String,
+        error: serde_yaml_ng::Error,
+    },
+    #[error("Built-in rules file ({shown}) should contain a list of rules")]
+    NotAList { shown: String },
+    /// A rule fails the API's checks (the model's message).
+    #[error("{}", .0.message())]
+    Invalid(ironic_model::Error),
 }
 
-fn parse(text: &str, shown: &str) -> Result<Vec<InspectionRule>, String> {
-    let doc: Value = serde_yaml_ng::from_str(text)
-        .map_err(|e| format!("Cannot parse built-in rules file ({shown}): {e}"))?;
+/// The rules of the file whose text is `text`, in file order (`shown`: the file as
+/// messages show it).
+pub fn parse(text: &str, shown: &str) -> Result<Vec<InspectionRule>, BuiltInError> {
+    let doc: Value = serde_yaml_ng::from_str(text).map_err(|error| BuiltInError::Parse {
+        shown: shown.to_string(),
+        error,
+    })?;
     let Value::Array(items) = doc else {
-        return Err(format!(
-            "Built-in rules file ({shown}) should contain a list of rules"
-        ));
+        return Err(BuiltInError::NotAList {
+            shown: shown.to_string(),
+        });
     };
     let mut anonymous = 0u64;
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let d = validate_doc(&item, Origin::BuiltIn).map_err(|e| e.message().to_string())?;
+        let d = validate_doc(&item, Origin::BuiltIn).map_err(BuiltInError::Invalid)?;
         let uuid = match d.uuid.clone() {
             Some(u) => u,
             None => {
@@ -90,6 +106,10 @@ mod tests {
         );
         assert_eq!(rules[0].priority, 20000);
         assert!(rules.iter().all(|r| r.built_in && r.phase == "main"));
+    }
+
+    fn parse(text: &str, shown: &str) -> Result<Vec<InspectionRule>, String> {
+        super::parse(text, shown).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -294,9 +294,21 @@ impl Cmp {
     }
 }
 
+/// The text of the Python exception upstream raises at that point (a `TypeError`'s, a
+/// `KeyError`'s ...), as it ends in a failure message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct PyError(pub(crate) String);
+
+impl From<&str> for PyError {
+    fn from(s: &str) -> PyError {
+        PyError(s.to_string())
+    }
+}
+
 /// Python's `a < b` / `a > b`: numbers across int, float and bool; strings by code
 /// point; lists lexicographically; anything else a `TypeError`, whose text is returned.
-pub(super) fn py_compare(a: &Value, b: &Value, op: Cmp) -> Result<bool, String> {
+pub(super) fn py_compare(a: &Value, b: &Value, op: Cmp) -> Result<bool, PyError> {
     if let (Some(x), Some(y)) = (as_num(a), as_num(b)) {
         return Ok(num_cmp(x, y).is_some_and(|o| op.holds(o)));
     }
@@ -310,38 +322,38 @@ pub(super) fn py_compare(a: &Value, b: &Value, op: Cmp) -> Result<bool, String> 
             }
             Ok(op.holds(x.len().cmp(&y.len())))
         }
-        _ => Err(format!(
+        _ => Err(PyError(format!(
             "'{}' not supported between instances of '{}' and '{}'",
             op.symbol(),
             type_name(a),
             type_name(b)
-        )),
+        ))),
     }
 }
 
 /// Python's `value in container`; `Err` is the `TypeError` text.
-pub(super) fn py_contains(container: &Value, value: &Value) -> Result<bool, String> {
+pub(super) fn py_contains(container: &Value, value: &Value) -> Result<bool, PyError> {
     match container {
         Value::Array(items) => Ok(items.iter().any(|i| py_eq(i, value))),
         Value::String(s) => match value {
             Value::String(v) => Ok(s.contains(v.as_str())),
-            other => Err(format!(
+            other => Err(PyError(format!(
                 "'in <string>' requires string as left operand, not {}",
                 type_name(other)
-            )),
+            ))),
         },
         Value::Object(o) => match value {
             Value::String(k) => Ok(o.contains_key(k)),
             Value::Array(_) | Value::Object(_) => {
-                Err(format!("unhashable type: '{}'", type_name(value)))
+                Err(PyError(format!("unhashable type: '{}'", type_name(value))))
             }
             // JSON keys are strings: no number, boolean or None is one.
             _ => Ok(false),
         },
-        other => Err(format!(
+        other => Err(PyError(format!(
             "argument of type '{}' is not iterable",
             type_name(other)
-        )),
+        ))),
     }
 }
 

@@ -3,13 +3,15 @@
 //! inspection found. Upstream's behaviour is Python's, so its semantics are kept where
 //! they show: templates are `str.format` (`template.rs`), values print as `str()` and
 //! compare as Python does (`py.rs`), and the texts that end in `last_error` are
-//! upstream's.
+//! upstream's. `builtin.rs` reads `[inspection_rules] built_in_rules` (a YAML text).
 //!
-//! Architecture: pure over the [`Subject`] (the node, the inventory, the plugin data,
-//! the ports) except for the `api-call` action's HTTP request, which goes through the
-//! caller's [`ApiCaller`]. Nothing is saved here: the caller saves the node, the
-//! plugin data and the ports in `changed_ports`, whatever the outcome (what a rule did
-//! before a failure stays done, as upstream saves each change at once).
+//! Architecture invariant: pure over the [`Subject`] (the node, the inventory, the
+//! plugin data, the ports): no database, no conductor, no runtime. The one IO, the
+//! `api-call` action's HTTP request and the pauses between its retries, goes through
+//! the caller's [`ApiCaller`] (the conductor's HTTP client; a fake in the tests).
+//! Nothing is saved here: the caller saves the node, the plugin data and the ports in
+//! `changed_ports`, whatever the outcome (what a rule did before a failure stays done,
+//! as upstream saves each change at once).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -25,6 +27,7 @@ use ironic_model::port::Port;
 use serde_json::{Map, Value};
 
 mod actions;
+pub mod builtin;
 mod conditions;
 mod py;
 mod template;
@@ -35,13 +38,22 @@ use template::{Vars, interpolate, node_view};
 
 /// `[inspection_rules] mask_secrets`
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MaskSecrets {
+pub enum MaskSecrets {
     Always,
     Never,
     Sensitive,
 }
 
 impl MaskSecrets {
+    /// The setting's value: `never`, `sensitive`, anything else `always`.
+    pub fn from_setting(value: &str) -> MaskSecrets {
+        match value {
+            "never" => MaskSecrets::Never,
+            "sensitive" => MaskSecrets::Sensitive,
+            _ => MaskSecrets::Always,
+        }
+    }
+
     /// Whether secrets are masked for `rule`: always, or for rules not marked
     /// sensitive.
     fn applies(self, rule: &InspectionRule) -> bool {
@@ -54,7 +66,7 @@ impl MaskSecrets {
 }
 
 /// What the rules see and change.
-pub(crate) struct Subject<'a> {
+pub struct Subject<'a> {
     pub node: &'a mut ironic_model::Node,
     /// Read-only for rules.
     pub inventory: &'a JsonObject,
@@ -66,15 +78,42 @@ pub(crate) struct Subject<'a> {
     pub changed_ports: BTreeSet<usize>,
 }
 
-/// An HTTP GET for the `api-call` action (the caller supplies the real client).
-pub(crate) trait ApiCaller: Send + Sync {
-    /// One attempt; Ok(status code) or Err(connection error text).
+/// A future the [`ApiCaller`] returns.
+pub type CallFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The engine's one IO: the `api-call` action's HTTP GET and the pauses between its
+/// retries. The conductor supplies its HTTP client and timer; tests a fake.
+pub trait ApiCaller: Send + Sync {
+    /// One attempt: the answer's status code.
     fn get<'a>(
         &'a self,
         url: &'a str,
         headers: &'a JsonObject,
         timeout: Duration,
-    ) -> Pin<Box<dyn Future<Output = Result<u16, String>> + Send + 'a>>;
+    ) -> CallFuture<'a, Result<u16, CallError>>;
+
+    /// Waits `d` before a retry.
+    fn pause(&self, d: Duration) -> CallFuture<'_, ()>;
+}
+
+/// An `api-call` attempt that got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// No connection, or no answer in time; the text is what the failure message
+    /// shows after `Request to <url> failed: `.
+    #[error("{0}")]
+    Connection(String),
+}
+
+/// Why the rules stopped: the rule, and the text for the node's `last_error` after
+/// the caller's `Failed to finish inspection: ` (upstream's wording; a sensitive rule's
+/// says no more than which condition or action failed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{last_error}")]
+pub struct RuleFailed {
+    /// The uuid of the rule that failed.
+    pub rule: String,
+    pub last_error: String,
 }
 
 /// Why a rule stopped the run.
@@ -113,12 +152,12 @@ impl Failure {
 /// on the subject: filters DB rules to phase `main` (built-ins regardless), stable-sorts
 /// by priority descending, evaluates conditions, runs actions. Err is the text for
 /// `last_error` after "Failed to finish inspection: " (the caller adds that prefix).
-pub(crate) async fn apply_rules(
+pub async fn apply_rules(
     rules: &[InspectionRule],
     s: &mut Subject<'_>,
     mask: MaskSecrets,
     http: &dyn ApiCaller,
-) -> Result<(), String> {
+) -> Result<(), RuleFailed> {
     let mut order: Vec<&InspectionRule> = rules
         .iter()
         .filter(|r| r.built_in || r.phase == PHASE_MAIN)
@@ -159,7 +198,10 @@ pub(crate) async fn apply_rules(
             }
         };
         tracing::error!(node = %s.node.uuid, rule = %rule.uuid, "error applying an inspection rule: {}", ironic_model::secrets::log_safe(&text));
-        return Err(text);
+        return Err(RuleFailed {
+            rule: rule.uuid.clone(),
+            last_error: text,
+        });
     }
     tracing::info!(node = %s.node.uuid, "finished applying inspection rules");
     Ok(())

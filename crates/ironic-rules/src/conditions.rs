@@ -20,7 +20,7 @@ pub(super) fn check(op: &str, args: &Map<String, Value>) -> Result<bool, Failure
         "in-net" => in_net(arg("address"), arg("subnet")),
         "matches" => matches(arg("value"), arg("regex")),
         "contains" => contains(arg("value"), arg("regex")),
-        "one-of" => py::py_contains(arg("values"), arg("value")).map_err(Failure::Generic),
+        "one-of" => py::py_contains(arg("values"), arg("value")).map_err(|e| Failure::Generic(e.0)),
         "is-none" => Ok(arg("value").is_null()),
         "is-true" => Ok(match arg("value") {
             Value::Bool(b) => *b,
@@ -65,8 +65,10 @@ fn compare(op: &str, values: &Value, force_strings: bool) -> Result<bool, Failur
     for pair in items.windows(2) {
         let holds = match op {
             "eq" => py::py_eq(&pair[0], &pair[1]),
-            "lt" => py::py_compare(&pair[0], &pair[1], Cmp::Lt).map_err(Failure::Generic)?,
-            _ => py::py_compare(&pair[0], &pair[1], Cmp::Gt).map_err(Failure::Generic)?,
+            "lt" => {
+                py::py_compare(&pair[0], &pair[1], Cmp::Lt).map_err(|e| Failure::Generic(e.0))?
+            }
+            _ => py::py_compare(&pair[0], &pair[1], Cmp::Gt).map_err(|e| Failure::Generic(e.0))?,
         };
         if !holds {
             return Ok(false);

@@ -104,7 +104,7 @@ impl ApiCaller for FakeHttp {
         url: &'a str,
         headers: &'a JsonObject,
         timeout: Duration,
-    ) -> Pin<Box<dyn Future<Output = Result<u16, String>> + Send + 'a>> {
+    ) -> CallFuture<'a, Result<u16, CallError>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.seen
             .lock()
@@ -116,7 +116,12 @@ impl ApiCaller for FakeHttp {
         } else {
             script.front().cloned().unwrap_or(Ok(200))
         };
-        Box::pin(async move { answer })
+        Box::pin(async move { answer.map_err(CallError::Connection) })
+    }
+
+    /// No wait: the tests' backoff factors are 0, and a pause is not what they check.
+    fn pause(&self, _d: Duration) -> CallFuture<'_, ()> {
+        Box::pin(async {})
     }
 }
 
@@ -156,7 +161,9 @@ impl Env {
             ports: &mut self.ports,
             changed_ports: BTreeSet::new(),
         };
-        let out = apply_rules(rules, &mut s, mask, http).await;
+        let out = apply_rules(rules, &mut s, mask, http)
+            .await
+            .map_err(|e| e.last_error);
         self.changed_ports = s.changed_ports;
         out
     }

@@ -10,8 +10,9 @@ use ironic_model::secrets::log_safe;
 use ironic_model::{Node, Version};
 use serde_json::{Map, Value};
 
-use super::py::{self, ConvError, key_error, py_repr, py_str, type_name};
+use super::py::{self, ConvError, PyError, key_error, py_repr, py_str, type_name};
 use super::{ApiCaller, Failure, Subject};
+use ironic_model::names::MAX_TRAITS_PER_NODE;
 
 /// Runs the action `op` with its named arguments.
 ///
@@ -164,7 +165,7 @@ trait Target {
     /// Whether `name` is an attribute at all (those not writable are read-only).
     fn known(&self, name: &str) -> bool;
     /// Writes the (changed) writable attributes back, checked; `Err` is the reason.
-    fn commit(&mut self, doc: JsonObject) -> Result<(), String>;
+    fn commit(&mut self, doc: JsonObject) -> Result<(), PyError>;
     /// Whether the attribute `name` holds text (a number or boolean set on it becomes
     /// its Python `str()`, as upstream's string fields take it).
     fn is_text(name: &str) -> bool;
@@ -219,21 +220,21 @@ impl Target for NodeTarget<'_> {
         })
     }
 
-    fn commit(&mut self, mut doc: JsonObject) -> Result<(), String> {
+    fn commit(&mut self, mut doc: JsonObject) -> Result<(), PyError> {
         let dii = match doc.remove(DII) {
             None | Some(Value::Null) => JsonObject::new(),
             Some(Value::Object(o)) => o,
             Some(other) => {
-                return Err(format!(
+                return Err(PyError(format!(
                     "Schema error for patch: {} is not of type 'object', 'null'",
                     py_repr(&other, false)
-                ));
+                )));
             }
         };
         let mut node = self.0.clone();
         let ident = node.uuid.to_string();
         node.apply_doc(&doc, Version::MAX, Source::Patch { ident: &ident })
-            .map_err(|e| e.message().to_string())?;
+            .map_err(|e| PyError(e.message().to_string()))?;
         node.driver_internal_info = dii;
         *self.0 = node;
         Ok(())
@@ -278,14 +279,15 @@ impl Target for PortTarget<'_> {
         )
     }
 
-    fn commit(&mut self, doc: JsonObject) -> Result<(), String> {
+    fn commit(&mut self, doc: JsonObject) -> Result<(), PyError> {
         let mut full = self.0.doc();
         for (k, v) in doc {
             if !PORT_FIXED.contains(&k.as_str()) {
                 full.insert(k, v);
             }
         }
-        let spec = PortSpec::from_doc(&full, Version::MAX).map_err(|e| e.message().to_string())?;
+        let spec = PortSpec::from_doc(&full, Version::MAX)
+            .map_err(|e| PyError(e.message().to_string()))?;
         self.0.set(spec);
         Ok(())
     }
@@ -459,7 +461,7 @@ fn set_attr<T: Target>(
         }
         [] => return Ok(false),
     }
-    t.commit(doc).map_err(AttrError::Py)?;
+    t.commit(doc).map_err(|e| AttrError::Py(e.0))?;
     Ok(true)
 }
 
@@ -508,7 +510,7 @@ fn extend_attr<T: Target>(
         }
         [] => return Ok(false),
     }
-    t.commit(doc).map_err(AttrError::Py)?;
+    t.commit(doc).map_err(|e| AttrError::Py(e.0))?;
     Ok(true)
 }
 
@@ -542,7 +544,7 @@ fn del_attr<T: Target>(t: &mut T, path: &Value) -> Result<bool, AttrError> {
         }
         [] => return Ok(false),
     }
-    t.commit(doc).map_err(AttrError::Py)?;
+    t.commit(doc).map_err(|e| AttrError::Py(e.0))?;
     Ok(true)
 }
 
@@ -666,14 +668,14 @@ fn unset_capability(node: &mut Node, name: &Value) -> Result<(), Failure> {
 }
 
 /// A trait name as upstream's string field takes it.
-fn trait_name(name: &Value) -> Result<String, String> {
+fn trait_name(name: &Value) -> Result<String, PyError> {
     match name {
         Value::String(s) => Ok(s.clone()),
         Value::Number(_) | Value::Bool(_) => Ok(py_str(name, false)),
-        other => Err(format!(
+        other => Err(PyError(format!(
             "A string is required in field trait, not a {}",
             type_name(other)
-        )),
+        ))),
     }
 }
 
@@ -684,12 +686,12 @@ fn add_trait(node: &mut Node, name: &Value) -> Result<(), Failure> {
             py_str(name, false)
         ))
     };
-    let t = trait_name(name).map_err(fail)?;
+    let t = trait_name(name).map_err(|e| fail(e.0))?;
     if node.traits.contains(&t) {
         return Ok(());
     }
     let count = node.traits.len() + 1;
-    let max = crate::MAX_TRAITS_PER_NODE;
+    let max = MAX_TRAITS_PER_NODE;
     if count > max {
         return Err(fail(format!(
             "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({count} vs. {max})",
@@ -731,19 +733,19 @@ fn remove_trait(node: &mut Node, name: &Value, quiet: bool) -> Result<(), Failur
 // Plugin data (dotted paths).
 
 /// The keys of a plugin-data path: a string split on `.`, a list as it is.
-fn data_path(path: &Value) -> Result<Vec<String>, String> {
+fn data_path(path: &Value) -> Result<Vec<String>, PyError> {
     match path {
         Value::String(p) => Ok(p.split('.').map(str::to_string).collect()),
         Value::Array(items) => Ok(items.iter().map(|k| py_str(k, false)).collect()),
-        other => Err(format!(
+        other => Err(PyError(format!(
             "'{}' object is not subscriptable",
             type_name(other)
-        )),
+        ))),
     }
 }
 
 /// Upstream's `update_nested_dict`.
-fn update_nested(data: &mut JsonObject, keys: &[String], value: Value) -> Result<(), String> {
+fn update_nested(data: &mut JsonObject, keys: &[String], value: Value) -> Result<(), PyError> {
     let Some((last, mid)) = keys.split_last() else {
         return Err("list index out of range".into());
     };
@@ -756,12 +758,12 @@ fn update_nested(data: &mut JsonObject, keys: &[String], value: Value) -> Result
         *data = o;
     }
     result.map_err(|e| match e {
-        AttrError::Py(m) => m,
+        AttrError::Py(m) => PyError(m),
         AttrError::ReadOnly | AttrError::NonList => "unexpected error".into(),
     })
 }
 
-fn set_plugin_data(data: &mut JsonObject, path: &Value, value: Value) -> Result<(), String> {
+fn set_plugin_data(data: &mut JsonObject, path: &Value, value: Value) -> Result<(), PyError> {
     let keys = data_path(path)?;
     update_nested(data, &keys, value)
 }
@@ -781,15 +783,15 @@ fn extend_plugin_data(
     path: &Value,
     value: Value,
     unique: bool,
-) -> Result<(), String> {
+) -> Result<(), PyError> {
     let keys = data_path(path)?;
     let mut list = match get_nested(data, &keys) {
         Some(Value::Array(items)) if !items.is_empty() => items.clone(),
         Some(other) if py::truthy(other) => {
-            return Err(format!(
+            return Err(PyError(format!(
                 "'{}' object has no attribute 'append'",
                 type_name(other)
-            ));
+            )));
         }
         _ => Vec::new(),
     };
@@ -819,7 +821,7 @@ fn object_at_mut<'v>(data: &'v mut JsonObject, keys: &[String]) -> Option<&'v mu
 /// Upstream's `_unset_nested_dict`; a missing path is only a warning. The last key of
 /// an object takes the object with it (removed from its own parent); ours also removes
 /// a top-level key that is alone (upstream removes nothing then).
-fn unset_plugin_data(data: &mut JsonObject, path: &Value, quiet: bool) -> Result<(), String> {
+fn unset_plugin_data(data: &mut JsonObject, path: &Value, quiet: bool) -> Result<(), PyError> {
     let keys = data_path(path)?;
     let Some((last, parents)) = keys.split_last() else {
         return Err("list index out of range".into());
@@ -920,7 +922,7 @@ async fn api_call(
         .min(RETRIES_MAX);
     // The URL as failures and logs show it: scheme, host, port and path only (a
     // webhook's token is often in its query or user information).
-    let shown = ironic_drivers::outbound::shown_url(&url);
+    let shown = ironic_model::secrets::shown_url(&url);
     let mut errors: u32 = 0;
     loop {
         let outcome = http.get(&url, &headers, timeout).await;
@@ -937,7 +939,7 @@ async fn api_call(
                 if let Ok(d) = Duration::try_from_secs_f64(wait)
                     && !d.is_zero()
                 {
-                    tokio::time::sleep(d).await;
+                    http.pause(d).await;
                 }
             }
             if quiet {
@@ -959,7 +961,7 @@ async fn api_call(
                 format!("{code} Server Error: {} for url: {shown}", reason(code))
             }
             Ok(_) => return Ok(()),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         return Err(Failure::action(format!(
             "Request to {shown} failed: {detail}"
