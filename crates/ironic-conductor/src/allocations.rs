@@ -11,6 +11,7 @@
 //! writes find the affinity changed and roll back.
 
 use crate::lock::Patience;
+use crate::work::TaskError;
 use ironic_rpc::Context;
 use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
 use std::sync::Arc;
@@ -428,11 +429,11 @@ impl Allocator {
     }
 
     /// One round of the periodic take-over of dead conductors' allocations.
-    pub async fn take_over(self: &Arc<Self>, topology: &Topology) -> Result<(), String> {
+    pub async fn take_over(self: &Arc<Self>, topology: &Topology) -> Result<(), TaskError> {
         let n = self
             .take_over_allocations(topology)
             .await
-            .map_err(|e| format!("could not check for orphaned allocations: {e}"))?;
+            .map_err(|e| TaskError::failed("checking for orphaned allocations", e))?;
         if n > 0 {
             tracing::warn!(allocations = n, "took over allocations of dead conductors");
         }

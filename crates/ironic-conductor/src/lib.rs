@@ -13,6 +13,7 @@ use ironic_db::Db;
 use ironic_db::topology::Topology;
 use ironic_drivers::Registry;
 use ironic_model::{Error, Node};
+use work::TaskError;
 
 use ironic_catalog::steps::OfferedStep;
 use ironic_model::Allocation;
@@ -308,20 +309,16 @@ impl Conductor {
     /// One heartbeat round (a periodic task, every `heartbeat_interval`): heartbeat,
     /// refresh the view of the cluster, release orphan locks, fail work a crash
     /// interrupted on the nodes this conductor owns.
-    pub async fn heartbeat(&self, topology: &Topology) -> Result<(), String> {
+    pub async fn heartbeat(&self, topology: &Topology) -> Result<(), TaskError> {
         let mut failed = self.presence.heartbeat(topology).await;
         match self.provision.fail_orphaned_work(topology).await {
             Ok(0) => {}
             Ok(n) => {
                 tracing::warn!(host = %self.settings.host, nodes = n, "failed work a crash interrupted")
             }
-            Err(e) => failed.push(format!("could not check for interrupted work: {e}")),
+            Err(e) => failed.push(TaskError::failed("checking for interrupted work", e)),
         }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(failed.join("; "))
-        }
+        TaskError::all(failed)
     }
 
     /// Sets `ironic_conductor_nodes` (see [`registry::Presence::node_metrics`]).
@@ -329,7 +326,7 @@ impl Conductor {
         &self,
         topology: &Topology,
         seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskError> {
         self.presence.node_metrics(topology, seen).await
     }
 
@@ -345,7 +342,7 @@ impl Conductor {
     }
 
     /// The power-state sync as a periodic task.
-    pub async fn power_sync(&self, topology: &Topology) -> Result<(), String> {
+    pub async fn power_sync(&self, topology: &Topology) -> Result<(), TaskError> {
         self.power_sync.power_sync(topology).await
     }
 
@@ -355,7 +352,7 @@ impl Conductor {
     }
 
     /// The OneView checks as a periodic task.
-    pub async fn oneview_checks(&self, topology: &Topology) -> Result<(), String> {
+    pub async fn oneview_checks(&self, topology: &Topology) -> Result<(), TaskError> {
         self.oneview.oneview_checks(topology).await
     }
 
@@ -389,7 +386,7 @@ impl Conductor {
     }
 
     /// One round of the take-over of dead conductors' allocations.
-    pub async fn take_over(&self, topology: &Topology) -> Result<(), String> {
+    pub async fn take_over(&self, topology: &Topology) -> Result<(), TaskError> {
         self.allocations.take_over(topology).await
     }
 }

@@ -15,6 +15,7 @@
 //! A node whose check fails (appliance down, a lock) is logged and skipped.
 
 use crate::lock::Patience;
+use crate::work::TaskError;
 use std::sync::Arc;
 
 use ironic_db::topology::Topology;
@@ -239,12 +240,12 @@ impl OneViewChecks {
     }
 
     /// One round of checks (a periodic task), logged when it checked anything.
-    pub async fn oneview_checks(self: &Arc<Self>, topology: &Topology) -> Result<(), String> {
+    pub async fn oneview_checks(self: &Arc<Self>, topology: &Topology) -> Result<(), TaskError> {
         let start = std::time::Instant::now();
         let r = self
             .oneview_round(topology)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TaskError::failed("checking the OneView nodes", e))?;
         if r.checked > 0 {
             tracing::info!(
                 checked = r.checked,

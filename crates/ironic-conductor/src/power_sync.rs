@@ -17,6 +17,7 @@
 //! a conductor that takes a node over starts counting afresh (as upstream).
 
 use crate::lock::Patience;
+use crate::work::TaskError;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -422,12 +423,12 @@ impl PowerSync {
     }
 
     /// The periodic task: one round, logged when it found something.
-    pub async fn power_sync(self: &Arc<Self>, topology: &Topology) -> Result<(), String> {
+    pub async fn power_sync(self: &Arc<Self>, topology: &Topology) -> Result<(), TaskError> {
         let start = std::time::Instant::now();
         let r = self
             .power_sync_round(topology)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TaskError::failed("syncing power states", e))?;
         metrics::histogram!("ironic_power_sync_round_seconds")
             .record(start.elapsed().as_secs_f64());
         metrics::counter!("ironic_power_sync_nodes_total").increment(r.checked as u64);

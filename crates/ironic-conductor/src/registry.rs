@@ -2,6 +2,7 @@
 //! after a crash (its own stale node locks), and the periodic release of locks that
 //! dead conductors left on the nodes this conductor now owns.
 
+use crate::work::TaskError;
 use std::sync::Arc;
 
 use ironic_db::topology::Topology;
@@ -157,7 +158,7 @@ impl Presence {
     /// A heartbeat round's own part (see `Conductor::heartbeat`): heartbeat, refresh
     /// the view of the cluster, start the take-over when a conductor died, release
     /// orphan locks. Returns what failed.
-    pub(crate) async fn heartbeat(&self, topology: &Topology) -> Vec<String> {
+    pub(crate) async fn heartbeat(&self, topology: &Topology) -> Vec<TaskError> {
         let host = self.settings.host.as_str();
         let mut failed = Vec::new();
         match self.beat().await {
@@ -165,15 +166,15 @@ impl Presence {
             Ok(false) => {
                 tracing::warn!(host, "conductor row vanished; registering again");
                 if let Err(e) = self.register().await {
-                    failed.push(format!("re-registration failed: {e}"));
+                    failed.push(TaskError::failed("registering again", e));
                 }
             }
-            Err(e) => failed.push(format!("heartbeat failed: {e}")),
+            Err(e) => failed.push(TaskError::failed("heartbeating", e)),
         }
         topology.refresh().await;
         self.notice_deaths(topology);
         if let Err(e) = self.release_orphan_locks(topology).await {
-            failed.push(format!("could not release orphan locks: {e}"));
+            failed.push(TaskError::failed("releasing orphan locks", e));
         }
         failed
     }
@@ -242,7 +243,7 @@ impl Presence {
         &self,
         topology: &Topology,
         seen: &std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskError> {
         const PAGE: i64 = 2_000;
         let snap = topology.snapshot();
         let me = self.settings.host.as_str();
@@ -268,7 +269,7 @@ impl Presence {
                     );
                     break;
                 }
-                Err(e) => return Err(format!("could not read node states: {e}")),
+                Err(e) => return Err(TaskError::failed("reading node states", e)),
             };
             for n in rows {
                 if snap.owner(&n.conductor_group, &n.driver, &n.uuid) == Some(me) {

@@ -16,6 +16,7 @@
 //! owns those nodes next recovers them), heartbeating meanwhile so that no other
 //! conductor releases the locks of that work.
 
+use crate::work::TaskError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -187,14 +188,17 @@ impl Service {
         ));
         topology.refresh().await;
         let work = conductor.work();
-        let both = (conductor.clone(), topology.clone());
         let settings = conductor.settings();
+        let task = |kind| ConductorTask {
+            kind,
+            conductor: conductor.clone(),
+            topology: topology.clone(),
+        };
         work.periodic(
             "heartbeat",
             settings.heartbeat_interval,
             false,
-            both.clone(),
-            |(c, t)| async move { c.heartbeat(&t).await },
+            task(Periodic::Heartbeat),
         );
         if let Err(e) = conductor.resume_allocations().await {
             tracing::error!(error = %e, "could not resume allocations");
@@ -203,63 +207,40 @@ impl Service {
             "allocation take-over",
             settings.check_allocations_interval,
             false,
-            both.clone(),
-            |(c, t)| async move { c.take_over(&t).await },
+            task(Periodic::TakeOver),
         ) {
             // The heartbeat starts it at once when it sees a conductor die.
             conductor.set_takeover(t);
         }
-        let seen = Arc::new(std::sync::Mutex::new(Default::default()));
         work.periodic(
             "node metrics",
             crate::registry::NODE_METRICS_INTERVAL,
             false,
-            (conductor.clone(), topology.clone(), seen),
-            |(c, t, seen)| async move { c.node_metrics(&t, &seen).await },
+            task(Periodic::NodeMetrics(Default::default())),
         );
         work.periodic(
             "node history pruning",
             settings.node_history_cleanup_interval,
             true,
-            conductor.clone(),
-            |c| async move {
-                c.prune_history().await;
-                Ok(())
-            },
+            task(Periodic::HistoryPruning),
         );
         work.periodic(
             "step waits",
             settings.check_provision_state_interval,
             true,
-            both.clone(),
-            |(c, t)| async move {
-                match c.check_waits(&t).await {
-                    Ok(done) if done != Default::default() => {
-                        tracing::info!(
-                            resumed = done.resumed,
-                            timed_out = done.timed_out,
-                            "step waits checked"
-                        );
-                        Ok(())
-                    }
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(format!("could not check the waiting nodes: {e}")),
-                }
-            },
+            task(Periodic::StepWaits),
         );
         work.periodic(
             "power-state sync",
             settings.sync_power_state_interval,
             true,
-            both.clone(),
-            |(c, t)| async move { c.power_sync(&t).await },
+            task(Periodic::PowerSync),
         );
         work.periodic(
             "oneview checks",
             settings.oneview_check_interval,
             true,
-            both,
-            |(c, t)| async move { c.oneview_checks(&t).await },
+            task(Periodic::OneView),
         );
         Ok(Service {
             conductor,
@@ -362,5 +343,55 @@ impl Service {
             );
         }
         keepalive.abort();
+    }
+}
+
+/// The conductor's periodic tasks.
+enum Periodic {
+    Heartbeat,
+    TakeOver,
+    /// The label sets of `ironic_conductor_nodes` set before.
+    NodeMetrics(std::sync::Mutex<std::collections::BTreeSet<(String, bool, String)>>),
+    HistoryPruning,
+    StepWaits,
+    PowerSync,
+    OneView,
+}
+
+/// One periodic task of a conductor, over its view of the cluster.
+struct ConductorTask {
+    kind: Periodic,
+    conductor: Arc<Conductor>,
+    topology: Arc<Topology>,
+}
+
+impl crate::work::BackgroundTask for ConductorTask {
+    async fn run(&self) -> Result<(), TaskError> {
+        let (c, t) = (&self.conductor, &self.topology);
+        match &self.kind {
+            Periodic::Heartbeat => c.heartbeat(t).await,
+            Periodic::TakeOver => c.take_over(t).await,
+            Periodic::NodeMetrics(seen) => c.node_metrics(t, seen).await,
+            Periodic::HistoryPruning => {
+                c.prune_history().await;
+                Ok(())
+            }
+            Periodic::StepWaits => {
+                let done = c
+                    .check_waits(t)
+                    .await
+                    .map_err(|e| TaskError::failed("checking the waiting nodes", e))?;
+                if done != Default::default() {
+                    tracing::info!(
+                        resumed = done.resumed,
+                        timed_out = done.timed_out,
+                        "step waits checked"
+                    );
+                }
+                Ok(())
+            }
+            Periodic::PowerSync => c.power_sync(t).await,
+            Periodic::OneView => c.oneview_checks(t).await,
+        }
     }
 }

@@ -15,6 +15,56 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, watch};
 use tokio_util::task::TaskTracker;
 
+/// A periodic task: the one contract every background task of the conductor keeps
+/// (heartbeat, allocation take-over, node metrics, history pruning, step waits,
+/// power-state sync, OneView checks; `service.rs` `ConductorTask`). A run either
+/// succeeds or says what failed, with the cause.
+pub trait BackgroundTask: Send + Sync + 'static {
+    fn run(&self) -> impl Future<Output = Result<(), TaskError>> + Send;
+}
+
+/// Why a periodic task's run failed: what it was doing, and the domain error it met
+/// (its cause, logged with it); or several such failures of one run.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("{doing}")]
+    Failed {
+        doing: &'static str,
+        #[source]
+        source: ironic_model::Error,
+    },
+    #[error("{} failures", .0.len())]
+    Several(Vec<TaskError>),
+}
+
+impl TaskError {
+    pub fn failed(doing: &'static str, source: ironic_model::Error) -> TaskError {
+        TaskError::Failed { doing, source }
+    }
+
+    /// The run's failures as one `Ok` or one error: none, one, or [`TaskError::Several`].
+    pub fn all(mut failed: Vec<TaskError>) -> Result<(), TaskError> {
+        match failed.len() {
+            0 => Ok(()),
+            1 => Err(failed.remove(0)),
+            _ => Err(TaskError::Several(failed)),
+        }
+    }
+
+    /// Every failure with its causes, for the log and the task's status:
+    /// `doing: cause; doing: cause`.
+    pub fn report(&self) -> String {
+        match self {
+            TaskError::Failed { doing, source } => format!("{doing}: {source}"),
+            TaskError::Several(all) => all
+                .iter()
+                .map(TaskError::report)
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+}
+
 /// What is known of one periodic task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PeriodicStatus {
@@ -133,19 +183,13 @@ impl Runner {
     /// Runs `body(state.clone())` every `interval` (the first run at once, or after one
     /// interval with `delay_first`), one run at a time, until the conductor stops. A
     /// zero interval disables the task. Returns a handle to trigger a run on demand.
-    pub fn periodic<S, F, Fut>(
+    pub fn periodic<T: BackgroundTask>(
         &self,
         name: &'static str,
         interval: Duration,
         delay_first: bool,
-        state: S,
-        body: F,
-    ) -> Option<Trigger>
-    where
-        S: Clone + Send + 'static,
-        F: Fn(S) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), String>> + Send,
-    {
+        task: T,
+    ) -> Option<Trigger> {
         if interval.is_zero() {
             tracing::info!(task = name, "periodic task disabled");
             return None;
@@ -182,7 +226,7 @@ impl Runner {
                 let (started, at) = (Instant::now(), Utc::now());
                 let gauge = metrics::gauge!("ironic_periodic_running", "task" => name);
                 let running = Running::start(gauge);
-                let res = body(state.clone()).await;
+                let res = task.run().await.map_err(|e| e.report());
                 let took = started.elapsed();
                 match &res {
                     Ok(()) => tracing::debug!(task = name, ms = took.as_millis() as u64, "periodic task ran"),
@@ -330,6 +374,22 @@ mod tests {
         assert!(!r.shutdown(Duration::from_millis(50)).await);
     }
 
+    /// Counts its runs; the first one fails.
+    struct Count(Arc<AtomicUsize>);
+
+    impl BackgroundTask for Count {
+        async fn run(&self) -> Result<(), TaskError> {
+            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                Err(TaskError::failed(
+                    "first run",
+                    ironic_model::Error::Unavailable("it fails".into()),
+                ))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
     #[tokio::test]
     async fn periodic_tasks_record_runs_and_can_be_triggered() {
         let r = Runner::new();
@@ -339,24 +399,17 @@ mod tests {
                 "count",
                 Duration::from_secs(3600),
                 true,
-                runs.clone(),
-                |n| async move {
-                    if n.fetch_add(1, Ordering::SeqCst) == 0 {
-                        Err("first run fails".to_string())
-                    } else {
-                        Ok(())
-                    }
-                },
+                Count(runs.clone()),
             )
             .unwrap();
-        let off = r.periodic("off", Duration::ZERO, false, (), |()| async { Ok(()) });
+        let off = r.periodic("off", Duration::ZERO, false, Count(Default::default()));
         assert!(off.is_none());
         t.run_now();
         until("first run", || runs.load(Ordering::SeqCst) == 1).await;
         until("status", || r.periodic_status()[0].runs == 1).await;
         let s = &r.periodic_status()[0];
         assert_eq!(s.name, "count");
-        assert_eq!(s.last_error.as_deref(), Some("first run fails"));
+        assert_eq!(s.last_error.as_deref(), Some("first run: it fails"));
         t.run_now();
         until("second run", || r.periodic_status()[0].runs == 2).await;
         assert_eq!(r.periodic_status()[0].last_error, None);
