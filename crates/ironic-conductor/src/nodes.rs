@@ -326,7 +326,7 @@ impl Nodes {
                 Some(i) if !i.starts_with("no-") => {
                     let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
                         (Err(why), _, _) => Err(why.to_string()),
-                        (Ok(()), Err(why), "deploy") => Err(why.clone()),
+                        (Ok(()), Err(why), "deploy") => Err(why.to_string()),
                         _ => Ok(()),
                     };
                     match checked {

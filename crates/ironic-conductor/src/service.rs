@@ -101,6 +101,14 @@ pub fn oneview_settings(cfg: &Config) -> ironic_drivers::oneview::client::Settin
     }
 }
 
+/// `[amqp] tls_cacert_file` cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read [amqp] tls_cacert_file {}: {source}", path.display())]
+pub struct UnreadableCa {
+    path: std::path::PathBuf,
+    source: std::io::Error,
+}
+
 /// Bus settings from the configuration; `who` names the connection in RabbitMQ,
 /// `cluster` is the deployment's id (`Db::cluster_id`), `signing` its message keys.
 /// Fails on an unreadable `[amqp] tls_cacert_file`.
@@ -109,14 +117,16 @@ pub fn bus_settings(
     who: &str,
     cluster: &str,
     signing: SigningKeys,
-) -> Result<BusSettings, String> {
-    let tls_ca_pem =
-        match &cfg.amqp.tls_cacert_file {
-            Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-                format!("cannot read [amqp] tls_cacert_file {}: {e}", path.display())
-            })?),
-            None => None,
-        };
+) -> Result<BusSettings, UnreadableCa> {
+    let tls_ca_pem = match &cfg.amqp.tls_cacert_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path).map_err(|source| UnreadableCa {
+                path: path.into(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
     Ok(BusSettings {
         url: cfg.amqp.url.clone(),
         exchange: cfg.amqp.exchange.clone(),

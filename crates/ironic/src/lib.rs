@@ -316,7 +316,10 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         Role::AllInOne => None,
         _ => {
             let keys = bus_keys(&cfg, &db).await?;
-            Some(bus_settings(&cfg, role.name(), &cluster, keys).map_err(StartError::Tls)?)
+            Some(
+                bus_settings(&cfg, role.name(), &cluster, keys)
+                    .map_err(|e| StartError::Tls(e.to_string()))?,
+            )
         }
     };
     let prepared = match role {

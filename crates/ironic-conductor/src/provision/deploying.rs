@@ -58,7 +58,7 @@ impl Provisioner {
         // The interfaces, then the steps: both before anything moves.
         let checked = match self.validate_power_and_deploy(&held.node).await {
             Ok(()) => self.deploy_plan(&held.node).await,
-            Err(why) => Err(why.to_string()),
+            Err(why) => Err(WorkFailed::Driver(why)),
         };
         let plan = match checked {
             Ok(p) => p,
@@ -95,7 +95,7 @@ impl Provisioner {
     }
 
     /// The deploy steps the node runs (see [`deploy_plan`]).
-    pub(crate) async fn deploy_plan(&self, node: &Node) -> Result<Vec<Step>, String> {
+    pub(crate) async fn deploy_plan(&self, node: &Node) -> Result<Vec<Step>, WorkFailed> {
         deploy_plan(&self.db, node).await
     }
 
@@ -196,12 +196,10 @@ impl Provisioner {
 /// The deploy steps a node runs: its driver's, merged with the deploy templates its
 /// instance traits select and the user's steps (`steps::deploy_plan`). `Err` is the
 /// reason the steps are invalid.
-pub(crate) async fn deploy_plan(db: &ironic_db::Db, node: &Node) -> Result<Vec<Step>, String> {
-    let traits = ironic_model::deploy_template::instance_traits(node)?;
-    let templates = db
-        .deploy_templates_by_names(&traits)
-        .await
-        .map_err(|e| e.to_string())?;
+pub(crate) async fn deploy_plan(db: &ironic_db::Db, node: &Node) -> Result<Vec<Step>, WorkFailed> {
+    let refused = |e: &dyn std::fmt::Display| WorkFailed::Refused(e.to_string());
+    let traits = ironic_model::deploy_template::instance_traits(node).map_err(|e| refused(&e))?;
+    let templates = db.deploy_templates_by_names(&traits).await?;
     let user = ironic_model::deploy_template::user_deploy_steps(node);
-    ironic_catalog::deploy_plan_for(node, templates, &user)
+    ironic_catalog::deploy_plan_for(node, templates, &user).map_err(|e| refused(&e))
 }

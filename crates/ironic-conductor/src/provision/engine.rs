@@ -281,7 +281,7 @@ impl Provisioner {
                 }
                 Err(why) => {
                     self.step_event(&mut held.node, step, "failed");
-                    let msg = flow.step_failed_message(&held.node, step, &why);
+                    let msg = flow.step_failed_message(&held.node, step, &why.to_string());
                     self.fail(flow, held, msg, true).await;
                     return;
                 }

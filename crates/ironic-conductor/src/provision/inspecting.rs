@@ -30,18 +30,15 @@ impl Provisioner {
     /// The inspection of a node in `inspecting` (under its lock): `Done` when it
     /// finished, `Wait` when the ramdisk was booted and the node waits for its data;
     /// `Err` is the reason it failed.
-    pub(super) async fn inspect(&self, node: &mut Node) -> Result<Event, String> {
+    pub(super) async fn inspect(&self, node: &mut Node) -> Result<Event, WorkFailed> {
         node.inspection_started_at = Some(now());
         node.inspection_finished_at = None;
         if node.interfaces.get("inspect") == Some("agent") {
             self.boot_inspection_ramdisk(node).await?;
             return Ok(Event::Wait);
         }
-        let driver = self.driver_of(node).map_err(|e| e.to_string())?;
-        let found = driver
-            .inspect_hardware(NodeInfo::from(&*node))
-            .await
-            .map_err(|e| e.to_string())?;
+        let driver = self.driver_of(node)?;
+        let found = driver.inspect_hardware(NodeInfo::from(&*node)).await?;
         if let Some(found) = found {
             self.apply_inspection(node, &found.inventory, &found.plugin_data, Hooks::OutOfBand)
                 .await?;
@@ -54,12 +51,12 @@ impl Provisioner {
     /// In-band inspection starts: the BMC addresses are kept for the lookup, the
     /// ramdisk gets a token when it looks the node up, and the node is powered on
     /// (rebooted if it was on) to boot it.
-    async fn boot_inspection_ramdisk(&self, node: &mut Node) -> Result<(), String> {
+    async fn boot_inspection_ramdisk(&self, node: &mut Node) -> Result<(), WorkFailed> {
         let bmc = bmc_addresses(&node.driver_info);
         node.driver_internal_info
             .insert(agent::LOOKUP_BMC_ADDRESSES.into(), json!(bmc));
         agent::wipe_token_and_url(&mut node.driver_internal_info);
-        let driver = self.driver_of(node).map_err(|e| e.to_string())?;
+        let driver = self.driver_of(node)?;
         let action = if node.power_state.as_deref() == Some("power on") {
             "rebooting"
         } else {
@@ -69,7 +66,9 @@ impl Provisioner {
             .power()
             .set_power_state(NodeInfo::from(&*node), action, None)
             .await
-            .map_err(|e| format!("Failed to boot the inspection ramdisk: {e}"))?;
+            .map_err(|e| {
+                WorkFailed::Refused(format!("Failed to boot the inspection ramdisk: {e}"))
+            })?;
         node.power_state = Some(after);
         let timeout = self.settings.inspect_wait_timeout;
         if !timeout.is_zero() {
@@ -131,10 +130,10 @@ impl Provisioner {
         mut plugin_data: JsonObject,
     ) {
         let outcome = match plugin_data.get("error") {
-            Some(e) if !e.is_null() => Err(format!(
+            Some(e) if !e.is_null() => Err(WorkFailed::Refused(format!(
                 "Ramdisk reported error: {}",
                 e.as_str().map_or_else(|| e.to_string(), str::to_string)
-            )),
+            ))),
             _ => {
                 // Logs are large and kept elsewhere upstream; not stored.
                 plugin_data.remove("logs");
@@ -232,7 +231,7 @@ impl Provisioner {
         inv: &JsonObject,
         plugin_data: &JsonObject,
         hooks: Hooks,
-    ) -> Result<(), String> {
+    ) -> Result<(), WorkFailed> {
         let interfaces: Vec<&JsonObject> = inv
             .get("interfaces")
             .and_then(Value::as_array)
@@ -246,7 +245,7 @@ impl Provisioner {
             .filter(|m| ironic_model::port::normalize_mac(m).is_some())
             .count();
         if hooks == Hooks::Agent && valid_macs == 0 {
-            return Err(format!(
+            return Err(WorkFailed::Refused(format!(
                 "No suitable interfaces found in {}",
                 Value::Array(
                     interfaces
@@ -254,7 +253,7 @@ impl Provisioner {
                         .map(|i| Value::Object((*i).clone()))
                         .collect()
                 )
-            ));
+            )));
         }
         if let Some(a) = inv_pointer(inv, "/cpu/architecture").and_then(Value::as_str) {
             node.properties.insert("cpu_arch".into(), json!(a));
@@ -330,7 +329,7 @@ impl Provisioner {
                 Err(Error::Conflict(m)) => {
                     tracing::info!(node = %node.uuid, address = %port.address, "inspection keeps an existing port: {m}")
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             }
         }
         // Rules see what the hooks made (properties, ports) and may change the plugin
@@ -338,10 +337,7 @@ impl Provisioner {
         let mut plugin_data = plugin_data.clone();
         self.run_inspection_rules(node, inv, &mut plugin_data)
             .await?;
-        self.db
-            .inventory_save(node.id.0, inv, &plugin_data)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(self.db.inventory_save(node.id.0, inv, &plugin_data).await?)
     }
 
     /// The inspection rules (1.96), the API's and the built-in file's, on what an
@@ -352,14 +348,12 @@ impl Provisioner {
         node: &mut Node,
         inventory: &JsonObject,
         plugin_data: &mut JsonObject,
-    ) -> Result<(), String> {
-        let mut all = self
-            .db
-            .inspection_rule_all()
-            .await
-            .map_err(|e| e.to_string())?;
+    ) -> Result<(), WorkFailed> {
+        let mut all = self.db.inspection_rule_all().await?;
         if let Some(path) = &self.settings.built_in_rules {
-            all.extend(inspection_rules::built_in(path).map_err(|e| e.to_string())?);
+            all.extend(
+                inspection_rules::built_in(path).map_err(|e| WorkFailed::Refused(e.to_string()))?,
+            );
         }
         if all.is_empty() {
             return Ok(());
@@ -370,8 +364,7 @@ impl Provisioner {
                 node_id: Some(node.id),
                 ..ironic_db::ports::NicListQuery::every()
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let mask = rules::MaskSecrets::from_setting(&self.settings.mask_secrets);
         let http = inspection_rules::http();
         let uuid = node.uuid.to_string();
@@ -385,7 +378,7 @@ impl Provisioner {
         };
         let outcome = rules::apply_rules(&all, &mut subject, mask, http)
             .await
-            .map_err(|e| e.last_error);
+            .map_err(|e| WorkFailed::Refused(e.last_error));
         let changed = std::mem::take(&mut subject.changed_ports);
         // Traits live in their own table; the node's save does not write them.
         let traits = subject.node.traits.clone();
@@ -413,7 +406,7 @@ impl Provisioner {
         match &outcome {
             Ok(()) => tracing::info!(node = %uuid, rules = all.len(), "inspection rules applied"),
             Err(e) => {
-                tracing::warn!(node = %uuid, "inspection rules failed: {}", ironic_model::secrets::log_safe(e))
+                tracing::warn!(node = %uuid, "inspection rules failed: {}", ironic_model::secrets::log_safe(&e.to_string()))
             }
         }
         outcome

@@ -117,10 +117,25 @@ fn step_json(s: &Step) -> JsonObject {
     }
 }
 
+/// Why background work on a node (a step, an inspection, a deploy plan) failed; its
+/// text is what `last_error` shows.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkFailed {
+    /// The driver's reason.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The database, or a rule of the domain.
+    #[error(transparent)]
+    Domain(#[from] Error),
+    /// The conductor's own reason.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// What running a step did.
 enum Ran {
     /// The driver's (or a power action's) outcome, or why it failed (timed).
-    Finished(Result<Outcome, String>),
+    Finished(Result<Outcome, WorkFailed>),
     /// The reserved `hold` step: the node waits in `… hold` for `unhold`.
     Hold,
 }
@@ -236,8 +251,12 @@ impl Provisioner {
     }
 
     /// [`Provisioner::run_step`] untimed: `None` for `hold`.
-    async fn step_outcome(&self, node: &mut Node, step: &Step) -> Result<Option<Outcome>, String> {
-        let driver = self.driver_of(node).map_err(|e| e.to_string())?;
+    async fn step_outcome(
+        &self,
+        node: &mut Node,
+        step: &Step,
+    ) -> Result<Option<Outcome>, WorkFailed> {
+        let driver = self.driver_of(node)?;
         let power = match step.step.as_str() {
             "hold" => return Ok(None),
             "wait" => {
@@ -248,7 +267,9 @@ impl Provisioner {
                         .as_u64()
                         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
                         .ok_or_else(|| {
-                            format!("the wait step's seconds must be a number, not {v}")
+                            WorkFailed::Refused(format!(
+                                "the wait step's seconds must be a number, not {v}"
+                            ))
                         })?,
                 };
                 if secs > most {
@@ -260,9 +281,9 @@ impl Provisioner {
             }
             "power_on" => "power on",
             "power_off" if node.disable_power_off => {
-                return Err(
+                return Err(WorkFailed::Refused(
                     "Failed to set node power state to power off: disable_power_off is set.".into(),
-                );
+                ));
             }
             "power_off" => "power off",
             "reboot" => "rebooting",
@@ -274,16 +295,13 @@ impl Provisioner {
                     .get(&step.interface)
                     .filter(|i| i.starts_with("no-"))
                 {
-                    return Err(format!(
+                    return Err(WorkFailed::Refused(format!(
                         "the node's {} interface is {off}: it has no step {}",
                         step.interface,
                         step.name()
-                    ));
+                    )));
                 }
-                let outcome = driver
-                    .execute_step(NodeInfo::from(&*node), step)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let outcome = driver.execute_step(NodeInfo::from(&*node), step).await?;
                 // What a BIOS step changed shows in the cached settings.
                 if step.interface == "bios" && outcome == Outcome::Done {
                     self.cache_bios(node).await;
@@ -294,8 +312,7 @@ impl Provisioner {
         let after = driver
             .power()
             .set_power_state(NodeInfo::from(&*node), power, None)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         node.power_state = Some(after);
         Ok(Some(Outcome::Done))
     }
