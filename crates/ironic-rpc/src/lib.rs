@@ -12,7 +12,10 @@
 
 use std::sync::Arc;
 
-use ironic_model::{Error, Node};
+use ironic_model::Error;
+/// The request context and the node reference live in the domain crate (the engine
+/// uses them without the transport); re-exported here under their old names.
+pub use ironic_model::{Context, NodeRef};
 
 pub mod amqp;
 pub mod calls;
@@ -32,37 +35,6 @@ pub use dispatch::{Dispatch, dispatcher};
 #[allow(clippy::all, missing_docs)]
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/ironic.rpc.v1.rs"));
-}
-
-/// Who asked, carried with every call for logs and traces.
-#[derive(Debug, Clone, Default)]
-pub struct Context {
-    pub request_id: String,
-    /// 0 for the first attempt; more when the caller repeats a call whose conductor
-    /// died mid-call ([`Call::retry_safe`]): the handler then recognises what the
-    /// earlier attempt may have done.
-    pub attempt: u32,
-}
-
-/// A node as the caller routes on it: the hash ring key is (conductor_group, driver),
-/// the position on the ring the uuid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRef {
-    pub id: ironic_model::NodeId,
-    pub uuid: String,
-    pub driver: String,
-    pub conductor_group: String,
-}
-
-impl From<&Node> for NodeRef {
-    fn from(n: &Node) -> Self {
-        NodeRef {
-            id: n.id,
-            uuid: n.uuid.as_str().to_string(),
-            driver: n.driver.clone(),
-            conductor_group: n.conductor_group.clone(),
-        }
-    }
 }
 
 /// The conductors as a caller reaches them: every call goes through [`Conductors::call`]
