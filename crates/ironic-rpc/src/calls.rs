@@ -390,6 +390,26 @@ mod tests {
         assert!(!GetNodeWithToken { node: node.clone() }.retry_safe());
     }
 
+    /// The calls written by hand route and repeat as their `(call)` option says.
+    #[test]
+    fn manual_calls_follow_their_options() {
+        let node = NodeRef {
+            id: ironic_model::NodeId(1),
+            uuid: "6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into(),
+            driver: "fake-hardware".into(),
+            conductor_group: String::new(),
+        };
+        let detach = DetachVirtualMedia {
+            node: node.clone(),
+            device_types: None,
+        };
+        assert_eq!(
+            MANUAL,
+            &[(DetachVirtualMedia::METHOD, "node", detach.retry_safe())]
+        );
+        assert_eq!(detach.route(), Route::Owner(node));
+    }
+
     fn round_trip<C: Call + Clone + PartialEq + std::fmt::Debug>(c: C) {
         let back = C::from_wire(c.clone().to_wire()).unwrap();
         assert_eq!(back, c);
