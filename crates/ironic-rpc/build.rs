@@ -112,6 +112,8 @@ struct FieldDesc {
     type_name: Option<String>,
     #[prost(message, optional, tag = "8")]
     options: Option<FieldOpts>,
+    #[prost(int32, optional, tag = "9")]
+    oneof_index: Option<i32>,
     #[prost(bool, optional, tag = "17")]
     proto3_optional: Option<bool>,
 }
@@ -271,6 +273,12 @@ fn field(f: &FieldDesc, doc: Option<String>) -> Result<Field, Failure> {
     let ty = f.r#type.unwrap_or_default();
     let repeated = f.label == Some(LABEL_REPEATED);
     let optional = f.proto3_optional == Some(true);
+    if f.oneof_index.is_some() && !optional {
+        return Err(format!(
+            "field {proto}: a oneof has no generated Rust field; mark the call manual"
+        )
+        .into());
+    }
     let json = ty == 9 && proto.ends_with("_json");
     let base = if json {
         "serde_json::Value".to_string()
