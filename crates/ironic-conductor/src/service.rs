@@ -11,7 +11,8 @@
 //! Stop: periodic tasks end → unregister and announce it (API processes route elsewhere
 //! at once, or within one periodic refresh if the announcement is lost) → keep serving
 //! for `shutdown_settle_time` when other conductors are alive → stop consuming and finish
-//! the requests in hand and the background work they started (one budget,
+//! the requests in hand (over the bus, or the in-process calls of the all-in-one) and
+//! the background work they started (one budget,
 //! `graceful_shutdown_timeout`; timers of running clean steps are cancelled: whoever
 //! owns those nodes next recovers them), heartbeating meanwhile so that no other
 //! conductor releases the locks of that work.
@@ -23,6 +24,7 @@ use std::time::Duration;
 use ironic_config::Config;
 use ironic_db::Db;
 use ironic_db::topology::Topology;
+use ironic_rpc::Conductors;
 use ironic_rpc::amqp::{BusSettings, Server, SigningKeys};
 
 use crate::{Conductor, ConductorSettings};
@@ -41,6 +43,8 @@ pub struct Service {
     pub conductor: Arc<Conductor>,
     pub topology: Arc<Topology>,
     server: Option<Server>,
+    /// The all-in-one's transport to this conductor ([`Service::in_process`]).
+    local: Option<Conductors>,
     settle: Duration,
     drain_timeout: Duration,
 }
@@ -256,9 +260,19 @@ impl Service {
             conductor,
             topology,
             server: server.map(|(s, _)| s),
+            local: None,
             settle: Duration::from_secs(cfg.conductor.shutdown_settle_time),
             drain_timeout: Duration::from_secs(cfg.conductor.graceful_shutdown_timeout),
         })
+    }
+
+    /// The in-process transport to this conductor (the all-in-one): a graceful stop
+    /// of the service waits for its calls in flight as for those of the bus, within
+    /// the same budget.
+    pub fn in_process(&mut self) -> Conductors {
+        let c = Conductors::in_process(self.conductor.clone());
+        self.local = Some(c.clone());
+        c
     }
 
     /// Follows whether the RPC server is consuming (`None` in-process: no bus).
@@ -286,6 +300,9 @@ impl Service {
             server.announce_membership().await;
             server.shutdown_within(ABANDON_WAIT).await;
         }
+        if let Some(local) = &self.local {
+            local.shutdown_within(ABANDON_WAIT).await;
+        }
         work.shutdown(ABANDON_WAIT).await;
     }
 
@@ -297,8 +314,18 @@ impl Service {
         work.stop_periodic().await;
         self.conductor.unregister().await;
         let Some(server) = self.server else {
-            // All-in-one: the HTTP server has stopped; finish the work in hand.
-            if !work.shutdown(self.drain_timeout).await {
+            // All-in-one: the HTTP server has stopped; finish the calls in hand and the
+            // work they started (one budget).
+            let deadline = tokio::time::Instant::now() + self.drain_timeout;
+            if let Some(local) = &self.local
+                && !local.shutdown_within(self.drain_timeout).await
+            {
+                tracing::warn!(
+                    "calls in hand did not finish within graceful_shutdown_timeout; abandoned"
+                );
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !work.shutdown(left).await {
                 tracing::warn!(
                     "background work did not finish within graceful_shutdown_timeout; abandoned"
                 );

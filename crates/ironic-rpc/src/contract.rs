@@ -32,6 +32,13 @@ pub trait Reply: Sized + Send + 'static {
     fn from_wire(w: Self::Wire) -> Result<Self, Error>;
 }
 
+/// The Rust reply of a reply message: how a generated call names its reply type
+/// (`type Reply = <pb::NodeReply as WireReply>::Reply`). Implemented next to each
+/// [`Reply`].
+pub trait WireReply {
+    type Reply: Reply<Wire = Self>;
+}
+
 /// One conductor call.
 pub trait Call: Sized + Send + 'static {
     /// The method, from the proto's service (`service::conductor_methods`).

@@ -7,7 +7,7 @@ use ironic_model::patch::{Op, PatchOp};
 use ironic_model::port::{Port, Portgroup};
 use ironic_model::states::ProvisionState;
 use ironic_model::volume::{VolumeConnector, VolumeTarget};
-use ironic_model::{Error, Node, NodeUuid};
+use ironic_model::{Error, Node, NodeUuid, Version};
 
 use ironic_catalog::steps::Requested;
 use ironic_model::deploy_template::TemplateStep;
@@ -568,6 +568,162 @@ pub fn volume_target_from_pb(t: Option<pb::VolumeTarget>) -> Result<VolumeTarget
         created_at: from_us(t.created_at_us, "created_at")?,
         updated_at: opt_from_us(t.updated_at_us, "updated_at")?,
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// Request fields
+
+/// One field of a request: its Rust type ↔ its prost type. The calls generated from
+/// the proto (`build.rs`) convert every field through this, so each conversion is
+/// written once per type, here. A field whose Rust type is its prost type (strings,
+/// flags, numbers) passes unchanged.
+pub trait Field<W>: Sized {
+    fn to_wire(self) -> W;
+    /// Checks what it reads; `what` names the field in the error.
+    fn from_wire(w: W, what: &str) -> Result<Self, Error>;
+}
+
+impl<T> Field<T> for T {
+    fn to_wire(self) -> T {
+        self
+    }
+    fn from_wire(w: T, _: &str) -> Result<T, Error> {
+        Ok(w)
+    }
+}
+
+impl Field<Option<pb::NodeRef>> for NodeRef {
+    fn to_wire(self) -> Option<pb::NodeRef> {
+        Some(node_ref_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::NodeRef>, _: &str) -> Result<Self, Error> {
+        node_ref_from_pb(w)
+    }
+}
+
+impl Field<Option<pb::NodeRef>> for Option<NodeRef> {
+    fn to_wire(self) -> Option<pb::NodeRef> {
+        self.as_ref().map(node_ref_to_pb)
+    }
+    fn from_wire(w: Option<pb::NodeRef>, _: &str) -> Result<Self, Error> {
+        w.map(|n| node_ref_from_pb(Some(n))).transpose()
+    }
+}
+
+impl Field<Option<pb::Node>> for Node {
+    fn to_wire(self) -> Option<pb::Node> {
+        Some(node_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::Node>, what: &str) -> Result<Self, Error> {
+        node_from_pb(w.ok_or_else(|| bad(what))?)
+    }
+}
+
+impl Field<Option<pb::Port>> for Port {
+    fn to_wire(self) -> Option<pb::Port> {
+        Some(port_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::Port>, _: &str) -> Result<Self, Error> {
+        port_from_pb(w)
+    }
+}
+
+impl Field<Option<pb::Portgroup>> for Portgroup {
+    fn to_wire(self) -> Option<pb::Portgroup> {
+        Some(portgroup_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::Portgroup>, _: &str) -> Result<Self, Error> {
+        portgroup_from_pb(w)
+    }
+}
+
+impl Field<Option<pb::NewAllocation>> for NewAllocation {
+    fn to_wire(self) -> Option<pb::NewAllocation> {
+        Some(new_allocation_to_pb(self))
+    }
+    fn from_wire(w: Option<pb::NewAllocation>, _: &str) -> Result<Self, Error> {
+        new_allocation_from_pb(w)
+    }
+}
+
+impl Field<Option<pb::AllocationRef>> for AllocationRef {
+    fn to_wire(self) -> Option<pb::AllocationRef> {
+        Some(allocation_ref_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::AllocationRef>, _: &str) -> Result<Self, Error> {
+        allocation_ref_from_pb(w)
+    }
+}
+
+impl Field<Vec<pb::PatchOp>> for Vec<PatchOp> {
+    fn to_wire(self) -> Vec<pb::PatchOp> {
+        patch_to_pb(&self)
+    }
+    fn from_wire(w: Vec<pb::PatchOp>, _: &str) -> Result<Self, Error> {
+        patch_from_pb(w)
+    }
+}
+
+/// Steps as a user asks for them (clean and service steps).
+impl Field<Vec<pb::Step>> for Vec<Requested> {
+    fn to_wire(self) -> Vec<pb::Step> {
+        steps_to_pb(&self)
+    }
+    fn from_wire(w: Vec<pb::Step>, _: &str) -> Result<Self, Error> {
+        steps_from_pb(w)
+    }
+}
+
+/// Deploy steps, each with its priority.
+impl Field<Vec<pb::Step>> for Vec<TemplateStep> {
+    fn to_wire(self) -> Vec<pb::Step> {
+        deploy_steps_to_pb(&self)
+    }
+    fn from_wire(w: Vec<pb::Step>, _: &str) -> Result<Self, Error> {
+        deploy_steps_from_pb(w)
+    }
+}
+
+/// The API microversion as its minor number (`api_minor`).
+impl Field<u32> for Version {
+    fn to_wire(self) -> u32 {
+        u32::from(self.minor)
+    }
+    fn from_wire(w: u32, _: &str) -> Result<Self, Error> {
+        u16::try_from(w)
+            .map(Version::new)
+            .map_err(|_| Error::invalid("api_minor out of range"))
+    }
+}
+
+/// Any JSON value as JSON text (`*_json`).
+impl Field<String> for serde_json::Value {
+    fn to_wire(self) -> String {
+        self.to_string()
+    }
+    fn from_wire(w: String, what: &str) -> Result<Self, Error> {
+        serde_json::from_str(&w).map_err(|_| bad(what))
+    }
+}
+
+impl Field<Option<String>> for Option<serde_json::Value> {
+    fn to_wire(self) -> Option<String> {
+        self.map(|v| v.to_string())
+    }
+    fn from_wire(w: Option<String>, what: &str) -> Result<Self, Error> {
+        w.map(|v| Field::from_wire(v, what)).transpose()
+    }
+}
+
+/// A JSON object as JSON text; unlike the stored objects' fields, an empty text is not
+/// an empty object here (the request's data is required).
+impl Field<String> for JsonObject {
+    fn to_wire(self) -> String {
+        serde_json::Value::Object(self).to_string()
+    }
+    fn from_wire(w: String, what: &str) -> Result<Self, Error> {
+        serde_json::from_str(&w).map_err(|_| bad(what))
+    }
 }
 
 #[cfg(test)]

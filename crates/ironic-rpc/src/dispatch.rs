@@ -7,13 +7,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use ironic_model::Error;
-use tracing::Instrument;
-
 use crate::calls::{Handlers, serve_local, serve_wire};
 use crate::contract::not_served;
 use crate::convert::error_to_pb;
 use crate::{Context, pb};
+use ironic_model::Error;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -26,9 +24,10 @@ pub trait Dispatch: Send + Sync {
         method: &'a str,
         body: &'a [u8],
     ) -> BoxFuture<'a, pb::Reply>;
-    /// Runs a typed request on a task of its own: as over a real bus, a caller that
+    /// Runs a typed request. The in-process transport ([`crate::Conductors`]) runs the
+    /// returned future on a tracked task of its own: as over a real bus, a caller that
     /// goes away mid-call cannot cancel conductor work half-way (between taking a node
-    /// lock and giving it back).
+    /// lock and giving it back), and a graceful stop waits for it.
     fn local(
         &self,
         ctx: Context,
@@ -69,14 +68,7 @@ impl<H: Handlers> Dispatch for Served<H> {
         req: Box<dyn Any + Send>,
     ) -> BoxFuture<'static, Result<Box<dyn Any + Send>, Error>> {
         let h = self.0.clone();
-        let span = tracing::Span::current();
-        Box::pin(async move {
-            tokio::spawn(
-                async move { serve_local(h.as_ref(), &ctx, method, req).await }.instrument(span),
-            )
-            .await
-            .map_err(|e| Error::Internal(format!("conductor task failed: {e}")))?
-        })
+        Box::pin(async move { serve_local(h.as_ref(), &ctx, method, req).await })
     }
 }
 

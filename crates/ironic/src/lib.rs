@@ -497,8 +497,8 @@ async fn serve(
         cfg.conductor.heartbeat_interval.clamp(1, 10),
     ));
     let mut watcher = None;
-    let conductors = match (&running.conductor, bus) {
-        (Some(svc), _) => Conductors::in_process(svc.conductor.clone()),
+    let conductors = match (&mut running.conductor, bus) {
+        (Some(svc), _) => svc.in_process(),
         (None, None) => {
             refresher.abort();
             return Err(StartError::Tls(
