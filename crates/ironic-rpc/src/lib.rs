@@ -30,6 +30,10 @@ pub mod testing;
 pub mod trace;
 
 pub use calls::{Handlers, InterfaceCheck};
+
+// `route_calls!`: the conductor's `Handlers` impl, generated from the proto's
+// `(call).room` of every call.
+include!(concat!(env!("OUT_DIR"), "/routing.rs"));
 pub use contract::{Call, Route};
 pub use dispatch::{Dispatch, dispatcher};
 
