@@ -13,9 +13,10 @@ use ironic_model::volume::{
     self as vm, CONNECTOR_FIELDS, ConnectorSpec, TARGET_FIELDS, TargetSpec, VOLUME_MIN,
     VolumeConnector, VolumeTarget,
 };
-use ironic_model::{Error, NodeId, Version};
+use ironic_model::{Error, NodeId, NodeRef, Version};
 use ironic_rpc::calls::{
-    DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
+    CreateVolumeConnector, CreateVolumeTarget, DestroyVolumeConnector, DestroyVolumeTarget,
+    UpdateVolumeConnector, UpdateVolumeTarget,
 };
 use serde_json::{Value, json};
 
@@ -206,8 +207,12 @@ pub async fn connector_create(
     let node = node_of(&st, &authz, &spec.node_uuid, v).await?;
     let mut c = VolumeConnector::new(uuid, spec);
     c.node_id = node.id;
-    let saved = st.db.volume_connector_create(&c).await?;
-    tracing::info!(connector = %saved.uuid, node = %saved.node_uuid, "volume connector created");
+    // Written by the node's conductor, under the node's lock.
+    let call = CreateVolumeConnector {
+        node: NodeRef::from(&node),
+        connector: c,
+    };
+    let saved = st.conductor.call(&req.ctx, call).await?;
     Ok(created(&saved, &base, v))
 }
 
@@ -229,8 +234,12 @@ pub async fn target_create(
     let node = node_of(&st, &authz, &spec.node_uuid, v).await?;
     let mut t = VolumeTarget::new(uuid, spec);
     t.node_id = node.id;
-    let mut saved = st.db.volume_target_create(&t).await?;
-    tracing::info!(target = %saved.uuid, node = %saved.node_uuid, "volume target created");
+    // Written by the node's conductor, under the node's lock.
+    let call = CreateVolumeTarget {
+        node: NodeRef::from(&node),
+        target: t,
+    };
+    let mut saved = st.conductor.call(&req.ctx, call).await?;
     hide_restricted(&authz, std::slice::from_mut(&mut saved));
     Ok(created(&saved, &base, v))
 }

@@ -1,5 +1,6 @@
-//! Volume connector and target changes, under the lock of their node: a PATCH only
-//! while the node is powered off (upstream's rule), a delete at any time.
+//! Volume connectors and targets, every write under the lock of their node: a create
+//! and a delete at any time, a PATCH only while the node is powered off (upstream's
+//! rule).
 
 use crate::lock::Patience;
 use ironic_db::ports::Key;
@@ -12,7 +13,8 @@ use ironic_model::volume::{
 use ironic_model::{Error, Node};
 use ironic_rpc::Context;
 use ironic_rpc::calls::{
-    DestroyVolumeConnector, DestroyVolumeTarget, UpdateVolumeConnector, UpdateVolumeTarget,
+    CreateVolumeConnector, CreateVolumeTarget, DestroyVolumeConnector, DestroyVolumeTarget,
+    UpdateVolumeConnector, UpdateVolumeTarget,
 };
 
 /// The node a patched document names: the same, or another that exists (400).
@@ -27,7 +29,7 @@ async fn target_node(db: &ironic_db::Db, current: &Node, wanted: &str) -> Result
     })
 }
 
-/// Volume connectors and targets: changed under their node's lock, powered off only.
+/// Volume connectors and targets: written under their node's lock.
 pub(crate) struct Volumes {
     db: ironic_db::Db,
     locks: crate::lock::Locks,
@@ -40,6 +42,59 @@ impl Volumes {
 }
 
 impl Volumes {
+    pub(crate) async fn create_volume_connector(
+        &self,
+        ctx: &Context,
+        req: CreateVolumeConnector,
+    ) -> Result<VolumeConnector, Error> {
+        let CreateVolumeConnector {
+            node,
+            mut connector,
+        } = req;
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+            connector.node_id = node.id;
+            connector.node_uuid = node.uuid.as_str().to_string();
+            let created = match self.db.volume_connector_create(&connector).await {
+                // A repeat: the first attempt may have stored it.
+                Err(Error::Conflict(m)) if ctx.attempt > 0 => {
+                    return match self.db.volume_connector_get(Key::Uuid(&connector.uuid)).await? {
+                        Some(c) if c.node_id == node.id => Ok(c),
+                        _ => Err(Error::Conflict(m)),
+                    };
+                }
+                r => r?,
+            };
+            tracing::info!(connector = %created.uuid, node = %created.node_uuid, "volume connector created");
+            Ok(created)
+        })
+        .await
+    }
+
+    pub(crate) async fn create_volume_target(
+        &self,
+        ctx: &Context,
+        req: CreateVolumeTarget,
+    ) -> Result<VolumeTarget, Error> {
+        let CreateVolumeTarget { node, mut target } = req;
+        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+            target.node_id = node.id;
+            target.node_uuid = node.uuid.as_str().to_string();
+            let created = match self.db.volume_target_create(&target).await {
+                // A repeat: the first attempt may have stored it.
+                Err(Error::Conflict(m)) if ctx.attempt > 0 => {
+                    return match self.db.volume_target_get(Key::Uuid(&target.uuid)).await? {
+                        Some(t) if t.node_id == node.id => Ok(t),
+                        _ => Err(Error::Conflict(m)),
+                    };
+                }
+                r => r?,
+            };
+            tracing::info!(target = %created.uuid, node = %created.node_uuid, "volume target created");
+            Ok(created)
+        })
+        .await
+    }
+
     pub(crate) async fn update_volume_connector(
         &self,
         _ctx: &Context,

@@ -637,6 +637,24 @@ impl Field<Option<pb::Portgroup>> for Portgroup {
     }
 }
 
+impl Field<Option<pb::VolumeConnector>> for VolumeConnector {
+    fn to_wire(self) -> Option<pb::VolumeConnector> {
+        Some(volume_connector_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::VolumeConnector>, _: &str) -> Result<Self, Error> {
+        volume_connector_from_pb(w)
+    }
+}
+
+impl Field<Option<pb::VolumeTarget>> for VolumeTarget {
+    fn to_wire(self) -> Option<pb::VolumeTarget> {
+        Some(volume_target_to_pb(&self))
+    }
+    fn from_wire(w: Option<pb::VolumeTarget>, _: &str) -> Result<Self, Error> {
+        volume_target_from_pb(w)
+    }
+}
+
 impl Field<Option<pb::NewAllocation>> for NewAllocation {
     fn to_wire(self) -> Option<pb::NewAllocation> {
         Some(new_allocation_to_pb(self))

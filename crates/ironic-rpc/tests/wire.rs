@@ -13,6 +13,7 @@ use ironic_model::deploy_template::TemplateStep;
 use ironic_model::node::JsonObject;
 use ironic_model::patch::{Op, PatchOp};
 use ironic_model::port::{Port, Portgroup};
+use ironic_model::volume::{VolumeConnector, VolumeTarget};
 use ironic_model::{
     AllocationId, AllocationRef, NewAllocation, Node, NodeId, NodeRef, NodeUuid, Version,
 };
@@ -91,6 +92,36 @@ fn port() -> Port {
         available_for_dynamic_portgroup: true,
         created_at: at(),
         updated_at: None,
+    }
+}
+
+fn connector() -> VolumeConnector {
+    VolumeConnector {
+        id: 9,
+        uuid: "vc".into(),
+        node_id: NodeId(42),
+        node_uuid: node_ref().uuid,
+        connector_type: "iqn".into(),
+        connector_id: "iqn.2017-10.org.openstack:node-1".into(),
+        extra: obj(json!({"x": 1})),
+        created_at: at(),
+        updated_at: Some(at()),
+    }
+}
+
+fn target() -> VolumeTarget {
+    VolumeTarget {
+        id: 10,
+        uuid: "vt".into(),
+        node_id: NodeId(42),
+        node_uuid: node_ref().uuid,
+        volume_type: "iscsi".into(),
+        volume_id: "vol-1".into(),
+        boot_index: 0,
+        properties: obj(json!({"target_lun": 0})),
+        extra: obj(json!({"y": 2})),
+        created_at: at(),
+        updated_at: Some(at()),
     }
 }
 
@@ -257,6 +288,14 @@ fn all() -> Vec<String> {
         line(VifDetach {
             node: n(),
             vif_id: "vif-1".into(),
+        }),
+        line(CreateVolumeConnector {
+            node: n(),
+            connector: connector(),
+        }),
+        line(CreateVolumeTarget {
+            node: n(),
+            target: target(),
         }),
         line(UpdateVolumeConnector {
             node: n(),
