@@ -51,7 +51,17 @@ impl<H: Handlers> Dispatch for Served<H> {
                 Some(Ok(b)) => pb::Reply {
                     result: Some(pb::reply::Result::Ok(b)),
                 },
-                Some(Err(e)) => error_reply(&e),
+                Some(Err(e)) => {
+                    if let Error::Internal(_) = &e {
+                        // Only the context crosses the bus: the causes are logged here,
+                        // once.
+                        tracing::error!(
+                            error = %ironic_model::secrets::log_safe(&ironic_model::error::chain(&e)),
+                            "rpc failed"
+                        );
+                    }
+                    error_reply(&e)
+                }
                 None => pb::Reply {
                     result: Some(pb::reply::Result::Error(pb::RpcError {
                         kind: pb::ErrorKind::Unimplemented as i32,
@@ -75,7 +85,7 @@ impl<H: Handlers> Dispatch for Served<H> {
                 async move { serve_local(h.as_ref(), &ctx, method, req).await }.instrument(span),
             )
             .await
-            .map_err(|e| Error::Internal(format!("conductor task failed: {e}")))?
+            .map_err(|e| Error::internal_from("conductor task failed", e))?
         })
     }
 }

@@ -112,7 +112,7 @@ impl Conductors {
                 .await?
                 .downcast::<C::Reply>()
                 .map(|r| *r)
-                .map_err(|_| Error::Internal(format!("reply of {} has the wrong type", C::METHOD))),
+                .map_err(|_| Error::internal(format!("reply of {} has the wrong type", C::METHOD))),
             Transport::Remote(r) => r.call(ctx, req).await,
         }
     }
