@@ -116,6 +116,16 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
     Error::internal_from(format!("database error while {context}"), e)
 }
 
+/// Why a readiness round trip ([`Db::ping`]) failed; its chain
+/// (`ironic_model::error::chain`) is what `/readyz` says.
+#[derive(Debug, thiserror::Error)]
+pub enum PingError {
+    #[error("database error")]
+    Failed(#[source] sqlx::Error),
+    #[error("the database did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+}
+
 /// A failed start-up connection, with its cause (refused, TLS, authentication, ...): what
 /// the operator needs to mend it. Only start-up paths (`Db::connect`) use it.
 fn connect_error(what: &str, e: sqlx::Error) -> Error {
@@ -319,7 +329,7 @@ impl Db {
 
     /// A round trip to the database (`SELECT 1`), bounded by `within`: what readiness
     /// checks ask.
-    pub async fn ping(&self, within: Duration) -> Result<(), String> {
+    pub async fn ping(&self, within: Duration) -> Result<(), PingError> {
         let q = async {
             with_pool!(self, |p| sqlx::query_scalar::<_, i32>("SELECT 1")
                 .fetch_one(p)
@@ -327,11 +337,8 @@ impl Db {
         };
         match tokio::time::timeout(within, q).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("database error: {e}")),
-            Err(_) => Err(format!(
-                "the database did not answer within {} ms",
-                within.as_millis()
-            )),
+            Ok(Err(e)) => Err(PingError::Failed(e)),
+            Err(_) => Err(PingError::Timeout(within)),
         }
     }
 

@@ -41,6 +41,33 @@ pub enum Error {
     Internal(InternalError),
 }
 
+/// A document that does not match its JSON schema, in the words of upstream's validator
+/// (Python `jsonschema`: "'x' is a required property"), which a client sees as they are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SchemaError(pub String);
+
+impl From<&str> for SchemaError {
+    fn from(s: &str) -> Self {
+        SchemaError(s.to_string())
+    }
+}
+
+/// The request's fault (400), its message as it is.
+impl From<SchemaError> for Error {
+    fn from(e: SchemaError) -> Self {
+        Error::Invalid(e.0)
+    }
+}
+
+/// `Err(schema!("{x} is not of type 'object'"))`: a [`SchemaError`] from a format.
+#[macro_export]
+macro_rules! schema {
+    ($($arg:tt)*) => {
+        $crate::error::SchemaError(format!($($arg)*))
+    };
+}
+
 /// The cause of an internal error, shared so that [`Error`] stays `Clone`.
 pub type Source = Arc<dyn std::error::Error + Send + Sync + 'static>;
 

@@ -227,7 +227,11 @@ fn database_checks(db: &Db) -> Vec<(&'static str, ops::Check)> {
             "database",
             ops::check(move || {
                 let db = a.clone();
-                async move { db.ping(Duration::from_secs(2)).await }
+                async move {
+                    db.ping(Duration::from_secs(2))
+                        .await
+                        .map_err(|e| ironic_model::error::chain(&e))
+                }
             }),
         ),
         (
