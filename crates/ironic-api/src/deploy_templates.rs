@@ -270,7 +270,7 @@ pub async fn node_deploy_steps(
     if ironic_catalog::known(&node.driver).is_none() {
         return Err(Error::no_valid_host(&node.driver, &node.conductor_group).into());
     }
-    let traits = dt::instance_traits(&node).map_err(Error::Invalid)?;
+    let traits = dt::instance_traits(&node).map_err(Error::from)?;
     let templates = st.db.deploy_templates_by_names(&traits).await?;
     let names: Vec<String> = templates.iter().map(|t| t.name.clone()).collect();
     let plan = ironic_catalog::deploy_plan_for(
@@ -278,7 +278,7 @@ pub async fn node_deploy_steps(
         templates,
         &ironic_model::deploy_template::user_deploy_steps(&node),
     )
-    .map_err(Error::Invalid)?;
+    .map_err(Error::from)?;
     let steps: Vec<Value> = plan
         .iter()
         .map(|s| {

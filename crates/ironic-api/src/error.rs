@@ -154,7 +154,15 @@ impl IntoResponse for ApiError {
                     // Cut: a message may echo a body of a megabyte.
                     other => secrets::stored_text(other.message()),
                 };
-                if status.is_client_error() {
+                if let Error::Internal(_) = &e {
+                    // The one log line of the failure, with its causes; the client sees
+                    // none of it.
+                    tracing::error!(
+                        status = status.as_u16(),
+                        error = %secrets::log_safe(&ironic_model::error::chain(&e)),
+                        "internal error"
+                    );
+                } else if status.is_client_error() {
                     tracing::info!(
                         status = status.as_u16(),
                         "{}",

@@ -180,9 +180,10 @@ pub fn json_response_sized(status: StatusCode, body: &impl Serialize, capacity: 
             );
             r
         }
-        Err(e) => ApiError::Domain(ironic_model::Error::Internal(format!(
-            "serialising a response: {e}"
-        )))
+        Err(e) => ApiError::Domain(ironic_model::Error::internal_from(
+            "serialising a response",
+            e,
+        ))
         .into_response(),
     }
 }
@@ -389,7 +390,7 @@ fn fail_closed(resp: Response, path: &str, decided: &Decided) -> Response {
                 route = %route.0,
                 "a handler answered without a policy decision; refused"
             );
-            ApiError::Domain(ironic_model::Error::Internal(format!(
+            ApiError::Domain(ironic_model::Error::internal(format!(
                 "no policy decision for {}",
                 route.0
             )))

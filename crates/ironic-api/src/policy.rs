@@ -453,8 +453,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Authz {
                 route,
                 method: parts.method.as_str().to_string(),
             }),
-            _ => Err(ApiError::Domain(Error::Internal(
-                "a handler ran without credentials".into(),
+            _ => Err(ApiError::Domain(Error::internal(
+                "a handler ran without credentials",
             ))),
         }
     }

@@ -7,6 +7,113 @@ use ironic_model::node::JsonObject;
 use ironic_model::patch::py_repr;
 use serde_json::{Map, Value, json};
 
+/// A stored step (or list of steps) that cannot be read back; `Display` names what is
+/// wrong, and which step.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoredStepError {
+    #[error("the list of steps is not a list")]
+    NotAList,
+    #[error("\"{field}\" is missing or not {expected}")]
+    Field {
+        field: &'static str,
+        expected: &'static str,
+    },
+    /// The problem of the `index`th step of a list (quoted, not a source: the text says
+    /// it).
+    #[error("step {index}: {problem}")]
+    InList {
+        index: usize,
+        problem: Box<StoredStepError>,
+    },
+}
+
+/// One problem with steps a user, a template or a flow asked for, in upstream's words.
+/// `repr` is the step as upstream's messages quote it (a Python repr).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    #[error("node does not support this {kind} step: {repr}")]
+    Unsupported { kind: String, repr: String },
+    #[error("{kind} step {repr} has these unexpected arguments: {}", .args.join(", "))]
+    UnexpectedArgs {
+        kind: String,
+        repr: String,
+        args: Vec<String>,
+    },
+    /// `args` are `name (description)`.
+    #[error("{kind} step {repr} is missing these required arguments: {}", .args.join(", "))]
+    MissingArgs {
+        kind: String,
+        repr: String,
+        args: Vec<String>,
+    },
+    #[error(
+        "deploy step {step} on interface {interface} is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0"
+    )]
+    CoreStep {
+        interface: &'static str,
+        step: &'static str,
+    },
+    /// `steps` are `interface.step`.
+    #[error(
+        "these steps require booting a ramdisk and cannot run with disable_ramdisk: {}",
+        .steps.join(", ")
+    )]
+    NeedsRamdisk { steps: Vec<String> },
+    /// `steps` are `interface.step`.
+    #[error("duplicate deploy steps: {}; a step may be given once", .steps.join(", "))]
+    Duplicates { steps: Vec<String> },
+}
+
+/// Every problem found in a list of steps (nothing runs when there is one), shown
+/// joined by `; ` as upstream does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepErrors(pub Vec<StepError>);
+
+impl std::fmt::Display for StepErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for StepErrors {}
+
+impl From<StepError> for StepErrors {
+    fn from(e: StepError) -> Self {
+        StepErrors(vec![e])
+    }
+}
+
+/// Why a deploy plan cannot be made: the user's steps (the `deploy_steps` argument) or
+/// the matching templates' are invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeployPlanError {
+    #[error("Validation of deploy steps from \"deploy steps\" argument failed. Errors: {0}")]
+    UserSteps(StepErrors),
+    #[error(
+        "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: {}. Errors: {errors}",
+        .templates.join(", ")
+    )]
+    TemplateSteps {
+        templates: Vec<String>,
+        errors: StepErrors,
+    },
+}
+
+/// Invalid steps are the request's fault (400), with the message as it is.
+impl From<DeployPlanError> for ironic_model::Error {
+    fn from(e: DeployPlanError) -> Self {
+        ironic_model::Error::Invalid(e.to_string())
+    }
+}
+
+/// For callers that still carry a step error as text (the conductor's deploy plan):
+/// its message.
 /// One argument a step accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArgInfo {
@@ -134,12 +241,13 @@ impl Step {
     }
 
     /// A step as [`Step::to_json`] stored it; `Err` names what is wrong.
-    pub fn from_json(v: &Value) -> Result<Step, String> {
-        let text = |k: &str| {
+    pub fn from_json(v: &Value) -> Result<Step, StoredStepError> {
+        let bad = |field, expected| StoredStepError::Field { field, expected };
+        let text = |k: &'static str| {
             v.get(k)
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .ok_or_else(|| format!("\"{k}\" is missing or not a string"))
+                .ok_or(bad(k, "a string"))
         };
         Ok(Step {
             interface: text("interface")?,
@@ -148,28 +256,33 @@ impl Step {
                 .get("args")
                 .and_then(Value::as_object)
                 .cloned()
-                .ok_or("\"args\" is missing or not an object")?,
+                .ok_or(bad("args", "an object"))?,
             priority: v
                 .get("priority")
                 .and_then(Value::as_u64)
                 .and_then(|p| u32::try_from(p).ok())
-                .ok_or("\"priority\" is missing or not a non-negative integer")?,
+                .ok_or(bad("priority", "a non-negative integer"))?,
             abortable: v
                 .get("abortable")
                 .and_then(Value::as_bool)
-                .ok_or("\"abortable\" is missing or not a boolean")?,
+                .ok_or(bad("abortable", "a boolean"))?,
         })
     }
 
     /// A list of steps as stored; `Err` names the first step that cannot be read.
-    pub fn list_from_json(v: Option<&Value>) -> Result<Vec<Step>, String> {
+    pub fn list_from_json(v: Option<&Value>) -> Result<Vec<Step>, StoredStepError> {
         let Some(v) = v else {
             return Ok(Vec::new());
         };
-        let list = v.as_array().ok_or("the list of steps is not a list")?;
+        let list = v.as_array().ok_or(StoredStepError::NotAList)?;
         list.iter()
             .enumerate()
-            .map(|(i, s)| Step::from_json(s).map_err(|e| format!("step {i}: {e}")))
+            .map(|(index, s)| {
+                Step::from_json(s).map_err(|e| StoredStepError::InList {
+                    index,
+                    problem: Box::new(e),
+                })
+            })
             .collect()
     }
 }
@@ -197,7 +310,10 @@ impl Requested {
 /// The steps of a manual clean, in the user's order, with priority and abortability
 /// from the driver. Every problem is reported at once, joined by `; ` (upstream's
 /// wording); nothing runs when there is one.
-pub fn validate_manual(requested: &[Requested], offered: &[StepDecl]) -> Result<Vec<Step>, String> {
+pub fn validate_manual(
+    requested: &[Requested],
+    offered: &[StepDecl],
+) -> Result<Vec<Step>, StepErrors> {
     validate_requested("clean", requested, offered)
 }
 
@@ -207,7 +323,7 @@ pub fn validate_requested(
     kind: &str,
     requested: &[Requested],
     offered: &[StepDecl],
-) -> Result<Vec<Step>, String> {
+) -> Result<Vec<Step>, StepErrors> {
     let mut errors = Vec::new();
     let mut out = Vec::new();
     for r in requested {
@@ -219,19 +335,19 @@ pub fn validate_requested(
             .iter()
             .find(|d| d.interface == r.interface && d.step == r.step)
         else {
-            errors.push(format!(
-                "node does not support this {kind} step: {}",
-                r.repr()
-            ));
+            errors.push(StepError::Unsupported {
+                kind: kind.into(),
+                repr: r.repr(),
+            });
             continue;
         };
         let unexpected = d.unexpected_args(&r.args);
         if !unexpected.is_empty() {
-            errors.push(format!(
-                "{kind} step {} has these unexpected arguments: {}",
-                r.repr(),
-                unexpected.join(", ")
-            ));
+            errors.push(StepError::UnexpectedArgs {
+                kind: kind.into(),
+                repr: r.repr(),
+                args: unexpected.iter().map(|a| a.to_string()).collect(),
+            });
         }
         let missing: Vec<String> = d
             .args
@@ -240,11 +356,11 @@ pub fn validate_requested(
             .map(|a| format!("{} ({})", a.name, a.description))
             .collect();
         if !missing.is_empty() {
-            errors.push(format!(
-                "{kind} step {} is missing these required arguments: {}",
-                r.repr(),
-                missing.join(", ")
-            ));
+            errors.push(StepError::MissingArgs {
+                kind: kind.into(),
+                repr: r.repr(),
+                args: missing,
+            });
         }
         out.push(Step {
             interface: r.interface.clone(),
@@ -257,7 +373,7 @@ pub fn validate_requested(
     if errors.is_empty() {
         Ok(out)
     } else {
-        Err(errors.join("; "))
+        Err(StepErrors(errors))
     }
 }
 
@@ -282,7 +398,7 @@ fn reserved(interface: &str, step: &str, args: &JsonObject, priority: u32) -> St
 
 /// Checks that none of `list` needs the ramdisk (`disable_ramdisk` cleaning): every
 /// offender is named.
-pub fn without_ramdisk(list: &[Step], offered: &[StepDecl]) -> Result<(), String> {
+pub fn without_ramdisk(list: &[Step], offered: &[StepDecl]) -> Result<(), StepErrors> {
     let needing: Vec<String> = list
         .iter()
         .filter(|s| {
@@ -295,10 +411,7 @@ pub fn without_ramdisk(list: &[Step], offered: &[StepDecl]) -> Result<(), String
     if needing.is_empty() {
         return Ok(());
     }
-    Err(format!(
-        "these steps require booting a ramdisk and cannot run with disable_ramdisk: {}",
-        needing.join(", ")
-    ))
+    Err(StepError::NeedsRamdisk { steps: needing }.into())
 }
 
 /// The steps of an automated clean: those with a priority above zero, highest first,
@@ -347,7 +460,7 @@ pub const CORE_DEPLOY_STEP: (&str, &str) = ("deploy", "deploy");
 fn checked_deploy_steps(
     offered: &[StepDecl],
     steps: &[ironic_model::deploy_template::TemplateStep],
-    errors: &mut Vec<String>,
+    errors: &mut Vec<StepError>,
 ) -> Vec<Step> {
     let mut chosen = Vec::new();
     for t in steps {
@@ -362,22 +475,26 @@ fn checked_deploy_steps(
             .iter()
             .find(|d| d.interface == t.interface && d.step == t.step)
         else {
-            errors.push(format!("node does not support this deploy step: {repr}"));
+            errors.push(StepError::Unsupported {
+                kind: "deploy".into(),
+                repr,
+            });
             continue;
         };
         if (d.interface, d.step) == CORE_DEPLOY_STEP && t.priority > 0 {
-            errors.push(format!(
-                "deploy step {} on interface {} is a core step and cannot be overridden by user steps. It may be disabled by setting the priority to 0",
-                d.step, d.interface
-            ));
+            errors.push(StepError::CoreStep {
+                interface: d.interface,
+                step: d.step,
+            });
             continue;
         }
         let unexpected = d.unexpected_args(&t.args);
         if !unexpected.is_empty() {
-            errors.push(format!(
-                "deploy step {repr} has these unexpected arguments: {}",
-                unexpected.join(", ")
-            ));
+            errors.push(StepError::UnexpectedArgs {
+                kind: "deploy".into(),
+                repr: repr.clone(),
+                args: unexpected.iter().map(|a| a.to_string()).collect(),
+            });
         }
         let missing: Vec<String> = d
             .args
@@ -386,10 +503,11 @@ fn checked_deploy_steps(
             .map(|a| format!("{} ({})", a.name, a.description))
             .collect();
         if !missing.is_empty() {
-            errors.push(format!(
-                "deploy step {repr} is missing these required arguments: {}",
-                missing.join(", ")
-            ));
+            errors.push(StepError::MissingArgs {
+                kind: "deploy".into(),
+                repr,
+                args: missing,
+            });
         }
         chosen.push(Step {
             interface: t.interface.clone(),
@@ -415,7 +533,7 @@ pub fn deploy_plan(
     offered: &[StepDecl],
     templates: &[(String, Vec<ironic_model::deploy_template::TemplateStep>)],
     user: &[ironic_model::deploy_template::TemplateStep],
-) -> Result<Vec<Step>, String> {
+) -> Result<Vec<Step>, DeployPlanError> {
     let mut errors = Vec::new();
     let mut chosen = checked_deploy_steps(offered, user, &mut errors);
     let mut dups: Vec<String> = Vec::new();
@@ -430,16 +548,10 @@ pub fn deploy_plan(
         }
     }
     if !dups.is_empty() {
-        errors.push(format!(
-            "duplicate deploy steps: {}; a step may be given once",
-            dups.join(", ")
-        ));
+        errors.push(StepError::Duplicates { steps: dups });
     }
     if !errors.is_empty() {
-        return Err(format!(
-            "Validation of deploy steps from \"deploy steps\" argument failed. Errors: {}",
-            errors.join("; ")
-        ));
+        return Err(DeployPlanError::UserSteps(StepErrors(errors)));
     }
     for (_, steps) in templates {
         let from_template = checked_deploy_steps(offered, steps, &mut errors);
@@ -450,12 +562,10 @@ pub fn deploy_plan(
         }));
     }
     if !errors.is_empty() {
-        let names: Vec<&str> = templates.iter().map(|(n, _)| n.as_str()).collect();
-        return Err(format!(
-            "Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: {}. Errors: {}",
-            names.join(", "),
-            errors.join("; ")
-        ));
+        return Err(DeployPlanError::TemplateSteps {
+            templates: templates.iter().map(|(n, _)| n.clone()).collect(),
+            errors: StepErrors(errors),
+        });
     }
     let named = |d: &StepDecl| {
         chosen
@@ -515,7 +625,7 @@ mod tests {
             OFFERED,
         )
         .unwrap();
-        let e = without_ramdisk(&both, OFFERED).unwrap_err();
+        let e = without_ramdisk(&both, OFFERED).unwrap_err().to_string();
         assert!(e.ends_with("disable_ramdisk: deploy.erase_devices"), "{e}");
     }
 
@@ -532,7 +642,7 @@ mod tests {
         assert_eq!(Step::list_from_json(Some(&stored)), Ok(vec![s]));
         assert_eq!(Step::list_from_json(None), Ok(vec![]));
         let bad = json!([{"interface": "deploy", "step": "sleep", "args": {}, "priority": -1, "abortable": true}]);
-        let e = Step::list_from_json(Some(&bad)).unwrap_err();
+        let e = Step::list_from_json(Some(&bad)).unwrap_err().to_string();
         assert!(e.starts_with("step 0: \"priority\""), "{e}");
         assert!(Step::list_from_json(Some(&json!({}))).is_err());
     }
@@ -618,7 +728,8 @@ mod tests {
             ],
             OFFERED,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             err,
             "node does not support this clean step: {'interface': 'bios', 'step': 'nope', 'args': {}}; \
@@ -718,7 +829,7 @@ mod tests {
                 tstep("raid", "apply_configuration", json!({"colour": "red"}), 10),
             ],
         )];
-        let e = deploy_plan(offered, &bad, &[]).unwrap_err();
+        let e = deploy_plan(offered, &bad, &[]).unwrap_err().to_string();
         assert!(e.starts_with("Validation of deploy steps from deploy templates matching this node's instance traits failed. Matching deploy templates: CUSTOM_BAD. Errors: "), "{e}");
         assert!(e.contains("node does not support this deploy step"), "{e}");
         assert!(e.contains("is a core step and cannot be overridden"), "{e}");

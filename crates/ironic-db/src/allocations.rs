@@ -56,7 +56,7 @@ struct Row {
 impl Row {
     fn into_allocation(self) -> Result<Allocation, Error> {
         let state = AllocationState::parse(&self.state).ok_or_else(|| {
-            Error::Internal(format!(
+            Error::internal(format!(
                 "allocation {} has an unknown state {:?}",
                 self.uuid, self.state
             ))
@@ -692,7 +692,7 @@ impl Db {
             // Cannot happen: the allocation is locked by `a` before the node is claimed.
             // The statement has committed: this only reports it.
             other => {
-                return Err(Error::Internal(format!(
+                return Err(Error::internal(format!(
                     "reserving a node for allocation {}: node claimed but the allocation not activated ({other:?})",
                     binds.uuid
                 )));

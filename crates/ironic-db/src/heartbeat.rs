@@ -87,7 +87,7 @@ impl Heartbeat {
     async fn beat_on_session(&mut self) -> Result<bool, Error> {
         let (step, host) = (self.step_timeout, self.host.clone());
         let key = i32::try_from(self.id.0)
-            .map_err(|_| Error::Internal("conductor id out of range".into()))?;
+            .map_err(|e| Error::internal_from("conductor id out of range", e))?;
         let Some(c) = self.session.as_mut() else {
             return Err(Error::Unavailable("no heartbeat session".into()));
         };

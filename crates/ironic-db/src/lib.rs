@@ -112,19 +112,28 @@ pub(crate) fn internal(context: &str, e: sqlx::Error) -> Error {
             )
         });
     }
-    tracing::error!(error = %e, "database error while {context}");
-    Error::Internal(format!("database error while {context}"))
+    // Kept as the source: whoever handles the error logs the chain, once.
+    Error::internal_from(format!("database error while {context}"), e)
+}
+
+/// Why a readiness round trip ([`Db::ping`]) failed; its chain
+/// (`ironic_model::error::chain`) is what `/readyz` says.
+#[derive(Debug, thiserror::Error)]
+pub enum PingError {
+    #[error("database error")]
+    Failed(#[source] sqlx::Error),
+    #[error("the database did not answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
 }
 
 /// A failed start-up connection, with its cause (refused, TLS, authentication, ...): what
 /// the operator needs to mend it. Only start-up paths (`Db::connect`) use it.
 fn connect_error(what: &str, e: sqlx::Error) -> Error {
     metrics::counter!("ironic_db_errors_total", "context" => "connecting").increment(1);
-    let msg = format!("cannot connect to {what}: {e}");
     if unreachable(&e) {
-        Error::Unavailable(msg)
+        Error::Unavailable(format!("cannot connect to {what}: {e}"))
     } else {
-        Error::Internal(msg)
+        Error::internal_from(format!("cannot connect to {what}"), e)
     }
 }
 
@@ -169,7 +178,7 @@ impl Db {
     pub async fn connect(url: &str, opts: &DbOptions) -> Result<Db, Error> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let mut co = PgConnectOptions::from_str(url)
-                .map_err(|e| Error::Internal(format!("invalid database url: {e}")))?;
+                .map_err(|e| Error::internal_from("invalid database url", e))?;
             if let Some(t) = opts.statement_timeout.filter(|t| !t.is_zero()) {
                 co = co.options([("statement_timeout", t.as_millis().to_string())]);
             }
@@ -210,7 +219,7 @@ impl Db {
                 && !dir.as_os_str().is_empty()
             {
                 std::fs::create_dir_all(dir).map_err(|e| {
-                    Error::Internal(format!("cannot create {}: {e}", dir.display()))
+                    Error::internal_from(format!("cannot create {}", dir.display()), e)
                 })?;
             }
             let co = SqliteConnectOptions::new()
@@ -231,7 +240,7 @@ impl Db {
                 pool: Pool::Sqlite(pool),
             })
         } else {
-            Err(Error::Internal(format!(
+            Err(Error::internal(format!(
                 "unsupported database url {url:?}: use sqlite://PATH or postgres://..."
             )))
         }
@@ -250,10 +259,7 @@ impl Db {
             Pool::Postgres(p) => sqlx::migrate!("../../migrations/postgres").run(p).await,
             Pool::Sqlite(p) => sqlx::migrate!("../../migrations/sqlite").run(p).await,
         };
-        res.map_err(|e| {
-            tracing::error!(error = %e, "migration failed");
-            Error::Internal(format!("database migration failed: {e}"))
-        })
+        res.map_err(|e| Error::internal_from("database migration failed", e))
     }
 
     /// The newest migration this build carries.
@@ -323,7 +329,7 @@ impl Db {
 
     /// A round trip to the database (`SELECT 1`), bounded by `within`: what readiness
     /// checks ask.
-    pub async fn ping(&self, within: Duration) -> Result<(), String> {
+    pub async fn ping(&self, within: Duration) -> Result<(), PingError> {
         let q = async {
             with_pool!(self, |p| sqlx::query_scalar::<_, i32>("SELECT 1")
                 .fetch_one(p)
@@ -331,11 +337,8 @@ impl Db {
         };
         match tokio::time::timeout(within, q).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("database error: {e}")),
-            Err(_) => Err(format!(
-                "the database did not answer within {} ms",
-                within.as_millis()
-            )),
+            Ok(Err(e)) => Err(PingError::Failed(e)),
+            Err(_) => Err(PingError::Timeout(within)),
         }
     }
 

@@ -329,7 +329,7 @@ fn parse_state(s: &str, uuid: &str) -> Result<ProvisionState, Error> {
             state = s,
             "unknown provision state in the database"
         );
-        Error::Internal(format!("node {uuid} has an unknown provision state {s:?}"))
+        Error::internal(format!("node {uuid} has an unknown provision state {s:?}"))
     })
 }
 
@@ -511,7 +511,7 @@ fn write_args(n: &Node) -> Vec<Arg> {
 /// A write refused because `holder` does not hold the node's lock (as
 /// [`Db::node_save`]'s).
 fn lock_gone(node_id: NodeId, holder: &str) -> Error {
-    Error::Internal(format!(
+    Error::internal(format!(
         "node {} was not written: the lock of {holder} is gone",
         node_id.0
     ))
@@ -1406,7 +1406,7 @@ impl Db {
         .await)
         .map_err(|e| write_error(e, &node))?;
         let Some((last_error,)) = saved else {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "node {} was not saved: the lock of {holder} is gone",
                 node.uuid
             )));
@@ -1442,7 +1442,7 @@ impl Db {
         .await);
         let rows = res.map_err(|e| internal("deleting a node", e))?;
         if rows != 1 {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "node {node_id} was not deleted: the lock of {holder} is gone"
             )));
         }

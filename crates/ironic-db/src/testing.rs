@@ -46,11 +46,11 @@ impl TestDb {
         let name = format!("ironic_test_{}", unique());
         let mut conn = sqlx::PgConnection::connect(&admin)
             .await
-            .map_err(|e| Error::Internal(format!("cannot reach PostgreSQL at {admin}: {e}")))?;
+            .map_err(|e| Error::internal_from(format!("cannot reach PostgreSQL at {admin}"), e))?;
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
-            .map_err(|e| Error::Internal(format!("cannot create database {name}: {e}")))?;
+            .map_err(|e| Error::internal_from(format!("cannot create database {name}"), e))?;
         let _ = conn.close().await;
         let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
         let url = format!("{base}/{name}");

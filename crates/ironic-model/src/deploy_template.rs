@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
+use crate::error::SchemaError;
 use crate::names::{trait_error_message, validate_trait};
 use crate::node::JsonObject;
 use crate::patch::py_repr;
@@ -71,17 +72,39 @@ impl DeployTemplate {
     }
 }
 
+/// Why a node's instance traits cannot select deploy templates (the request's fault: a
+/// 400 at the API).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InstanceTraitsError {
+    #[error(
+        "Error parsing traits from Node {node} instance traits field. A list of strings is expected."
+    )]
+    NotAList { node: String },
+    #[error(
+        "Cannot specify instance traits that are not also set on the node. Node {node} is missing traits {}",
+        .missing.join(", ")
+    )]
+    NotOnNode { node: String, missing: Vec<String> },
+}
+
+impl From<InstanceTraitsError> for Error {
+    fn from(e: InstanceTraitsError) -> Self {
+        Error::Invalid(e.to_string())
+    }
+}
+
+/// For callers that still carry the reason as text (the conductor's deploy plan).
 /// The traits the node's instance asks for (`instance_info.traits`), which select the
 /// deploy templates; they must be a list of strings, all set on the node.
-pub fn instance_traits(node: &crate::Node) -> std::result::Result<Vec<String>, String> {
+pub fn instance_traits(
+    node: &crate::Node,
+) -> std::result::Result<Vec<String>, InstanceTraitsError> {
     let uuid = node.uuid.as_str();
     let list = match node.instance_info.get("traits") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(l)) => l,
         Some(_) => {
-            return Err(format!(
-                "Error parsing traits from Node {uuid} instance traits field. A list of strings is expected."
-            ));
+            return Err(InstanceTraitsError::NotAList { node: uuid.into() });
         }
     };
     let mut traits = Vec::with_capacity(list.len());
@@ -89,9 +112,7 @@ pub fn instance_traits(node: &crate::Node) -> std::result::Result<Vec<String>, S
         match t.as_str() {
             Some(s) => traits.push(s.to_string()),
             None => {
-                return Err(format!(
-                    "Error parsing traits from Node {uuid} instance traits field. A list of strings is expected."
-                ));
+                return Err(InstanceTraitsError::NotAList { node: uuid.into() });
             }
         }
     }
@@ -101,10 +122,10 @@ pub fn instance_traits(node: &crate::Node) -> std::result::Result<Vec<String>, S
         .map(String::as_str)
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "Cannot specify instance traits that are not also set on the node. Node {uuid} is missing traits {}",
-            missing.join(", ")
-        ));
+        return Err(InstanceTraitsError::NotOnNode {
+            node: uuid.into(),
+            missing: missing.into_iter().map(str::to_string).collect(),
+        });
     }
     Ok(traits)
 }
@@ -137,9 +158,12 @@ pub struct TemplateDoc {
 /// Validates a template document (`what` is `template` for POST, `patch` after a
 /// PATCH) and returns its parts; errors are 400 with upstream's wording.
 pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
-    let schema = |msg: String| Error::invalid(format!("Schema error for {what}: {msg}"));
+    let schema = |msg: SchemaError| Error::invalid(format!("Schema error for {what}: {msg}"));
     let Value::Object(o) = doc else {
-        return Err(schema(format!("{} is not of type 'object'", py_repr(doc))));
+        return Err(schema(crate::schema!(
+            "{} is not of type 'object'",
+            py_repr(doc)
+        )));
     };
     if let Some(k) = o.keys().find(|k| {
         !matches!(
@@ -147,13 +171,15 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
             "uuid" | "name" | "steps" | "extra" | "description"
         )
     }) {
-        return Err(schema(format!(
+        return Err(schema(crate::schema!(
             "Additional properties are not allowed ('{k}' was unexpected)"
         )));
     }
     for required in ["name", "steps"] {
         if o.get(required).is_none() {
-            return Err(schema(format!("'{required}' is a required property")));
+            return Err(schema(crate::schema!(
+                "'{required}' is a required property"
+            )));
         }
     }
     let name = match &o["name"] {
@@ -161,20 +187,25 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
             validate_trait(n).map_err(|e| Error::invalid(trait_error_message(what, n, &e)))?;
             n.clone()
         }
-        v => return Err(schema(format!("{} is not of type 'string'", py_repr(v)))),
+        v => {
+            return Err(schema(crate::schema!(
+                "{} is not of type 'string'",
+                py_repr(v)
+            )));
+        }
     };
     let uuid = match o.get("uuid") {
         None | Some(Value::Null) => None,
         Some(Value::String(u)) if crate::ids::canonical_uuid(u).is_some() => {
             crate::ids::canonical_uuid(u)
         }
-        Some(v) => return Err(schema(format!("{} is not a 'uuid'", py_repr(v)))),
+        Some(v) => return Err(schema(crate::schema!("{} is not a 'uuid'", py_repr(v)))),
     };
     let extra = match o.get("extra") {
         None | Some(Value::Null) => JsonObject::new(),
         Some(Value::Object(e)) => e.clone(),
         Some(v) => {
-            return Err(schema(format!(
+            return Err(schema(crate::schema!(
                 "{} is not of type 'object', 'null'",
                 py_repr(v)
             )));
@@ -183,9 +214,11 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
     match o.get("description") {
         None | Some(Value::Null) => {}
         Some(Value::String(d)) if d.chars().count() <= 255 => {}
-        Some(v @ Value::String(_)) => return Err(schema(format!("{} is too long", py_repr(v)))),
+        Some(v @ Value::String(_)) => {
+            return Err(schema(crate::schema!("{} is too long", py_repr(v))));
+        }
         Some(v) => {
-            return Err(schema(format!(
+            return Err(schema(crate::schema!(
                 "{} is not of type 'string', 'null'",
                 py_repr(v)
             )));
@@ -194,7 +227,12 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
     let list = match &o["steps"] {
         Value::Array(l) if l.is_empty() => return Err(schema("[] should be non-empty".into())),
         Value::Array(l) => l,
-        v => return Err(schema(format!("{} is not of type 'array'", py_repr(v)))),
+        v => {
+            return Err(schema(crate::schema!(
+                "{} is not of type 'array'",
+                py_repr(v)
+            )));
+        }
     };
     let mut steps = Vec::with_capacity(list.len());
     for s in list {
@@ -228,28 +266,28 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
 
 /// One step of a template, or of the `deploy_steps` argument (1.69): upstream checks
 /// both against the same schema. `Err` is the schema error's message.
-pub fn validate_step(s: &Value) -> std::result::Result<TemplateStep, String> {
+pub fn validate_step(s: &Value) -> std::result::Result<TemplateStep, SchemaError> {
     let Value::Object(o) = s else {
-        return Err(format!("{} is not of type 'object'", py_repr(s)));
+        return Err(crate::schema!("{} is not of type 'object'", py_repr(s)));
     };
     if let Some(k) = o
         .keys()
         .find(|k| !matches!(k.as_str(), "interface" | "step" | "args" | "priority"))
     {
-        return Err(format!(
+        return Err(crate::schema!(
             "Additional properties are not allowed ('{k}' was unexpected)"
         ));
     }
     for required in ["interface", "step", "args", "priority"] {
         if o.get(required).is_none() {
-            return Err(format!("'{required}' is a required property"));
+            return Err(crate::schema!("'{required}' is a required property"));
         }
     }
     let interface = match &o["interface"] {
         Value::String(i) if STEP_INTERFACES.contains(&i.as_str()) => i.clone(),
         v => {
             let list: Vec<String> = STEP_INTERFACES.iter().map(|i| format!("'{i}'")).collect();
-            return Err(format!(
+            return Err(crate::schema!(
                 "{} is not one of [{}]",
                 py_repr(v),
                 list.join(", ")
@@ -259,37 +297,41 @@ pub fn validate_step(s: &Value) -> std::result::Result<TemplateStep, String> {
     let step = match &o["step"] {
         Value::String(s) if s.is_empty() => return Err("'' should be non-empty".into()),
         Value::String(s) => s.clone(),
-        v => return Err(format!("{} is not of type 'string'", py_repr(v))),
+        v => return Err(crate::schema!("{} is not of type 'string'", py_repr(v))),
     };
     let args = match &o["args"] {
         Value::Object(a) => a.clone(),
-        v => return Err(format!("{} is not of type 'object'", py_repr(v))),
+        v => return Err(crate::schema!("{} is not of type 'object'", py_repr(v))),
     };
     let priority = match &o["priority"] {
         Value::Number(n) => match n.as_i64() {
-            Some(p) if p < 0 => return Err(format!("{p} is less than the minimum of 0")),
+            Some(p) if p < 0 => return Err(crate::schema!("{p} is less than the minimum of 0")),
             Some(p) if p > i64::from(MAX_PRIORITY) => {
-                return Err(format!("{p} is greater than the maximum of {MAX_PRIORITY}"));
+                return Err(crate::schema!(
+                    "{p} is greater than the maximum of {MAX_PRIORITY}"
+                ));
             }
             Some(p) => p as u32,
-            None => return Err(format!("{n} is not of type 'integer'")),
+            None => return Err(crate::schema!("{n} is not of type 'integer'")),
         },
         Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
             match s.parse::<u32>() {
                 Ok(p) if p <= MAX_PRIORITY => p,
                 _ => {
-                    return Err(format!("{s} is greater than the maximum of {MAX_PRIORITY}"));
+                    return Err(crate::schema!(
+                        "{s} is greater than the maximum of {MAX_PRIORITY}"
+                    ));
                 }
             }
         }
         Value::String(s) => {
-            return Err(format!(
+            return Err(crate::schema!(
                 "{} does not match '^[0-9]+$'",
                 py_repr(&Value::String(s.clone()))
             ));
         }
         v => {
-            return Err(format!(
+            return Err(crate::schema!(
                 "{} is not valid under any of the given schemas",
                 py_repr(v)
             ));

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::Error;
+use crate::error::SchemaError;
 use crate::ids::is_uuid_like;
 use crate::node::JsonObject;
 use crate::patch::py_repr;
@@ -314,8 +315,8 @@ fn type_name_list(types: &[&str]) -> String {
         .join(", ")
 }
 
-fn not_of_type(v: &Value, types: &[&str]) -> String {
-    format!("{} is not of type {}", py_repr(v), type_name_list(types))
+fn not_of_type(v: &Value, types: &[&str]) -> SchemaError {
+    crate::schema!("{} is not of type {}", py_repr(v), type_name_list(types))
 }
 
 fn enum_list(items: &[String]) -> String {
@@ -331,19 +332,23 @@ fn enum_list(items: &[String]) -> String {
 
 /// One condition or action item against upstream's item schema (its keyword order:
 /// `required`, then the properties `op`, `args`, `multiple`, `loop`).
-fn check_item(item: &Value, ops: &[String], condition: bool) -> Result<(), String> {
+fn check_item(item: &Value, ops: &[String], condition: bool) -> Result<(), SchemaError> {
     let Value::Object(o) = item else {
         return Err(not_of_type(item, &["object"]));
     };
     for required in ["op", "args"] {
         if !o.contains_key(required) {
-            return Err(format!("'{required}' is a required property"));
+            return Err(crate::schema!("'{required}' is a required property"));
         }
     }
     if let Some(op) = o.get("op")
         && !op.as_str().is_some_and(|s| ops.iter().any(|x| x == s))
     {
-        return Err(format!("{} is not one of {}", py_repr(op), enum_list(ops)));
+        return Err(crate::schema!(
+            "{} is not one of {}",
+            py_repr(op),
+            enum_list(ops)
+        ));
     }
     if let Some(a) = o.get("args")
         && !matches!(a, Value::Array(_) | Value::Object(_))
@@ -353,7 +358,11 @@ fn check_item(item: &Value, ops: &[String], condition: bool) -> Result<(), Strin
     if condition && let Some(m) = o.get("multiple") {
         let all: Vec<String> = MULTIPLE.iter().map(|s| (*s).to_string()).collect();
         if !m.as_str().is_some_and(|s| MULTIPLE.contains(&s)) {
-            return Err(format!("{} is not one of {}", py_repr(m), enum_list(&all)));
+            return Err(crate::schema!(
+                "{} is not one of {}",
+                py_repr(m),
+                enum_list(&all)
+            ));
         }
     }
     if let Some(l) = o.get("loop")
@@ -364,18 +373,18 @@ fn check_item(item: &Value, ops: &[String], condition: bool) -> Result<(), Strin
     Ok(())
 }
 
-fn check_text(v: &Value, max: usize) -> Result<(), String> {
+fn check_text(v: &Value, max: usize) -> Result<(), SchemaError> {
     match v {
         Value::Null => Ok(()),
         Value::String(s) if s.chars().count() <= max => Ok(()),
-        Value::String(_) => Err(format!("{} is too long", py_repr(v))),
+        Value::String(_) => Err(crate::schema!("{} is too long", py_repr(v))),
         other => Err(not_of_type(other, &["string", "null"])),
     }
 }
 
 /// Upstream's JSON schema for a rule, checked in its keyword order so that the first
 /// error is the one upstream reports.
-fn check_schema(body: &Value) -> Result<(), String> {
+fn check_schema(body: &Value) -> Result<(), SchemaError> {
     let Value::Object(o) = body else {
         return Err(not_of_type(body, &["object"]));
     };
@@ -412,7 +421,10 @@ fn check_schema(body: &Value) -> Result<(), String> {
         match is_integer(p) {
             None => return Err(not_of_type(p, &["integer"])),
             Some(n) if n < 0 => {
-                return Err(format!("{} is less than the minimum of 0", py_repr(p)));
+                return Err(crate::schema!(
+                    "{} is less than the minimum of 0",
+                    py_repr(p)
+                ));
             }
             Some(_) => {}
         }
@@ -452,11 +464,11 @@ fn check_schema(body: &Value) -> Result<(), String> {
         .collect();
     match extra.len() {
         0 => Ok(()),
-        1 => Err(format!(
+        1 => Err(crate::schema!(
             "Additional properties are not allowed ({} was unexpected)",
             extra[0]
         )),
-        _ => Err(format!(
+        _ => Err(crate::schema!(
             "Additional properties are not allowed ({} were unexpected)",
             extra.join(", ")
         )),
@@ -465,9 +477,9 @@ fn check_schema(body: &Value) -> Result<(), String> {
 
 /// An operator's arguments against its signature. Object arguments of the plugin-data
 /// operators gain `"plugin_data": {}` (upstream's, visible in what is shown).
-pub fn check_args(op: &str, args: &mut Value) -> Result<(), String> {
+pub fn check_args(op: &str, args: &mut Value) -> Result<(), SchemaError> {
     let Some(sig) = signature(op) else {
-        return Err(format!("Unknown operator: {op}"));
+        return Err(crate::schema!("Unknown operator: {op}"));
     };
     let plugin = takes_plugin_data(op);
     match args {
@@ -499,7 +511,7 @@ pub fn check_args(op: &str, args: &mut Value) -> Result<(), String> {
             if parts.is_empty() {
                 Ok(())
             } else {
-                Err(parts.join("; "))
+                Err(SchemaError(parts.join("; ")))
             }
         }
         Value::Array(given) => {
@@ -510,7 +522,7 @@ pub fn check_args(op: &str, args: &mut Value) -> Result<(), String> {
                 .filter(|r| !(plugin && *r == "plugin_data"))
                 .collect();
             if given.len() < needed.len() {
-                Err(format!(
+                Err(crate::schema!(
                     "Not enough arguments provided. Missing: {}",
                     needed[given.len()..].join(", ")
                 ))
@@ -518,7 +530,7 @@ pub fn check_args(op: &str, args: &mut Value) -> Result<(), String> {
                 Ok(())
             }
         }
-        _ => Err(format!(
+        _ => Err(crate::schema!(
             "{} is not of type 'array', 'object'",
             py_repr(args)
         )),
@@ -575,7 +587,7 @@ pub fn validate_doc(body: &Value, origin: Origin) -> Result<RuleDoc, Error> {
                 .unwrap_or("")
                 .to_string();
             if let Some(args) = item.get_mut("args") {
-                check_args(&op, args).map_err(Error::Invalid)?;
+                check_args(&op, args)?;
             }
             out.push(item);
         }

@@ -12,10 +12,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::{Map, Value};
 
+use crate::error::SchemaError;
 use crate::names::py_repr_str;
 use crate::patch::py_repr;
 
-type Check = Result<(), String>;
+type Check = Result<(), SchemaError>;
 
 const L2_TYPES: &[&str] = &[
     "bridge",
@@ -96,7 +97,7 @@ fn one_of(
     variant: impl Fn(&str) -> Option<fn(&Map<String, Value>) -> Check>,
 ) -> Check {
     let none = || {
-        Err(format!(
+        Err(crate::schema!(
             "{} is not valid under any of the given schemas",
             py_repr(item)
         ))
@@ -110,21 +111,21 @@ fn one_of(
     }
 }
 
-fn object(v: &Value) -> Result<&Map<String, Value>, String> {
+fn object(v: &Value) -> Result<&Map<String, Value>, SchemaError> {
     v.as_object().ok_or_else(|| not_type(v, "object"))
 }
 
-fn array(v: &Value) -> Result<&Vec<Value>, String> {
+fn array(v: &Value) -> Result<&Vec<Value>, SchemaError> {
     v.as_array().ok_or_else(|| not_type(v, "array"))
 }
 
-fn not_type(v: &Value, t: &str) -> String {
-    format!("{} is not of type '{t}'", py_repr(v))
+fn not_type(v: &Value, t: &str) -> SchemaError {
+    crate::schema!("{} is not of type '{t}'", py_repr(v))
 }
 
 fn required(o: &Map<String, Value>, keys: &[&str]) -> Check {
     match keys.iter().find(|k| !o.contains_key(**k)) {
-        Some(k) => Err(format!("{} is a required property", py_repr_str(k))),
+        Some(k) => Err(crate::schema!("{} is a required property", py_repr_str(k))),
         None => Ok(()),
     }
 }
@@ -134,7 +135,7 @@ fn opt(o: &Map<String, Value>, key: &str, check: impl Fn(&Value) -> Check) -> Ch
     o.get(key).map_or(Ok(()), check)
 }
 
-fn string(v: &Value) -> Result<&str, String> {
+fn string(v: &Value) -> Result<&str, SchemaError> {
     v.as_str().ok_or_else(|| not_type(v, "string"))
 }
 
@@ -148,7 +149,7 @@ fn one_of_words(v: &Value, words: &[&str]) -> Check {
         Ok(())
     } else {
         let list: Vec<String> = words.iter().map(|w| py_repr_str(w)).collect();
-        Err(format!(
+        Err(crate::schema!(
             "{} is not one of [{}]",
             py_repr_str(s),
             list.join(", ")
@@ -162,7 +163,7 @@ fn shaped(v: &Value, what: &str, ok: impl Fn(&str) -> bool) -> Check {
     if ok(s) {
         Ok(())
     } else {
-        Err(format!("{} is not a valid {what}", py_repr_str(s)))
+        Err(crate::schema!("{} is not a valid {what}", py_repr_str(s)))
     }
 }
 
@@ -180,11 +181,13 @@ fn mtu(v: &Value) -> Check {
     match v {
         Value::Null => Ok(()),
         Value::Number(n) => match n.as_f64() {
-            Some(x) if x < 1.0 => Err(format!("{n} is less than the minimum of 1")),
-            Some(x) if x > 65535.0 => Err(format!("{n} is greater than the maximum of 65535")),
+            Some(x) if x < 1.0 => Err(crate::schema!("{n} is less than the minimum of 1")),
+            Some(x) if x > 65535.0 => {
+                Err(crate::schema!("{n} is greater than the maximum of 65535"))
+            }
             _ => Ok(()),
         },
-        other => Err(format!(
+        other => Err(crate::schema!(
             "{} is not valid under any of the given schemas",
             py_repr(other)
         )),
@@ -367,7 +370,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_first_problem() {
-        let err = |doc: Value| check(&doc).unwrap_err();
+        let err = |doc: Value| check(&doc).unwrap_err().to_string();
         // Upstream's samples (S216, S226).
         assert_eq!(
             err(json!({"links": "eth0"})),
@@ -381,7 +384,7 @@ mod tests {
         let with = |path: &str, v: Value| {
             let mut d = full();
             *d.pointer_mut(path).unwrap() = v;
-            check(&d).unwrap_err()
+            check(&d).unwrap_err().to_string()
         };
         assert_eq!(
             with("/links/0/ethernet_mac_address", json!("52:54:00")),
@@ -425,6 +428,9 @@ mod tests {
         );
         let mut d = full();
         d["networks"][0].as_object_mut().unwrap().remove("link");
-        assert_eq!(check(&d).unwrap_err(), "'link' is a required property");
+        assert_eq!(
+            check(&d).unwrap_err().to_string(),
+            "'link' is a required property"
+        );
     }
 }

@@ -89,7 +89,7 @@ pub fn method_label(method: &str) -> &'static str {
 
 /// The error of a method this side does not serve.
 pub fn not_served(method: &str) -> Error {
-    Error::Internal(format!(
+    Error::internal(format!(
         "Method {method:?} is not implemented by this conductor."
     ))
 }
@@ -172,7 +172,7 @@ macro_rules! contract {
             $(
                 if method == <$ty as Call>::METHOD {
                     let req = req.downcast::<$ty>().map_err(|_| {
-                        ::ironic_model::Error::Internal(format!("request of {method} has the wrong type"))
+                        ::ironic_model::Error::internal(format!("request of {method} has the wrong type"))
                     })?;
                     return Ok(Box::new(h.$handler(ctx, *req).await?));
                 }

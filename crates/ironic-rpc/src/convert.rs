@@ -406,8 +406,8 @@ pub fn error_from_pb(e: pb::RpcError) -> Error {
         K::InvalidState => Error::InvalidState(m),
         K::Forbidden => Error::Forbidden(m),
         K::NoFreeConductor => Error::Unavailable(m),
-        K::Unimplemented => Error::Internal(format!("conductor does not implement: {m}")),
-        K::Internal | K::Unspecified => Error::Internal(m),
+        K::Unimplemented => Error::internal(format!("conductor does not implement: {m}")),
+        K::Internal | K::Unspecified => Error::internal(m),
     }
 }
 
@@ -806,7 +806,7 @@ mod tests {
             Error::InvalidState("f".into()),
             Error::Forbidden("g".into()),
             Error::Unavailable("h".into()),
-            Error::Internal("i".into()),
+            Error::internal("i"),
         ] {
             assert_eq!(error_from_pb(error_to_pb(&e)), e);
         }

@@ -50,7 +50,17 @@ impl<H: Handlers> Dispatch for Served<H> {
                 Some(Ok(b)) => pb::Reply {
                     result: Some(pb::reply::Result::Ok(b)),
                 },
-                Some(Err(e)) => error_reply(&e),
+                Some(Err(e)) => {
+                    if let Error::Internal(_) = &e {
+                        // Only the context crosses the bus: the causes are logged here,
+                        // once.
+                        tracing::error!(
+                            error = %ironic_model::secrets::log_safe(&ironic_model::error::chain(&e)),
+                            "rpc failed"
+                        );
+                    }
+                    error_reply(&e)
+                }
                 None => pb::Reply {
                     result: Some(pb::reply::Result::Error(pb::RpcError {
                         kind: pb::ErrorKind::Unimplemented as i32,

@@ -146,11 +146,11 @@ impl Conductors {
                     l.calls.spawn(work)
                 };
                 task.await
-                    .map_err(|e| Error::Internal(format!("conductor task failed: {e}")))??
+                    .map_err(|e| Error::internal_from("conductor task failed", e))??
                     .downcast::<C::Reply>()
                     .map(|r| *r)
                     .map_err(|_| {
-                        Error::Internal(format!("reply of {} has the wrong type", C::METHOD))
+                        Error::internal(format!("reply of {} has the wrong type", C::METHOD))
                     })
             }
             Transport::Remote(r) => r.call(ctx, req).await,

@@ -288,9 +288,9 @@ fn process_args(
         // A short list is upstream's validation error (shown as is); missing or
         // unexpected names are Python's TypeError at the call.
         return Err(if raw.is_array() {
-            Failure::Final(e)
+            Failure::Final(e.0)
         } else {
-            Failure::Generic(e)
+            Failure::Generic(e.0)
         });
     }
     let mut args = named_args(op, raw);

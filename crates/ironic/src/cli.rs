@@ -85,7 +85,7 @@ pub async fn run(role: Role) -> ExitCode {
     let running = match crate::start_role(cfg, role).await {
         Ok(r) => r,
         Err(e) => {
-            tracing::error!("cannot start: {e}");
+            tracing::error!("cannot start: {}", ironic_model::error::chain(&e));
             telemetry.shutdown();
             return ExitCode::FAILURE;
         }

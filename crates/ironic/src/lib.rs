@@ -148,7 +148,8 @@ impl Running {
     }
 }
 
-/// Why a service could not start. `Display` is what the binaries print.
+/// Why a service could not start. The binaries print its chain
+/// (`ironic_model::error::chain`): each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
@@ -164,7 +165,7 @@ pub enum StartError {
     /// No usable key to sign messages on the bus.
     #[error("bus signing key: {0}")]
     SigningKey(String),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         addr: std::net::SocketAddr,
         #[source]
@@ -226,7 +227,11 @@ fn database_checks(db: &Db) -> Vec<(&'static str, ops::Check)> {
             "database",
             ops::check(move || {
                 let db = a.clone();
-                async move { db.ping(Duration::from_secs(2)).await }
+                async move {
+                    db.ping(Duration::from_secs(2))
+                        .await
+                        .map_err(|e| ironic_model::error::chain(&e))
+                }
             }),
         ),
         (

@@ -343,7 +343,7 @@ pub async fn main_with(args: Vec<String>) -> std::process::ExitCode {
     {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("ironic-oneview: {e}");
+            eprintln!("ironic-oneview: {}", ironic_model::error::chain(&e));
             return ExitCode::from(1);
         }
     };

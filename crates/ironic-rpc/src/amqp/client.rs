@@ -153,9 +153,9 @@ impl ClientInner {
             Ok(pb::Reply {
                 result: Some(pb::reply::Result::Error(e)),
             }) => Err(error_from_pb(e)),
-            Ok(pb::Reply { result: None }) | Err(_) => Err(Error::Internal(
-                "malformed reply from a conductor".to_string(),
-            )),
+            Ok(pb::Reply { result: None }) | Err(_) => {
+                Err(Error::internal("malformed reply from a conductor"))
+            }
         };
         let _ = w.send(res);
     }

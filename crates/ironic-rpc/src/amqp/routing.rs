@@ -101,9 +101,9 @@ impl RemoteConductors {
             }
         };
         let wire = decode(&reply, "reply from a conductor")
-            .map_err(|_| Error::Internal("malformed reply from a conductor".into()))?;
+            .map_err(|_| Error::internal("malformed reply from a conductor"))?;
         <C::Reply as Reply>::from_wire(wire)
-            .map_err(|e| Error::Internal(format!("malformed reply from a conductor: {e}")))
+            .map_err(|e| Error::internal_from("malformed reply from a conductor", e))
     }
 
     /// The run of a conductor carrying out a call is gone when the conductor has been

@@ -529,7 +529,8 @@ async fn handle(ctx: HandlerCtx, d: Delivery, _permit: OwnedSemaphorePermit) {
                     Some(pb::reply::Result::Error(e)) => {
                         let kind =
                             pb::ErrorKind::try_from(e.kind).unwrap_or(pb::ErrorKind::Internal);
-                        if matches!(kind, pb::ErrorKind::Internal | pb::ErrorKind::Unimplemented) {
+                        // An internal error was logged with its causes by the dispatcher.
+                        if kind == pb::ErrorKind::Unimplemented {
                             tracing::error!(error = %ironic_model::secrets::log_safe(&e.message), "rpc failed");
                         }
                         kind.as_str_name()

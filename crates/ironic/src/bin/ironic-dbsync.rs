@@ -58,7 +58,7 @@ async fn main() -> std::process::ExitCode {
     {
         Ok(db) => db,
         Err(e) => {
-            eprintln!("ironic-dbsync: {e}");
+            eprintln!("ironic-dbsync: {}", ironic_model::error::chain(&e));
             return std::process::ExitCode::FAILURE;
         }
     };
@@ -77,7 +77,7 @@ async fn main() -> std::process::ExitCode {
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ironic-dbsync: {e}");
+            eprintln!("ironic-dbsync: {}", ironic_model::error::chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
