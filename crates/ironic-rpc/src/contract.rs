@@ -152,7 +152,10 @@ macro_rules! contract {
                     return Some(async {
                         let wire = $crate::contract::decode(body, "request body")?;
                         let req = <$ty as Call>::from_wire(wire)?;
-                        let reply = h.$handler(ctx, req).await?;
+                        // Boxed: the handlers' futures are large, and one dispatch
+                        // function holding every one of them inline made a stack
+                        // frame (in debug builds) that overflowed a worker thread.
+                        let reply = Box::pin(h.$handler(ctx, req)).await?;
                         Ok(Reply::to_wire(reply).encode_to_vec())
                     }.await);
                 }
@@ -174,7 +177,8 @@ macro_rules! contract {
                     let req = req.downcast::<$ty>().map_err(|_| {
                         ::ironic_model::Error::internal(format!("request of {method} has the wrong type"))
                     })?;
-                    return Ok(Box::new(h.$handler(ctx, *req).await?));
+                    // Boxed, as in `serve_wire`.
+                    return Ok(Box::new(Box::pin(h.$handler(ctx, *req)).await?));
                 }
             )*
             Err($crate::contract::not_served(method))

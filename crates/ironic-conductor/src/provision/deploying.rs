@@ -14,13 +14,7 @@ impl Provisioner {
         ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
         // `None`: a repeat whose first attempt was applied.
-        let Some(mut held) = self
-            .locks
-            .hold(target, Patience::Retry)
-            .await?
-            .for_call(ctx)
-            .await
-        else {
+        let Some(mut held) = self.hold_for_call(target, ctx).await? else {
             return Ok(());
         };
         let uuid = held.node.uuid.to_string();
@@ -132,13 +126,7 @@ impl Provisioner {
         ctx: &ironic_rpc::Context,
     ) -> Result<(), Error> {
         // `None`: a repeat whose first attempt was applied.
-        let Some(mut held) = self
-            .locks
-            .hold(target, Patience::Retry)
-            .await?
-            .for_call(ctx)
-            .await
-        else {
+        let Some(mut held) = self.hold_for_call(target, ctx).await? else {
             return Ok(());
         };
         let uuid = held.node.uuid.to_string();

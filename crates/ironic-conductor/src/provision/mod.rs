@@ -190,6 +190,13 @@ impl Provisioner {
         format!("{}/{}", self.settings.host, self.boot_id)
     }
 
+    /// The node lock for a call that writes the node ([`Held::for_call`]); `None`: a
+    /// repeat whose first attempt was applied (nothing to do).
+    async fn hold_for_call(&self, target: &NodeRef, ctx: &Context) -> Result<Option<Held>, Error> {
+        let held = self.locks.hold(target, Patience::Retry).await?;
+        Ok(held.for_call(ctx).await)
+    }
+
     /// The node's driver, for work in progress (`Err` names the hardware type this
     /// conductor does not enable).
     fn driver_of(&self, node: &Node) -> Result<&dyn Driver, DriverError> {
