@@ -9,7 +9,7 @@ use ironic_db::allocations::AllocationFilter;
 use ironic_model::allocation::{self as alloc, Allocation, NewAllocation, RESOURCE_CLASS_MAX};
 use ironic_model::ids::{canonical_uuid, is_uuid_like};
 use ironic_model::names::{is_valid_logical_name, trait_error_message, validate_trait};
-use ironic_model::{Error, Version, patch};
+use ironic_model::{AllocationUuid, Error, Version, patch};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
 use serde::ser::{Serialize, SerializeMap, Serializer};
@@ -300,7 +300,7 @@ pub async fn create(
     let mut missing = Vec::new();
     for c in &candidates {
         match load_node(&st, c, v).await {
-            Ok(n) if usable(&n) => candidate_nodes.push(n.uuid.to_string()),
+            Ok(n) if usable(&n) => candidate_nodes.push(n.uuid),
             Ok(_) => missing.push(c.clone()),
             Err(Error::NotFound(_) | Error::Invalid(_)) => missing.push(c.clone()),
             Err(e) => return Err(e.into()),
@@ -321,14 +321,13 @@ pub async fn create(
             "The resource_class field is mandatory when not backfilling",
         ));
     }
+    // Checked above; a backfilled node's instance_uuid is checked where it is set.
     let uuid = match (&uuid, &backfill) {
-        (Some(u), _) => canonical_uuid(u).unwrap_or_else(|| u.clone()),
-        (None, Some(n)) => n
-            .instance_uuid
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-        (None, None) => uuid::Uuid::new_v4().to_string(),
-    };
+        (Some(u), _) => AllocationUuid::parse(u),
+        (None, Some(n)) => n.instance_uuid.as_deref().and_then(AllocationUuid::parse),
+        (None, None) => None,
+    }
+    .unwrap_or_else(AllocationUuid::new_v4);
     let resource_class =
         resource_class.or_else(|| backfill.as_ref().and_then(|n| n.resource_class.clone()));
     let create = CreateAllocation {

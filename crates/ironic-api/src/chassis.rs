@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use ironic_model::chassis::{self as ch, Chassis, DEFAULT_LIST_FIELDS, DESCRIPTION_MAX, FIELDS};
 use ironic_model::ids::canonical_uuid;
 use ironic_model::names::py_repr_str;
-use ironic_model::{Error, patch};
+use ironic_model::{ChassisUuid, Error, patch};
 use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
@@ -126,8 +126,8 @@ pub async fn create(
         )));
     }
     let uuid = match body.get("uuid") {
-        None | Some(Value::Null) => uuid::Uuid::new_v4().to_string(),
-        Some(Value::String(u)) => canonical_uuid(u)
+        None | Some(Value::Null) => ChassisUuid::new_v4(),
+        Some(Value::String(u)) => ChassisUuid::parse(u)
             .ok_or_else(|| schema(format_args!("{} is not a 'uuid'", py_repr_str(u))))?,
         Some(other) => {
             return Err(schema(format_args!(

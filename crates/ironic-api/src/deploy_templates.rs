@@ -112,7 +112,7 @@ pub async fn create(
     let d = validate_doc(&body, "template")?;
     let t = DeployTemplate {
         id: ironic_model::TemplateId::default(),
-        uuid: d.uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        uuid: d.uuid.unwrap_or_else(ironic_model::TemplateUuid::new_v4),
         name: d.name,
         steps: d.steps,
         extra: d.extra,

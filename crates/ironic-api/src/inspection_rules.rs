@@ -191,7 +191,7 @@ pub async fn create(
         uuid: d
             .uuid
             .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            .unwrap_or_else(ironic_model::RuleUuid::new_v4),
         description: None,
         priority: 0,
         sensitive: false,
@@ -273,7 +273,7 @@ pub async fn list(
         None => None,
         Some(m) => Some(
             all.iter()
-                .find(|r| r.uuid == m.to_ascii_lowercase())
+                .find(|r| *r.uuid == m.to_ascii_lowercase())
                 .map(|r| r.uuid.clone())
                 .ok_or_else(|| ir::not_found(m))?,
         ),
@@ -286,7 +286,7 @@ pub async fn list(
     // Every rule is in phase `main`; upstream takes the filter and does not apply it.
     let key = |r: &InspectionRule| -> (String, i64) {
         let k = match sort_key {
-            "uuid" => r.uuid.clone(),
+            "uuid" => r.uuid.to_string(),
             "priority" => format!("{:010}", r.priority),
             "description" => r.description.clone().unwrap_or_default(),
             "sensitive" => r.sensitive.to_string(),

@@ -729,7 +729,7 @@ pub async fn patch(
             UpdateNode {
                 node: NodeRef {
                     id: node.id,
-                    uuid: node.uuid.to_string(),
+                    uuid: node.uuid.clone(),
                     driver,
                     conductor_group: group,
                 },

@@ -9,12 +9,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ironic_db::Db;
 use ironic_db::ports::{Key, NicListQuery};
+use ironic_model::ids::ResourceUuid;
 use ironic_model::ids::canonical_uuid;
 use ironic_model::port::{
     self as pm, PORT_FIELDS, PORTGROUP_FIELDS, PORTGROUP_MIN, Port, PortSpec, Portgroup,
     PortgroupSpec, field_since, normalize_mac,
 };
-use ironic_model::{Error, Node, NodeId, Version, patch};
+use ironic_model::{Error, Node, NodeId, NodeUuid, PortUuid, PortgroupUuid, Version, patch};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{
     CreatePort, CreatePortgroup, DestroyPort, DestroyPortgroup, UpdatePort, UpdatePortgroup,
@@ -64,8 +65,11 @@ pub(crate) trait Nic: Sized + Send {
     const LIST_ALL: Policy;
     /// The microversion from which the resource exists.
     const SINCE: u16;
+    /// The type of its uuid (what a call names it by).
+    type Uuid;
     fn id(&self) -> i64;
     fn uuid(&self) -> &str;
+    fn typed_uuid(&self) -> Self::Uuid;
     fn node_id(&self) -> NodeId;
     fn value(&self, field: &str) -> Value;
     /// Link arrays shown after `links` in full views (a port group's `ports`).
@@ -82,6 +86,7 @@ fn s(v: &Option<String>) -> Value {
 }
 
 impl Nic for Port {
+    type Uuid = PortUuid;
     const WHAT: &'static str = "port";
     const PATH: &'static str = "ports";
     const KEY: &'static str = "ports";
@@ -109,6 +114,9 @@ impl Nic for Port {
     fn uuid(&self) -> &str {
         &self.uuid
     }
+    fn typed_uuid(&self) -> Self::Uuid {
+        self.uuid.clone()
+    }
     fn node_id(&self) -> NodeId {
         self.node_id
     }
@@ -130,7 +138,7 @@ impl Nic for Port {
             "vendor" => s(&self.vendor),
             "category" => s(&self.category),
             "available_for_dynamic_portgroup" => json!(self.available_for_dynamic_portgroup),
-            "portgroup_uuid" => s(&self.portgroup_uuid),
+            "portgroup_uuid" => s(&self.portgroup_uuid.as_deref().map(str::to_string)),
             _ => Value::Null,
         }
     }
@@ -146,6 +154,7 @@ impl Nic for Port {
 }
 
 impl Nic for Portgroup {
+    type Uuid = PortgroupUuid;
     const WHAT: &'static str = "portgroup";
     const PATH: &'static str = "portgroups";
     const REQUIRED: &'static [&'static str] = &["mode"];
@@ -166,6 +175,9 @@ impl Nic for Portgroup {
     }
     fn uuid(&self) -> &str {
         &self.uuid
+    }
+    fn typed_uuid(&self) -> Self::Uuid {
+        self.uuid.clone()
     }
     fn node_id(&self) -> NodeId {
         self.node_id
@@ -547,10 +559,13 @@ pub(crate) fn create_body<T: Nic>(
 }
 
 /// The `uuid` of a create body, or a new one.
-pub(crate) fn new_uuid(body: &mut Map<String, Value>, what: &str) -> Result<String, ApiError> {
+pub(crate) fn new_uuid<T: ResourceUuid>(
+    body: &mut Map<String, Value>,
+    what: &str,
+) -> Result<T, ApiError> {
     match body.remove("uuid") {
-        None | Some(Value::Null) => Ok(uuid::Uuid::new_v4().to_string()),
-        Some(Value::String(u)) => canonical_uuid(&u).ok_or_else(|| {
+        None | Some(Value::Null) => Ok(T::new_v4()),
+        Some(Value::String(u)) => T::parse(&u).ok_or_else(|| {
             ApiError::invalid(format!(
                 "Schema error for {what}: {} is not a 'uuid'",
                 ironic_model::names::py_repr_str(&u)
@@ -644,7 +659,7 @@ pub(crate) async fn patch_via<T, C>(
     q: Option<String>,
     body: &Value,
     (settable, policy): (&[&str], Policy),
-    update: impl FnOnce(NodeRef, String, Vec<patch::PatchOp>) -> C,
+    update: impl FnOnce(NodeRef, T::Uuid, Vec<patch::PatchOp>) -> C,
 ) -> ApiResult
 where
     T: Nic,
@@ -659,10 +674,7 @@ where
     let (o, node) = load::<T>(st, authz, ident, policy).await?;
     let mut saved = st
         .conductor
-        .call(
-            &req.ctx,
-            update(NodeRef::from(&node), o.uuid().to_string(), ops),
-        )
+        .call(&req.ctx, update(NodeRef::from(&node), o.typed_uuid(), ops))
         .await?;
     hide_restricted(authz, std::slice::from_mut(&mut saved));
     let fields = pm::fields_at(T::FIELDS, v);
@@ -681,7 +693,7 @@ pub(crate) async fn delete_via<T, C>(
     ident: &str,
     q: Option<String>,
     (uuid_only_ident, policy): (bool, Policy),
-    destroy: impl FnOnce(NodeRef, String) -> C,
+    destroy: impl FnOnce(NodeRef, T::Uuid) -> C,
 ) -> ApiResult
 where
     T: Nic,
@@ -695,10 +707,7 @@ where
     }
     let (o, node) = load::<T>(st, authz, ident, policy).await?;
     st.conductor
-        .call(
-            &req.ctx,
-            destroy(NodeRef::from(&node), o.uuid().to_string()),
-        )
+        .call(&req.ctx, destroy(NodeRef::from(&node), o.typed_uuid()))
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -984,10 +993,10 @@ pub async fn portgroup_create(
     let uuid = new_uuid(&mut body, "portgroup")?;
     // The shape first: a bad name or address is 400 whatever the node.
     let mut probe = body.clone();
-    let node_uuid = pm::uuid_ref(&body, "node_uuid")?.ok_or_else(|| {
+    let node_uuid = pm::uuid_ref(&body, "node_uuid", NodeUuid::parse)?.ok_or_else(|| {
         ApiError::invalid("Schema error for portgroup: 'node_uuid' is a required property")
     })?;
-    probe.insert("node_uuid".into(), json!(node_uuid));
+    probe.insert("node_uuid".into(), json!(node_uuid.as_str()));
     let spec = PortgroupSpec::from_doc(&probe, None)?;
     let node = owning_node(&st, &authz, &node_uuid, v, Policy::PortgroupCreate).await?;
     let pg = Portgroup::new(uuid, spec);

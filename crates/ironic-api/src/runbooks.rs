@@ -165,7 +165,7 @@ pub async fn create(
     };
     let r = Runbook {
         id: 0,
-        uuid: d.uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        uuid: d.uuid.unwrap_or_else(ironic_model::RunbookUuid::new_v4),
         name: d.name,
         description: d.description,
         steps: d.steps,
@@ -232,7 +232,7 @@ pub async fn list(
         .collect();
     let key = |r: &Runbook| -> (String, i64) {
         let k = match sort_key {
-            "uuid" => r.uuid.clone(),
+            "uuid" => r.uuid.to_string(),
             "name" => r.name.clone(),
             "created_at" => r.created_at.to_rfc3339(),
             "updated_at" => r.updated_at.map(|t| t.to_rfc3339()).unwrap_or_default(),

@@ -6,7 +6,9 @@
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use ironic_model::ids::ResourceUuid;
 use ironic_model::patch::py_repr;
+use ironic_model::{PortUuid, PortgroupUuid};
 use ironic_rpc::NodeRef;
 use ironic_rpc::calls::{VifAttach, VifDetach, VifList};
 use serde_json::{Value, json};
@@ -43,10 +45,13 @@ pub async fn list(
 }
 
 /// An optional uuid of the attach body.
-fn uuid_arg(body: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+fn uuid_arg<T: ResourceUuid>(
+    body: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<T>, ApiError> {
     match body.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => ironic_model::ids::canonical_uuid(s)
+        Some(Value::String(s)) => T::parse(s)
             .map(Some)
             .ok_or_else(|| ApiError::invalid(format!("Expected UUID for {key}: {s}"))),
         Some(other) => Err(ApiError::invalid(format!(
@@ -93,8 +98,8 @@ pub async fn attach(
             ));
         }
     };
-    let port_uuid = uuid_arg(&body, "port_uuid")?;
-    let portgroup_uuid = uuid_arg(&body, "portgroup_uuid")?;
+    let port_uuid = uuid_arg::<PortUuid>(&body, "port_uuid")?;
+    let portgroup_uuid = uuid_arg::<PortgroupUuid>(&body, "portgroup_uuid")?;
     if port_uuid.is_some() && portgroup_uuid.is_some() && req.version.at_least(67) {
         return Err(ApiError::invalid(
             "Cannot specify both port_uuid and portgroup_uuid",

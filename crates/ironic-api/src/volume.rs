@@ -13,7 +13,7 @@ use ironic_model::volume::{
     self as vm, CONNECTOR_FIELDS, ConnectorSpec, TARGET_FIELDS, TargetSpec, VOLUME_MIN,
     VolumeConnector, VolumeTarget,
 };
-use ironic_model::{Error, NodeId, NodeRef, Version};
+use ironic_model::{ConnectorUuid, Error, NodeId, NodeRef, TargetUuid, Version};
 use ironic_rpc::calls::{
     CreateVolumeConnector, CreateVolumeTarget, DestroyVolumeConnector, DestroyVolumeTarget,
     UpdateVolumeConnector, UpdateVolumeTarget,
@@ -35,6 +35,7 @@ use crate::{AppState, Base, Req, json_response};
 type ApiResult = Result<Response, ApiError>;
 
 impl Nic for VolumeConnector {
+    type Uuid = ConnectorUuid;
     const WHAT: &'static str = "connector";
     const PATH: &'static str = "volume/connectors";
     const KEY: &'static str = "connectors";
@@ -53,6 +54,9 @@ impl Nic for VolumeConnector {
     }
     fn uuid(&self) -> &str {
         &self.uuid
+    }
+    fn typed_uuid(&self) -> Self::Uuid {
+        self.uuid.clone()
     }
     fn node_id(&self) -> NodeId {
         self.node_id
@@ -91,6 +95,7 @@ fn redact_properties(t: &mut VolumeTarget) {
 }
 
 impl Nic for VolumeTarget {
+    type Uuid = TargetUuid;
     const WHAT: &'static str = "target";
     const PATH: &'static str = "volume/targets";
     const KEY: &'static str = "targets";
@@ -112,6 +117,9 @@ impl Nic for VolumeTarget {
     }
     fn uuid(&self) -> &str {
         &self.uuid
+    }
+    fn typed_uuid(&self) -> Self::Uuid {
+        self.uuid.clone()
     }
     fn node_id(&self) -> NodeId {
         self.node_id

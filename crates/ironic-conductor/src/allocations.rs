@@ -143,7 +143,7 @@ impl Allocator {
     /// meanwhile is still seen).
     async fn allocate(self: Arc<Self>, id: AllocationId, fresh: Option<Allocation>) {
         if let Err(e) = self.try_allocate(id, fresh).await {
-            tracing::error!(allocation_id = %id, error = %e, "allocation failed unexpectedly");
+            tracing::error!(allocation_id = %id, error = %ironic_model::error::chain(&e), "allocation failed unexpectedly");
             if let Ok(me) = self.presence.my_id() {
                 let msg = format!("Unexpected exception during allocation: {e}");
                 let _ = self.db.allocation_fail(id, me, &msg).await;

@@ -100,7 +100,7 @@ pub(crate) async fn note(db: &Db, enabled: bool, host: &str, before: &Seen, afte
         return;
     }
     if let Err(e) = db.history_record(&list).await {
-        tracing::warn!(node = %after.uuid, error = %e, "could not record node history");
+        tracing::warn!(node = %after.uuid, error = %ironic_model::error::chain(&e), "could not record node history");
     }
 }
 
@@ -111,7 +111,9 @@ pub(crate) async fn prune(db: &Db, keep: u64, min_days: u64, batch: u64) {
     match db.history_prune(keep, before, batch).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(deleted = n, "node history pruned"),
-        Err(e) => tracing::warn!(error = %e, "could not prune node history"),
+        Err(e) => {
+            tracing::warn!(error = %ironic_model::error::chain(&e), "could not prune node history")
+        }
     }
 }
 

@@ -29,7 +29,7 @@ async fn release_until_done(db: Db, node_id: NodeId, host: String, mut stop: Sto
             }
             Err(e) => {
                 metrics::counter!("ironic_node_lock_release_failures_total").increment(1);
-                tracing::warn!(%node_id, attempt, error = %e, retry_in_ms = pause.as_millis() as u64, "could not release a node lock; retrying");
+                tracing::warn!(%node_id, attempt, error = %ironic_model::error::chain(&e), retry_in_ms = pause.as_millis() as u64, "could not release a node lock; retrying");
             }
         }
         tokio::select! {
@@ -124,14 +124,14 @@ async fn settle_doubtful_lock(
                             return;
                         }
                         Err(e) => {
-                            tracing::warn!(%node_id, error = %e, "could not check a doubtful node lock yet; retrying");
+                            tracing::warn!(%node_id, error = %ironic_model::error::chain(&e), "could not check a doubtful node lock yet; retrying");
                         }
                     }
                 }
                 // Not locked by this host (the lock was never taken), or gone.
                 Ok(_) => return,
                 Err(e) => {
-                    tracing::warn!(%node_id, error = %e, "could not check a doubtful node lock yet; retrying");
+                    tracing::warn!(%node_id, error = %ironic_model::error::chain(&e), "could not check a doubtful node lock yet; retrying");
                 }
             }
         }
@@ -154,6 +154,35 @@ pub(crate) fn applied_before(node: &Node, ctx: &Context) -> bool {
 pub(crate) fn stamp(node: &mut Node, ctx: &Context) {
     if !ctx.request_id.is_empty() {
         node.last_request_id = Some(ctx.request_id.clone());
+    }
+}
+
+/// What a create that a retried call may repeat found.
+pub(crate) enum Stored<T> {
+    /// Stored now.
+    New(T),
+    /// Stored by an earlier attempt of the same call (its reply was lost).
+    Earlier(T),
+}
+
+/// The outcome of a create under a node's lock, `created`, for a call that may be a
+/// repeat: on a repeat (`ctx.attempt > 0`) a conflict is the earlier attempt's row when
+/// `earlier` reads one that `same` recognises; otherwise the conflict stands.
+pub(crate) async fn create_once<T, R>(
+    ctx: &Context,
+    created: Result<T, Error>,
+    earlier: impl FnOnce() -> R,
+    same: impl FnOnce(&T) -> bool,
+) -> Result<Stored<T>, Error>
+where
+    R: std::future::Future<Output = Result<Option<T>, Error>>,
+{
+    match created {
+        Err(Error::Conflict(m)) if ctx.attempt > 0 => match earlier().await? {
+            Some(t) if same(&t) => Ok(Stored::Earlier(t)),
+            _ => Err(Error::Conflict(m)),
+        },
+        r => r.map(Stored::New),
     }
 }
 
@@ -274,7 +303,7 @@ impl Held {
             Ok(()) => self.guard.armed = false,
             Err(e) => tracing::warn!(
                 node_id = %self.guard.node_id,
-                error = %e,
+                error = %ironic_model::error::chain(&e),
                 "could not release a node lock; trying again until the database takes it"
             ),
         }
@@ -329,7 +358,7 @@ impl Locks {
     pub(crate) async fn hold(&self, target: &NodeRef, patience: Patience) -> Result<Held, Error> {
         let mut node = self.acquire(target.id, patience).await?;
         let guard = self.guard(target.id);
-        if node.uuid.as_str() != target.uuid {
+        if node.uuid != target.uuid {
             drop(guard);
             return Err(Error::node_not_found(&target.uuid));
         }
@@ -356,7 +385,7 @@ impl Locks {
         let node_id = target.id;
         let node = self.acquire(node_id, patience).await?;
         let mut guard = self.guard(node_id);
-        if node.uuid.as_str() != target.uuid {
+        if node.uuid != target.uuid {
             // The caller's id and uuid disagree (a stale or forged reference): touch
             // nothing.
             guard.armed = false;
@@ -452,7 +481,7 @@ impl Locks {
     async fn release(&self, node_id: NodeId) {
         if let Err(e) = self.db.node_release(node_id, &self.host).await {
             metrics::counter!("ironic_node_lock_release_failures_total").increment(1);
-            tracing::warn!(%node_id, error = %e, "could not release a node lock; retrying in the background");
+            tracing::warn!(%node_id, error = %ironic_model::error::chain(&e), "could not release a node lock; retrying in the background");
             let (db, host, stop) = (self.db.clone(), self.host.clone(), self.work.stop_signal());
             self.work
                 .spawn("lock release", release_until_done(db, node_id, host, stop));

@@ -3,7 +3,7 @@
 //! node, standalone ports and physical networks, the node's state, attached VIFs) are
 //! checked against the rows as they are while nobody else writes them.
 
-use crate::lock::Patience;
+use crate::lock::{Patience, Stored, create_once};
 use ironic_db::ports::Key;
 use ironic_model::patch;
 use ironic_model::port::{
@@ -11,7 +11,7 @@ use ironic_model::port::{
     portgroup_not_found,
 };
 use ironic_model::states::ProvisionState;
-use ironic_model::{Error, Node};
+use ironic_model::{Error, Node, PortUuid, PortgroupUuid};
 use ironic_rpc::Context;
 use ironic_rpc::calls::{
     CreatePort, CreatePortgroup, DestroyPort, DestroyPortgroup, UpdatePort, UpdatePortgroup,
@@ -89,21 +89,18 @@ impl Nics {
         let CreatePort { node, mut port } = req;
         self.locks.with_lock(&node, Patience::Retry, |node| async move {
             port.node_id = node.id;
-            port.node_uuid = node.uuid.as_str().to_string();
+            port.node_uuid = node.uuid.clone();
             let pg = self.member_of(&port).await?;
             port.portgroup_id = None;
             if let Some(pg) = &pg {
                 self.join(&mut port, pg).await?;
             }
-            let created = match self.db.port_create(&port).await {
-                Err(Error::Conflict(m)) if ctx.attempt > 0 => {
-                    // A repeat: the first attempt may have stored it.
-                    return match self.db.port_get(Key::Uuid(&port.uuid)).await? {
-                        Some(p) if p.address == port.address && p.node_id == port.node_id => Ok(p),
-                        _ => Err(Error::Conflict(m)),
-                    };
-                }
-                r => r?,
+            let created = self.db.port_create(&port).await;
+            let earlier = || self.db.port_get(Key::Uuid(&port.uuid));
+            let same = |p: &Port| p.address == port.address && p.node_id == port.node_id;
+            let created = match create_once(ctx, created, earlier, same).await? {
+                Stored::New(p) => p,
+                Stored::Earlier(p) => return Ok(p),
             };
             self.adopt_physnet(&created, pg).await?;
             tracing::info!(port = %created.uuid, node = %created.node_uuid, address = %created.address, "port created");
@@ -238,15 +235,13 @@ impl Nics {
         } = req;
         self.locks.with_lock(&node, Patience::Retry, |node| async move {
             portgroup.node_id = node.id;
-            portgroup.node_uuid = node.uuid.as_str().to_string();
-            let created = match self.db.portgroup_create(&portgroup).await {
-                Err(Error::Conflict(m)) if ctx.attempt > 0 => {
-                    return match self.db.portgroup_get(Key::Uuid(&portgroup.uuid)).await? {
-                        Some(g) if g.node_id == portgroup.node_id => Ok(g),
-                        _ => Err(Error::Conflict(m)),
-                    };
-                }
-                r => r?,
+            portgroup.node_uuid = node.uuid.clone();
+            let created = self.db.portgroup_create(&portgroup).await;
+            let earlier = || self.db.portgroup_get(Key::Uuid(&portgroup.uuid));
+            let same = |g: &Portgroup| g.node_id == portgroup.node_id;
+            let created = match create_once(ctx, created, earlier, same).await? {
+                Stored::New(g) => g,
+                Stored::Earlier(g) => return Ok(g),
             };
             tracing::info!(portgroup = %created.uuid, node = %created.node_uuid, "port group created");
             Ok(created)
@@ -279,7 +274,7 @@ impl Nics {
             for op in &ops {
                 patch::apply(&mut doc, op)?;
             }
-            let shown = pg.name.clone().unwrap_or_else(|| pg.uuid.clone());
+            let shown = pg.name.clone().unwrap_or_else(|| pg.uuid.to_string());
             let mut new = pg.clone();
             new.set(PortgroupSpec::from_doc(&doc, Some(&shown))?);
             if new == pg {
@@ -417,8 +412,8 @@ fn choose(
     vif: &str,
     ports: Vec<Port>,
     groups: Vec<Portgroup>,
-    port_uuid: Option<&str>,
-    portgroup_uuid: Option<&str>,
+    port_uuid: Option<&PortUuid>,
+    portgroup_uuid: Option<&PortgroupUuid>,
 ) -> Result<Target, Error> {
     let already = |kind: &str, uuid: &str| {
         Error::Conflict(format!(
@@ -444,7 +439,7 @@ fn choose(
     let mut free: Vec<(bool, bool, Target)> = Vec::new();
     let mut members: Vec<Port> = Vec::new();
     for p in ports {
-        if port_uuid.is_some_and(|u| u != p.uuid) || tenant_vif(&p.internal_info).is_some() {
+        if port_uuid.is_some_and(|u| *u != p.uuid) || tenant_vif(&p.internal_info).is_some() {
             continue;
         }
         if p.portgroup_id.is_none() && portgroup_uuid.is_none() {
@@ -455,7 +450,8 @@ fn choose(
     }
     if port_uuid.is_none() {
         for g in groups {
-            if portgroup_uuid.is_some_and(|u| u != g.uuid) || tenant_vif(&g.internal_info).is_some()
+            if portgroup_uuid.is_some_and(|u| *u != g.uuid)
+                || tenant_vif(&g.internal_info).is_some()
             {
                 continue;
             }
@@ -530,8 +526,8 @@ impl Nics {
                     &vif_id,
                     ports,
                     groups,
-                    port_uuid.as_deref(),
-                    portgroup_uuid.as_deref(),
+                    port_uuid.as_ref(),
+                    portgroup_uuid.as_ref(),
                 )?;
                 let uuid = target.uuid().to_string();
                 match target {
@@ -614,7 +610,7 @@ mod tests {
             ironic_model::Version::new(61),
         )
         .unwrap();
-        let mut p = Port::new(format!("port-{id}"), spec);
+        let mut p = Port::new(PortUuid::from_db(format!("port-{id}")), spec);
         p.id = id;
         p.node_id = NodeId(1);
         p.portgroup_id = group;
@@ -629,7 +625,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let mut g = Portgroup::new(format!("group-{id}"), spec);
+        let mut g = Portgroup::new(PortgroupUuid::from_db(format!("group-{id}")), spec);
         g.id = id;
         g
     }
@@ -662,7 +658,7 @@ mod tests {
             "v",
             vec![port(1, false, None), port(2, true, None)],
             vec![],
-            Some("port-1"),
+            Some(&PortUuid::from_db("port-1".into())),
             None,
         );
         assert_eq!(t.unwrap().uuid(), "port-1");

@@ -23,7 +23,7 @@ use crate::{ConductorSettings, MAX_TRAITS_PER_NODE};
 pub(crate) async fn read(db: &Db, r: &NodeRef) -> Result<Node, Error> {
     db.node_by_id(r.id)
         .await?
-        .filter(|n| n.uuid.as_str() == r.uuid)
+        .filter(|n| n.uuid == r.uuid)
         .ok_or_else(|| Error::node_not_found(&r.uuid))
 }
 

@@ -151,7 +151,7 @@ impl OneViewChecks {
                         }
                         Ok(false) => {}
                         Err(e) => {
-                            tracing::warn!(node = %n.uuid, error = %e, "could not take the node out of service")
+                            tracing::warn!(node = %n.uuid, error = %ironic_model::error::chain(&e), "could not take the node out of service")
                         }
                     }
                 }
@@ -172,7 +172,7 @@ impl OneViewChecks {
                 Ok(_) => {
                     let nref = NodeRef::from(&n);
                     if let Err(e) = self.return_to_service(&nref).await {
-                        tracing::warn!(node = %n.uuid, error = %e, "could not return the node to service");
+                        tracing::warn!(node = %n.uuid, error = %ironic_model::error::chain(&e), "could not return the node to service");
                     } else {
                         tracing::info!(node = %n.uuid, "freed by OneView: maintenance off, providing");
                         round.freed += 1;
@@ -209,7 +209,7 @@ impl OneViewChecks {
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::warn!(node = %n.uuid, error = %e, "could not take the node out of service")
+                    tracing::warn!(node = %n.uuid, error = %ironic_model::error::chain(&e), "could not take the node out of service")
                 }
             }
         }

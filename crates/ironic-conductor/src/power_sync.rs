@@ -234,7 +234,7 @@ impl PowerSync {
                     Outcome::Recovered
                 }
                 Err(e) => {
-                    tracing::error!(node = %uuid, error = %e, "could not save the node");
+                    tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
                     Outcome::Failed
                 }
             };
@@ -311,7 +311,7 @@ impl PowerSync {
                 Outcome::ToMaintenance
             }
             Err(e) => {
-                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
                 Outcome::Failed
             }
         }
@@ -501,7 +501,7 @@ mod tests {
                             n.reservation = reservation.map(str::to_string);
                             let light = ironic_db::NodeState {
                                 id: n.id,
-                                uuid: n.uuid.to_string(),
+                                uuid: n.uuid.clone(),
                                 driver: n.driver.clone(),
                                 conductor_group: n.conductor_group.clone(),
                                 provision_state: state.as_str().to_string(),

@@ -219,7 +219,9 @@ impl Presence {
         let host = self.settings.host.as_str();
         match self.db.conductor_unregister(host).await {
             Ok(()) => tracing::info!(host, "conductor unregistered"),
-            Err(e) => tracing::error!(host, error = %e, "could not unregister"),
+            Err(e) => {
+                tracing::error!(host, error = %ironic_model::error::chain(&e), "could not unregister")
+            }
         }
     }
 }

@@ -165,7 +165,7 @@ impl Service {
             .conductor_touch(&cfg.default.host, ironic_model::node::now())
             .await
         {
-            tracing::warn!(error = %e, "could not refresh the heartbeat");
+            tracing::warn!(error = %ironic_model::error::chain(&e), "could not refresh the heartbeat");
         }
         // The row id is the affinity of the allocations this conductor works on: known
         // before the first request.
@@ -215,7 +215,7 @@ impl Service {
             task(Periodic::Heartbeat),
         );
         if let Err(e) = conductor.resume_allocations().await {
-            tracing::error!(error = %e, "could not resume allocations");
+            tracing::error!(error = %ironic_model::error::chain(&e), "could not resume allocations");
         }
         if let Some(t) = work.periodic(
             "allocation take-over",
@@ -346,7 +346,7 @@ impl Service {
             loop {
                 tick.tick().await;
                 if let Err(e) = db.conductor_touch(&me, ironic_model::node::now()).await {
-                    tracing::warn!(error = %e, "heartbeat while stopping failed");
+                    tracing::warn!(error = %ironic_model::error::chain(&e), "heartbeat while stopping failed");
                 }
             }
         });

@@ -2,7 +2,7 @@
 //! and a delete at any time, a PATCH only while the node is powered off (upstream's
 //! rule).
 
-use crate::lock::Patience;
+use crate::lock::{Patience, Stored, create_once};
 use ironic_db::ports::Key;
 use ironic_db::volume::VolumeTable;
 use ironic_model::patch;
@@ -53,16 +53,12 @@ impl Volumes {
         } = req;
         self.locks.with_lock(&node, Patience::Retry, |node| async move {
             connector.node_id = node.id;
-            connector.node_uuid = node.uuid.as_str().to_string();
-            let created = match self.db.volume_connector_create(&connector).await {
-                // A repeat: the first attempt may have stored it.
-                Err(Error::Conflict(m)) if ctx.attempt > 0 => {
-                    return match self.db.volume_connector_get(Key::Uuid(&connector.uuid)).await? {
-                        Some(c) if c.node_id == node.id => Ok(c),
-                        _ => Err(Error::Conflict(m)),
-                    };
-                }
-                r => r?,
+            connector.node_uuid = node.uuid.clone();
+            let created = self.db.volume_connector_create(&connector).await;
+            let earlier = || self.db.volume_connector_get(Key::Uuid(&connector.uuid));
+            let created = match create_once(ctx, created, earlier, |c| c.node_id == node.id).await? {
+                Stored::New(c) => c,
+                Stored::Earlier(c) => return Ok(c),
             };
             tracing::info!(connector = %created.uuid, node = %created.node_uuid, "volume connector created");
             Ok(created)
@@ -78,16 +74,12 @@ impl Volumes {
         let CreateVolumeTarget { node, mut target } = req;
         self.locks.with_lock(&node, Patience::Retry, |node| async move {
             target.node_id = node.id;
-            target.node_uuid = node.uuid.as_str().to_string();
-            let created = match self.db.volume_target_create(&target).await {
-                // A repeat: the first attempt may have stored it.
-                Err(Error::Conflict(m)) if ctx.attempt > 0 => {
-                    return match self.db.volume_target_get(Key::Uuid(&target.uuid)).await? {
-                        Some(t) if t.node_id == node.id => Ok(t),
-                        _ => Err(Error::Conflict(m)),
-                    };
-                }
-                r => r?,
+            target.node_uuid = node.uuid.clone();
+            let created = self.db.volume_target_create(&target).await;
+            let earlier = || self.db.volume_target_get(Key::Uuid(&target.uuid));
+            let created = match create_once(ctx, created, earlier, |t| t.node_id == node.id).await? {
+                Stored::New(t) => t,
+                Stored::Earlier(t) => return Ok(t),
             };
             tracing::info!(target = %created.uuid, node = %created.node_uuid, "volume target created");
             Ok(created)

@@ -92,7 +92,7 @@ async fn checks(t: &TestDb) {
     // A reference whose id and uuid disagree touches nothing.
     let forged = UpdateNode {
         node: NodeRef {
-            uuid: "9f1f5f4e-0000-4000-8000-000000000000".into(),
+            uuid: ironic_model::NodeUuid::parse("9f1f5f4e-0000-4000-8000-000000000000").unwrap(),
             ..NodeRef::from(&node)
         },
         ..req(json!([{"op": "add", "path": "/extra/forged", "value": 1}]))

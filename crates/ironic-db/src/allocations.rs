@@ -23,7 +23,7 @@
 use chrono::{DateTime, Utc};
 use ironic_model::allocation::{self, Allocation, AllocationState};
 use ironic_model::node::JsonObject;
-use ironic_model::{AllocationId, ConductorId, Error, NodeId, secrets};
+use ironic_model::{AllocationId, AllocationUuid, ConductorId, Error, NodeId, NodeUuid, secrets};
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -63,12 +63,17 @@ impl Row {
         })?;
         Ok(Allocation {
             id: AllocationId(self.id),
-            uuid: self.uuid,
+            uuid: AllocationUuid::from_db(self.uuid),
             name: self.name,
             node_id: self.node_id.map(NodeId),
-            node_uuid: self.node_uuid,
+            node_uuid: self.node_uuid.map(NodeUuid::from_db),
             resource_class: self.resource_class,
-            candidate_nodes: self.candidate_nodes.0,
+            candidate_nodes: self
+                .candidate_nodes
+                .0
+                .into_iter()
+                .map(NodeUuid::from_db)
+                .collect(),
             traits: self.traits.0,
             state,
             last_error: self.last_error,
@@ -295,7 +300,7 @@ impl Db {
         let row = with_pool!(self, |p| sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(
             sql.as_str()
         ))
-        .bind(&a.uuid)
+        .bind(a.uuid.as_str())
         .bind(&a.name)
         .bind(a.node_id.map(|i| i.0))
         .bind(a.state.as_str())
@@ -451,7 +456,7 @@ impl Db {
             // Rows after the marker in (sort key, id) order; NULLs sort first ascending.
             let (value, null) = match sort_key {
                 "id" => (ListArg::Int(m.id.0), false),
-                "uuid" => (ListArg::Text(m.uuid.clone()), false),
+                "uuid" => (ListArg::Text(m.uuid.to_string()), false),
                 "name" => (ListArg::OptText(m.name.clone()), m.name.is_none()),
                 "node_id" => (ListArg::OptInt(m.node_id.map(|i| i.0)), m.node_id.is_none()),
                 "state" => (ListArg::Text(m.state.as_str().into()), false),
@@ -765,7 +770,7 @@ impl Db {
                  WHERE id = $4 AND reservation = $5 AND (instance_uuid IS NULL OR instance_uuid = $1) \
                  RETURNING instance_info",
             )
-            .bind(&a.uuid)
+            .bind(a.uuid.as_str())
             .bind(a.id.0)
             .bind(now)
             .bind(node_id)

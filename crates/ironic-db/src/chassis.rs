@@ -2,9 +2,9 @@
 //! one statement.
 
 use chrono::{DateTime, Utc};
-use ironic_model::Error;
 use ironic_model::chassis::{self as ch, Chassis, SORT_KEYS};
 use ironic_model::node::JsonObject;
+use ironic_model::{ChassisUuid, Error};
 use sqlx::types::Json;
 
 use crate::{Db, internal, with_pool};
@@ -25,7 +25,7 @@ impl From<Row> for Chassis {
     fn from(r: Row) -> Chassis {
         Chassis {
             id: r.id,
-            uuid: r.uuid,
+            uuid: ChassisUuid::from_db(r.uuid),
             description: r.description,
             extra: r.extra.0,
             created_at: r.created_at,
@@ -44,7 +44,7 @@ impl Db {
         let row = with_pool!(self, |p| sqlx::query_as::<_, Row>(sqlx::AssertSqlSafe(
             sql.as_str()
         ))
-        .bind(&c.uuid)
+        .bind(c.uuid.as_str())
         .bind(&c.description)
         .bind(Json(&c.extra))
         .bind(c.created_at)
@@ -86,7 +86,7 @@ impl Db {
              AND NOT EXISTS (SELECT 1 FROM nodes WHERE chassis_uuid = $2)"
         )
         .bind(c.id)
-        .bind(&c.uuid)
+        .bind(c.uuid.as_str())
         .execute(p)
         .await
         .map(|r| r.rows_affected()))

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use ironic_model::deploy_template::{self as dt, DeployTemplate, TemplateStep};
 use ironic_model::node::JsonObject;
-use ironic_model::{Error, TemplateId};
+use ironic_model::{Error, TemplateId, TemplateUuid};
 use sqlx::types::Json;
 
 use crate::{Db, internal, with_pool};
@@ -30,7 +30,7 @@ impl Row {
     fn into_template(self, steps: Vec<TemplateStep>) -> DeployTemplate {
         DeployTemplate {
             id: TemplateId(self.id),
-            uuid: self.uuid,
+            uuid: TemplateUuid::from_db(self.uuid),
             name: self.name,
             steps,
             extra: self.extra.0,
@@ -84,7 +84,7 @@ impl Db {
                 "INSERT INTO deploy_templates (uuid, name, extra, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, NULL) RETURNING id",
             )
-            .bind(&t.uuid)
+            .bind(t.uuid.as_str())
             .bind(&t.name)
             .bind(Json(&t.extra))
             .bind(t.created_at)

@@ -57,7 +57,7 @@ impl Db {
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
         for e in entries {
             with_pool!(self, |p| sqlx::query(sql)
-                .bind(&e.uuid)
+                .bind(e.uuid.as_str())
                 .bind(e.node_id)
                 .bind(&e.conductor)
                 .bind(&e.event_type)

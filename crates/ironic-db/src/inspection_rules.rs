@@ -3,9 +3,9 @@
 //! them all and the API sorts and pages in memory.
 
 use chrono::{DateTime, Utc};
-use ironic_model::Error;
 use ironic_model::inspection_rule::{self as ir, InspectionRule};
 use ironic_model::node::JsonObject;
+use ironic_model::{Error, RuleUuid};
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -41,7 +41,7 @@ impl From<Row> for InspectionRule {
     fn from(r: Row) -> InspectionRule {
         InspectionRule {
             id: r.id,
-            uuid: r.uuid,
+            uuid: RuleUuid::from_db(r.uuid),
             description: r.description,
             priority: i64::from(r.priority),
             sensitive: r.sensitive,
@@ -84,7 +84,7 @@ impl Db {
                    phase, conditions, actions, created_at) \
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
         with_pool!(self, |p| sqlx::query(sql)
-            .bind(&r.uuid)
+            .bind(r.uuid.as_str())
             .bind(&r.description)
             .bind(priority(r))
             .bind(r.sensitive)

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use ironic_model::node::{Interfaces, JsonObject};
 use ironic_model::states::ProvisionState;
-use ironic_model::{AllocationId, ConductorId, Error, Node, NodeId, NodeUuid, secrets};
+use ironic_model::{
+    AllocationId, AllocationUuid, ChassisUuid, ConductorId, Error, Node, NodeId, NodeUuid, secrets,
+};
 use sqlx::types::Json;
 
 use crate::{Backend, Db, Pool, internal, with_pool};
@@ -351,7 +353,7 @@ impl NodeRow {
             instance_info: self.instance_info.0,
             extra: self.extra.0,
             instance_uuid: self.instance_uuid,
-            chassis_uuid: self.chassis_uuid,
+            chassis_uuid: self.chassis_uuid.map(ChassisUuid::from_db),
             provision_state,
             target_provision_state,
             provision_updated_at: self.provision_updated_at,
@@ -378,7 +380,7 @@ impl NodeRow {
             lessee: self.lessee,
             description: self.description,
             allocation_id: self.allocation_id.map(AllocationId),
-            allocation_uuid: self.allocation_uuid,
+            allocation_uuid: self.allocation_uuid.map(AllocationUuid::from_db),
             retired: self.retired,
             retired_reason: self.retired_reason,
             conductor_affinity: self.conductor_affinity.map(ConductorId),
@@ -387,7 +389,7 @@ impl NodeRow {
             boot_mode: self.boot_mode,
             secure_boot: self.secure_boot,
             shard: self.shard,
-            parent_node: self.parent_node,
+            parent_node: self.parent_node.map(NodeUuid::from_db),
             service_step: self.service_step.0,
             disable_power_off: self.disable_power_off,
             instance_name: self.instance_name,
@@ -440,8 +442,8 @@ macro_rules! bind_all {
 }
 pub(crate) use bind_all;
 
-fn t(s: &Option<String>) -> Arg {
-    Arg::Text(s.clone())
+fn t(s: &Option<impl AsRef<str>>) -> Arg {
+    Arg::Text(s.as_ref().map(|s| s.as_ref().to_string()))
 }
 fn j(o: &JsonObject) -> Arg {
     Arg::Json(Json(o.clone()))
@@ -507,7 +509,23 @@ fn write_args(n: &Node) -> Vec<Arg> {
     a
 }
 
-/// Maps a failed insert or update to 409 when a unique constraint was hit.
+/// Inside the transaction `tx` of a write to node `id`'s children: touches the node's
+/// row only while `holder` holds its lock, and says whether it did. On PostgreSQL the
+/// row then stays locked until the transaction ends, so no other such write interleaves;
+/// a write whose lock is gone is rolled back by the caller.
+macro_rules! touch_if_held {
+    ($tx:ident, $id:expr, $holder:expr, $now:expr) => {
+        sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2 AND reservation = $3")
+            .bind($now)
+            .bind($id)
+            .bind($holder)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected()
+            == 1
+    };
+}
+
 /// A write refused because `holder` does not hold the node's lock (as
 /// [`Db::node_save`]'s).
 fn lock_gone(node_id: NodeId, holder: &str) -> Error {
@@ -517,6 +535,7 @@ fn lock_gone(node_id: NodeId, holder: &str) -> Error {
     ))
 }
 
+/// Maps a failed insert or update to 409 when a unique constraint was hit.
 fn write_error(e: sqlx::Error, node: &Node) -> Error {
     if let sqlx::Error::Database(db) = &e
         && db.is_unique_violation()
@@ -588,7 +607,7 @@ fn list_columns(fields: Option<&[String]>) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeState {
     pub id: NodeId,
-    pub uuid: String,
+    pub uuid: NodeUuid,
     pub driver: String,
     pub conductor_group: String,
     pub provision_state: String,
@@ -1228,7 +1247,7 @@ impl Db {
             .into_iter()
             .map(|r| NodeState {
                 id: NodeId(r.0),
-                uuid: r.1,
+                uuid: NodeUuid::from_db(r.1),
                 driver: r.2,
                 conductor_group: r.3,
                 provision_state: r.4,
@@ -1287,7 +1306,7 @@ impl Db {
     pub async fn nodes_unlocked_in(
         &self,
         states: &[&str],
-    ) -> Result<Vec<(NodeId, String, String, String)>, Error> {
+    ) -> Result<Vec<(NodeId, NodeUuid, String, String)>, Error> {
         if states.is_empty() {
             return Ok(Vec::new());
         }
@@ -1302,7 +1321,7 @@ impl Db {
         .map_err(|e| internal("reading nodes by state", e))?;
         Ok(rows
             .into_iter()
-            .map(|(id, u, d, g)| (NodeId(id), u, d, g))
+            .map(|(id, u, d, g)| (NodeId(id), NodeUuid::from_db(u), d, g))
             .collect())
     }
 
@@ -1494,16 +1513,7 @@ impl Db {
         let res: Result<Result<Vec<String>, Error>, sqlx::Error> = with_pool!(self, |p| {
             async {
             let mut tx = p.begin().await?;
-            // The node first: only while `holder` holds it (and, on PostgreSQL, its row
-            // is locked until the end, so no other trait change interleaves).
-            let held = sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2 AND reservation = $3")
-                .bind(now)
-                .bind(id)
-                .bind(holder)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if held != 1 {
+            if !touch_if_held!(tx, id, holder, now) {
                 tx.rollback().await?;
                 return Ok(Err(lock_gone(node_id, holder)));
             }
@@ -1552,15 +1562,7 @@ impl Db {
         let now = ironic_model::node::now();
         let res: Result<Result<bool, Error>, sqlx::Error> = with_pool!(self, |p| async {
             let mut tx = p.begin().await?;
-            let held =
-                sqlx::query("UPDATE nodes SET updated_at = $1 WHERE id = $2 AND reservation = $3")
-                    .bind(now)
-                    .bind(id)
-                    .bind(holder)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            if held != 1 {
+            if !touch_if_held!(tx, id, holder, now) {
                 tx.rollback().await?;
                 return Ok(Err(lock_gone(node_id, holder)));
             }

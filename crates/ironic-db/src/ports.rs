@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use ironic_model::node::JsonObject;
 use ironic_model::port::{Port, Portgroup, port_not_found, portgroup_not_found};
-use ironic_model::{Error, NodeId};
+use ironic_model::{Error, NodeId, NodeUuid, PortUuid, PortgroupUuid};
 use sqlx::types::Json;
 
 use crate::nodes::{Arg, Where, bind_all, sort_expr as node_key};
@@ -87,12 +87,12 @@ impl From<PortRow> for Port {
     fn from(r: PortRow) -> Port {
         Port {
             id: r.id,
-            uuid: r.uuid,
+            uuid: PortUuid::from_db(r.uuid),
             address: r.address,
             node_id: NodeId(r.node_id),
-            node_uuid: r.node_uuid,
+            node_uuid: NodeUuid::from_db(r.node_uuid),
             portgroup_id: r.portgroup_id,
-            portgroup_uuid: r.portgroup_uuid,
+            portgroup_uuid: r.portgroup_uuid.map(PortgroupUuid::from_db),
             extra: r.extra.0,
             internal_info: r.internal_info.0,
             local_link_connection: r.local_link_connection.0,
@@ -134,11 +134,11 @@ impl From<PortgroupRow> for Portgroup {
     fn from(r: PortgroupRow) -> Portgroup {
         Portgroup {
             id: r.id,
-            uuid: r.uuid,
+            uuid: PortgroupUuid::from_db(r.uuid),
             name: r.name,
             address: r.address,
             node_id: NodeId(r.node_id),
-            node_uuid: r.node_uuid,
+            node_uuid: NodeUuid::from_db(r.node_uuid),
             extra: r.extra.0,
             internal_info: r.internal_info.0,
             mode: r.mode,

@@ -3,9 +3,9 @@
 //! in memory.
 
 use chrono::{DateTime, Utc};
-use ironic_model::Error;
 use ironic_model::node::JsonObject;
 use ironic_model::runbook::{Runbook, RunbookStep};
+use ironic_model::{Error, RunbookUuid};
 use serde_json::Value;
 use sqlx::types::Json;
 
@@ -47,7 +47,7 @@ impl From<Row> for Runbook {
             .collect();
         Runbook {
             id: r.id,
-            uuid: r.uuid,
+            uuid: RunbookUuid::from_db(r.uuid),
             name: r.name,
             description: r.description,
             steps,
@@ -90,7 +90,7 @@ impl Db {
                    disable_ramdisk, public, owner, extra, created_at) \
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
         with_pool!(self, |p| sqlx::query(sql)
-            .bind(&r.uuid)
+            .bind(r.uuid.as_str())
             .bind(&r.name)
             .bind(&r.description)
             .bind(Json(steps_doc(r)))

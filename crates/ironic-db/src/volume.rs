@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use ironic_model::node::JsonObject;
 use ironic_model::volume::{VolumeConnector, VolumeTarget, connector_not_found, target_not_found};
-use ironic_model::{Error, NodeId};
+use ironic_model::{ConnectorUuid, Error, NodeId, NodeUuid, TargetUuid};
 use sqlx::types::Json;
 
 use crate::nodes::{Arg, bind_all};
@@ -60,9 +60,9 @@ impl From<ConnectorRow> for VolumeConnector {
     fn from(r: ConnectorRow) -> Self {
         VolumeConnector {
             id: r.id,
-            uuid: r.uuid,
+            uuid: ConnectorUuid::from_db(r.uuid),
             node_id: NodeId(r.node_id),
-            node_uuid: r.node_uuid,
+            node_uuid: NodeUuid::from_db(r.node_uuid),
             connector_type: r.connector_type,
             connector_id: r.connector_id,
             extra: r.extra.0,
@@ -91,9 +91,9 @@ impl From<TargetRow> for VolumeTarget {
     fn from(r: TargetRow) -> Self {
         VolumeTarget {
             id: r.id,
-            uuid: r.uuid,
+            uuid: TargetUuid::from_db(r.uuid),
             node_id: NodeId(r.node_id),
-            node_uuid: r.node_uuid,
+            node_uuid: NodeUuid::from_db(r.node_uuid),
             volume_type: r.volume_type,
             volume_id: r.volume_id,
             boot_index: i64::from(r.boot_index),

@@ -553,9 +553,15 @@ async fn every_list_filter_and_sort_key_is_served_from_an_index() {
     // The node an allocation takes: by resource class, with traits, among candidates,
     // for an owner, by name.
     let wanting = |traits: &[&str], candidates: &[&str], owner: Option<&str>| {
-        let mut a = ironic_model::Allocation::new("a".into(), Some("rc-3".into()));
+        let mut a = ironic_model::Allocation::new(
+            ironic_model::AllocationUuid::new_v4(),
+            Some("rc-3".into()),
+        );
         a.traits = traits.iter().map(|t| t.to_string()).collect();
-        a.candidate_nodes = candidates.iter().map(|t| t.to_string()).collect();
+        a.candidate_nodes = candidates
+            .iter()
+            .filter_map(|t| ironic_model::NodeUuid::parse(t))
+            .collect();
         a.owner = owner.map(str::to_string);
         a
     };

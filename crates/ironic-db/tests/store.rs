@@ -67,7 +67,7 @@ async fn create_and_read_back(db: &Db) {
     n.boot_mode = Some("uefi".into());
     n.secure_boot = Some(true);
     n.shard = Some("s1".into());
-    n.parent_node = Some("5f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into());
+    n.parent_node = ironic_model::NodeUuid::parse("5f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a");
     n.service_step.insert("step".into(), json!("x"));
     n.disable_power_off = true;
     n.instance_name = Some("vm-1".into());
@@ -676,7 +676,8 @@ async fn conductors_register_and_heartbeat(db: &Db) {
 /// Several conductors racing to take over the same orphaned allocation: exactly one
 /// compare-and-set wins, and the former owner can no longer write it.
 async fn allocation_take_over_has_one_winner(db: &Db) {
-    let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some("rc".into()));
+    let mut a =
+        ironic_model::Allocation::new(ironic_model::AllocationUuid::new_v4(), Some("rc".into()));
     a.conductor_affinity = Some(ConductorId(1));
     let a = db.allocation_create(&a).await.unwrap();
     let racers: Vec<_> = (2..10)
@@ -720,7 +721,7 @@ async fn allocation_never_picks_a_retired_node(db: &Db) {
     n.retired = true;
     let n = db.node_create(&n).await.unwrap();
     let mut a =
-        ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some("rc-r".into()));
+        ironic_model::Allocation::new(ironic_model::AllocationUuid::new_v4(), Some("rc-r".into()));
     a.conductor_affinity = Some(ConductorId(1));
     let a = db.allocation_create(&a).await.unwrap();
     assert_eq!(
@@ -762,7 +763,8 @@ async fn available(db: &Db, rc: &str, extra: serde_json::Value) -> Node {
 }
 
 async fn allocating(db: &Db, rc: &str, affinity: i64, traits: &[&str]) -> ironic_model::Allocation {
-    let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), Some(rc.into()));
+    let mut a =
+        ironic_model::Allocation::new(ironic_model::AllocationUuid::new_v4(), Some(rc.into()));
     a.conductor_affinity = Some(ConductorId(affinity));
     a.traits = traits.iter().map(|t| t.to_string()).collect();
     db.allocation_create(&a).await.unwrap()
@@ -898,7 +900,7 @@ async fn node_states_page_by_id(db: &Db) {
                 (n.power_state, n.target_power_state, n.fault, n.reservation),
                 (None, None, None, None)
             );
-            seen.push((n.id.0, n.uuid, n.conductor_group));
+            seen.push((n.id.0, n.uuid.to_string(), n.conductor_group));
         }
     }
     assert_eq!(pages, vec![2, 2, 1, 0]);
@@ -1237,7 +1239,7 @@ async fn last_error_is_stored_masked_and_bounded(db: &Db) {
     );
     assert_eq!(stored(n.id).await, saved.last_error);
 
-    let mut a = ironic_model::Allocation::new(uuid::Uuid::new_v4().to_string(), None);
+    let mut a = ironic_model::Allocation::new(ironic_model::AllocationUuid::new_v4(), None);
     a.last_error = Some("password=one".into());
     a.conductor_affinity = Some(ConductorId(1));
     let a = db.allocation_create(&a).await.unwrap();

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::ids::{AllocationId, ConductorId, NodeId};
+use crate::ids::{AllocationId, AllocationUuid, ConductorId, NodeId, NodeUuid};
 use crate::node::JsonObject;
 
 /// An allocation's state: `allocating` until a node is reserved (`active`) or none can
@@ -49,11 +49,11 @@ impl std::fmt::Display for AllocationState {
 /// The conductor that takes it sets the rest (id, state, affinity, timestamps).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewAllocation {
-    pub uuid: String,
+    pub uuid: AllocationUuid,
     pub name: Option<String>,
     pub resource_class: Option<String>,
     /// Node UUIDs, in the order given.
-    pub candidate_nodes: Vec<String>,
+    pub candidate_nodes: Vec<NodeUuid>,
     pub traits: Vec<String>,
     pub owner: Option<String>,
     pub extra: JsonObject,
@@ -79,7 +79,7 @@ impl NewAllocation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocationRef {
     pub id: AllocationId,
-    pub uuid: String,
+    pub uuid: AllocationUuid,
 }
 
 /// The longest resource class (the nodes' column).
@@ -88,15 +88,15 @@ pub const RESOURCE_CLASS_MAX: usize = 80;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allocation {
     pub id: AllocationId,
-    pub uuid: String,
+    pub uuid: AllocationUuid,
     pub name: Option<String>,
     /// The node reserved (`active`), or the node being backfilled.
     pub node_id: Option<NodeId>,
     /// Read-only, from the nodes table: the uuid of `node_id`.
-    pub node_uuid: Option<String>,
+    pub node_uuid: Option<NodeUuid>,
     pub resource_class: Option<String>,
     /// Node UUIDs, in the order given.
-    pub candidate_nodes: Vec<String>,
+    pub candidate_nodes: Vec<NodeUuid>,
     pub traits: Vec<String>,
     pub state: AllocationState,
     pub last_error: Option<String>,
@@ -110,7 +110,7 @@ pub struct Allocation {
 
 impl Allocation {
     /// A new allocation, not stored yet.
-    pub fn new(uuid: String, resource_class: Option<String>) -> Allocation {
+    pub fn new(uuid: AllocationUuid, resource_class: Option<String>) -> Allocation {
         Allocation {
             id: AllocationId::default(),
             uuid,
@@ -182,10 +182,13 @@ mod tests {
 
     #[test]
     fn messages_follow_upstream() {
-        let a = Allocation::new("u-1".into(), Some("rc".into()));
+        let a = Allocation::new(
+            crate::AllocationUuid::parse("5b3f0c2a-8d4e-4f6b-9a1c-2e7d3f4a5b6c").unwrap(),
+            Some("rc".into()),
+        );
         assert_eq!(
             a.failure_message(&no_nodes_reason("rc-nobody", false)),
-            "Failed to process allocation u-1: no available nodes match the resource class rc-nobody."
+            "Failed to process allocation 5b3f0c2a-8d4e-4f6b-9a1c-2e7d3f4a5b6c: no available nodes match the resource class rc-nobody."
         );
         assert_eq!(
             no_traits_reason(&["CUSTOM_A".into(), "CUSTOM_B".into()]),

@@ -3,13 +3,13 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::Error;
 use crate::node::JsonObject;
+use crate::{ChassisUuid, Error};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chassis {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: ChassisUuid,
     pub description: Option<String>,
     pub extra: JsonObject,
     pub created_at: DateTime<Utc>,

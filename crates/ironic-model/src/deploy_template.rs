@@ -48,7 +48,7 @@ impl TemplateStep {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeployTemplate {
     pub id: crate::ids::TemplateId,
-    pub uuid: String,
+    pub uuid: crate::ids::TemplateUuid,
     pub name: String,
     pub steps: Vec<TemplateStep>,
     pub extra: JsonObject,
@@ -61,7 +61,7 @@ impl DeployTemplate {
     /// upstream).
     pub fn patch_doc(&self) -> Map<String, Value> {
         let mut d = Map::new();
-        d.insert("uuid".into(), Value::String(self.uuid.clone()));
+        d.insert("uuid".into(), Value::String(self.uuid.to_string()));
         d.insert("name".into(), Value::String(self.name.clone()));
         d.insert(
             "steps".into(),
@@ -149,7 +149,7 @@ pub fn not_found(ident: &str) -> Error {
 /// What a valid document holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemplateDoc {
-    pub uuid: Option<String>,
+    pub uuid: Option<crate::ids::TemplateUuid>,
     pub name: String,
     pub steps: Vec<TemplateStep>,
     pub extra: JsonObject,
@@ -197,7 +197,7 @@ pub fn validate_doc(doc: &Value, what: &str) -> Result<TemplateDoc> {
     let uuid = match o.get("uuid") {
         None | Some(Value::Null) => None,
         Some(Value::String(u)) if crate::ids::canonical_uuid(u).is_some() => {
-            crate::ids::canonical_uuid(u)
+            crate::ids::TemplateUuid::parse(u)
         }
         Some(v) => return Err(schema(crate::schema!("{} is not a 'uuid'", py_repr(v)))),
     };

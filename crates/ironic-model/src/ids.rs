@@ -37,31 +37,123 @@ row_id! {
     TemplateId;
 }
 
-/// A node's UUID in canonical lower-case hyphenated form.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeUuid(String);
+/// One type per resource uuid, so that a port's uuid cannot be passed where a node's is
+/// expected. Each holds the canonical lower-case hyphenated form; values come in only at
+/// the edges: `parse` for what a client or a message sent, `from_db` for what our own
+/// database (or a message from our own process) holds, `new_v4` for a new resource.
+macro_rules! uuid_id {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(
+            Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(String);
 
-impl NodeUuid {
-    pub fn new_v4() -> Self {
-        NodeUuid(uuid::Uuid::new_v4().hyphenated().to_string())
-    }
-    /// Parses any form `uuid` accepts and normalises it; `None` if it is not a UUID.
-    pub fn parse(s: &str) -> Option<Self> {
-        canonical_uuid(s).map(NodeUuid)
-    }
-    /// Wraps a value read from our own database (already canonical).
-    pub fn from_db(s: String) -> Self {
-        NodeUuid(s)
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+        impl $name {
+            pub fn new_v4() -> Self {
+                $name(uuid::Uuid::new_v4().hyphenated().to_string())
+            }
+            /// Parses any form `uuid` accepts and normalises it; `None` if it is not a
+            /// UUID.
+            pub fn parse(s: &str) -> Option<Self> {
+                canonical_uuid(s).map($name)
+            }
+            /// Wraps a value read from our own database (already canonical).
+            pub fn from_db(s: String) -> Self {
+                $name(s)
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl ResourceUuid for $name {
+            fn parse(s: &str) -> Option<Self> {
+                $name::parse(s)
+            }
+            fn new_v4() -> Self {
+                $name::new_v4()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        /// Read as a `&str` anywhere (the type keeps only what goes in apart).
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.0
+            }
+        }
+    )*};
 }
 
-impl fmt::Display for NodeUuid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// What code generic over the kind of resource needs of its uuid type.
+pub trait ResourceUuid: Sized {
+    fn parse(s: &str) -> Option<Self>;
+    fn new_v4() -> Self;
+}
+
+uuid_id! {
+    /// A node's uuid.
+    NodeUuid;
+    /// An allocation's uuid.
+    AllocationUuid;
+    /// A port's uuid.
+    PortUuid;
+    /// A port group's uuid.
+    PortgroupUuid;
+    /// A chassis' uuid.
+    ChassisUuid;
+    /// A deploy template's uuid.
+    TemplateUuid;
+    /// A runbook's uuid.
+    RunbookUuid;
+    /// An inspection rule's uuid. Built-in rules (from the conductor's configuration) may
+    /// carry any identifier; `from_db` wraps those as they are.
+    RuleUuid;
+    /// A volume connector's uuid.
+    ConnectorUuid;
+    /// A volume target's uuid.
+    TargetUuid;
 }
 
 /// Canonical lower-case hyphenated form of a UUID-like string, as Ironic's `is_uuid_like`

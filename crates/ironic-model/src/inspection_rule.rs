@@ -205,7 +205,7 @@ pub fn condition_ops() -> Vec<String> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InspectionRule {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: crate::ids::RuleUuid,
     pub description: Option<String>,
     pub priority: i64,
     pub sensitive: bool,
@@ -222,7 +222,7 @@ impl InspectionRule {
     /// The document a PATCH applies to (the stored, unmasked data).
     pub fn patch_doc(&self) -> Map<String, Value> {
         let mut d = Map::new();
-        d.insert("uuid".into(), Value::String(self.uuid.clone()));
+        d.insert("uuid".into(), Value::String(self.uuid.to_string()));
         d.insert(
             "description".into(),
             self.description.clone().map_or(Value::Null, Value::String),
@@ -257,7 +257,7 @@ pub fn not_found(ident: &str) -> Error {
 /// A rule document after validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleDoc {
-    pub uuid: Option<String>,
+    pub uuid: Option<crate::ids::RuleUuid>,
     pub description: Option<String>,
     pub priority: i64,
     pub sensitive: bool,
@@ -628,7 +628,9 @@ pub fn validate_doc(body: &Value, origin: Origin) -> Result<RuleDoc, Error> {
             if origin != Origin::BuiltIn && !is_uuid_like(u) {
                 return Err(Error::invalid(format!("Expected UUID for uuid: {u}")));
             }
-            Some(u.to_ascii_lowercase())
+            // Kept as given, lower-cased, as upstream (a built-in rule's may be any
+            // identifier).
+            Some(crate::ids::RuleUuid::from_db(u.to_ascii_lowercase()))
         }
         _ => None,
     };

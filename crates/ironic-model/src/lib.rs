@@ -33,7 +33,10 @@ pub mod volume;
 pub use allocation::{Allocation, AllocationRef, AllocationState, NewAllocation};
 pub use context::Context;
 pub use error::{Error, Result};
-pub use ids::{AllocationId, ConductorId, NodeId, NodeUuid, TemplateId};
+pub use ids::{
+    AllocationId, AllocationUuid, ChassisUuid, ConductorId, ConnectorUuid, NodeId, NodeUuid,
+    PortUuid, PortgroupUuid, RuleUuid, RunbookUuid, TargetUuid, TemplateId, TemplateUuid,
+};
 pub use node::Node;
 pub use node_ref::NodeRef;
 pub use version::Version;

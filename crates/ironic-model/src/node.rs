@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::ids::{AllocationId, ConductorId, NodeId, NodeUuid, canonical_uuid};
+use crate::ids::{
+    AllocationId, AllocationUuid, ChassisUuid, ConductorId, NodeId, NodeUuid, canonical_uuid,
+};
 use crate::names::{is_valid_conductor_group, is_valid_node_name, py_repr_str};
 use crate::patch::py_repr;
 use crate::states::ProvisionState;
@@ -57,7 +59,7 @@ pub struct Node {
     pub instance_info: JsonObject,
     pub extra: JsonObject,
     pub instance_uuid: Option<String>,
-    pub chassis_uuid: Option<String>,
+    pub chassis_uuid: Option<ChassisUuid>,
     pub provision_state: ProvisionState,
     pub target_provision_state: Option<ProvisionState>,
     pub provision_updated_at: Option<DateTime<Utc>>,
@@ -86,7 +88,7 @@ pub struct Node {
     pub description: Option<String>,
     pub allocation_id: Option<AllocationId>,
     /// Read-only, from the allocations table: the uuid of `allocation_id`.
-    pub allocation_uuid: Option<String>,
+    pub allocation_uuid: Option<AllocationUuid>,
     pub retired: bool,
     pub retired_reason: Option<String>,
     /// Id of the conductor that last built local state for this node.
@@ -104,7 +106,7 @@ pub struct Node {
     /// 1.82: the shard the node belongs to (a free-form name).
     pub shard: Option<String>,
     /// 1.83: the uuid of the node this one is a child of.
-    pub parent_node: Option<String>,
+    pub parent_node: Option<NodeUuid>,
     /// 1.87: the service step running.
     pub service_step: JsonObject,
     /// 1.95: power off (and soft power off) are refused.
@@ -660,8 +662,9 @@ fn show_obj(o: &JsonObject) -> Value {
     Value::Object(o.clone())
 }
 
-fn show_opt(s: &Option<String>) -> Value {
-    s.as_ref().map_or(Value::Null, |s| Value::String(s.clone()))
+fn show_opt(s: &Option<impl AsRef<str>>) -> Value {
+    s.as_ref()
+        .map_or(Value::Null, |s| Value::String(s.as_ref().to_string()))
 }
 
 impl Node {
@@ -781,7 +784,7 @@ impl Node {
             (F::ChassisUuid, _) => {
                 self.chassis_uuid = match get_text(v, 36, src)? {
                     None => None,
-                    Some(c) => Some(canonical_uuid(&c).ok_or_else(|| {
+                    Some(c) => Some(ChassisUuid::parse(&c).ok_or_else(|| {
                         Error::invalid(format!("Chassis {c} could not be found."))
                     })?),
                 };
@@ -819,7 +822,7 @@ impl Node {
             (F::ParentNode, _) => {
                 self.parent_node = match get_text(v, 36, src)? {
                     None => None,
-                    Some(s) => Some(canonical_uuid(&s).ok_or_else(|| {
+                    Some(s) => Some(NodeUuid::parse(&s).ok_or_else(|| {
                         src.schema(format_args!("{} is not a 'uuid'", py_repr_str(&s)))
                     })?),
                 }

@@ -1,7 +1,7 @@
 //! How a call names a node: its database id, checked against its uuid, and what a
 //! caller routes on.
 
-use crate::{Node, NodeId};
+use crate::{Node, NodeId, NodeUuid};
 
 /// A node as the caller routes on it: the hash ring key is (conductor_group, driver),
 /// the position on the ring the uuid. The conductor locks the row `id` and checks
@@ -9,7 +9,7 @@ use crate::{Node, NodeId};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRef {
     pub id: NodeId,
-    pub uuid: String,
+    pub uuid: NodeUuid,
     pub driver: String,
     pub conductor_group: String,
 }
@@ -18,7 +18,7 @@ impl From<&Node> for NodeRef {
     fn from(n: &Node) -> Self {
         NodeRef {
             id: n.id,
-            uuid: n.uuid.as_str().to_string(),
+            uuid: n.uuid.clone(),
             driver: n.driver.clone(),
             conductor_group: n.conductor_group.clone(),
         }

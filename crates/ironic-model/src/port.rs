@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::ids::canonical_uuid;
+use crate::ids::{NodeUuid, PortUuid, PortgroupUuid};
 use crate::names::{is_valid_logical_name, py_repr_str};
 use crate::node::JsonObject;
 use crate::patch::py_repr;
@@ -16,13 +16,13 @@ use crate::{Error, NodeId, Version};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Port {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: PortUuid,
     /// A MAC address, lower case.
     pub address: String,
     pub node_id: NodeId,
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     pub portgroup_id: Option<i64>,
-    pub portgroup_uuid: Option<String>,
+    pub portgroup_uuid: Option<PortgroupUuid>,
     pub extra: JsonObject,
     /// Written by the conductor only (`tenant_vif_port_id` …).
     pub internal_info: JsonObject,
@@ -43,11 +43,11 @@ pub struct Port {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Portgroup {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: PortgroupUuid,
     pub name: Option<String>,
     pub address: Option<String>,
     pub node_id: NodeId,
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     pub extra: JsonObject,
     pub internal_info: JsonObject,
     pub mode: String,
@@ -241,10 +241,14 @@ fn object(doc: &Map<String, Value>, key: &str, what: &str) -> Result<JsonObject,
 
 /// A required or optional uuid naming another object (`node_uuid`, `portgroup_uuid`):
 /// 400 `Expected UUID for <key>: <x>` otherwise.
-pub fn uuid_ref(doc: &Map<String, Value>, key: &str) -> Result<Option<String>, Error> {
+pub fn uuid_ref<T>(
+    doc: &Map<String, Value>,
+    key: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, Error> {
     match doc.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => canonical_uuid(s)
+        Some(Value::String(s)) => parse(s)
             .map(Some)
             .ok_or_else(|| Error::invalid(format!("Expected UUID for {key}: {s}"))),
         Some(v) => Err(Error::invalid(format!(
@@ -345,8 +349,8 @@ pub fn check_local_link_connection(
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortSpec {
     pub address: String,
-    pub node_uuid: String,
-    pub portgroup_uuid: Option<String>,
+    pub node_uuid: NodeUuid,
+    pub portgroup_uuid: Option<PortgroupUuid>,
     pub extra: JsonObject,
     pub local_link_connection: JsonObject,
     pub pxe_enabled: bool,
@@ -388,7 +392,7 @@ impl PortSpec {
             Some(v) => return Err(type_error(W, v, "'string'")),
         };
         let node_uuid = match doc.get("node_uuid") {
-            Some(Value::String(u)) => canonical_uuid(u)
+            Some(Value::String(u)) => NodeUuid::parse(u)
                 .ok_or_else(|| schema(W, format_args!("{} is not a 'uuid'", py_repr_str(u))))?,
             None | Some(Value::Null) => {
                 return Err(schema(W, "'node_uuid' is a required property"));
@@ -410,7 +414,7 @@ impl PortSpec {
         Ok(PortSpec {
             address,
             node_uuid,
-            portgroup_uuid: uuid_ref(doc, "portgroup_uuid")?,
+            portgroup_uuid: uuid_ref(doc, "portgroup_uuid", PortgroupUuid::parse)?,
             extra: object(doc, "extra", W)?,
             local_link_connection,
             pxe_enabled: boolean(doc, "pxe_enabled", true, W)?,
@@ -436,8 +440,16 @@ impl Port {
         let mut m = Map::new();
         let s = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
         m.insert("address".into(), Value::String(self.address.clone()));
-        m.insert("node_uuid".into(), Value::String(self.node_uuid.clone()));
-        m.insert("portgroup_uuid".into(), s(&self.portgroup_uuid));
+        m.insert(
+            "node_uuid".into(),
+            Value::String(self.node_uuid.to_string()),
+        );
+        m.insert(
+            "portgroup_uuid".into(),
+            self.portgroup_uuid
+                .as_ref()
+                .map_or(Value::Null, |u| Value::String(u.to_string())),
+        );
         m.insert("extra".into(), Value::Object(self.extra.clone()));
         m.insert(
             "local_link_connection".into(),
@@ -475,13 +487,13 @@ impl Port {
     }
 
     /// A new port from a checked spec.
-    pub fn new(uuid: String, spec: PortSpec) -> Port {
+    pub fn new(uuid: PortUuid, spec: PortSpec) -> Port {
         let mut p = Port {
             id: 0,
             uuid,
             address: String::new(),
             node_id: NodeId(0),
-            node_uuid: String::new(),
+            node_uuid: spec.node_uuid.clone(),
             portgroup_id: None,
             portgroup_uuid: None,
             extra: Map::new(),
@@ -525,7 +537,7 @@ pub const TENANT_VIF: &str = "tenant_vif_port_id";
 pub struct PortgroupSpec {
     pub name: Option<String>,
     pub address: Option<String>,
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     pub extra: JsonObject,
     pub mode: String,
     pub properties: JsonObject,
@@ -554,7 +566,7 @@ impl PortgroupSpec {
     ) -> Result<PortgroupSpec, Error> {
         const W: &str = "portgroup";
         let node_uuid = match doc.get("node_uuid") {
-            Some(Value::String(u)) => canonical_uuid(u)
+            Some(Value::String(u)) => NodeUuid::parse(u)
                 .ok_or_else(|| schema(W, format_args!("{} is not a 'uuid'", py_repr_str(u))))?,
             None | Some(Value::Null) => {
                 return Err(schema(W, "'node_uuid' is a required property"));
@@ -603,7 +615,10 @@ impl Portgroup {
         let s = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
         m.insert("name".into(), s(&self.name));
         m.insert("address".into(), s(&self.address));
-        m.insert("node_uuid".into(), Value::String(self.node_uuid.clone()));
+        m.insert(
+            "node_uuid".into(),
+            Value::String(self.node_uuid.to_string()),
+        );
         m.insert("extra".into(), Value::Object(self.extra.clone()));
         m.insert("mode".into(), Value::String(self.mode.clone()));
         m.insert("properties".into(), Value::Object(self.properties.clone()));
@@ -628,14 +643,14 @@ impl Portgroup {
         self.category = s.category;
     }
 
-    pub fn new(uuid: String, spec: PortgroupSpec) -> Portgroup {
+    pub fn new(uuid: PortgroupUuid, spec: PortgroupSpec) -> Portgroup {
         let mut g = Portgroup {
             id: 0,
             uuid,
             name: None,
             address: None,
             node_id: NodeId(0),
-            node_uuid: String::new(),
+            node_uuid: spec.node_uuid.clone(),
             extra: Map::new(),
             internal_info: Map::new(),
             mode: String::new(),
@@ -813,7 +828,7 @@ mod tests {
 
     fn pg(standalone: bool, physnet: Option<&str>) -> Portgroup {
         let mut g = Portgroup::new(
-            "96e0f1a2-b3c4-4d5e-8f6a-7b8c9d0e1f2a".into(),
+            PortgroupUuid::parse("96e0f1a2-b3c4-4d5e-8f6a-7b8c9d0e1f2a").unwrap(),
             PortgroupSpec::from_doc(
                 &doc(json!({"node_uuid": "1be26c0b-03f2-4d2e-ae87-c02d7f33c123",
                             "standalone_ports_supported": standalone,
@@ -834,7 +849,7 @@ mod tests {
             Version::new(61),
         )
         .unwrap();
-        let mut port = Port::new("u".into(), spec);
+        let mut port = Port::new(PortUuid::new_v4(), spec);
         port.node_id = NodeId(1);
         assert!(check_membership(&port, &pg(true, None), &[]).is_ok());
         // pxe_enabled into a group without standalone ports.

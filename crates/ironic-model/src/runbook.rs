@@ -67,7 +67,7 @@ impl RunbookStep {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Runbook {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: crate::ids::RunbookUuid,
     pub name: String,
     pub description: Option<String>,
     pub steps: Vec<RunbookStep>,
@@ -112,7 +112,7 @@ pub fn not_found(ident: &str) -> Error {
 /// A runbook document after validation (`uuid` as given, if any).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunbookDoc {
-    pub uuid: Option<String>,
+    pub uuid: Option<crate::ids::RunbookUuid>,
     pub name: String,
     pub description: Option<String>,
     pub steps: Vec<RunbookStep>,
@@ -321,7 +321,7 @@ pub fn validate_doc(doc: &Value, v: Version, what: &str) -> Result<RunbookDoc, E
     let uuid = match o.get("uuid") {
         None | Some(Value::Null) => None,
         Some(Value::String(u)) => Some(
-            crate::ids::canonical_uuid(u)
+            crate::ids::RunbookUuid::parse(u)
                 .ok_or_else(|| schema(what, format_args!("'{u}' is not a 'uuid'")))?,
         ),
         Some(other) => {

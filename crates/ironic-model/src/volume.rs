@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::ids::canonical_uuid;
+use crate::ids::{ConnectorUuid, NodeUuid, TargetUuid};
 use crate::names::py_repr_str;
 use crate::node::JsonObject;
 use crate::patch::py_repr;
@@ -19,9 +19,9 @@ pub const VOLUME_MIN: u16 = 32;
 #[derive(Debug, Clone, PartialEq)]
 pub struct VolumeConnector {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: ConnectorUuid,
     pub node_id: NodeId,
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     /// `iqn`, `ip`, `mac`, `wwnn`, `wwpn`, `port`, `portgroup` …: not checked by the API
     /// (upstream's).
     pub connector_type: String,
@@ -34,9 +34,9 @@ pub struct VolumeConnector {
 #[derive(Debug, Clone, PartialEq)]
 pub struct VolumeTarget {
     pub id: i64,
-    pub uuid: String,
+    pub uuid: TargetUuid,
     pub node_id: NodeId,
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     pub volume_type: String,
     pub volume_id: String,
     /// Unique per node: 0 is the boot volume.
@@ -130,9 +130,9 @@ fn object(doc: &Map<String, Value>, key: &str, what: &str) -> Result<JsonObject,
     }
 }
 
-fn node_uuid(doc: &Map<String, Value>, what: &str) -> Result<String, Error> {
+fn node_uuid(doc: &Map<String, Value>, what: &str) -> Result<NodeUuid, Error> {
     let s = string(doc, "node_uuid", 36, what)?;
-    canonical_uuid(&s).ok_or_else(|| {
+    NodeUuid::parse(&s).ok_or_else(|| {
         Error::invalid(format!(
             "Invalid input for field/attribute node_uuid. Value: {}. ",
             py_repr_str(&s)
@@ -143,7 +143,7 @@ fn node_uuid(doc: &Map<String, Value>, what: &str) -> Result<String, Error> {
 /// A connector's settable fields, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectorSpec {
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     pub connector_type: String,
     pub connector_id: String,
     pub extra: JsonObject,
@@ -164,12 +164,12 @@ impl ConnectorSpec {
 }
 
 impl VolumeConnector {
-    pub fn new(uuid: String, s: ConnectorSpec) -> VolumeConnector {
+    pub fn new(uuid: ConnectorUuid, s: ConnectorSpec) -> VolumeConnector {
         let mut c = VolumeConnector {
             id: 0,
             uuid,
             node_id: NodeId(0),
-            node_uuid: String::new(),
+            node_uuid: s.node_uuid.clone(),
             connector_type: String::new(),
             connector_id: String::new(),
             extra: Map::new(),
@@ -190,7 +190,10 @@ impl VolumeConnector {
     /// The document a PATCH applies to.
     pub fn doc(&self) -> Map<String, Value> {
         let mut m = Map::new();
-        m.insert("node_uuid".into(), Value::String(self.node_uuid.clone()));
+        m.insert(
+            "node_uuid".into(),
+            Value::String(self.node_uuid.to_string()),
+        );
         m.insert("type".into(), Value::String(self.connector_type.clone()));
         m.insert(
             "connector_id".into(),
@@ -204,7 +207,7 @@ impl VolumeConnector {
 /// A target's settable fields, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetSpec {
-    pub node_uuid: String,
+    pub node_uuid: NodeUuid,
     pub volume_type: String,
     pub volume_id: String,
     pub boot_index: i64,
@@ -248,12 +251,12 @@ impl TargetSpec {
 }
 
 impl VolumeTarget {
-    pub fn new(uuid: String, s: TargetSpec) -> VolumeTarget {
+    pub fn new(uuid: TargetUuid, s: TargetSpec) -> VolumeTarget {
         let mut t = VolumeTarget {
             id: 0,
             uuid,
             node_id: NodeId(0),
-            node_uuid: String::new(),
+            node_uuid: s.node_uuid.clone(),
             volume_type: String::new(),
             volume_id: String::new(),
             boot_index: 0,
@@ -277,7 +280,10 @@ impl VolumeTarget {
 
     pub fn doc(&self) -> Map<String, Value> {
         let mut m = Map::new();
-        m.insert("node_uuid".into(), Value::String(self.node_uuid.clone()));
+        m.insert(
+            "node_uuid".into(),
+            Value::String(self.node_uuid.to_string()),
+        );
         m.insert(
             "volume_type".into(),
             Value::String(self.volume_type.clone()),

@@ -15,7 +15,10 @@ use ironic_model::node::JsonObject;
 use ironic_model::patch::PatchOp;
 use ironic_model::port::{Port, Portgroup};
 use ironic_model::volume::{VolumeConnector, VolumeTarget};
-use ironic_model::{Allocation, AllocationRef, Error, NewAllocation, Node, Version};
+use ironic_model::{
+    Allocation, AllocationRef, ConnectorUuid, Error, NewAllocation, Node, PortUuid, PortgroupUuid,
+    TargetUuid, Version,
+};
 
 use crate::contract::{Call, Reply, Route, WireReply, contract};
 use crate::convert::{
@@ -366,7 +369,7 @@ mod tests {
     fn only_calls_with_one_outcome_are_repeated() {
         let node = NodeRef {
             id: ironic_model::NodeId(1),
-            uuid: "6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into(),
+            uuid: ironic_model::NodeUuid::parse("6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a").unwrap(),
             driver: "fake-hardware".into(),
             conductor_group: String::new(),
         };
@@ -395,7 +398,7 @@ mod tests {
     fn manual_calls_follow_their_options() {
         let node = NodeRef {
             id: ironic_model::NodeId(1),
-            uuid: "6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into(),
+            uuid: ironic_model::NodeUuid::parse("6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a").unwrap(),
             driver: "fake-hardware".into(),
             conductor_group: String::new(),
         };
@@ -419,7 +422,7 @@ mod tests {
     fn requests_round_trip() {
         let node = NodeRef {
             id: ironic_model::NodeId(3),
-            uuid: "1be26c0b-03f2-4d2e-ae87-c02d7f33c123".into(),
+            uuid: ironic_model::NodeUuid::parse("1be26c0b-03f2-4d2e-ae87-c02d7f33c123").unwrap(),
             driver: "fake-hardware".into(),
             conductor_group: "g".into(),
         };
@@ -462,10 +465,11 @@ mod tests {
         extra.insert("k".into(), serde_json::json!([1]));
         round_trip(CreateAllocation {
             allocation: NewAllocation {
-                uuid: "u".into(),
+                uuid: ironic_model::AllocationUuid::parse("5b3f0c2a-8d4e-4f6b-9a1c-2e7d3f4a5b6c")
+                    .unwrap(),
                 name: Some("a".into()),
                 resource_class: Some("rc".into()),
-                candidate_nodes: vec!["n".into()],
+                candidate_nodes: vec![ironic_model::NodeUuid::new_v4()],
                 traits: vec!["CUSTOM_X".into()],
                 owner: None,
                 extra,
@@ -475,14 +479,15 @@ mod tests {
         round_trip(DestroyAllocation {
             allocation: AllocationRef {
                 id: ironic_model::AllocationId(9),
-                uuid: "u".into(),
+                uuid: ironic_model::AllocationUuid::parse("5b3f0c2a-8d4e-4f6b-9a1c-2e7d3f4a5b6c")
+                    .unwrap(),
             },
         });
         round_trip(VifAttach {
             node: node.clone(),
             vif_id: "v".into(),
             port_uuid: None,
-            portgroup_uuid: Some("g".into()),
+            portgroup_uuid: Some(PortgroupUuid::new_v4()),
         });
         round_trip(Heartbeat {
             node: node.clone(),
@@ -495,7 +500,7 @@ mod tests {
         });
         round_trip(DestroyPort {
             node: node.clone(),
-            port_uuid: "p".into(),
+            port_uuid: PortUuid::new_v4(),
         });
         let mut inventory = JsonObject::new();
         inventory.insert(

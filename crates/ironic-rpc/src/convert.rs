@@ -7,7 +7,10 @@ use ironic_model::patch::{Op, PatchOp};
 use ironic_model::port::{Port, Portgroup};
 use ironic_model::states::ProvisionState;
 use ironic_model::volume::{VolumeConnector, VolumeTarget};
-use ironic_model::{Error, Node, NodeUuid, Version};
+use ironic_model::{
+    AllocationUuid, ChassisUuid, ConnectorUuid, Error, Node, NodeUuid, PortUuid, PortgroupUuid,
+    TargetUuid, Version,
+};
 
 use ironic_catalog::steps::Requested;
 use ironic_model::deploy_template::TemplateStep;
@@ -33,6 +36,23 @@ pub(crate) fn bad(field: &str) -> Error {
     Error::Invalid(format!("Malformed RPC message: invalid {field}."))
 }
 
+/// A resource's uuid as the message carries it (a string), parsed into its type.
+fn id<T>(s: String, parse: fn(&str) -> Option<T>, field: &str) -> Result<T, Error> {
+    parse(&s).ok_or_else(|| bad(field))
+}
+
+fn opt_id<T>(
+    s: Option<String>,
+    parse: fn(&str) -> Option<T>,
+    field: &str,
+) -> Result<Option<T>, Error> {
+    s.map(|s| id(s, parse, field)).transpose()
+}
+
+fn ids<T>(v: Vec<String>, parse: fn(&str) -> Option<T>, field: &str) -> Result<Vec<T>, Error> {
+    v.into_iter().map(|s| id(s, parse, field)).collect()
+}
+
 fn json_text(o: &JsonObject) -> String {
     serde_json::to_string(o).unwrap_or_else(|_| "{}".into())
 }
@@ -56,7 +76,7 @@ pub fn node_to_pb(n: &Node) -> pb::Node {
         instance_info_json: json_text(&n.instance_info),
         extra_json: json_text(&n.extra),
         instance_uuid: n.instance_uuid.clone(),
-        chassis_uuid: n.chassis_uuid.clone(),
+        chassis_uuid: n.chassis_uuid.as_deref().map(str::to_string),
         provision_state: n.provision_state.as_str().to_string(),
         target_provision_state: n.target_provision_state.map(|s| s.as_str().to_string()),
         provision_updated_at_us: n.provision_updated_at.as_ref().map(us),
@@ -83,7 +103,7 @@ pub fn node_to_pb(n: &Node) -> pb::Node {
         lessee: n.lessee.clone(),
         description: n.description.clone(),
         allocation_id: n.allocation_id.map(|i| i.0),
-        allocation_uuid: n.allocation_uuid.clone(),
+        allocation_uuid: n.allocation_uuid.as_deref().map(str::to_string),
         retired: n.retired,
         retired_reason: n.retired_reason.clone(),
         conductor_affinity: n.conductor_affinity.map(|i| i.0),
@@ -91,7 +111,7 @@ pub fn node_to_pb(n: &Node) -> pb::Node {
         boot_mode: n.boot_mode.clone(),
         secure_boot: n.secure_boot,
         shard: n.shard.clone(),
-        parent_node: n.parent_node.clone(),
+        parent_node: n.parent_node.as_deref().map(str::to_string),
         service_step_json: json_text(&n.service_step),
         disable_power_off: n.disable_power_off,
         instance_name: n.instance_name.clone(),
@@ -128,7 +148,7 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         instance_info: json_obj(&p.instance_info_json, "instance_info")?,
         extra: json_obj(&p.extra_json, "extra")?,
         instance_uuid: p.instance_uuid,
-        chassis_uuid: p.chassis_uuid,
+        chassis_uuid: opt_id(p.chassis_uuid, ChassisUuid::parse, "chassis_uuid")?,
         provision_state: state(&p.provision_state, "provision_state")?,
         target_provision_state: p
             .target_provision_state
@@ -159,7 +179,7 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         lessee: p.lessee,
         description: p.description,
         allocation_id: p.allocation_id.map(AllocationId),
-        allocation_uuid: p.allocation_uuid,
+        allocation_uuid: opt_id(p.allocation_uuid, AllocationUuid::parse, "allocation_uuid")?,
         retired: p.retired,
         retired_reason: p.retired_reason,
         conductor_affinity: p.conductor_affinity.map(ConductorId),
@@ -168,7 +188,7 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
         boot_mode: p.boot_mode,
         secure_boot: p.secure_boot,
         shard: p.shard,
-        parent_node: p.parent_node,
+        parent_node: opt_id(p.parent_node, NodeUuid::parse, "parent_node")?,
         service_step: json_obj(&p.service_step_json, "service_step")?,
         disable_power_off: p.disable_power_off,
         instance_name: p.instance_name,
@@ -183,12 +203,12 @@ pub fn node_from_pb(p: pb::Node) -> Result<Node, Error> {
 pub fn allocation_to_pb(a: &Allocation) -> pb::Allocation {
     pb::Allocation {
         id: a.id.0,
-        uuid: a.uuid.clone(),
+        uuid: a.uuid.to_string(),
         name: a.name.clone(),
         node_id: a.node_id.map(|i| i.0),
-        node_uuid: a.node_uuid.clone(),
+        node_uuid: a.node_uuid.as_deref().map(str::to_string),
         resource_class: a.resource_class.clone(),
-        candidate_nodes: a.candidate_nodes.clone(),
+        candidate_nodes: a.candidate_nodes.iter().map(ToString::to_string).collect(),
         traits: a.traits.clone(),
         state: a.state.as_str().to_string(),
         last_error: a.last_error.clone(),
@@ -204,12 +224,12 @@ pub fn allocation_from_pb(p: Option<pb::Allocation>) -> Result<Allocation, Error
     let p = p.ok_or_else(|| bad("allocation"))?;
     Ok(Allocation {
         id: AllocationId(p.id),
-        uuid: p.uuid,
+        uuid: id(p.uuid, AllocationUuid::parse, "uuid")?,
         name: p.name,
         node_id: p.node_id.map(NodeId),
-        node_uuid: p.node_uuid,
+        node_uuid: opt_id(p.node_uuid, NodeUuid::parse, "node_uuid")?,
         resource_class: p.resource_class,
-        candidate_nodes: p.candidate_nodes,
+        candidate_nodes: ids(p.candidate_nodes, NodeUuid::parse, "candidate_nodes")?,
         traits: p.traits,
         state: AllocationState::parse(&p.state).ok_or_else(|| bad("allocation state"))?,
         last_error: p.last_error,
@@ -224,10 +244,10 @@ pub fn allocation_from_pb(p: Option<pb::Allocation>) -> Result<Allocation, Error
 pub fn new_allocation_to_pb(a: NewAllocation) -> pb::NewAllocation {
     pb::NewAllocation {
         extra_json: json_text(&a.extra),
-        uuid: a.uuid,
+        uuid: a.uuid.into(),
         name: a.name,
         resource_class: a.resource_class,
-        candidate_nodes: a.candidate_nodes,
+        candidate_nodes: a.candidate_nodes.into_iter().map(String::from).collect(),
         traits: a.traits,
         owner: a.owner,
     }
@@ -240,10 +260,10 @@ pub fn new_allocation_from_pb(p: Option<pb::NewAllocation>) -> Result<NewAllocat
     }
     Ok(NewAllocation {
         extra: json_obj(&p.extra_json, "allocation extra")?,
-        uuid: p.uuid,
+        uuid: id(p.uuid, AllocationUuid::parse, "uuid")?,
         name: p.name,
         resource_class: p.resource_class,
-        candidate_nodes: p.candidate_nodes,
+        candidate_nodes: ids(p.candidate_nodes, NodeUuid::parse, "candidate_nodes")?,
         traits: p.traits,
         owner: p.owner,
     })
@@ -252,7 +272,7 @@ pub fn new_allocation_from_pb(p: Option<pb::NewAllocation>) -> Result<NewAllocat
 pub fn allocation_ref_to_pb(a: &AllocationRef) -> pb::AllocationRef {
     pb::AllocationRef {
         id: a.id.0,
-        uuid: a.uuid.clone(),
+        uuid: a.uuid.to_string(),
     }
 }
 
@@ -260,14 +280,14 @@ pub fn allocation_ref_from_pb(p: Option<pb::AllocationRef>) -> Result<Allocation
     let p = p.ok_or_else(|| bad("allocation reference"))?;
     Ok(AllocationRef {
         id: AllocationId(p.id),
-        uuid: p.uuid,
+        uuid: id(p.uuid, AllocationUuid::parse, "uuid")?,
     })
 }
 
 pub fn node_ref_to_pb(n: &NodeRef) -> pb::NodeRef {
     pb::NodeRef {
         id: n.id.0,
-        uuid: n.uuid.clone(),
+        uuid: n.uuid.to_string(),
         driver: n.driver.clone(),
         conductor_group: n.conductor_group.clone(),
     }
@@ -277,7 +297,7 @@ pub fn node_ref_from_pb(n: Option<pb::NodeRef>) -> Result<NodeRef, Error> {
     let n = n.ok_or_else(|| bad("node reference"))?;
     Ok(NodeRef {
         id: NodeId(n.id),
-        uuid: n.uuid,
+        uuid: id(n.uuid, NodeUuid::parse, "uuid")?,
         driver: n.driver,
         conductor_group: n.conductor_group,
     })
@@ -414,12 +434,12 @@ pub fn error_from_pb(e: pb::RpcError) -> Error {
 pub fn port_to_pb(p: &Port) -> pb::Port {
     pb::Port {
         id: p.id,
-        uuid: p.uuid.clone(),
+        uuid: p.uuid.to_string(),
         address: p.address.clone(),
         node_id: p.node_id.0,
-        node_uuid: p.node_uuid.clone(),
+        node_uuid: p.node_uuid.to_string(),
         portgroup_id: p.portgroup_id,
-        portgroup_uuid: p.portgroup_uuid.clone(),
+        portgroup_uuid: p.portgroup_uuid.as_deref().map(str::to_string),
         extra_json: json_text(&p.extra),
         internal_info_json: json_text(&p.internal_info),
         local_link_connection_json: json_text(&p.local_link_connection),
@@ -440,12 +460,12 @@ pub fn port_from_pb(p: Option<pb::Port>) -> Result<Port, Error> {
     let p = p.ok_or_else(|| bad("port"))?;
     Ok(Port {
         id: p.id,
-        uuid: p.uuid,
+        uuid: id(p.uuid, PortUuid::parse, "uuid")?,
         address: p.address,
         node_id: NodeId(p.node_id),
-        node_uuid: p.node_uuid,
+        node_uuid: id(p.node_uuid, NodeUuid::parse, "node_uuid")?,
         portgroup_id: p.portgroup_id,
-        portgroup_uuid: p.portgroup_uuid,
+        portgroup_uuid: opt_id(p.portgroup_uuid, PortgroupUuid::parse, "portgroup_uuid")?,
         extra: json_obj(&p.extra_json, "port extra")?,
         internal_info: json_obj(&p.internal_info_json, "port internal_info")?,
         local_link_connection: json_obj(
@@ -468,11 +488,11 @@ pub fn port_from_pb(p: Option<pb::Port>) -> Result<Port, Error> {
 pub fn portgroup_to_pb(g: &Portgroup) -> pb::Portgroup {
     pb::Portgroup {
         id: g.id,
-        uuid: g.uuid.clone(),
+        uuid: g.uuid.to_string(),
         name: g.name.clone(),
         address: g.address.clone(),
         node_id: g.node_id.0,
-        node_uuid: g.node_uuid.clone(),
+        node_uuid: g.node_uuid.to_string(),
         extra_json: json_text(&g.extra),
         internal_info_json: json_text(&g.internal_info),
         mode: g.mode.clone(),
@@ -490,11 +510,11 @@ pub fn portgroup_from_pb(g: Option<pb::Portgroup>) -> Result<Portgroup, Error> {
     let g = g.ok_or_else(|| bad("portgroup"))?;
     Ok(Portgroup {
         id: g.id,
-        uuid: g.uuid,
+        uuid: id(g.uuid, PortgroupUuid::parse, "uuid")?,
         name: g.name,
         address: g.address,
         node_id: NodeId(g.node_id),
-        node_uuid: g.node_uuid,
+        node_uuid: id(g.node_uuid, NodeUuid::parse, "node_uuid")?,
         extra: json_obj(&g.extra_json, "portgroup extra")?,
         internal_info: json_obj(&g.internal_info_json, "portgroup internal_info")?,
         mode: g.mode,
@@ -511,9 +531,9 @@ pub fn portgroup_from_pb(g: Option<pb::Portgroup>) -> Result<Portgroup, Error> {
 pub fn volume_connector_to_pb(c: &VolumeConnector) -> pb::VolumeConnector {
     pb::VolumeConnector {
         id: c.id,
-        uuid: c.uuid.clone(),
+        uuid: c.uuid.to_string(),
         node_id: c.node_id.0,
-        node_uuid: c.node_uuid.clone(),
+        node_uuid: c.node_uuid.to_string(),
         connector_type: c.connector_type.clone(),
         connector_id: c.connector_id.clone(),
         extra_json: json_text(&c.extra),
@@ -526,9 +546,9 @@ pub fn volume_connector_from_pb(c: Option<pb::VolumeConnector>) -> Result<Volume
     let c = c.ok_or_else(|| bad("volume connector"))?;
     Ok(VolumeConnector {
         id: c.id,
-        uuid: c.uuid,
+        uuid: id(c.uuid, ConnectorUuid::parse, "uuid")?,
         node_id: NodeId(c.node_id),
-        node_uuid: c.node_uuid,
+        node_uuid: id(c.node_uuid, NodeUuid::parse, "node_uuid")?,
         connector_type: c.connector_type,
         connector_id: c.connector_id,
         extra: json_obj(&c.extra_json, "volume connector extra")?,
@@ -540,9 +560,9 @@ pub fn volume_connector_from_pb(c: Option<pb::VolumeConnector>) -> Result<Volume
 pub fn volume_target_to_pb(t: &VolumeTarget) -> pb::VolumeTarget {
     pb::VolumeTarget {
         id: t.id,
-        uuid: t.uuid.clone(),
+        uuid: t.uuid.to_string(),
         node_id: t.node_id.0,
-        node_uuid: t.node_uuid.clone(),
+        node_uuid: t.node_uuid.to_string(),
         volume_type: t.volume_type.clone(),
         volume_id: t.volume_id.clone(),
         boot_index: t.boot_index,
@@ -557,9 +577,9 @@ pub fn volume_target_from_pb(t: Option<pb::VolumeTarget>) -> Result<VolumeTarget
     let t = t.ok_or_else(|| bad("volume target"))?;
     Ok(VolumeTarget {
         id: t.id,
-        uuid: t.uuid,
+        uuid: id(t.uuid, TargetUuid::parse, "uuid")?,
         node_id: NodeId(t.node_id),
-        node_uuid: t.node_uuid,
+        node_uuid: id(t.node_uuid, NodeUuid::parse, "node_uuid")?,
         volume_type: t.volume_type,
         volume_id: t.volume_id,
         boot_index: t.boot_index,
@@ -702,6 +722,31 @@ impl Field<Vec<pb::Step>> for Vec<TemplateStep> {
     }
 }
 
+/// A resource's uuid as its text; decoding parses it.
+macro_rules! uuid_field {
+    ($($t:ident),*) => {$(
+        impl Field<String> for $t {
+            fn to_wire(self) -> String {
+                self.into()
+            }
+            fn from_wire(w: String, what: &str) -> Result<Self, Error> {
+                id(w, $t::parse, what)
+            }
+        }
+
+        impl Field<Option<String>> for Option<$t> {
+            fn to_wire(self) -> Option<String> {
+                self.map(String::from)
+            }
+            fn from_wire(w: Option<String>, what: &str) -> Result<Self, Error> {
+                opt_id(w, $t::parse, what)
+            }
+        }
+    )*};
+}
+
+uuid_field!(PortUuid, PortgroupUuid, ConnectorUuid, TargetUuid);
+
 /// The API microversion as its minor number (`api_minor`).
 impl Field<u32> for Version {
     fn to_wire(self) -> u32 {
@@ -766,7 +811,7 @@ mod tests {
         n.boot_mode = Some("uefi".into());
         n.secure_boot = Some(false);
         n.shard = Some("s1".into());
-        n.parent_node = Some(NodeUuid::new_v4().as_str().to_string());
+        n.parent_node = Some(NodeUuid::new_v4());
         n.service_step.insert("step".into(), "x".into());
         n.disable_power_off = true;
         n.instance_name = Some("vm".into());

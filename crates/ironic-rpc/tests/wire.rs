@@ -15,7 +15,8 @@ use ironic_model::patch::{Op, PatchOp};
 use ironic_model::port::{Port, Portgroup};
 use ironic_model::volume::{VolumeConnector, VolumeTarget};
 use ironic_model::{
-    AllocationId, AllocationRef, NewAllocation, Node, NodeId, NodeRef, NodeUuid, Version,
+    AllocationId, AllocationRef, AllocationUuid, ConnectorUuid, NewAllocation, Node, NodeId,
+    NodeRef, NodeUuid, PortUuid, PortgroupUuid, TargetUuid, Version,
 };
 use ironic_rpc::Call;
 use ironic_rpc::calls::*;
@@ -25,7 +26,7 @@ use serde_json::json;
 fn node_ref() -> NodeRef {
     NodeRef {
         id: NodeId(42),
-        uuid: "6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a".into(),
+        uuid: NodeUuid::parse("6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a").unwrap(),
         driver: "fake-hardware".into(),
         conductor_group: "g1".into(),
     }
@@ -73,12 +74,12 @@ fn node() -> Node {
 fn port() -> Port {
     Port {
         id: 7,
-        uuid: "b0b8b1c2-7ab5-4a61-b1e4-2a0b0d0a0b01".into(),
+        uuid: PortUuid::parse("b0b8b1c2-7ab5-4a61-b1e4-2a0b0d0a0b01").unwrap(),
         address: "52:54:00:00:00:01".into(),
         node_id: NodeId(42),
         node_uuid: node_ref().uuid,
         portgroup_id: Some(3),
-        portgroup_uuid: Some("c1".into()),
+        portgroup_uuid: Some(PortgroupUuid::parse("c1c1c1c1-0000-4000-8000-00000000c1c1").unwrap()),
         extra: obj(json!({"x": 1})),
         internal_info: JsonObject::new(),
         local_link_connection: obj(json!({"switch_id": "s"})),
@@ -98,7 +99,7 @@ fn port() -> Port {
 fn connector() -> VolumeConnector {
     VolumeConnector {
         id: 9,
-        uuid: "vc".into(),
+        uuid: ConnectorUuid::parse("0c0c0c0c-0000-4000-8000-000000000c0c").unwrap(),
         node_id: NodeId(42),
         node_uuid: node_ref().uuid,
         connector_type: "iqn".into(),
@@ -112,7 +113,7 @@ fn connector() -> VolumeConnector {
 fn target() -> VolumeTarget {
     VolumeTarget {
         id: 10,
-        uuid: "vt".into(),
+        uuid: TargetUuid::parse("07070707-0000-4000-8000-000000000707").unwrap(),
         node_id: NodeId(42),
         node_uuid: node_ref().uuid,
         volume_type: "iscsi".into(),
@@ -128,7 +129,7 @@ fn target() -> VolumeTarget {
 fn portgroup() -> Portgroup {
     Portgroup {
         id: 3,
-        uuid: "c1".into(),
+        uuid: PortgroupUuid::parse("c1c1c1c1-0000-4000-8000-00000000c1c1").unwrap(),
         name: Some("bond0".into()),
         address: Some("52:54:00:00:00:02".into()),
         node_id: NodeId(42),
@@ -235,10 +236,12 @@ fn all() -> Vec<String> {
         }),
         line(CreateAllocation {
             allocation: NewAllocation {
-                uuid: "a5a7f0a2-1b3c-4d5e-8f90-0a1b2c3d4e5f".into(),
+                uuid: AllocationUuid::parse("a5a7f0a2-1b3c-4d5e-8f90-0a1b2c3d4e5f").unwrap(),
                 name: Some("alloc".into()),
                 resource_class: Some("baremetal".into()),
-                candidate_nodes: vec!["node-1".into()],
+                candidate_nodes: vec![
+                    NodeUuid::parse("6f2b1c4e-0d55-4d1c-9a3b-1f0e2d3c4b5a").unwrap(),
+                ],
                 traits: vec!["CUSTOM_X".into()],
                 owner: Some("p".into()),
                 extra: obj(json!({"e": 1})),
@@ -248,7 +251,7 @@ fn all() -> Vec<String> {
         line(DestroyAllocation {
             allocation: AllocationRef {
                 id: AllocationId(9),
-                uuid: "a5a7f0a2-1b3c-4d5e-8f90-0a1b2c3d4e5f".into(),
+                uuid: AllocationUuid::parse("a5a7f0a2-1b3c-4d5e-8f90-0a1b2c3d4e5f").unwrap(),
             },
         }),
         line(CreatePort {
@@ -271,18 +274,18 @@ fn all() -> Vec<String> {
         }),
         line(UpdatePortgroup {
             node: n(),
-            portgroup_uuid: "c1".into(),
+            portgroup_uuid: PortgroupUuid::parse("c1c1c1c1-0000-4000-8000-00000000c1c1").unwrap(),
             patch: patch(),
         }),
         line(DestroyPortgroup {
             node: n(),
-            portgroup_uuid: "c1".into(),
+            portgroup_uuid: PortgroupUuid::parse("c1c1c1c1-0000-4000-8000-00000000c1c1").unwrap(),
         }),
         line(VifList { node: n() }),
         line(VifAttach {
             node: n(),
             vif_id: "vif-1".into(),
-            port_uuid: Some("p".into()),
+            port_uuid: Some(port().uuid),
             portgroup_uuid: None,
         }),
         line(VifDetach {
@@ -299,21 +302,21 @@ fn all() -> Vec<String> {
         }),
         line(UpdateVolumeConnector {
             node: n(),
-            uuid: "vc".into(),
+            uuid: ConnectorUuid::parse("0c0c0c0c-0000-4000-8000-000000000c0c").unwrap(),
             patch: patch(),
         }),
         line(DestroyVolumeConnector {
             node: n(),
-            uuid: "vc".into(),
+            uuid: ConnectorUuid::parse("0c0c0c0c-0000-4000-8000-000000000c0c").unwrap(),
         }),
         line(UpdateVolumeTarget {
             node: n(),
-            uuid: "vt".into(),
+            uuid: TargetUuid::parse("07070707-0000-4000-8000-000000000707").unwrap(),
             patch: patch(),
         }),
         line(DestroyVolumeTarget {
             node: n(),
-            uuid: "vt".into(),
+            uuid: TargetUuid::parse("07070707-0000-4000-8000-000000000707").unwrap(),
         }),
         line(GetConsoleInformation { node: n() }),
         line(SetConsoleMode {

@@ -4,6 +4,7 @@
 //! its priority has no upper bound and its uuid (synthetic when absent) no format.
 //! Invisible to the API.
 
+use ironic_model::RuleUuid;
 use ironic_model::inspection_rule::{InspectionRule, Origin, validate_doc};
 use serde_json::Value;
 
@@ -47,7 +48,7 @@ pub fn parse(text: &str, shown: &str) -> Result<Vec<InspectionRule>, BuiltInErro
         let uuid = match d.uuid.clone() {
             Some(u) => u,
             None => {
-                let u = format!("00000000-0000-0000-0000-{anonymous:012x}");
+                let u = RuleUuid::from_db(format!("00000000-0000-0000-0000-{anonymous:012x}"));
                 anonymous += 1;
                 u
             }

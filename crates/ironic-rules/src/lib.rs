@@ -112,7 +112,7 @@ pub enum CallError {
 #[error("{last_error}")]
 pub struct RuleFailed {
     /// The uuid of the rule that failed.
-    pub rule: String,
+    pub rule: ironic_model::RuleUuid,
     pub last_error: String,
 }
 

@@ -54,7 +54,7 @@ fn port(mac: &str, uuid: &str) -> Port {
         Version::MAX,
     )
     .unwrap();
-    Port::new(uuid.into(), spec)
+    Port::new(ironic_model::PortUuid::parse(uuid).unwrap(), spec)
 }
 
 /// A rule from a body as the API takes it (built-in origin: any priority).
@@ -62,10 +62,9 @@ fn rule(body: Value) -> InspectionRule {
     let doc = validate_doc(&body, Origin::BuiltIn).unwrap();
     InspectionRule {
         id: 0,
-        uuid: doc
-            .uuid
-            .clone()
-            .unwrap_or_else(|| "0a0a0a0a-0000-4000-8000-000000000001".into()),
+        uuid: doc.uuid.clone().unwrap_or_else(|| {
+            ironic_model::RuleUuid::from_db("0a0a0a0a-0000-4000-8000-000000000001".into())
+        }),
         description: doc.description,
         priority: doc.priority,
         sensitive: doc.sensitive,
@@ -507,7 +506,7 @@ async fn rules_run_by_priority_then_in_given_order() {
             json!({"priority": priority, "actions": [{"op": "extend-attribute",
             "args": {"path": "/extra/order", "value": name}}]}),
         );
-        r.uuid = format!("{name}-rule");
+        r.uuid = ironic_model::RuleUuid::from_db(format!("{name}-rule"));
         r
     };
     let mut early = step("early", 99);

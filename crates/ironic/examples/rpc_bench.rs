@@ -172,7 +172,7 @@ async fn main() -> Result<(), String> {
                             .call(
                                 &ctx,
                                 UpdateNode {
-                                    ident: node.uuid.clone(),
+                                    ident: node.uuid.to_string(),
                                     node,
                                     patch: ops,
                                     version: Version::MAX,

@@ -464,7 +464,7 @@ async fn a_call_whose_conductor_dies_is_repeated_when_safe() {
     let remote = Arc::new(RemoteConductors::new(client.clone(), cluster.clone()));
 
     let new = ironic_model::NewAllocation {
-        uuid: uuid::Uuid::new_v4().to_string(),
+        uuid: ironic_model::AllocationUuid::new_v4(),
         name: Some("repeat-me".into()),
         resource_class: Some("rc".into()),
         candidate_nodes: vec![],

@@ -153,7 +153,9 @@ impl Provisioner {
         }
         match held.save_and_release().await {
             Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "cleaning finished"),
-            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node")
+            }
         }
     }
 

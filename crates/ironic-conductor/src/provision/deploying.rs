@@ -110,11 +110,15 @@ impl Provisioner {
         held.node.power_state = Some("power on".into());
         match fsm::process(held.node.provision_state, Event::Done, false, None) {
             Ok(t) => set_state(&mut held.node, t),
-            Err(e) => tracing::error!(node = %uuid, error = %e, "cannot finish the deploy"),
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "cannot finish the deploy")
+            }
         }
         match held.save_and_release().await {
             Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "deployed"),
-            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node")
+            }
         }
     }
 
@@ -156,7 +160,7 @@ impl Provisioner {
                 }
                 held.node.last_error = Some(msg);
                 if let Err(e) = held.save_and_release().await {
-                    tracing::error!(node = %uuid, error = %e, "could not save the node");
+                    tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
                 }
                 return;
             }
@@ -169,10 +173,10 @@ impl Provisioner {
             held.node.allocation_uuid = None;
             match fsm::process(P::Deleting, Event::Clean, true, None) {
                 Ok(t) => set_state(&mut held.node, t),
-                Err(e) => tracing::error!(node = %uuid, error = %e, "cannot start cleaning"),
+                Err(e) => tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "cannot start cleaning"),
             }
             if let Err(e) = held.save_dropping(allocation).await {
-                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
                 return;
             }
             me.clean(held, None).await;

@@ -262,7 +262,7 @@ impl Provisioner {
                 .insert(flow.index_key().into(), json!(i));
             // Saved before it runs: whoever looks (or takes over) sees the step running.
             if let Err(e) = held.save().await {
-                tracing::error!(node = %uuid, error = %e, "could not save the node");
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
                 return;
             }
             tracing::info!(node = %uuid, flow = flow.kind(), step = %step.name(), index = i, "step starts");
@@ -323,7 +323,7 @@ impl Provisioner {
         }
         let nref = NodeRef::from(&held.node);
         if let Err(e) = held.save_and_release().await {
-            tracing::error!(node = %uuid, error = %e, "could not save the node");
+            tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
             return;
         }
         tracing::info!(node = %uuid, flow = flow.kind(), step = %step.name(), timer_ms = timer.map(|d| d.as_millis() as u64), "step waits; node lock given back");
@@ -351,7 +351,7 @@ impl Provisioner {
             let mut held = match self.locks.hold(&nref, Patience::Background).await {
                 Ok(h) => h,
                 Err(e) => {
-                    tracing::warn!(node = %nref.uuid, error = %e, "cannot lock the node to continue its wait; the node's owner continues it once overdue");
+                    tracing::warn!(node = %nref.uuid, error = %ironic_model::error::chain(&e), "cannot lock the node to continue its wait; the node's owner continues it once overdue");
                     return;
                 }
             };
@@ -427,7 +427,7 @@ impl Provisioner {
             }
         }
         if let Err(e) = held.save_and_release().await {
-            tracing::error!(node = %uuid, error = %e, "could not save the node");
+            tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
         }
     }
 
@@ -459,11 +459,17 @@ impl Provisioner {
                     if now_ms < at.saturating_add(OVERDUE_AFTER_MS) {
                         continue;
                     }
+                    let Some(mark) = Continuing::mark(&self.continuing, node.id) else {
+                        continue; // already being continued (waiting for the lock)
+                    };
                     tracing::info!(node = %node.uuid, flow = flow.kind(), runner = %token, "a timed wait is overdue; continuing it here");
                     let resumed =
                         self.clone()
                             .resume(flow, NodeRef::from(&node), token.to_string());
-                    self.work.spawn("overdue wait", resumed);
+                    self.work.spawn("overdue wait", async move {
+                        resumed.await;
+                        drop(mark);
+                    });
                     done.resumed += 1;
                 }
                 _ => {
@@ -499,5 +505,58 @@ impl Provisioner {
             }
         }
         Ok(done)
+    }
+}
+
+/// A node noted as being continued by [`Provisioner::check_waits`]; forgotten when
+/// the continuation ends, however it ends (dropped on panic or cancellation too).
+struct Continuing {
+    set: Arc<std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>>,
+    id: ironic_model::NodeId,
+}
+
+impl Continuing {
+    /// `None` if the node is already being continued.
+    fn mark(
+        set: &Arc<std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>>,
+        id: ironic_model::NodeId,
+    ) -> Option<Continuing> {
+        let fresh = set.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
+        fresh.then(|| Continuing {
+            set: set.clone(),
+            id,
+        })
+    }
+}
+
+impl Drop for Continuing {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_continued_once_at_a_time() {
+        let set = Arc::default();
+        let id = ironic_model::NodeId(7);
+        let first = Continuing::mark(&set, id);
+        assert!(first.is_some());
+        assert!(
+            Continuing::mark(&set, id).is_none(),
+            "a second continuation"
+        );
+        assert!(Continuing::mark(&set, ironic_model::NodeId(8)).is_some());
+        drop(first);
+        assert!(
+            Continuing::mark(&set, id).is_some(),
+            "forgotten when it ends"
+        );
     }
 }

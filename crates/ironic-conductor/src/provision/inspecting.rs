@@ -162,14 +162,18 @@ impl Provisioner {
         let target = held.node.target_provision_state;
         match fsm::process(held.node.provision_state, event, false, target) {
             Ok(t) => set_state(&mut held.node, t),
-            Err(e) => tracing::error!(error = %e, "cannot finish the inspection"),
+            Err(e) => {
+                tracing::error!(error = %ironic_model::error::chain(&e), "cannot finish the inspection")
+            }
         }
         let uuid = held.node.uuid.clone();
         match held.save_and_release().await {
             Ok(n) => {
                 tracing::info!(node = %uuid, state = %n.provision_state, "inspection finished")
             }
-            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node")
+            }
         }
     }
 
@@ -185,7 +189,7 @@ impl Provisioner {
         match driver.firmware_components(NodeInfo::from(node)).await {
             Ok(Some(found)) => {
                 if let Err(e) = self.db.firmware_cache(node.id.0, &found).await {
-                    tracing::warn!(node = %node.uuid, error = %e, "could not store the firmware components");
+                    tracing::warn!(node = %node.uuid, error = %ironic_model::error::chain(&e), "could not store the firmware components");
                 }
             }
             Ok(None) => {}
@@ -303,10 +307,10 @@ impl Provisioner {
         for address in macs {
             let pxe_enabled = Some(&address) == pxe_mac.as_ref();
             let mut port = ironic_model::port::Port::new(
-                uuid::Uuid::new_v4().to_string(),
+                ironic_model::PortUuid::new_v4(),
                 ironic_model::port::PortSpec {
                     address,
-                    node_uuid: node.uuid.to_string(),
+                    node_uuid: node.uuid.clone(),
                     portgroup_uuid: None,
                     extra: JsonObject::new(),
                     local_link_connection: JsonObject::new(),
@@ -394,13 +398,13 @@ impl Provisioner {
                 )
                 .await
         {
-            tracing::error!(node = %uuid, error = %e, "could not save the traits inspection rules set");
+            tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the traits inspection rules set");
         }
         for i in changed {
             if let Some(p) = ports.get(i)
                 && let Err(e) = self.db.port_save(p).await
             {
-                tracing::error!(node = %uuid, port = %p.uuid, error = %e, "could not save a port an inspection rule changed");
+                tracing::error!(node = %uuid, port = %p.uuid, error = %ironic_model::error::chain(&e), "could not save a port an inspection rule changed");
             }
         }
         match &outcome {

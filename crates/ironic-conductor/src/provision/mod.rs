@@ -157,6 +157,9 @@ pub struct Provisioner {
     work: crate::work::Runner,
     /// Names this process run: a wait records it in its token (`engine.rs`).
     boot_id: String,
+    /// Nodes whose overdue wait this process is continuing (waiting for the lock,
+    /// perhaps for minutes): the periodic check starts one continuation per node.
+    continuing: Arc<std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>>,
 }
 
 impl Provisioner {
@@ -174,6 +177,7 @@ impl Provisioner {
             locks,
             work,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
+            continuing: Arc::default(),
         }
     }
 
@@ -220,7 +224,7 @@ impl Provisioner {
                     tracing::info!(node = %node.uuid, settings = settings.len(), "BIOS settings cached")
                 }
                 Err(e) => {
-                    tracing::warn!(node = %node.uuid, error = %e, "could not store the BIOS settings")
+                    tracing::warn!(node = %node.uuid, error = %ironic_model::error::chain(&e), "could not store the BIOS settings")
                 }
             },
             Err(e) => {

@@ -151,12 +151,14 @@ impl Provisioner {
         let target = held.node.target_provision_state;
         match fsm::process(held.node.provision_state, event, false, target) {
             Ok(t) => set_state(&mut held.node, t),
-            Err(e) => tracing::error!(error = %e, "cannot finish"),
+            Err(e) => tracing::error!(error = %ironic_model::error::chain(&e), "cannot finish"),
         }
         let uuid = held.node.uuid.clone();
         match held.save_and_release().await {
             Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "done"),
-            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node")
+            }
         }
     }
 
@@ -166,12 +168,16 @@ impl Provisioner {
         let target = held.node.target_provision_state;
         match fsm::process(held.node.provision_state, Event::Hold, true, target) {
             Ok(t) => set_state(&mut held.node, t),
-            Err(e) => tracing::error!(node = %held.node.uuid, error = %e, "cannot hold"),
+            Err(e) => {
+                tracing::error!(node = %held.node.uuid, error = %ironic_model::error::chain(&e), "cannot hold")
+            }
         }
         let uuid = held.node.uuid.clone();
         match held.save_and_release().await {
             Ok(n) => tracing::info!(node = %uuid, state = %n.provision_state, "held until unhold"),
-            Err(e) => tracing::error!(node = %uuid, error = %e, "could not save the node"),
+            Err(e) => {
+                tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node")
+            }
         }
     }
 
