@@ -163,8 +163,8 @@ pub enum StartError {
     #[error("TLS: {0}")]
     Tls(String),
     /// No usable key to sign messages on the bus.
-    #[error("bus signing key: {0}")]
-    SigningKey(String),
+    #[error("bus signing key")]
+    SigningKey(#[source] ironic_rpc::amqp::KeyError),
     #[error("cannot listen on {addr}")]
     Listen {
         addr: std::net::SocketAddr,

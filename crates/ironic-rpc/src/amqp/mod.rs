@@ -48,7 +48,7 @@ pub mod signing;
 pub use client::Client;
 pub use routing::RemoteConductors;
 pub use server::Server;
-pub use signing::{SIGNATURE_HEADER, SigningKey, SigningKeys};
+pub use signing::{KeyError, SIGNATURE_HEADER, SigningKey, SigningKeys};
 
 /// The topic: prefix of the shared queue and of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
