@@ -156,9 +156,12 @@ pub enum StartError {
     Database(#[from] ironic_model::Error),
     #[error(transparent)]
     Conductor(#[from] ironic_conductor::service::StartError),
-    /// The API's authentication is misconfigured (no user file, an unreadable one).
+    /// The API's authentication is misconfigured (no user file named).
     #[error("{0}")]
     Auth(String),
+    /// The API's user or roles file cannot be read or is malformed.
+    #[error(transparent)]
+    AuthFile(#[from] ironic_api::auth::AuthFileError),
     /// The API's certificate or key cannot be used.
     #[error("TLS: {0}")]
     Tls(String),
@@ -410,8 +413,8 @@ fn api_auth(cfg: &Config) -> Result<Auth, StartError> {
                 .as_deref()
                 .ok_or_else(|| missing("a roles file"))?;
             Auth::HttpBasic(Box::new(Basic {
-                users: Htpasswd::open(users).map_err(StartError::Auth)?,
-                roles: RolesFile::open(roles).map_err(StartError::Auth)?,
+                users: Htpasswd::open(users)?,
+                roles: RolesFile::open(roles)?,
                 limiter: LoginLimiter::new(
                     cfg.api.max_failed_logins,
                     cfg.api.max_failed_logins_per_address,
