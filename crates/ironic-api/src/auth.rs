@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::policy::{Credentials, Roles};
+use crate::policy::{Credentials, Roles, UnknownRole};
 
 use base64::Engine;
 use sha2::{Digest, Sha256};
@@ -95,7 +95,9 @@ impl Basic {
                 self.limiter.failed(claimed, peer);
                 Err(Refusal::Unauthorized(why.into()))
             }
-            Err(Failed::Unreadable(why)) => Err(Refusal::Unauthorized(why)),
+            Err(Failed::Unreadable(why)) => {
+                Err(Refusal::Unauthorized(ironic_model::error::chain(&why)))
+            }
         }
     }
 }
@@ -121,7 +123,43 @@ pub enum Failed {
     /// An unknown user or a wrong password (counted against the failed-login limit).
     Credentials(&'static str),
     /// The file could not be read.
-    Unreadable(String),
+    Unreadable(AuthFileError),
+}
+
+/// Why the htpasswd or the roles file gave no users: at start, the reason the service
+/// does not start; later, what the log says (the last good contents still apply).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFileError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("roles file {}", path.display())]
+    Roles {
+        path: PathBuf,
+        #[source]
+        source: RolesError,
+    },
+    /// A thread panicked holding the file's state (`"htpasswd"` or `"roles"`).
+    #[error("{0} state poisoned")]
+    Poisoned(&'static str),
+}
+
+/// What is wrong in the roles file's text.
+#[derive(Debug, thiserror::Error)]
+pub enum RolesError {
+    #[error(transparent)]
+    Syntax(#[from] toml::de::Error),
+    #[error("user {user:?}")]
+    Role {
+        user: String,
+        #[source]
+        source: UnknownRole,
+    },
+    #[error("user {0:?}: project must not be empty")]
+    EmptyProject(String),
 }
 
 /// One user's project and roles, as written in the roles file.
@@ -160,7 +198,7 @@ pub struct RolesFile {
 
 impl RolesFile {
     /// Reads the file, failing on a missing or malformed one.
-    pub fn open(path: &Path) -> Result<RolesFile, String> {
+    pub fn open(path: &Path) -> Result<RolesFile, AuthFileError> {
         let f = RolesFile {
             path: path.to_path_buf(),
             loaded: Mutex::new((None, HashMap::new())),
@@ -169,14 +207,16 @@ impl RolesFile {
         Ok(f)
     }
 
-    fn parse(text: &str) -> Result<HashMap<String, Credentials>, String> {
-        let doc: RolesDoc = toml::from_str(text).map_err(|e| e.to_string())?;
+    fn parse(text: &str) -> Result<HashMap<String, Credentials>, RolesError> {
+        let doc: RolesDoc = toml::from_str(text)?;
         let mut users = HashMap::new();
         for (user, e) in doc.users {
-            let roles = Roles::parse(e.roles.iter().map(String::as_str))
-                .map_err(|m| format!("user {user:?}: {m}"))?;
+            let roles = match Roles::parse(e.roles.iter().map(String::as_str)) {
+                Ok(r) => r,
+                Err(source) => return Err(RolesError::Role { user, source }),
+            };
             if e.project.as_deref().is_some_and(|p| p.trim().is_empty()) {
-                return Err(format!("user {user:?}: project must not be empty"));
+                return Err(RolesError::EmptyProject(user));
             }
             users.insert(
                 user.clone(),
@@ -190,21 +230,26 @@ impl RolesFile {
         Ok(users)
     }
 
-    fn reload_if_changed(&self) -> Result<(), String> {
+    fn reload_if_changed(&self) -> Result<(), AuthFileError> {
+        let unreadable = |source| AuthFileError::Read {
+            path: self.path.clone(),
+            source,
+        };
         let mtime = std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+            .map_err(unreadable)?;
         let mut l = self
             .loaded
             .lock()
-            .map_err(|_| "roles state poisoned".to_string())?;
+            .map_err(|_| AuthFileError::Poisoned("roles"))?;
         if l.0 == Some(mtime) {
             return Ok(());
         }
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
-        let users =
-            Self::parse(&text).map_err(|e| format!("roles file {}: {e}", self.path.display()))?;
+        let text = std::fs::read_to_string(&self.path).map_err(unreadable)?;
+        let users = Self::parse(&text).map_err(|source| AuthFileError::Roles {
+            path: self.path.clone(),
+            source,
+        })?;
         tracing::info!(path = %self.path.display(), users = users.len(), "loaded roles file");
         *l = (Some(mtime), users);
         Ok(())
@@ -213,7 +258,10 @@ impl RolesFile {
     /// The credentials of an authenticated `user`.
     pub fn credentials(&self, user: &str) -> Credentials {
         if let Err(e) = self.reload_if_changed() {
-            tracing::warn!(error = %e, "roles file not re-read; the last good contents apply");
+            tracing::warn!(
+                error = %ironic_model::error::chain(&e),
+                "roles file not re-read; the last good contents apply"
+            );
         }
         let found = self.loaded.lock().ok().and_then(|l| l.1.get(user).cloned());
         found.unwrap_or_else(|| {
@@ -333,7 +381,7 @@ pub struct Htpasswd {
 
 impl Htpasswd {
     /// Reads the file once to fail early on a missing file.
-    pub fn open(path: &Path) -> Result<Htpasswd, String> {
+    pub fn open(path: &Path) -> Result<Htpasswd, AuthFileError> {
         let h = Htpasswd {
             path: path.to_path_buf(),
             loaded: Mutex::new(Loaded::default()),
@@ -342,19 +390,21 @@ impl Htpasswd {
         Ok(h)
     }
 
-    fn reload_if_changed(&self) -> Result<(), String> {
-        let meta = std::fs::metadata(&self.path)
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+    fn reload_if_changed(&self) -> Result<(), AuthFileError> {
+        let unreadable = |source| AuthFileError::Read {
+            path: self.path.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(&self.path).map_err(unreadable)?;
         let mtime = meta.modified().ok();
         let mut l = self
             .loaded
             .lock()
-            .map_err(|_| "htpasswd state poisoned".to_string())?;
+            .map_err(|_| AuthFileError::Poisoned("htpasswd"))?;
         if l.mtime.is_some() && l.mtime == mtime {
             return Ok(());
         }
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let text = std::fs::read_to_string(&self.path).map_err(unreadable)?;
         let mut users = HashMap::new();
         for line in text
             .lines()
@@ -395,7 +445,7 @@ impl Htpasswd {
             let l = self
                 .loaded
                 .lock()
-                .map_err(|_| Failed::Unreadable("htpasswd state poisoned".into()))?;
+                .map_err(|_| Failed::Unreadable(AuthFileError::Poisoned("htpasswd")))?;
             if l.verified.contains(&key) {
                 return Ok(user.to_string());
             }

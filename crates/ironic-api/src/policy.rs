@@ -22,6 +22,11 @@ use ironic_model::{Allocation, Error, Node};
 
 use crate::error::ApiError;
 
+/// A role name that is none of `admin`, `manager`, `member`, `reader`, `service`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown role {0:?} (known: admin, manager, member, reader, service)")]
+pub struct UnknownRole(pub String);
+
 /// A set of roles, already expanded by their implications.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Roles(u8);
@@ -36,7 +41,7 @@ impl Roles {
     /// From role names, adding what each implies (as Keystone's implied roles do):
     /// `admin` gives `manager`, `member` and `reader`; `manager` gives `member` and
     /// `reader`; `member` gives `reader`. An unknown name is an error.
-    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Roles, String> {
+    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Roles, UnknownRole> {
         let mut bits = 0;
         for name in names {
             bits |= match name.trim().to_ascii_lowercase().as_str() {
@@ -45,11 +50,7 @@ impl Roles {
                 "member" => Self::MEMBER | Self::READER,
                 "reader" => Self::READER,
                 "service" => Self::SERVICE,
-                other => {
-                    return Err(format!(
-                        "unknown role {other:?} (known: admin, manager, member, reader, service)"
-                    ));
-                }
+                other => return Err(UnknownRole(other.to_string())),
             };
         }
         Ok(Roles(bits))

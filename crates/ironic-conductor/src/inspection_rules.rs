@@ -34,7 +34,8 @@ impl ApiCaller for HttpCaller {
             self.0
                 .status(url, headers, timeout)
                 .await
-                .map_err(CallError::Connection)
+                // Its text, which the rule's failure message quotes.
+                .map_err(|e| CallError::Connection(e.to_string()))
         })
     }
 

@@ -3,6 +3,7 @@
 //! the public web roots; only `http` and `https` URLs are sent, and no credentials in
 //! the URL (headers carry them).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,13 +13,37 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Map, Value};
 
+use crate::tls::TlsConfigError;
+
 /// The most of a response body read (and thrown away) before the connection is let go.
 const MAX_BODY: usize = 1 << 20;
+
+/// Why a GET has no status code. The text is what the rule's failure message shows
+/// after `Request to <url> failed: `.
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    #[error("invalid URL: {0}")]
+    InvalidUrl(#[source] hyper::http::uri::InvalidUri),
+    #[error("only http and https URLs are allowed")]
+    Scheme,
+    #[error("credentials in the URL are not allowed; use headers")]
+    Credentials,
+    #[error("invalid request: {0}")]
+    InvalidRequest(#[source] hyper::http::Error),
+    /// No TLS configuration could be made when the client was.
+    #[error("TLS: {0}")]
+    Tls(#[source] Arc<TlsConfigError>),
+    /// No answer: connection refused, TLS handshake, reset...
+    #[error(transparent)]
+    Request(#[from] hyper_util::client::legacy::Error),
+    #[error("timed out after {:.1} s", .0.as_secs_f64())]
+    Timeout(Duration),
+}
 
 #[derive(Clone)]
 pub struct GetClient {
     /// `Err`: why no TLS configuration could be made (every call says it).
-    http: Result<HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>, String>,
+    http: Result<HttpClient<HttpsConnector<HttpConnector>, Empty<Bytes>>, Arc<TlsConfigError>>,
 }
 
 impl std::fmt::Debug for GetClient {
@@ -37,7 +62,8 @@ impl GetClient {
     pub fn new() -> GetClient {
         GetClient {
             http: crate::tls::client_config(false, None)
-                .map(|tls| crate::tls::https_client(tls, None)),
+                .map(|tls| crate::tls::https_client(tls, None))
+                .map_err(Arc::new),
         }
     }
 
@@ -48,14 +74,14 @@ impl GetClient {
         url: &str,
         headers: &Map<String, Value>,
         timeout: Duration,
-    ) -> Result<u16, String> {
-        let uri: hyper::Uri = url.parse().map_err(|e| format!("invalid URL: {e}"))?;
+    ) -> Result<u16, GetError> {
+        let uri: hyper::Uri = url.parse().map_err(GetError::InvalidUrl)?;
         match uri.scheme_str() {
             Some("http" | "https") => {}
-            _ => return Err("only http and https URLs are allowed".into()),
+            _ => return Err(GetError::Scheme),
         }
         if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err("credentials in the URL are not allowed; use headers".into());
+            return Err(GetError::Credentials);
         }
         let mut req = hyper::Request::get(uri);
         for (k, v) in headers {
@@ -67,10 +93,10 @@ impl GetClient {
         }
         let req = req
             .body(Empty::<Bytes>::new())
-            .map_err(|e| format!("invalid request: {e}"))?;
-        let http = self.http.as_ref().map_err(|e| format!("TLS: {e}"))?;
+            .map_err(GetError::InvalidRequest)?;
+        let http = self.http.as_ref().map_err(|e| GetError::Tls(e.clone()))?;
         let call = async {
-            let resp = http.request(req).await.map_err(|e| e.to_string())?;
+            let resp = http.request(req).await?;
             let status = resp.status().as_u16();
             let mut body = resp.into_body();
             let mut read = 0usize;
@@ -80,10 +106,10 @@ impl GetClient {
                     _ => break,
                 }
             }
-            Ok(status)
+            Ok::<u16, GetError>(status)
         };
         tokio::time::timeout(timeout, call)
             .await
-            .map_err(|_| format!("timed out after {:.1} s", timeout.as_secs_f64()))?
+            .map_err(|_| GetError::Timeout(timeout))?
     }
 }

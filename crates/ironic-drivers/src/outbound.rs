@@ -21,6 +21,26 @@ pub struct UnsafePath {
     pub why: &'static str,
 }
 
+/// A refused address ([`Origin::parse`]): what was wrong with it. The text is what
+/// the driver's validation message says after the setting's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAddress {
+    #[error("the address is empty")]
+    Empty,
+    #[error("{address:?}: unknown scheme {scheme:?}")]
+    UnknownScheme { address: String, scheme: String },
+    #[error("{address:?} has no host")]
+    NoHost { address: String },
+    #[error(
+        "{address:?} carries user information (`user@`); give credentials in their own settings"
+    )]
+    UserInformation { address: String },
+    #[error("{address:?}: the host contains invalid characters")]
+    InvalidCharacters { address: String },
+    #[error("{address:?} is not a valid host[:port]")]
+    NotHostPort { address: String },
+}
+
 /// `scheme://host[:port]` of the one device a client talks to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -32,32 +52,34 @@ impl Origin {
     /// From a configured address: `host[:port]` (scheme `default_scheme`) or
     /// `http[s]://host[:port][/ignored path]`. No user information (`user@`): credentials
     /// go in headers, never in the address.
-    pub fn parse(address: &str, default_scheme: &str) -> Result<Origin, String> {
+    pub fn parse(address: &str, default_scheme: &str) -> Result<Origin, InvalidAddress> {
         let address = address.trim();
         if address.is_empty() {
-            return Err("the address is empty".into());
+            return Err(InvalidAddress::Empty);
         }
+        let owned = || address.to_string();
         let (scheme, rest) = match address.split_once("://") {
             Some((s, r)) => (s.to_ascii_lowercase(), r),
             None => (default_scheme.to_string(), address),
         };
         if !matches!(scheme.as_str(), "http" | "https") {
-            return Err(format!("{address:?}: unknown scheme {scheme:?}"));
+            return Err(InvalidAddress::UnknownScheme {
+                address: owned(),
+                scheme,
+            });
         }
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         if authority.is_empty() {
-            return Err(format!("{address:?} has no host"));
+            return Err(InvalidAddress::NoHost { address: owned() });
         }
         if authority.contains('@') {
-            return Err(format!(
-                "{address:?} carries user information (`user@`); give credentials in their own settings"
-            ));
+            return Err(InvalidAddress::UserInformation { address: owned() });
         }
         if authority
             .chars()
             .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
         {
-            return Err(format!("{address:?}: the host contains invalid characters"));
+            return Err(InvalidAddress::InvalidCharacters { address: owned() });
         }
         let origin = Origin {
             scheme,
@@ -73,7 +95,7 @@ impl Origin {
             {
                 Ok(origin)
             }
-            _ => Err(format!("{address:?} is not a valid host[:port]")),
+            _ => Err(InvalidAddress::NotHostPort { address: owned() }),
         }
     }
 

@@ -42,17 +42,54 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Why no client configuration could be made. The text is what the drivers' messages
+/// say (after the setting's name).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// The crypto provider refused the protocol versions (not expected with ring).
+    #[error("TLS: {0}")]
+    Protocols(#[source] rustls::Error),
+    /// The CA bundle cannot be read or holds a malformed certificate.
+    #[error("{path}: {source}")]
+    ReadCaFile {
+        path: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A certificate of the CA bundle is refused as a trust anchor.
+    #[error("{path}: {source}")]
+    BadCa {
+        path: String,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("{path} holds no certificate")]
+    NoCertificate { path: String },
+}
+
+impl TlsConfigError {
+    /// The CA bundle the error is about, if it is about one.
+    pub fn ca_file(&self) -> Option<&str> {
+        match self {
+            TlsConfigError::Protocols(_) => None,
+            TlsConfigError::ReadCaFile { path, .. }
+            | TlsConfigError::BadCa { path, .. }
+            | TlsConfigError::NoCertificate { path } => Some(path),
+        }
+    }
+}
+
 /// A client configuration: `insecure` accepts any certificate (signatures are still
 /// checked, so the connection is encrypted, just not authenticated); else `ca_file`'s
 /// authorities, else the public web roots. `Err` says what is wrong with the file.
 pub fn client_config(
     insecure: bool,
     ca_file: Option<&str>,
-) -> Result<rustls::ClientConfig, String> {
+) -> Result<rustls::ClientConfig, TlsConfigError> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(TlsConfigError::Protocols)?;
     if insecure {
         return Ok(builder
             .dangerous()
@@ -62,13 +99,22 @@ pub fn client_config(
     let mut roots = rustls::RootCertStore::empty();
     match ca_file {
         Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path).map_err(|e| format!("{path}: {e}"))?;
-            for c in certs {
-                let c = c.map_err(|e| format!("{path}: {e}"))?;
-                roots.add(c).map_err(|e| format!("{path}: {e}"))?;
+            let unreadable = |source| TlsConfigError::ReadCaFile {
+                path: path.to_string(),
+                source,
+            };
+            for c in CertificateDer::pem_file_iter(path).map_err(unreadable)? {
+                roots
+                    .add(c.map_err(unreadable)?)
+                    .map_err(|source| TlsConfigError::BadCa {
+                        path: path.to_string(),
+                        source,
+                    })?;
             }
             if roots.is_empty() {
-                return Err(format!("{path} holds no certificate"));
+                return Err(TlsConfigError::NoCertificate {
+                    path: path.to_string(),
+                });
             }
         }
         None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),

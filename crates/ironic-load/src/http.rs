@@ -10,6 +10,32 @@ use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+/// Why a URL names no server this tool can talk to.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("{0}: only http:// URLs are supported")]
+    NotHttp(String),
+    #[error("{0}: give the server's root URL, without a path")]
+    HasPath(String),
+    #[error("{url}")]
+    Lookup {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}: no address")]
+    NoAddress(String),
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("connect")]
+    Connect(#[source] std::io::Error),
+    #[error("handshake")]
+    Handshake(#[source] hyper::Error),
+}
+
 /// Where requests go: `http://host:port`, with the microversion every request carries.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -20,19 +46,22 @@ pub struct Target {
 
 impl Target {
     /// Parses `http://host:port` (no path, no TLS: a bench talks to a local server).
-    pub async fn parse(url: &str, microversion: &str) -> Result<Target, String> {
+    pub async fn parse(url: &str, microversion: &str) -> Result<Target, TargetError> {
         let rest = url
             .strip_prefix("http://")
-            .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+            .ok_or_else(|| TargetError::NotHttp(url.to_string()))?;
         let authority = rest.trim_end_matches('/').to_string();
         if authority.contains('/') {
-            return Err(format!("{url}: give the server's root URL, without a path"));
+            return Err(TargetError::HasPath(url.to_string()));
         }
         let addr = tokio::net::lookup_host(&authority)
             .await
-            .map_err(|e| format!("{url}: {e}"))?
+            .map_err(|source| TargetError::Lookup {
+                url: url.to_string(),
+                source,
+            })?
             .next()
-            .ok_or_else(|| format!("{url}: no address"))?;
+            .ok_or_else(|| TargetError::NoAddress(url.to_string()))?;
         Ok(Target {
             addr,
             authority,
@@ -77,14 +106,14 @@ impl Conn {
         }
     }
 
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), ConnectError> {
         let stream = TcpStream::connect(self.target.addr)
             .await
-            .map_err(|e| format!("connect: {e}"))?;
+            .map_err(ConnectError::Connect)?;
         let _ = stream.set_nodelay(true);
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| format!("handshake: {e}"))?;
+            .map_err(ConnectError::Handshake)?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -101,7 +130,7 @@ impl Conn {
             {
                 return Answer {
                     status: 0,
-                    body: Bytes::from(e),
+                    body: Bytes::from(crate::chain(&e)),
                 };
             }
             let Some(sender) = self.sender.as_mut() else {

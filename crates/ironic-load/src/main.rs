@@ -25,7 +25,7 @@ use clap::Parser;
 use hyper::Method;
 use serde_json::{Value, json};
 
-use crate::http::{Answer, Conn, Target};
+use crate::http::{Answer, Conn, Target, TargetError};
 use crate::measure::{Samples, cpu_seconds, own_cpu_seconds, rss_mib};
 
 #[derive(Parser, Debug)]
@@ -241,6 +241,54 @@ async fn with_retry(
     last
 }
 
+/// Why a run, or one node's part of it, failed.
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    #[error("{name} {value}: give seconds between 0 and 86400")]
+    Seconds { name: &'static str, value: f64 },
+    #[error("--pid {0}: give LABEL=PID")]
+    PidForm(String),
+    #[error("--pid {0}: not a number")]
+    PidNumber(String, #[source] std::num::ParseIntError),
+    #[error("unknown phase {0}")]
+    UnknownPhase(String),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The results could not be written.
+    #[error("{}", .0.display())]
+    Write(std::path::PathBuf, #[source] std::io::Error),
+    /// A request the server did not carry out: what was asked, the answer
+    /// ([`Answer::describe`]).
+    #[error("{what}: {answer}")]
+    Refused { what: String, answer: String },
+    /// A node ended in a failed state (its fields as the server gave them).
+    #[error("{uuid}: {node}")]
+    NodeFailed { uuid: String, node: Value },
+    #[error("{uuid}: not done after {limit:?}")]
+    NotDone { uuid: String, limit: Duration },
+}
+
+impl LoadError {
+    fn refused(what: String, answer: &Answer) -> LoadError {
+        LoadError::Refused {
+            what,
+            answer: answer.describe(),
+        }
+    }
+}
+
+/// An error and its causes, joined by ": ".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    out
+}
+
 /// Polls a node until `done` says so (Some(true): reached, Some(false): failed), at most
 /// `limit`.
 async fn wait_node(
@@ -248,7 +296,7 @@ async fn wait_node(
     uuid: &str,
     limit: Duration,
     done: impl Fn(&Value) -> Option<bool>,
-) -> Result<(), String> {
+) -> Result<(), LoadError> {
     let path = format!("/v1/nodes/{uuid}?fields=provision_state,power_state,last_error");
     let start = Instant::now();
     while start.elapsed() < limit {
@@ -257,17 +305,25 @@ async fn wait_node(
             let v = a.json();
             match done(&v) {
                 Some(true) => return Ok(()),
-                Some(false) => return Err(format!("{uuid}: {v}")),
+                Some(false) => {
+                    return Err(LoadError::NodeFailed {
+                        uuid: uuid.to_string(),
+                        node: v,
+                    });
+                }
                 None => {}
             }
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    Err(format!("{uuid}: not done after {limit:?}"))
+    Err(LoadError::NotDone {
+        uuid: uuid.to_string(),
+        limit,
+    })
 }
 
 /// Every object of a list (`key` in the answer), page after page (bounded).
-async fn list_all(conn: &mut Conn, base: &str, key: &str) -> Result<Vec<Value>, String> {
+async fn list_all(conn: &mut Conn, base: &str, key: &str) -> Result<Vec<Value>, LoadError> {
     let mut out = Vec::new();
     let mut marker: Option<String> = None;
     let sep = if base.contains('?') { '&' } else { '?' };
@@ -278,7 +334,7 @@ async fn list_all(conn: &mut Conn, base: &str, key: &str) -> Result<Vec<Value>, 
         };
         let a = conn.call(Method::GET, &path, None).await;
         if !a.ok() {
-            return Err(format!("GET {path}: {}", a.describe()));
+            return Err(LoadError::refused(format!("GET {path}"), &a));
         }
         let page = a.json()[key].as_array().cloned().unwrap_or_default();
         let last = page
@@ -345,7 +401,7 @@ impl Run {
         });
     }
 
-    async fn find_nodes(&mut self) -> Result<(), String> {
+    async fn find_nodes(&mut self) -> Result<(), LoadError> {
         let mut conn = Conn::new(&self.target);
         let base = format!(
             "/v1/nodes?resource_class={}&fields=uuid",
@@ -385,7 +441,9 @@ impl Run {
                     if r.is_ok() {
                         done += 1;
                     }
-                    s.record(t.elapsed(), r.is_ok(), || r.err().unwrap_or_default());
+                    s.record(t.elapsed(), r.is_ok(), || {
+                        r.err().map(|e| e.to_string()).unwrap_or_default()
+                    });
                 }
                 (s, done)
             }
@@ -734,7 +792,7 @@ async fn make_available(
     uuid: &str,
     (i, n): (usize, usize),
     limit: Duration,
-) -> Result<(), String> {
+) -> Result<(), LoadError> {
     let k = groups(n).max(10);
     let prov = format!("/v1/nodes/{uuid}/states/provision");
     for (target, want) in [("manage", "manageable"), ("provide", "available")] {
@@ -745,13 +803,13 @@ async fn make_available(
             return if a.ok() {
                 Ok(())
             } else {
-                Err(format!("retiring {uuid}: {}", a.describe()))
+                Err(LoadError::refused(format!("retiring {uuid}"), &a))
             };
         }
         let body = json!({"target": target}).to_string();
         let a = with_retry(conn, Method::PUT, &prov, Some(body.as_bytes()), 500).await;
         if !a.ok() {
-            return Err(format!("{target} {uuid}: {}", a.describe()));
+            return Err(LoadError::refused(format!("{target} {uuid}"), &a));
         }
         wait_node(conn, uuid, limit, |v| {
             let s = v["provision_state"].as_str().unwrap_or("");
@@ -777,7 +835,7 @@ async fn make_available(
         let body = json!({"target": "power off"}).to_string();
         let a = with_retry(conn, Method::PUT, &power, Some(body.as_bytes()), 500).await;
         if !a.ok() {
-            return Err(format!("power off {uuid}: {}", a.describe()));
+            return Err(LoadError::refused(format!("power off {uuid}"), &a));
         }
         wait_node(conn, uuid, limit, |v| {
             (v["power_state"] == "power off").then_some(true)
@@ -789,7 +847,7 @@ async fn make_available(
         let path = format!("/v1/nodes/{uuid}/maintenance");
         let a = with_retry(conn, Method::PUT, &path, Some(body.as_bytes()), 500).await;
         if !a.ok() {
-            return Err(format!("maintenance {uuid}: {}", a.describe()));
+            return Err(LoadError::refused(format!("maintenance {uuid}"), &a));
         }
     }
     Ok(())
@@ -808,18 +866,18 @@ fn main() {
         }
     };
     if let Err(e) = rt.block_on(run(args)) {
-        eprintln!("ironic-load: {e}");
+        eprintln!("ironic-load: {}", chain(&e));
         std::process::exit(1);
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
-    for (name, v) in [
+async fn run(args: Args) -> Result<(), LoadError> {
+    for (name, value) in [
         ("--read-seconds", args.read_seconds),
         ("--closed-seconds", args.closed_seconds),
     ] {
-        if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
-            return Err(format!("{name} {v}: give seconds between 0 and 86400"));
+        if !(value.is_finite() && value > 0.0 && value <= 86_400.0) {
+            return Err(LoadError::Seconds { name, value });
         }
     }
     let target = Target::parse(&args.url, &args.microversion).await?;
@@ -827,10 +885,10 @@ async fn run(args: Args) -> Result<(), String> {
     for p in &args.pids {
         let (l, pid) = p
             .split_once('=')
-            .ok_or_else(|| format!("--pid {p}: give LABEL=PID"))?;
+            .ok_or_else(|| LoadError::PidForm(p.clone()))?;
         let pid: u32 = pid
             .parse()
-            .map_err(|_| format!("--pid {p}: not a number"))?;
+            .map_err(|e| LoadError::PidNumber(p.clone(), e))?;
         pids.push((l.to_string(), pid));
     }
     let mut metrics = Vec::new();
@@ -866,7 +924,7 @@ async fn run(args: Args) -> Result<(), String> {
             "alloc-burst" => run.alloc_burst().await,
             "alloc-closed" => run.alloc_closed().await,
             "dealloc" => run.dealloc().await,
-            other => return Err(format!("unknown phase {other}")),
+            other => return Err(LoadError::UnknownPhase(other.to_string())),
         }
         run.memory(phase);
     }
@@ -877,7 +935,7 @@ async fn run(args: Args) -> Result<(), String> {
             "rows": run.rows,
         });
         std::fs::write(path, format!("{doc:#}\n"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| LoadError::Write(path.clone(), e))?;
     }
     Ok(())
 }

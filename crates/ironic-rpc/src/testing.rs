@@ -5,6 +5,25 @@
 
 use std::process::Command;
 
+/// Why a test's vhost, user or connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TestBusError {
+    #[error("cannot run rabbitmqctl")]
+    Spawn(#[source] std::io::Error),
+    /// `rabbitmqctl` failed: its arguments and what it said.
+    #[error("rabbitmqctl {args}: {stderr}")]
+    Rabbitmqctl { args: String, stderr: String },
+    #[error("not an AMQP URL: {0}")]
+    NotAmqpUrl(String),
+    /// A step of [`TestBus::party`] (connect, channel, queue, consume).
+    #[error("{step}")]
+    Party {
+        step: &'static str,
+        #[source]
+        source: lapin::Error,
+    },
+}
+
 pub fn amqp_base_url() -> String {
     std::env::var("IRONIC_TEST_AMQP")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672".to_string())
@@ -12,19 +31,18 @@ pub fn amqp_base_url() -> String {
         .to_string()
 }
 
-fn rabbitmqctl(args: &[&str]) -> Result<(), String> {
+fn rabbitmqctl(args: &[&str]) -> Result<(), TestBusError> {
     let out = Command::new("rabbitmqctl")
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run rabbitmqctl: {e}"))?;
+        .map_err(TestBusError::Spawn)?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "rabbitmqctl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ))
+        Err(TestBusError::Rabbitmqctl {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
     }
 }
 
@@ -47,7 +65,7 @@ pub struct TestBus {
 }
 
 impl TestBus {
-    pub fn new() -> Result<TestBus, String> {
+    pub fn new() -> Result<TestBus, TestBusError> {
         let vhost = format!(
             "ironic-test-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
@@ -75,7 +93,7 @@ impl TestBus {
         configure: &str,
         write: &str,
         read: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, TestBusError> {
         let suffix = &uuid::Uuid::new_v4().simple().to_string()[..12];
         let (name, password) = (format!("{prefix}-{suffix}"), format!("pw-{suffix}"));
         rabbitmqctl(&["add_user", &name, &password])?;
@@ -95,7 +113,7 @@ impl TestBus {
         let base = amqp_base_url();
         let (scheme, rest) = base
             .split_once("://")
-            .ok_or_else(|| format!("not an AMQP URL: {base}"))?;
+            .ok_or_else(|| TestBusError::NotAmqpUrl(base.clone()))?;
         let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
         Ok(format!(
             "{scheme}://{name}:{password}@{host}/{}",
@@ -106,10 +124,10 @@ impl TestBus {
     /// A connection of the test's own on this vhost, as another party on the bus would
     /// have: a channel, and a private queue it reads without acknowledging (where
     /// replies to its forged messages would arrive).
-    pub async fn party(&self) -> Result<Party, String> {
+    pub async fn party(&self) -> Result<Party, TestBusError> {
         use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
         use lapin::types::FieldTable;
-        let e = |what: &str, err: lapin::Error| format!("{what}: {err}");
+        let e = |step: &'static str, source: lapin::Error| TestBusError::Party { step, source };
         let conn = lapin::Connection::connect(&self.url, lapin::ConnectionProperties::default())
             .await
             .map_err(|err| e("connect", err))?;
@@ -150,7 +168,7 @@ impl TestBus {
     }
 
     /// Closes every client connection of this vhost, as a broker restart would.
-    pub fn close_connections(&self) -> Result<(), String> {
+    pub fn close_connections(&self) -> Result<(), TestBusError> {
         rabbitmqctl(&[
             "close_all_connections",
             "--vhost",

@@ -43,11 +43,14 @@ fn report(what: &str, mut lat: Vec<Duration>, wall: Duration, errors: usize) {
 
 type Worker = tokio::task::JoinHandle<(Vec<Duration>, usize)>;
 
+/// Whatever stops the benchmark (printed by `main`'s caller).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Latencies and error counts of all workers.
-async fn gather(tasks: Vec<Worker>) -> Result<(Vec<Duration>, usize), String> {
+async fn gather(tasks: Vec<Worker>) -> Result<(Vec<Duration>, usize), tokio::task::JoinError> {
     let (mut lat, mut errors) = (Vec::new(), 0);
     for t in tasks {
-        let (l, e) = t.await.map_err(|e| e.to_string())?;
+        let (l, e) = t.await?;
         lat.extend(l);
         errors += e;
     }
@@ -55,7 +58,7 @@ async fn gather(tasks: Vec<Worker>) -> Result<(Vec<Duration>, usize), String> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), String> {
+async fn main() -> Result<(), BoxError> {
     let amqp = arg("--amqp", "amqp://guest:guest@127.0.0.1:5672/%2f");
     let db_url = arg("--database", "postgres://postgres@127.0.0.1/ironic");
     let hosts: Vec<String> = arg("--hosts", "c1,c2,c3")
@@ -76,13 +79,12 @@ async fn main() -> Result<(), String> {
             ..Default::default()
         },
     )
-    .await
-    .map_err(|e| e.to_string())?;
-    let cluster = db.cluster_id().await.map_err(|e| e.to_string())?;
+    .await?;
+    let cluster = db.cluster_id().await?;
     // The key the conductors sign with: `--signing-key-file` as their `[amqp]
     // signing_key_file`, else the deployment's key in the database.
     let key = match arg("--signing-key-file", "").as_str() {
-        "" => SigningKey::new(db.bus_signing_key().await.map_err(|e| e.to_string())?)?,
+        "" => SigningKey::new(db.bus_signing_key().await?)?,
         path => SigningKey::from_file(std::path::Path::new(path))?,
     };
     let signing = SigningKeys::new(key);
@@ -141,12 +143,8 @@ async fn main() -> Result<(), String> {
             let mut nodes = Vec::new();
             for i in 0..conc * 4 {
                 let body = serde_json::json!({"driver": "fake-hardware", "name": format!("bench-{}-{i}", std::process::id())});
-                let n = from_create_body(&body, Version::MAX, &NodeDefaults::default())
-                    .map_err(|e| e.to_string())?;
-                let n = api
-                    .call(&ctx, CreateNode { node: n })
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let n = from_create_body(&body, Version::MAX, &NodeDefaults::default())?;
+                let n = api.call(&ctx, CreateNode { node: n }).await?;
                 nodes.push(NodeRef::from(&n));
             }
             let nodes = Arc::new(nodes);
@@ -196,7 +194,7 @@ async fn main() -> Result<(), String> {
                 errors,
             );
         }
-        other => return Err(format!("unknown --method {other} (ping|update)")),
+        other => return Err(format!("unknown --method {other} (ping|update)").into()),
     }
     client.shutdown().await;
     Ok(())

@@ -156,15 +156,21 @@ pub enum StartError {
     Database(#[from] ironic_model::Error),
     #[error(transparent)]
     Conductor(#[from] ironic_conductor::service::StartError),
-    /// The API's authentication is misconfigured (no user file, an unreadable one).
+    /// The API's authentication is misconfigured (no user file named).
     #[error("{0}")]
     Auth(String),
-    /// The API's certificate or key cannot be used.
+    /// The API's user or roles file cannot be read or is malformed.
+    #[error(transparent)]
+    AuthFile(#[from] ironic_api::auth::AuthFileError),
+    /// The API's certificate or key cannot be used (the display names the file).
+    #[error("TLS: {0}")]
+    ApiTls(#[from] ops::TlsError),
+    /// TLS for the message bus cannot be set up, or there is no bus to serve with.
     #[error("TLS: {0}")]
     Tls(String),
     /// No usable key to sign messages on the bus.
-    #[error("bus signing key: {0}")]
-    SigningKey(String),
+    #[error("bus signing key")]
+    SigningKey(#[source] ironic_rpc::amqp::KeyError),
     #[error("cannot listen on {addr}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -227,11 +233,7 @@ fn database_checks(db: &Db) -> Vec<(&'static str, ops::Check)> {
             "database",
             ops::check(move || {
                 let db = a.clone();
-                async move {
-                    db.ping(Duration::from_secs(2))
-                        .await
-                        .map_err(|e| ironic_model::error::chain(&e))
-                }
+                async move { Ok(db.ping(Duration::from_secs(2)).await?) }
             }),
         ),
         (
@@ -239,9 +241,10 @@ fn database_checks(db: &Db) -> Vec<(&'static str, ops::Check)> {
             ops::check(move || {
                 let db = b.clone();
                 async move {
-                    match tokio::time::timeout(Duration::from_secs(2), db.check_schema()).await {
-                        Ok(r) => r.map_err(|e| e.to_string()),
-                        Err(_) => Err("the database did not answer within 2000 ms".into()),
+                    let wait = Duration::from_secs(2);
+                    match tokio::time::timeout(wait, db.check_schema()).await {
+                        Ok(r) => Ok(r?),
+                        Err(_) => Err(ops::NotReady::DatabaseTimeout(wait)),
                     }
                 }
             }),
@@ -304,9 +307,7 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
     }
     // Fail before anything starts on a certificate that cannot be used.
     let tls = match (&cfg.api.tls_cert_file, &cfg.api.tls_key_file) {
-        (Some(cert), Some(key)) if role != Role::Conductor => {
-            Some(ops::tls_acceptor(cert, key).map_err(StartError::Tls)?)
-        }
+        (Some(cert), Some(key)) if role != Role::Conductor => Some(ops::tls_acceptor(cert, key)?),
         _ => None,
     };
     ops::metrics();
@@ -410,8 +411,8 @@ fn api_auth(cfg: &Config) -> Result<Auth, StartError> {
                 .as_deref()
                 .ok_or_else(|| missing("a roles file"))?;
             Auth::HttpBasic(Box::new(Basic {
-                users: Htpasswd::open(users).map_err(StartError::Auth)?,
-                roles: RolesFile::open(roles).map_err(StartError::Auth)?,
+                users: Htpasswd::open(users)?,
+                roles: RolesFile::open(roles)?,
                 limiter: LoginLimiter::new(
                     cfg.api.max_failed_logins,
                     cfg.api.max_failed_logins_per_address,
@@ -451,10 +452,7 @@ async fn serve(
                                 if up {
                                     Ok(())
                                 } else {
-                                    Err(
-                                    "not consuming RPC requests (no connection to the message bus)"
-                                        .into(),
-                                )
+                                    Err(ops::NotReady::NotConsuming)
                                 }
                             }
                         }),
@@ -471,10 +469,8 @@ async fn serve(
                         async move {
                             match since {
                                 Some(t) if t < limit => Ok(()),
-                                Some(t) => {
-                                    Err(format!("no heartbeat recorded for {} ms", t.as_millis()))
-                                }
-                                None => Err("no heartbeat recorded yet".into()),
+                                Some(t) => Err(ops::NotReady::HeartbeatLate(t)),
+                                None => Err(ops::NotReady::NoHeartbeat),
                             }
                         }
                     }),
@@ -563,7 +559,7 @@ async fn serve(
                     if c.connected(Duration::ZERO).await {
                         Ok(())
                     } else {
-                        Err("no connection to the message bus".into())
+                        Err(ops::NotReady::NoBus)
                     }
                 }
             }),

@@ -69,6 +69,15 @@ fn migratable(state: P) -> bool {
     )
 }
 
+/// Why the migration did not run (a node's own failure is its [`Outcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error(transparent)]
+    Database(#[from] ironic_model::Error),
+    #[error("node {0} not found")]
+    NodeNotFound(String),
+}
+
 /// Runs the migration; prints one line per node and returns the outcomes.
 pub async fn run(
     db: &Db,
@@ -76,13 +85,10 @@ pub async fn run(
     selection: &Selection,
     dry_run: bool,
     out: &mut dyn std::io::Write,
-) -> Result<Vec<(String, Outcome)>, String> {
+) -> Result<Vec<(String, Outcome)>, MigrateError> {
     if !dry_run {
         // Locks an interrupted run left behind (module doc).
-        let stale = db
-            .node_release_all(HOLDER)
-            .await
-            .map_err(|e| e.to_string())?;
+        let stale = db.node_release_all(HOLDER).await?;
         if stale > 0 {
             let _ = writeln!(out, "released {stale} node lock(s) an interrupted run left");
         }
@@ -106,7 +112,7 @@ pub async fn run(
     Ok(results)
 }
 
-async fn candidates(db: &Db, selection: &Selection) -> Result<Vec<Node>, String> {
+async fn candidates(db: &Db, selection: &Selection) -> Result<Vec<Node>, MigrateError> {
     let mut all = Vec::new();
     match selection {
         Selection::Nodes(idents) => {
@@ -114,9 +120,8 @@ async fn candidates(db: &Db, selection: &Selection) -> Result<Vec<Node>, String>
                 let n = match ironic_model::ids::canonical_uuid(ident) {
                     Some(u) => db.node_by_uuid(&u).await,
                     None => db.node_by_name(ident).await,
-                }
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("node {ident} not found"))?;
+                }?
+                .ok_or_else(|| MigrateError::NodeNotFound(ident.clone()))?;
                 all.push(n);
             }
         }
@@ -132,7 +137,7 @@ async fn candidates(db: &Db, selection: &Selection) -> Result<Vec<Node>, String>
                     with_traits: false,
                     ..Default::default()
                 };
-                let page = db.node_list(&q).await.map_err(|e| e.to_string())?;
+                let page = db.node_list(&q).await?;
                 let full = page.len() == q.limit as usize;
                 marker = page.last().map(|n| n.uuid.to_string());
                 all.extend(page);
@@ -397,7 +402,7 @@ pub async fn main_with(args: Vec<String>) -> std::process::ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("ironic-oneview: {e}");
+            eprintln!("ironic-oneview: {}", ironic_model::error::chain(&e));
             ExitCode::from(1)
         }
     }

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -234,15 +234,40 @@ fn describe() {
     }
 }
 
+/// Why a readiness check failed: `/readyz` says its chain
+/// (`ironic_model::error::chain`) after the check's name.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    /// The database did not answer a round trip.
+    #[error(transparent)]
+    Database(#[from] ironic_db::PingError),
+    /// The schema is older than this build, or could not be read.
+    #[error(transparent)]
+    Schema(#[from] ironic_model::Error),
+    /// A check that waited this long for the database.
+    #[error("the database did not answer within {} ms", .0.as_millis())]
+    DatabaseTimeout(Duration),
+    /// A conductor that does not consume its queues.
+    #[error("not consuming RPC requests (no connection to the message bus)")]
+    NotConsuming,
+    /// An API process without a connection to the bus.
+    #[error("no connection to the message bus")]
+    NoBus,
+    #[error("no heartbeat recorded for {} ms", .0.as_millis())]
+    HeartbeatLate(Duration),
+    #[error("no heartbeat recorded yet")]
+    NoHeartbeat,
+}
+
 /// One readiness check: `Ok` or why not.
 pub type Check =
-    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), NotReady>> + Send>> + Send + Sync>;
 
 /// Makes a [`Check`] from an async closure.
 pub fn check<F, Fut>(f: F) -> Check
 where
     F: Fn() -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), String>> + Send + 'static,
+    Fut: Future<Output = Result<(), NotReady>> + Send + 'static,
 {
     Arc::new(move || Box::pin(f()))
 }
@@ -261,7 +286,8 @@ impl Readiness {
                 Ok(()) => out.push_str(&format!("{name}: ok\n")),
                 Err(e) => {
                     ok = false;
-                    out.push_str(&format!("{name}: {e}\n"));
+                    let why = ironic_model::error::chain(&e);
+                    out.push_str(&format!("{name}: {why}\n"));
                 }
             }
         }
@@ -370,26 +396,55 @@ fn too_many(wait: Duration) -> Response {
     ironic_api::error::ApiError::TooManyRequests(wait).into_response()
 }
 
+/// Why the API's certificate and key cannot serve TLS.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the certificate chain {}", path.display())]
+    CertificateChain {
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{} holds no certificate", .0.display())]
+    NoCertificate(PathBuf),
+    #[error("cannot read the private key {}", path.display())]
+    PrivateKey {
+        path: PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The crypto provider refused the protocol versions (not expected with ring).
+    #[error("no TLS protocol version")]
+    Protocols(#[source] rustls::Error),
+    #[error("the certificate and key do not make a TLS identity")]
+    Identity(#[source] rustls::Error),
+}
+
 /// A TLS acceptor from a PEM certificate chain and private key (`[api] tls_cert_file`,
 /// `tls_key_file`): TLS 1.2 and 1.3, HTTP/1.1.
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|i| i.collect::<Result<_, _>>())
-        .map_err(|e| format!("cannot read the certificate chain {}: {e}", cert.display()))?;
+        .map_err(|source| TlsError::CertificateChain {
+            path: cert.to_path_buf(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{} holds no certificate", cert.display()));
+        return Err(TlsError::NoCertificate(cert.to_path_buf()));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("cannot read the private key {}: {e}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::PrivateKey {
+        path: key.to_path_buf(),
+        source,
+    })?;
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(TlsError::Protocols)?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("the certificate and key do not make a TLS identity: {e}"))?;
+        .map_err(TlsError::Identity)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }

@@ -565,7 +565,7 @@ async fn a_process_that_cannot_listen_never_counts_as_a_conductor() {
     c.api.http_basic_roles_file = Some("/nonexistent/roles".into());
     assert!(matches!(
         ironic::start_role(c, Role::AllInOne).await,
-        Err(StartError::Auth(_))
+        Err(StartError::AuthFile(_))
     ));
     assert!(!live("no-user-file").await);
 

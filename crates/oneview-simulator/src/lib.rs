@@ -137,15 +137,46 @@ fn memory() -> u32 {
     65536
 }
 
+/// Why an inventory file gave no inventory.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", path.display())]
+    Json {
+        path: std::path::PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}", path.display())]
+    Toml {
+        path: std::path::PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+}
+
 impl Inventory {
     /// Reads `.toml` or `.json`.
-    pub fn load(path: &std::path::Path) -> Result<Inventory, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn load(path: &std::path::Path) -> Result<Inventory, InventoryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| InventoryError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         if path.extension().is_some_and(|e| e == "json") {
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+            serde_json::from_str(&text).map_err(|source| InventoryError::Json {
+                path: path.to_path_buf(),
+                source,
+            })
         } else {
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+            toml::from_str(&text).map_err(|source| InventoryError::Toml {
+                path: path.to_path_buf(),
+                source,
+            })
         }
     }
 }
@@ -1205,26 +1236,43 @@ fn control(sim: &Simulator, method: &Method, parts: &[&str], body: &Bytes) -> Re
     }
 }
 
+/// Why no TLS identity could be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the certificate chain")]
+    CertificateChain(#[source] rustls::pki_types::pem::Error),
+    #[error("the certificate file holds no certificate")]
+    NoCertificate,
+    #[error("cannot read the private key")]
+    PrivateKey(#[source] rustls::pki_types::pem::Error),
+    /// The crypto provider refused the protocol versions (not expected with ring).
+    #[error("no TLS protocol version")]
+    Protocols(#[source] rustls::Error),
+    #[error("the certificate and key do not make a TLS identity")]
+    Identity(#[source] rustls::Error),
+    #[error("cannot generate a certificate")]
+    Generate(#[source] rcgen::Error),
+}
+
 /// A TLS server configuration (TLS 1.2 and 1.3, HTTP/1.1) from a PEM certificate chain
 /// and private key.
-pub fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAcceptor, String> {
+pub fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("cannot read the certificate chain: {e}"))?;
+        .map_err(TlsError::CertificateChain)?;
     if certs.is_empty() {
-        return Err("the certificate file holds no certificate".into());
+        return Err(TlsError::NoCertificate);
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
-        .map_err(|e| format!("cannot read the private key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(TlsError::PrivateKey)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(TlsError::Protocols)?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("the certificate and key do not make a TLS identity: {e}"))?;
+        .map_err(TlsError::Identity)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
@@ -1232,8 +1280,7 @@ pub fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAc
 /// A self-signed certificate for `hosts` (names or IP addresses), an end-entity one
 /// (not a CA, as TLS clients require of a server certificate): `(cert PEM, key PEM)`.
 /// Clients trust it by its PEM (`[oneview] tls_cacert_file`).
-pub fn self_signed(hosts: &[String]) -> Result<(String, String), String> {
-    let cert = rcgen::generate_simple_self_signed(hosts.to_vec())
-        .map_err(|e| format!("cannot generate a certificate: {e}"))?;
+pub fn self_signed(hosts: &[String]) -> Result<(String, String), TlsError> {
+    let cert = rcgen::generate_simple_self_signed(hosts.to_vec()).map_err(TlsError::Generate)?;
     Ok((cert.cert.pem(), cert.signing_key.serialize_pem()))
 }

@@ -444,7 +444,8 @@ fn inventories_are_checked() {
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[[server_hardware]]\nid = \"x\"\n").unwrap();
     let e = Inventory::load(&bad).unwrap_err();
-    assert!(e.contains("missing field"), "{e}");
+    let cause = std::error::Error::source(&e).map(ToString::to_string);
+    assert!(cause.unwrap_or_default().contains("missing field"), "{e:?}");
     let json = dir.join("inv.json");
     std::fs::write(&json, r#"{"users": [{"userName": "u", "password": "p"}]}"#).unwrap();
     assert_eq!(Inventory::load(&json).unwrap().users.len(), 1);

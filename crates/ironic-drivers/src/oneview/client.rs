@@ -145,9 +145,9 @@ fn tls_config(s: &Settings) -> Result<rustls::ClientConfig, OvError> {
         s.ca_file.as_deref()
     };
     crate::tls::client_config(s.allow_insecure, ca).map_err(|e| {
-        OvError::Config(match ca {
-            Some(path) if e.starts_with(path) => format!("tls_cacert_file {e}"),
-            _ => e,
+        OvError::Config(match e.ca_file() {
+            Some(_) => format!("tls_cacert_file {e}"),
+            None => e.to_string(),
         })
     })
 }

@@ -507,7 +507,7 @@ async fn supervise_client(inner: Arc<ClientInner>, mut stop: watch::Receiver<boo
                 tracing::warn!("reconnecting to the message bus");
             }
             Err(e) => {
-                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot connect to the message bus");
+                tracing::warn!(error = %ironic_model::error::chain(&e), retry_in_ms = backoff.as_millis() as u64, "cannot connect to the message bus");
             }
         }
         if !pause(&mut backoff, inner.settings.max_backoff, &mut stop).await {

@@ -48,7 +48,7 @@ pub mod signing;
 pub use client::Client;
 pub use routing::RemoteConductors;
 pub use server::Server;
-pub use signing::{SIGNATURE_HEADER, SigningKey, SigningKeys};
+pub use signing::{KeyError, SIGNATURE_HEADER, SigningKey, SigningKeys};
 
 /// The topic: prefix of the shared queue and of the per-host queues.
 pub const TOPIC: &str = "ironic.conductor_manager";
@@ -304,17 +304,25 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// starts from the shortest backoff again. One that died sooner keeps backing off.
 pub(crate) const STABLE_LINK: Duration = Duration::from_secs(5);
 
+/// Why a connection attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenError {
+    #[error(transparent)]
+    Bus(#[from] lapin::Error),
+    #[error("no answer within {}s", CONNECT_TIMEOUT.as_secs())]
+    Timeout,
+}
+
 /// Runs a connection attempt unless asked to stop first (`None`), bounded by
 /// [`CONNECT_TIMEOUT`].
 pub(crate) async fn open_or_stop<T>(
     open: impl Future<Output = lapin::Result<T>>,
     stop: &mut watch::Receiver<bool>,
-) -> Option<Result<T, String>> {
+) -> Option<Result<T, OpenError>> {
     tokio::select! {
         r = tokio::time::timeout(CONNECT_TIMEOUT, open) => Some(match r {
-            Ok(Ok(t)) => Ok(t),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {}s", CONNECT_TIMEOUT.as_secs())),
+            Ok(r) => r.map_err(OpenError::Bus),
+            Err(_) => Err(OpenError::Timeout),
         }),
         _ = stop.wait_for(|s| *s) => None,
     }

@@ -293,7 +293,7 @@ async fn run_server(
                 tracing::warn!("reconnecting to the message bus");
             }
             Err(e) => {
-                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot consume from the message bus");
+                tracing::warn!(error = %ironic_model::error::chain(&e), retry_in_ms = backoff.as_millis() as u64, "cannot consume from the message bus");
             }
         }
         if !pause(&mut backoff, settings.max_backoff, &mut stop).await {

@@ -33,7 +33,7 @@
 //! later it is dropped unrun like any late request.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -79,28 +79,46 @@ impl fmt::Debug for SigningKey {
     }
 }
 
+/// Why there is no key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the key has {bytes} bytes; at least {MIN_KEY_BYTES} are needed")]
+    TooShort { bytes: usize },
+    #[error("cannot read {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key of this file is too short.
+    #[error("{}: the key has {bytes} bytes; at least {MIN_KEY_BYTES} are needed", path.display())]
+    TooShortInFile { path: PathBuf, bytes: usize },
+}
+
 impl SigningKey {
     /// A key of these bytes; refused when shorter than [`MIN_KEY_BYTES`].
-    pub fn new(secret: impl AsRef<[u8]>) -> Result<SigningKey, String> {
+    pub fn new(secret: impl AsRef<[u8]>) -> Result<SigningKey, KeyError> {
         let s = secret.as_ref();
         if s.len() < MIN_KEY_BYTES {
-            return Err(format!(
-                "the key has {} bytes; at least {MIN_KEY_BYTES} are needed",
-                s.len()
-            ));
+            return Err(KeyError::TooShort { bytes: s.len() });
         }
         Ok(SigningKey(Arc::from(s)))
     }
 
     /// The key a file holds: its bytes, trailing whitespace (a final newline) left out.
     /// Refused when the file cannot be read or the key is too short.
-    pub fn from_file(path: &Path) -> Result<SigningKey, String> {
-        let mut bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn from_file(path: &Path) -> Result<SigningKey, KeyError> {
+        let mut bytes = std::fs::read(path).map_err(|source| KeyError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
         while bytes.last().is_some_and(u8::is_ascii_whitespace) {
             bytes.pop();
         }
-        SigningKey::new(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+        SigningKey::new(&bytes).map_err(|_| KeyError::TooShortInFile {
+            path: path.to_path_buf(),
+            bytes: bytes.len(),
+        })
     }
 
     fn tag(&self, m: &Parts<'_>) -> HmacSha256 {
@@ -559,11 +577,10 @@ mod tests {
             std::env::temp_dir().join(format!("ironic-key-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("bus.key");
-        assert!(
-            SigningKey::from_file(&path)
-                .unwrap_err()
-                .contains("cannot read")
-        );
+        assert!(matches!(
+            SigningKey::from_file(&path),
+            Err(KeyError::Unreadable { .. })
+        ));
         let secret = "0123456789abcdef0123456789abcdef";
         std::fs::write(&path, format!("{secret}\n")).unwrap();
         let from_file = SigningKeys::new(SigningKey::from_file(&path).unwrap());
@@ -575,7 +592,7 @@ mod tests {
             "the newline is not the key's"
         );
         std::fs::write(&path, "short\n").unwrap();
-        let e = SigningKey::from_file(&path).unwrap_err();
+        let e = SigningKey::from_file(&path).unwrap_err().to_string();
         assert!(e.contains("at least 32"), "{e}");
         // Nothing of the secret in Debug.
         let shown = format!("{:?}", SigningKey::new(secret).unwrap());

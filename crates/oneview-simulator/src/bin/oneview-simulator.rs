@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use oneview_simulator::{Inventory, Settings, Simulator};
+use oneview_simulator::{Inventory, Settings, Simulator, TlsError};
 
 #[derive(Parser)]
 #[command(
@@ -68,12 +68,34 @@ fn write_replacing(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     })
 }
 
+/// Why the simulator has no TLS identity.
+#[derive(Debug, thiserror::Error)]
+enum IdentityError {
+    #[error("cannot read {}", .0.display())]
+    Read(PathBuf, #[source] std::io::Error),
+    #[error("cannot write {}", .0.display())]
+    Write(PathBuf, #[source] std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// An error and its causes, joined by ": ".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    out
+}
+
 /// The TLS identity: given, or generated and written out. Returns the acceptor and,
 /// when generated, where its certificate went.
-fn tls(args: &Args) -> Result<(tokio_rustls::TlsAcceptor, Option<PathBuf>), String> {
-    let read = |p: &PathBuf| {
-        std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
-    };
+fn tls(args: &Args) -> Result<(tokio_rustls::TlsAcceptor, Option<PathBuf>), IdentityError> {
+    let read =
+        |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| IdentityError::Read(p.clone(), e));
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let acceptor = oneview_simulator::tls_acceptor(&read(cert)?, &read(key)?)?;
         return Ok((acceptor, None));
@@ -95,7 +117,7 @@ fn tls(args: &Args) -> Result<(tokio_rustls::TlsAcceptor, Option<PathBuf>), Stri
         .tls_cert_out
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join(format!("oneview-simulator-{port}.pem")));
-    write_replacing(&out, &cert).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    write_replacing(&out, &cert).map_err(|e| IdentityError::Write(out.clone(), e))?;
     Ok((oneview_simulator::tls_acceptor(&cert, &key)?, Some(out)))
 }
 
@@ -109,7 +131,7 @@ async fn main() -> std::process::ExitCode {
         Some(p) => match Inventory::load(p) {
             Ok(i) => i,
             Err(e) => {
-                eprintln!("oneview-simulator: {e}");
+                eprintln!("oneview-simulator: {}", chain(&e));
                 return std::process::ExitCode::from(2);
             }
         },
@@ -128,7 +150,7 @@ async fn main() -> std::process::ExitCode {
         match tls(&args) {
             Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("oneview-simulator: {e}");
+                eprintln!("oneview-simulator: {}", chain(&e));
                 return std::process::ExitCode::from(2);
             }
         }
