@@ -16,7 +16,7 @@ use ironic_rpc::Context;
 use ironic_rpc::calls::{CreateAllocation, DestroyAllocation};
 use std::sync::Arc;
 
-use ironic_db::allocations::{Backfill, Claim, Deletion, Shortage};
+use ironic_db::allocations::{Backfill, Claim, Deletion, NodeGuard, Shortage};
 use ironic_db::topology::Topology;
 use ironic_model::allocation::{
     self as alloc, Allocation, AllocationRef, AllocationState, NewAllocation,
@@ -304,19 +304,24 @@ impl Allocator {
         let mut node_id = a.node_id;
         // Twice at most: an allocation gets a node once.
         for _ in 0..2 {
-            let node = match node_id {
-                Some(id) => self.db.node_by_id(id).await?,
-                None => None,
-            };
-            let outcome = match &node {
-                None => self.db.allocation_destroy(&a, None).await?,
-                Some(node) => self.delete_under_lock(&a, node).await?,
+            let outcome = match node_id {
+                None => self.db.allocation_destroy(&a, NodeGuard::None).await?,
+                // First as the claim writes (one guarded statement, no lock round trip);
+                // a locked node, or one whose state refuses, under its lock (which waits
+                // for it, or says why).
+                Some(_) => match self.db.allocation_destroy(&a, NodeGuard::Unlocked).await? {
+                    Deletion::NodeHeld(held) => match self.db.node_by_id(held).await? {
+                        Some(node) => self.delete_under_lock(&a, &node).await?,
+                        None => self.db.allocation_destroy(&a, NodeGuard::None).await?,
+                    },
+                    deleted => deleted,
+                },
             };
             match outcome {
                 Deletion::Deleted => {
-                    match &node {
-                        Some(node) => {
-                            tracing::info!(allocation = %a.uuid, node = %node.uuid, "allocation deleted")
+                    match node_id {
+                        Some(node_id) => {
+                            tracing::info!(allocation = %a.uuid, %node_id, "allocation deleted")
                         }
                         None => tracing::info!(allocation = %a.uuid, "allocation deleted"),
                     }
@@ -366,7 +371,7 @@ impl Allocator {
         }
         let res = self
             .db
-            .allocation_destroy(a, Some(&self.settings.host))
+            .allocation_destroy(a, NodeGuard::Holder(&self.settings.host))
             .await;
         held.release().await;
         res

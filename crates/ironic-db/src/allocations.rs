@@ -13,16 +13,19 @@
 //! - a deletion ([`Db::allocation_destroy`]) is any conductor's to make, as upstream's:
 //!   it locks the allocation row first (a claim in flight finishes before it, or finds
 //!   the allocation gone and writes nothing), and frees the allocation's node only
-//!   under that node's lock.
+//!   under that node's lock, or by one UPDATE guarded as the claim's is
+//!   ([`NodeGuard::Unlocked`]).
 //!
 //! Node writes: the claim writes a node without taking its lock, by one UPDATE
 //! guarded by `reservation IS NULL`, which is equivalent to taking the lock, writing
 //! and giving it back (`docs/architecture.md`, "The allocation claim and the node
-//! lock"); every other node write here is conditional on the caller's lock.
+//! lock"); so does a deletion's [`NodeGuard::Unlocked`]; every other node write here
+//! is conditional on the caller's lock.
 
 use chrono::{DateTime, Utc};
 use ironic_model::allocation::{self, Allocation, AllocationState};
 use ironic_model::node::JsonObject;
+use ironic_model::states::ProvisionState;
 use ironic_model::{AllocationId, AllocationUuid, ConductorId, Error, NodeId, NodeUuid, secrets};
 use serde_json::Value;
 use sqlx::types::Json;
@@ -143,6 +146,34 @@ pub enum Claim {
     /// The allocation is no longer ours (taken over, deleted, or no longer
     /// `allocating`): nothing was written.
     Lost,
+}
+
+/// How [`Db::allocation_destroy`] may free the allocation's node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeGuard<'a> {
+    /// Not at all: a node still associated is named ([`Deletion::NodeHeld`]).
+    None,
+    /// The caller (`holder`) holds the node's lock.
+    Holder(&'a str),
+    /// Without taking the lock, as the claim writes a node: one UPDATE guarded by
+    /// `reservation IS NULL` and by the node's state allowing it (in maintenance, or
+    /// neither `active` nor moving through a state where updates are refused), which is
+    /// equivalent to taking the lock, checking, writing and giving it back
+    /// (`docs/architecture.md`, "The allocation claim and the node lock"). A locked or
+    /// refusing node is named ([`Deletion::NodeHeld`]) for the caller to take the lock
+    /// and say why.
+    Unlocked,
+}
+
+/// The node states where a node that moves towards a target may still have its
+/// allocation removed ([`ProvisionState::update_allowed`]), as SQL text.
+fn update_allowed_sql() -> String {
+    let states: Vec<String> = ProvisionState::ALL
+        .iter()
+        .filter(|s| s.update_allowed())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    states.join(", ")
 }
 
 /// What became of a deletion ([`Db::allocation_destroy`]).
@@ -809,9 +840,16 @@ impl Db {
     pub async fn allocation_destroy(
         &self,
         a: &Allocation,
-        holder: Option<&str>,
+        guard: NodeGuard<'_>,
     ) -> Result<Deletion, Error> {
         let postgres = self.backend() == Backend::Postgres;
+        let unlocked_sql = format!(
+            "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 \
+             WHERE allocation_id = $2 AND reservation IS NULL AND (maintenance = TRUE OR \
+             (provision_state <> 'active' AND (target_provision_state IS NULL \
+             OR provision_state IN ({}))))",
+            update_allowed_sql()
+        );
         let res: Result<Result<Deletion, Error>, sqlx::Error> = with_pool!(self, |p| {
             async {
                 let mut tx = p.begin().await?;
@@ -823,16 +861,26 @@ impl Db {
                     "UPDATE allocations SET id = id WHERE id = $1"
                 };
                 sqlx::query(lock).bind(a.id.0).execute(&mut *tx).await?;
-                if let Some(holder) = holder {
-                    sqlx::query(
-                    "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 \
-                     WHERE allocation_id = $2 AND reservation = $3",
-                )
-                .bind(ironic_model::node::now())
-                .bind(a.id.0)
-                .bind(holder)
-                .execute(&mut *tx)
-                .await?;
+                match guard {
+                    NodeGuard::None => {}
+                    NodeGuard::Holder(holder) => {
+                        sqlx::query(
+                            "UPDATE nodes SET allocation_id = NULL, instance_uuid = NULL, updated_at = $1 \
+                             WHERE allocation_id = $2 AND reservation = $3",
+                        )
+                        .bind(ironic_model::node::now())
+                        .bind(a.id.0)
+                        .bind(holder)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    NodeGuard::Unlocked => {
+                        sqlx::query(sqlx::AssertSqlSafe(unlocked_sql.as_str()))
+                            .bind(ironic_model::node::now())
+                            .bind(a.id.0)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                 }
                 // Any node still associated is one the caller does not hold.
                 let other: Option<i64> = sqlx::query_scalar(

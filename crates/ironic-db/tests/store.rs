@@ -28,6 +28,7 @@ ironic_db::on_both_backends!(
     claim_never_writes_a_locked_node,
     allocation_deletion_writes_only_a_held_node,
     deletion_racing_a_claim_leaves_no_half,
+    unlocked_deletion_racing_a_holder,
     backfill_and_failure_need_the_allocation,
     allocation_meta_update_keeps_the_process_writes,
     nodes_by_ids_reads_whole_rows,
@@ -1354,7 +1355,7 @@ async fn claim_never_writes_a_locked_node(db: &Db) {
 /// freed and the allocation gone together. A node deleted by a holder whose lock is
 /// gone keeps its allocation too.
 async fn allocation_deletion_writes_only_a_held_node(db: &Db) {
-    use ironic_db::allocations::{Claim, Deletion};
+    use ironic_db::allocations::{Claim, Deletion, NodeGuard};
     let n = available(db, "rc-del", json!({})).await;
     let a = allocating(db, "rc-del", 1, &[]).await;
     assert_eq!(
@@ -1372,13 +1373,15 @@ async fn allocation_deletion_writes_only_a_held_node(db: &Db) {
         }
     };
     assert_eq!(
-        db.allocation_destroy(&a, None).await.unwrap(),
+        db.allocation_destroy(&a, NodeGuard::None).await.unwrap(),
         Deletion::NodeHeld(n.id)
     );
     unchanged(db).await;
     db.node_reserve(n.id, "someone-else").await.unwrap();
     assert_eq!(
-        db.allocation_destroy(&a, Some(HOST)).await.unwrap(),
+        db.allocation_destroy(&a, NodeGuard::Holder(HOST))
+            .await
+            .unwrap(),
         Deletion::NodeHeld(n.id)
     );
     unchanged(db).await;
@@ -1389,7 +1392,9 @@ async fn allocation_deletion_writes_only_a_held_node(db: &Db) {
     db.node_release(n.id, "someone-else").await.unwrap();
     db.node_reserve(n.id, HOST).await.unwrap();
     assert_eq!(
-        db.allocation_destroy(&a, Some(HOST)).await.unwrap(),
+        db.allocation_destroy(&a, NodeGuard::Holder(HOST))
+            .await
+            .unwrap(),
         Deletion::Deleted
     );
     let node = db.node_by_id(n.id).await.unwrap().unwrap();
@@ -1401,15 +1406,67 @@ async fn allocation_deletion_writes_only_a_held_node(db: &Db) {
     );
     assert!(db.allocation_by_id(a.id).await.unwrap().is_none());
     assert!(matches!(
-        db.allocation_destroy(&a, Some(HOST)).await,
+        db.allocation_destroy(&a, NodeGuard::Holder(HOST)).await,
         Err(Error::NotFound(_))
     ));
     // Without a node, no lock is needed.
     let b = allocating(db, "rc-none", 1, &[]).await;
     assert_eq!(
-        db.allocation_destroy(&b, None).await.unwrap(),
+        db.allocation_destroy(&b, NodeGuard::None).await.unwrap(),
         Deletion::Deleted
     );
+
+    // Without the lock, as the claim writes: only an unlocked node whose state allows
+    // it; a locked or refusing node is named and keeps its allocation.
+    let m = available(db, "rc-unlocked", json!({})).await;
+    let c = allocating(db, "rc-unlocked", 1, &[]).await;
+    assert_eq!(
+        db.allocation_claim(&c, ConductorId(1), None).await.unwrap(),
+        Claim::Reserved(m.id, m.uuid.to_string())
+    );
+    let kept = |db: &Db| {
+        let (db, cid) = (db.clone(), c.id);
+        async move {
+            let node = db.node_by_id(m.id).await.unwrap().unwrap();
+            assert_eq!(node.allocation_id, Some(cid));
+            assert!(db.allocation_by_id(cid).await.unwrap().is_some());
+        }
+    };
+    let mut node = db.node_reserve(m.id, "someone-else").await.unwrap();
+    assert_eq!(
+        db.allocation_destroy(&c, NodeGuard::Unlocked)
+            .await
+            .unwrap(),
+        Deletion::NodeHeld(m.id),
+        "a locked node"
+    );
+    kept(db).await;
+    node.provision_state = ProvisionState::Active;
+    let mut node = db.node_save(&node, "someone-else").await.unwrap();
+    db.node_release(m.id, "someone-else").await.unwrap();
+    assert_eq!(
+        db.allocation_destroy(&c, NodeGuard::Unlocked)
+            .await
+            .unwrap(),
+        Deletion::NodeHeld(m.id),
+        "an active node out of maintenance"
+    );
+    kept(db).await;
+    db.node_reserve(m.id, "someone-else").await.unwrap();
+    node.maintenance = true;
+    db.node_save(&node, "someone-else").await.unwrap();
+    db.node_release(m.id, "someone-else").await.unwrap();
+    assert_eq!(
+        db.allocation_destroy(&c, NodeGuard::Unlocked)
+            .await
+            .unwrap(),
+        Deletion::Deleted,
+        "an unlocked node in maintenance"
+    );
+    let node = db.node_by_id(m.id).await.unwrap().unwrap();
+    assert_eq!((node.allocation_id, node.instance_uuid), (None, None));
+    assert_eq!(node.reservation, None);
+    assert!(db.allocation_by_id(c.id).await.unwrap().is_none());
 }
 
 /// A deletion racing a claim of the same allocation: either the claim commits first
@@ -1417,7 +1474,7 @@ async fn allocation_deletion_writes_only_a_held_node(db: &Db) {
 /// the deletion wins and the claim writes nothing. Never a node associated with a
 /// deleted allocation, never a deleted allocation's node half freed.
 async fn deletion_racing_a_claim_leaves_no_half(db: &Db) {
-    use ironic_db::allocations::{Claim, Deletion};
+    use ironic_db::allocations::{Claim, Deletion, NodeGuard};
     let (mut claims, mut deletions) = (0, 0);
     for round in 0..20u64 {
         let rc = format!("rc-race-del-{round}");
@@ -1431,7 +1488,7 @@ async fn deletion_racing_a_claim_leaves_no_half(db: &Db) {
         };
         let delete = {
             let (db, a) = (db.clone(), a.clone());
-            tokio::spawn(async move { db.allocation_destroy(&a, None).await.unwrap() })
+            tokio::spawn(async move { db.allocation_destroy(&a, NodeGuard::None).await.unwrap() })
         };
         let (claim, delete) = (claim.await.unwrap(), delete.await.unwrap());
         let node = db.node_by_id(n.id).await.unwrap().unwrap();
@@ -1452,6 +1509,65 @@ async fn deletion_racing_a_claim_leaves_no_half(db: &Db) {
         }
     }
     assert_eq!(claims + deletions, 20);
+}
+
+/// A deletion without the node lock ([`NodeGuard::Unlocked`]) racing a holder that
+/// locks the node, saves it (every column, from what it read) and releases it: either the
+/// deletion commits first and the holder reads (and saves) the freed node, or the holder
+/// locked first and the deletion wrote nothing. Never an allocation deleted while its node
+/// still names it, never a holder's save undoing the deletion.
+async fn unlocked_deletion_racing_a_holder(db: &Db) {
+    use ironic_db::allocations::{Claim, Deletion, NodeGuard};
+    let (mut first, mut held) = (0, 0);
+    for round in 0..20u64 {
+        let rc = format!("rc-race-unl-{round}");
+        let n = available(db, &rc, json!({})).await;
+        let a = allocating(db, &rc, 1, &[]).await;
+        assert!(matches!(
+            db.allocation_claim(&a, ConductorId(1), None).await.unwrap(),
+            Claim::Reserved(..)
+        ));
+        let holder = {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let mut node = db.node_reserve(n.id, "holder").await.unwrap();
+                node.description = Some("saved by the holder".into());
+                db.node_save(&node, "holder").await.unwrap();
+                db.node_release(n.id, "holder").await.unwrap();
+            })
+        };
+        let delete = {
+            let (db, a) = (db.clone(), a.clone());
+            tokio::spawn(async move {
+                db.allocation_destroy(&a, NodeGuard::Unlocked)
+                    .await
+                    .unwrap()
+            })
+        };
+        holder.await.unwrap();
+        let delete = delete.await.unwrap();
+        let node = db.node_by_id(n.id).await.unwrap().unwrap();
+        let alloc = db.allocation_by_id(a.id).await.unwrap();
+        assert_eq!(node.description.as_deref(), Some("saved by the holder"));
+        match delete {
+            Deletion::Deleted => {
+                first += 1;
+                assert_eq!(
+                    (node.allocation_id, node.instance_uuid),
+                    (None, None),
+                    "round {round}"
+                );
+                assert!(alloc.is_none());
+            }
+            Deletion::NodeHeld(id) => {
+                held += 1;
+                assert_eq!(id, n.id);
+                assert_eq!(node.allocation_id, Some(a.id), "round {round}");
+                assert!(alloc.is_some());
+            }
+        }
+    }
+    assert_eq!(first + held, 20);
 }
 
 /// The writes of a backfill and of its failure are conditional on the allocation
