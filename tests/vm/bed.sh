@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# A test bed of QEMU machines (software emulation) behind sushy-tools' Redfish emulator
+# (its libvirt driver, with virtual media), for people and scripts alike.
+#
+#   bash tests/vm/bed.sh up N     # start N machines; one JSON object per machine and line
+#   bash tests/vm/bed.sh service  # (lands with the conductor's image server: issue 40)
+#   bash tests/vm/bed.sh down     # stop everything it started; leaves nothing running
+#
+# Each machine: 1 vCPU, $BED_MEMORY_MB MiB, a sparse 5 GiB virtio disk, a virtio NIC on
+# QEMU's user network (no traffic leaves this host: the guest reaches the host's loopback
+# at 10.0.2.2, and the host reaches the guest's agent on a forwarded 127.0.0.1 port), a
+# serial console logged to a file, a virtio RNG. libvirtd and virtlogd run as daemons the
+# bed starts itself (no systemd needed); their state, the machines' disks, the storage
+# pool sushy-tools uploads virtual media into, and the logs live under $BED_DIR.
+#
+# Needs root. Installs with apt-get, when missing: qemu-system-x86, libvirt (daemon, qemu
+# driver, clients, dev headers), pkg-config, python3-venv; and into a virtualenv under
+# the test data folder: sushy-tools and libvirt-python.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+IRONIC_TEST_DATA="${IRONIC_TEST_DATA:-$HOME/.cache/ironic-test-data}"
+BED_DIR="${BED_DIR:-$IRONIC_TEST_DATA/bed}"
+BED_MEMORY_MB="${BED_MEMORY_MB:-2560}"
+BED_REDFISH_PORT="${BED_REDFISH_PORT:-8021}"
+BED_AGENT_PORT_BASE="${BED_AGENT_PORT_BASE:-9910}"
+venv="$IRONIC_TEST_DATA/bed-venv"
+URI=qemu:///system
+
+say() { echo "bed: $*" >&2; }
+
+ensure_packages() {
+  local need=()
+  command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+  command -v qemu-img >/dev/null || need+=(qemu-utils)
+  command -v libvirtd >/dev/null || need+=(libvirt-daemon libvirt-daemon-driver-qemu)
+  command -v virsh >/dev/null || need+=(libvirt-clients)
+  [ -e /usr/include/libvirt/libvirt.h ] || need+=(libvirt-dev)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+  python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+  if [ "${#need[@]}" -gt 0 ]; then
+    say "installing ${need[*]}"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+  fi
+  if ! "$venv/bin/python" -c 'import sushy_tools, libvirt' 2>/dev/null; then
+    say "installing sushy-tools and libvirt-python into $venv"
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q 'sushy-tools==2.2.0' libvirt-python >&2
+  fi
+}
+
+# libvirt without systemd: the users, folders and settings its Debian package would make
+# under systemd, then virtlogd and libvirtd as daemons with pid files under $BED_DIR.
+ensure_libvirtd() {
+  mkdir -p "$BED_DIR/run" "$BED_DIR/pool" "$BED_DIR/machines" /var/log/libvirt /var/lib/libvirt/qemu /run/libvirt
+  getent group kvm >/dev/null || groupadd -r kvm
+  getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
+  getent passwd libvirt-qemu >/dev/null || useradd -r -g kvm libvirt-qemu
+  local conf=/etc/libvirt/qemu.conf
+  if ! grep -q '^# ironic bed' "$conf" 2>/dev/null; then
+    cat >>"$conf" <<'CONF'
+# ironic bed (tests/vm/bed.sh): no systemd, no security driver, QEMU as root
+user = "root"
+group = "root"
+dynamic_ownership = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+CONF
+  fi
+  if ! virsh -c "$URI" version >/dev/null 2>&1; then
+    say "starting virtlogd and libvirtd"
+    virtlogd -d -p "$BED_DIR/run/virtlogd.pid"
+    libvirtd -d -p "$BED_DIR/run/libvirtd.pid"
+    for _ in $(seq 1 100); do virsh -c "$URI" version >/dev/null 2>&1 && break; sleep 0.1; done
+    virsh -c "$URI" version >/dev/null
+  fi
+  if ! virsh -c "$URI" pool-info default >/dev/null 2>&1; then
+    virsh -c "$URI" pool-define-as default dir --target "$BED_DIR/pool" >/dev/null
+  fi
+  if [ "$(virsh -c "$URI" pool-info default | awk '/^State:/ {print $2}')" != running ]; then
+    virsh -c "$URI" pool-start default >/dev/null
+  fi
+}
+
+mac_of() { printf '52:54:00:1b:ed:%02x' "$1"; }
+
+define_machine() {
+  local i=$1 name="ironic-bed-$1" port=$((BED_AGENT_PORT_BASE + $1))
+  local disk="$BED_DIR/machines/$name.qcow2" log="$BED_DIR/machines/$name.serial.log"
+  virsh -c "$URI" dominfo "$name" >/dev/null 2>&1 && return
+  qemu-img create -q -f qcow2 "$disk" 5G
+  : >"$log"
+  cat >"$BED_DIR/machines/$name.xml" <<XML
+<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+  <name>$name</name>
+  <memory unit='MiB'>$BED_MEMORY_MB</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/><bios useserial='yes'/></os>
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>restart</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2' cache='unsafe'/>
+      <source file='$disk'/>
+      <target dev='vda' bus='virtio'/>
+    </disk>
+    <serial type='file'><source path='$log' append='on'/><target port='0'/></serial>
+    <console type='file'><source path='$log' append='on'/><target type='serial' port='0'/></console>
+    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>
+    <memballoon model='none'/>
+  </devices>
+  <qemu:commandline>
+    <qemu:arg value='-netdev'/>
+    <qemu:arg value='user,id=bednet,hostfwd=tcp:127.0.0.1:$port-:9999'/>
+    <qemu:arg value='-device'/>
+    <qemu:arg value='virtio-net-pci,netdev=bednet,mac=$(mac_of "$i"),bus=pci.0,addr=0x10'/>
+  </qemu:commandline>
+</domain>
+XML
+  virsh -c "$URI" define "$BED_DIR/machines/$name.xml" >/dev/null
+}
+
+ensure_sushy() {
+  if [ -s "$BED_DIR/run/sushy.pid" ] && kill -0 "$(cat "$BED_DIR/run/sushy.pid")" 2>/dev/null; then return; fi
+  cat >"$BED_DIR/sushy.conf" <<CONF
+SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'
+SUSHY_EMULATOR_LISTEN_PORT = $BED_REDFISH_PORT
+SUSHY_EMULATOR_LIBVIRT_URI = '$URI'
+SUSHY_EMULATOR_STORAGE_POOL = 'default'
+SUSHY_EMULATOR_IGNORE_BOOT_DEVICE = False
+SUSHY_EMULATOR_BOOT_LOADER_MAP = {'UEFI': {'x86_64': '/usr/share/OVMF/OVMF_CODE.fd'}, 'Legacy': {'x86_64': None}}
+CONF
+  say "starting sushy-emulator on 127.0.0.1:$BED_REDFISH_PORT"
+  setsid "$venv/bin/sushy-emulator" --config "$BED_DIR/sushy.conf" >"$BED_DIR/sushy.log" 2>&1 &
+  echo $! >"$BED_DIR/run/sushy.pid"
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$BED_REDFISH_PORT/redfish/v1/Systems" >/dev/null && return
+    sleep 0.2
+  done
+  say "sushy-emulator does not answer (see $BED_DIR/sushy.log)"
+  exit 1
+}
+
+machine_json() {
+  local i=$1 name="ironic-bed-$1" port=$((BED_AGENT_PORT_BASE + $1))
+  local uuid; uuid="$(virsh -c "$URI" domuuid "$name" | tr -d '[:space:]')"
+  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
+    "$name" "$BED_REDFISH_PORT" "$uuid" "$port" "$(mac_of "$i")" "$port" "$BED_DIR/machines/$name.serial.log"
+}
+
+up() {
+  local n="${1:-1}"
+  ensure_packages
+  ensure_libvirtd
+  for i in $(seq 1 "$n"); do define_machine "$i"; done
+  ensure_sushy
+  for i in $(seq 1 "$n"); do machine_json "$i"; done
+}
+
+down() {
+  if command -v virsh >/dev/null && virsh -c "$URI" version >/dev/null 2>&1; then
+    for name in $(virsh -c "$URI" list --all --name | grep '^ironic-bed-' || true); do
+      virsh -c "$URI" destroy "$name" >/dev/null 2>&1 || true
+      virsh -c "$URI" undefine "$name" >/dev/null 2>&1 || true
+    done
+    virsh -c "$URI" pool-destroy default >/dev/null 2>&1 || true
+    virsh -c "$URI" pool-undefine default >/dev/null 2>&1 || true
+  fi
+  for p in sushy libvirtd virtlogd; do
+    f="$BED_DIR/run/$p.pid"
+    if [ -s "$f" ]; then
+      pid="$(cat "$f" 2>/dev/null || true)"
+      if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
+      fi
+      rm -f "$f"
+    fi
+  done
+  # The daemons delete their pid files on exit: whatever is left goes by name.
+  pkill -f "$venv/bin/sushy-emulator" 2>/dev/null || true
+  pkill -x libvirtd 2>/dev/null || true
+  pkill -x virtlogd 2>/dev/null || true
+  pkill -f 'qemu-system-x86_64.*ironic-bed-' 2>/dev/null || true
+  rm -rf "$BED_DIR/machines" "$BED_DIR/pool"
+}
+
+case "${1:-}" in
+  up) shift; up "$@" ;;
+  down) down ;;
+  service) say "the service variables come with the conductor's image server (issue 40)"; exit 2 ;;
+  *) echo "usage: $0 up N | service | down" >&2; exit 2 ;;
+esac
