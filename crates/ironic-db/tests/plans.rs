@@ -560,7 +560,7 @@ async fn every_list_filter_and_sort_key_is_served_from_an_index() {
         a.traits = traits.iter().map(|t| t.to_string()).collect();
         a.candidate_nodes = candidates
             .iter()
-            .filter_map(|t| ironic_model::NodeUuid::parse(t))
+            .map(|t| ironic_model::NodeUuid::parse(t).unwrap())
             .collect();
         a.owner = owner.map(str::to_string);
         a
