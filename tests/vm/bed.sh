@@ -3,7 +3,7 @@
 # (its libvirt driver, with virtual media), for people and scripts alike.
 #
 #   bash tests/vm/bed.sh up N     # start N machines; one JSON object per machine and line
-#   bash tests/vm/bed.sh service  # (lands with the conductor's image server: issue 40)
+#   bash tests/vm/bed.sh service  # the IRONIC_*=… variables an all-in-one needs to serve them
 #   bash tests/vm/bed.sh down     # stop everything it started; leaves nothing running
 #
 # Each machine: 1 vCPU, $BED_MEMORY_MB MiB, a sparse 5 GiB virtio disk, a virtio NIC on
@@ -23,6 +23,8 @@ BED_DIR="${BED_DIR:-$IRONIC_TEST_DATA/bed}"
 BED_MEMORY_MB="${BED_MEMORY_MB:-2560}"
 BED_REDFISH_PORT="${BED_REDFISH_PORT:-8021}"
 BED_AGENT_PORT_BASE="${BED_AGENT_PORT_BASE:-9910}"
+BED_API_PORT="${BED_API_PORT:-6385}"
+BED_HTTP_PORT="${BED_HTTP_PORT:-8088}"
 venv="$IRONIC_TEST_DATA/bed-venv"
 URI=qemu:///system
 
@@ -41,6 +43,10 @@ ensure_packages() {
     say "installing ${need[*]}"
     apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+  fi
+  # Debian's qemu-system-x86 removes a backported qemu-utils it does not match.
+  if ! command -v qemu-img >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-utils >&2
   fi
   if ! "$venv/bin/python" -c 'import sushy_tools, libvirt' 2>/dev/null; then
     say "installing sushy-tools and libvirt-python into $venv"
@@ -188,9 +194,24 @@ down() {
   rm -rf "$BED_DIR/machines" "$BED_DIR/pool"
 }
 
+# What an all-in-one on this host needs to serve the bed's machines: the machines reach
+# the host's loopback at 10.0.2.2 (QEMU's user network), sushy-tools fetches virtual
+# media on the host itself; heartbeats every 9-18 s instead of 90-180 s.
+service() {
+  cat <<ENV
+IRONIC_DEFAULT__ENABLED_HARDWARE_TYPES=["redfish", "fake-hardware"]
+IRONIC_API__LISTEN=127.0.0.1:$BED_API_PORT
+IRONIC_API__RAMDISK_HEARTBEAT_TIMEOUT=30
+IRONIC_DEPLOY__HTTP_LISTEN=127.0.0.1:$BED_HTTP_PORT
+IRONIC_DEPLOY__HTTP_URL=http://10.0.2.2:$BED_HTTP_PORT
+IRONIC_DEPLOY__EXTERNAL_HTTP_URL=http://127.0.0.1:$BED_HTTP_PORT
+IRONIC_DEPLOY__EXTERNAL_CALLBACK_URL=http://10.0.2.2:$BED_API_PORT
+ENV
+}
+
 case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
-  service) say "the service variables come with the conductor's image server (issue 40)"; exit 2 ;;
+  service) service ;;
   *) echo "usage: $0 up N | service | down" >&2; exit 2 ;;
 esac

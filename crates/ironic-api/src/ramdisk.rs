@@ -38,6 +38,9 @@ pub struct RamdiskSettings {
     pub heartbeat_max_body: usize,
     /// `[agent] require_tls`: a heartbeat's callback URL must be https.
     pub require_tls: bool,
+    /// `[deploy] fast_track`: a running ramdisk may look up and heartbeat while its node
+    /// rests (`manageable`, `available`, …), so that it can be reused.
+    pub fast_track: bool,
 }
 
 /// `[api] enable_ramdisk_endpoints = false`: refused (403, upstream's message naming the
@@ -126,7 +129,10 @@ pub async fn lookup(
         tracing::error!(?addresses, ?node_uuid, "lookup: no node found");
         return Err(not_found());
     };
-    if st.settings.ramdisk.restrict_lookup && !agent::lookup_allowed(node.provision_state) {
+    let fast_track = agent::fast_track(&node.driver_info, st.settings.ramdisk.fast_track);
+    if st.settings.ramdisk.restrict_lookup
+        && !agent::lookup_allowed_with(node.provision_state, fast_track)
+    {
         tracing::error!(node = %node.uuid, state = %node.provision_state, "lookup of a node in a state that takes no ramdisk");
         return Err(not_found());
     }
@@ -353,7 +359,10 @@ pub async fn heartbeat(
     agent::check_token(&node.driver_internal_info, agent_token.as_deref()).inspect_err(|_| {
         tracing::warn!(node = %node.uuid, "heartbeat with an invalid or missing agent token");
     })?;
-    if !agent::heartbeat_allowed(node.provision_state) && node.reservation.is_none() {
+    let fast_track = agent::fast_track(&node.driver_info, st.settings.ramdisk.fast_track);
+    if !agent::heartbeat_allowed_with(node.provision_state, fast_track)
+        && node.reservation.is_none()
+    {
         tracing::warn!(
             node = %node.uuid,
             state = %node.provision_state,

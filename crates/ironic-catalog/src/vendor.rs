@@ -88,6 +88,26 @@ pub fn driver_properties(
                 "redfish_auth_type",
                 "basic or auto (basic authentication either way). Optional.",
             ),
+            (
+                "deploy_kernel",
+                "The agent ramdisk's kernel: file:///path or http(s):// URL. Required (with deploy_ramdisk) to boot the agent unless deploy_iso is set.",
+            ),
+            (
+                "deploy_ramdisk",
+                "The agent's ramdisk (initramfs): file:///path or http(s):// URL. Required with deploy_kernel.",
+            ),
+            (
+                "deploy_iso",
+                "A ready boot ISO of the agent instead of deploy_kernel and deploy_ramdisk (nothing is added to it: the agent gets no token and no parameters). Optional.",
+            ),
+            (
+                "kernel_append_params",
+                "Kernel parameters of the agent's ramdisk; %default% is [redfish] kernel_append_params. Optional.",
+            ),
+            (
+                "fast_track",
+                "true or false: reuse a running ramdisk instead of rebooting (default: [deploy] fast_track). Optional.",
+            ),
         ],
         "ipmi" => &[
             (

@@ -78,7 +78,7 @@ impl Agent {
             // heartbeat interval to get its URL recorded.
             return Err(Error::node_locked(node.uuid.as_str(), host));
         }
-        if !takes_heartbeats(&node) {
+        if !takes_heartbeats(&node, self.settings.deploy.fast_track) {
             return Ok(());
         }
         self.record_heartbeat(req).await
@@ -103,7 +103,7 @@ impl Agent {
             .locks
             .with_lock(&target, Patience::Now, |mut n| async move {
                 check_token(&n, token)?;
-                if !takes_heartbeats(&n) {
+                if !takes_heartbeats(&n, self.settings.deploy.fast_track) {
                     return Ok(None);
                 }
                 let dii = &mut n.driver_internal_info;
@@ -174,10 +174,11 @@ fn check_token(node: &Node, given: Option<&str>) -> Result<(), Error> {
     })
 }
 
-/// Whether the node's state takes heartbeats; one that does not is answered as a
+/// Whether the node's state takes heartbeats (more of them with fast-track); one that does not is answered as a
 /// success and not recorded (upstream's).
-fn takes_heartbeats(node: &Node) -> bool {
-    if agent::heartbeat_allowed(node.provision_state) {
+fn takes_heartbeats(node: &Node, fast_track: bool) -> bool {
+    let fast_track = agent::fast_track(&node.driver_info, fast_track);
+    if agent::heartbeat_allowed_with(node.provision_state, fast_track) {
         return true;
     }
     tracing::warn!(

@@ -19,6 +19,7 @@ mod agent;
 mod allocations;
 mod every_node;
 mod history;
+mod images;
 mod inspection_rules;
 mod lock;
 mod management;
@@ -89,6 +90,14 @@ pub struct ConductorSettings {
     pub built_in_rules: Option<std::path::PathBuf>,
     /// `[inspection_rules] mask_secrets`: `always`, `never` or `sensitive`.
     pub mask_secrets: String,
+    /// `[deploy]`: the image server, the API's address for the agent, fast-track and
+    /// the ISO tools (`provision/ramdisk_boot.rs`).
+    pub deploy: ironic_config::DeploySection,
+    /// The API's URL as the agent calls it: `[deploy] external_callback_url`, else
+    /// `[api] public_endpoint` (the all-in-one fills the first in with its own address).
+    pub agent_api_url: Option<String>,
+    /// `[redfish] kernel_append_params`.
+    pub redfish_kernel_append_params: String,
 }
 
 impl ConductorSettings {
@@ -128,6 +137,14 @@ impl ConductorSettings {
             node_history_cleanup_batch_count: cfg.conductor.node_history_cleanup_batch_count,
             node_history_minimum_days: cfg.conductor.node_history_minimum_days,
             inspector_add_ports: cfg.inspector.add_ports.clone(),
+            deploy: cfg.deploy.clone(),
+            agent_api_url: cfg
+                .deploy
+                .external_callback_url
+                .clone()
+                .or_else(|| cfg.api.public_endpoint.clone())
+                .map(|u| u.trim_end_matches('/').to_string()),
+            redfish_kernel_append_params: cfg.redfish.kernel_append_params.clone(),
             inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
             max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,
             deploy_callback_timeout: Duration::from_secs(cfg.conductor.deploy_callback_timeout),

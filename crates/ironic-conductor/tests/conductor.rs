@@ -45,6 +45,9 @@ fn settings() -> ConductorSettings {
         power_state_sync_max_retries: 3,
         built_in_rules: None,
         mask_secrets: "always".into(),
+        deploy: Default::default(),
+        agent_api_url: None,
+        redfish_kernel_append_params: String::new(),
     }
 }
 

@@ -36,6 +36,94 @@ pub struct Config {
     pub inspector: InspectorSection,
     pub inspection_rules: InspectionRulesSection,
     pub agent: AgentSection,
+    pub deploy: DeploySection,
+}
+
+/// How the ramdisk reaches a machine (upstream's `[deploy]` and the ISO tools of its
+/// `[DEFAULT]`): the image server's folder and addresses, the API address the agent
+/// calls, fast-track, and the tools a boot ISO is built with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeploySection {
+    /// The folder the image server publishes (boot ISOs under `redfish/`).
+    pub http_root: PathBuf,
+    /// Where the conductor serves `http_root` itself (read-only); empty when another
+    /// web server does. Default: a free port on loopback.
+    #[serde(deserialize_with = "optional_addr")]
+    pub http_listen: Option<SocketAddr>,
+    /// The base URL of `http_root` as the agent sees it. Default: `http://<http_listen>`.
+    pub http_url: Option<String>,
+    /// The base URL of `http_root` as a BMC sees it (virtual media), when it differs
+    /// from `http_url` (upstream's).
+    pub external_http_url: Option<String>,
+    /// The API's URL as the agent calls it (`ipa-api-url`). Default: `[api]
+    /// public_endpoint`, else the all-in-one's own API address.
+    pub external_callback_url: Option<String>,
+    /// Reuse a ramdisk that is already running instead of rebooting the machine
+    /// (upstream's fast-track; also per node: `driver_info.fast_track`).
+    pub fast_track: bool,
+    /// Seconds after its last heartbeat that a ramdisk still counts as running.
+    pub fast_track_timeout: u64,
+    /// Downloaded deploy kernels and ramdisks (`http(s)://` references) are kept here.
+    pub image_cache: PathBuf,
+    /// The most bytes one downloaded kernel or ramdisk may have.
+    pub image_download_max_bytes: u64,
+    /// `xorriso`, which builds boot ISOs.
+    pub xorriso: String,
+    /// syslinux's BIOS boot loader for ISOs (Debian's `isolinux` package).
+    pub isolinux_bin: PathBuf,
+    /// Its library (Debian's `syslinux-common`).
+    pub ldlinux_c32: PathBuf,
+    /// The most connections the image server serves at once.
+    pub http_max_connections: usize,
+    /// An EFI system partition image for the UEFI side of boot ISOs (upstream's
+    /// `[DEFAULT] esp_image`). Default: one the conductor makes once under `image_cache`
+    /// from Debian's `grub-efi-amd64-bin`; without either, ISOs boot by BIOS only.
+    pub esp_image: Option<PathBuf>,
+}
+
+impl Default for DeploySection {
+    fn default() -> Self {
+        DeploySection {
+            http_root: PathBuf::from("data/httpboot"),
+            // A free loopback port: conductors side by side on one host never collide,
+            // and the URLs follow from the port bound. Real BMCs need an address they
+            // can reach: set it (docs/deploy.md).
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            http_url: None,
+            external_http_url: None,
+            external_callback_url: None,
+            fast_track: false,
+            fast_track_timeout: 300,
+            image_cache: PathBuf::from("data/image-cache"),
+            image_download_max_bytes: 4 << 30,
+            xorriso: "xorriso".into(),
+            isolinux_bin: PathBuf::from("/usr/lib/ISOLINUX/isolinux.bin"),
+            ldlinux_c32: PathBuf::from("/usr/lib/syslinux/modules/bios/ldlinux.c32"),
+            http_max_connections: 64,
+            esp_image: None,
+        }
+    }
+}
+
+impl DeploySection {
+    /// The base URL of `http_root` for the agent: `http_url`, else the image server's
+    /// own address (none when it listens on every address: no one address to give).
+    pub fn agent_http_url(&self) -> Option<String> {
+        if let Some(u) = &self.http_url {
+            return Some(u.trim_end_matches('/').to_string());
+        }
+        let a = self.http_listen?;
+        (!a.ip().is_unspecified()).then(|| format!("http://{a}"))
+    }
+
+    /// The base URL of `http_root` for a BMC: `external_http_url`, else the agent's.
+    pub fn bmc_http_url(&self) -> Option<String> {
+        match &self.external_http_url {
+            Some(u) => Some(u.trim_end_matches('/').to_string()),
+            None => self.agent_http_url(),
+        }
+    }
 }
 
 /// The ramdisk agent (ironic-python-agent) and how the service trusts it.
@@ -84,6 +172,9 @@ pub struct RedfishSection {
     pub power_state_change_timeout: u64,
     /// Seconds one HTTP request may take.
     pub request_timeout: u64,
+    /// Kernel parameters of the virtual-media ramdisk when neither `instance_info` nor
+    /// `driver_info` names `kernel_append_params` (upstream's default).
+    pub kernel_append_params: String,
 }
 
 impl Default for RedfishSection {
@@ -93,6 +184,7 @@ impl Default for RedfishSection {
             connection_retry_interval: 4,
             power_state_change_timeout: 60,
             request_timeout: 30,
+            kernel_append_params: "nofb vga=normal".into(),
         }
     }
 }
@@ -720,6 +812,22 @@ impl Config {
             return bad(
                 "[api] request_timeout must be larger than [amqp] call_timeout (a request waits that long for a conductor)",
             );
+        }
+        for (name, url) in [
+            ("http_url", &self.deploy.http_url),
+            ("external_http_url", &self.deploy.external_http_url),
+            ("external_callback_url", &self.deploy.external_callback_url),
+        ] {
+            if let Some(u) = url
+                && !(u.starts_with("http://") || u.starts_with("https://"))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "[deploy] {name} must start with http:// or https://, not {u:?}"
+                )));
+            }
+        }
+        if self.deploy.http_max_connections == 0 {
+            return bad("[deploy] http_max_connections must be positive");
         }
         if self.database.acquire_timeout == 0 {
             return bad("[database] acquire_timeout must be positive");

@@ -38,6 +38,22 @@ pub enum GetError {
     Request(#[from] hyper_util::client::legacy::Error),
     #[error("timed out after {:.1} s", .0.as_secs_f64())]
     Timeout(Duration),
+    /// The answer's body broke off.
+    #[error("reading the answer: {0}")]
+    Body(#[source] hyper::Error),
+    /// A download answered with another status than 200.
+    #[error("answered {0}")]
+    Status(u16),
+    /// A download larger than allowed.
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    /// A download could not be written.
+    #[error("cannot write {}", .path.display())]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 #[derive(Clone)]
@@ -67,6 +83,57 @@ impl GetClient {
         }
     }
 
+    /// Downloads `url` into the file `to` (created or replaced), at most `max_bytes`,
+    /// within `timeout` for the whole transfer: the bytes written. A failure removes
+    /// what was written.
+    pub async fn download(
+        &self,
+        url: &str,
+        to: &std::path::Path,
+        max_bytes: u64,
+        timeout: Duration,
+    ) -> Result<u64, GetError> {
+        use tokio::io::AsyncWriteExt;
+        let uri = checked_uri(url)?;
+        let req = hyper::Request::get(uri)
+            .body(Empty::<Bytes>::new())
+            .map_err(GetError::InvalidRequest)?;
+        let http = self.http.as_ref().map_err(|e| GetError::Tls(e.clone()))?;
+        let write = |source| GetError::Write {
+            path: to.to_path_buf(),
+            source,
+        };
+        let call = async {
+            let resp = http.request(req).await?;
+            if resp.status() != hyper::StatusCode::OK {
+                return Err(GetError::Status(resp.status().as_u16()));
+            }
+            let mut file = tokio::fs::File::create(to).await.map_err(write)?;
+            let mut body = resp.into_body();
+            let mut written = 0u64;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(GetError::Body)?;
+                if let Some(data) = frame.data_ref() {
+                    written += data.len() as u64;
+                    if written > max_bytes {
+                        return Err(GetError::TooLarge(max_bytes));
+                    }
+                    file.write_all(data).await.map_err(write)?;
+                }
+            }
+            file.sync_all().await.map_err(write)?;
+            Ok(written)
+        };
+        let outcome = tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| GetError::Timeout(timeout))
+            .and_then(|r| r);
+        if outcome.is_err() {
+            let _ = tokio::fs::remove_file(to).await;
+        }
+        outcome
+    }
+
     /// `GET url` with `headers` (string values; others sent as their JSON text),
     /// bounded by `timeout`: the status code, or why there is none.
     pub async fn status(
@@ -75,14 +142,7 @@ impl GetClient {
         headers: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<u16, GetError> {
-        let uri: hyper::Uri = url.parse().map_err(GetError::InvalidUrl)?;
-        match uri.scheme_str() {
-            Some("http" | "https") => {}
-            _ => return Err(GetError::Scheme),
-        }
-        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err(GetError::Credentials);
-        }
+        let uri = checked_uri(url)?;
         let mut req = hyper::Request::get(uri);
         for (k, v) in headers {
             let v = match v {
@@ -112,4 +172,17 @@ impl GetClient {
             .await
             .map_err(|_| GetError::Timeout(timeout))?
     }
+}
+
+/// `url` parsed, an `http` or `https` one without credentials.
+fn checked_uri(url: &str) -> Result<hyper::Uri, GetError> {
+    let uri: hyper::Uri = url.parse().map_err(GetError::InvalidUrl)?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(GetError::Scheme),
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(GetError::Credentials);
+    }
+    Ok(uri)
 }

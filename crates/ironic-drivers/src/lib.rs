@@ -8,6 +8,7 @@ pub mod fake;
 pub mod http_get;
 pub mod interfaces;
 pub mod ipmi;
+pub mod iso;
 pub mod oneview;
 pub mod outbound;
 pub mod redfish;

@@ -65,6 +65,37 @@ pub fn heartbeat_allowed(s: P) -> bool {
     )
 }
 
+/// Whether fast-track applies to a node (upstream's): `[deploy] fast_track`, unless its
+/// `driver_info.fast_track` says otherwise (a boolean, or its text).
+pub fn fast_track(driver_info: &Map<String, Value>, configured: bool) -> bool {
+    match driver_info.get("fast_track") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => true,
+            "false" | "0" | "no" | "off" => false,
+            _ => configured,
+        },
+        _ => configured,
+    }
+}
+
+/// [`lookup_allowed`], and with fast-track also the resting states a running ramdisk
+/// may sit in (upstream's `FASTTRACK_LOOKUP_ALLOWED_STATES`).
+pub fn lookup_allowed_with(s: P, fast_track: bool) -> bool {
+    lookup_allowed(s)
+        || (fast_track
+            && matches!(
+                s,
+                P::Enroll | P::Manageable | P::Available | P::Servicing | P::ServiceHold
+            ))
+}
+
+/// [`heartbeat_allowed`], and with fast-track also the resting states (recorded only,
+/// [`heartbeat_record_only`]).
+pub fn heartbeat_allowed_with(s: P, fast_track: bool) -> bool {
+    heartbeat_allowed(s) || (fast_track && matches!(s, P::Enroll | P::Manageable | P::Available))
+}
+
 /// Whether a heartbeat in state `s` is only recorded (the node is not waiting for the
 /// agent, so nothing continues).
 pub fn heartbeat_record_only(s: P) -> bool {

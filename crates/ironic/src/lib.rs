@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod cli;
+mod image_server;
 pub mod oneview_migrate;
 pub mod ops;
 pub mod telemetry;
@@ -73,9 +74,13 @@ pub struct Running {
     /// Where a conductor serves `/healthz`, `/readyz` and `/metrics` (`[conductor]
     /// http_listen`; the API and the all-in-one serve them on the API port).
     pub ops_addr: Option<SocketAddr>,
+    /// Where the image server serves `[deploy] http_root` (`image_server.rs`; none when
+    /// `[deploy] http_listen` is empty, and for an API-only process).
+    pub images_addr: Option<SocketAddr>,
     pub db: Db,
     api: Option<ApiServer>,
     ops: Option<OpsServer>,
+    images: Option<OpsServer>,
     /// Keeps the database pool gauges current.
     pool_gauges: JoinHandle<()>,
     conductor: Option<Service>,
@@ -104,7 +109,7 @@ impl Running {
         if let Some(c) = self.conductor {
             c.shutdown().await;
         }
-        if let Some(o) = self.ops {
+        for o in [self.ops, self.images].into_iter().flatten() {
             let _ = o.stop.send(true);
             let _ = o.task.await;
         }
@@ -134,7 +139,7 @@ impl Running {
                 w.abort();
             }
         }
-        if let Some(o) = self.ops {
+        for o in [self.ops, self.images].into_iter().flatten() {
             let _ = o.stop.send(true);
             o.task.abort();
         }
@@ -343,6 +348,29 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
             }
         }
     };
+    // The image server's listener, bound now for the same reason; the addresses the
+    // agent and the BMCs are given follow from what was bound, unless configured.
+    let images = match (role, cfg.deploy.http_listen) {
+        (Role::AllInOne | Role::Conductor, Some(a)) => Some(bind(a).await?),
+        _ => None,
+    };
+    let mut cfg = cfg;
+    if let Some((_, bound)) = &images
+        && cfg.deploy.http_url.is_none()
+        && !bound.ip().is_unspecified()
+    {
+        cfg.deploy.http_url = Some(format!("http://{bound}"));
+    }
+    if let Prepared::Api { addr, .. } = &prepared
+        && role == Role::AllInOne
+        && cfg.deploy.external_callback_url.is_none()
+        && cfg.api.public_endpoint.is_none()
+        && !addr.ip().is_unspecified()
+    {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        cfg.deploy.external_callback_url = Some(format!("{scheme}://{addr}"));
+    }
+    let cfg = cfg;
     let conductor = match role {
         Role::AllInOne => Some(Service::start(&cfg, db.clone(), None).await?),
         Role::Conductor => Some(Service::start(&cfg, db.clone(), bus).await?),
@@ -354,10 +382,27 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         db: db.clone(),
         api: None,
         ops: None,
+        images_addr: None,
+        images: None,
         pool_gauges: spawn_pool_gauges(db.clone()),
         conductor,
         client: None,
     };
+    if let Some((listener, bound)) = images {
+        let app = image_server::router(&cfg.deploy.http_root);
+        let limits = ops::HttpLimits {
+            max_concurrent_requests: cfg.deploy.http_max_connections,
+            ..limits(&cfg)
+        };
+        let (stop, task) = spawn_server(listener, app, limits);
+        running.images = Some(OpsServer { stop, task });
+        running.images_addr = Some(bound);
+        tracing::info!(
+            addr = %bound,
+            root = %cfg.deploy.http_root.display(),
+            "image server serving [deploy] http_root"
+        );
+    }
     match serve(&cfg, role, &mut running, prepared, tls).await {
         Ok(()) => Ok(running),
         Err(e) => {
@@ -546,6 +591,7 @@ async fn serve(
                 heartbeat_timeout: cfg.api.ramdisk_heartbeat_timeout,
                 heartbeat_max_body: cfg.api.heartbeat_max_body_bytes,
                 require_tls: cfg.agent.require_tls,
+                fast_track: cfg.deploy.fast_track,
             },
         },
     }));

@@ -207,7 +207,7 @@ impl Provisioner {
             let t = fsm::process(state, Event::Abort, false, None)?;
             set_state(&mut held.node, t);
             held.node.last_error = Some("Inspection was aborted by request.".into());
-            self.end_inband_inspection(&mut held.node).await;
+            self.end_inband_inspection(&mut held.node, false).await;
             held.save_and_release().await?;
             tracing::info!(node = %uuid, "inspection aborted");
             return Ok(());

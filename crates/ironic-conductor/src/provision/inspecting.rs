@@ -34,7 +34,11 @@ impl Provisioner {
         node.inspection_started_at = Some(now());
         node.inspection_finished_at = None;
         if node.interfaces.get("inspect") == Some("agent") {
-            self.boot_inspection_ramdisk(node).await?;
+            if let Err(e) = self.boot_inspection_ramdisk(node).await {
+                // Nothing stays inserted or published for a boot that did not happen.
+                self.clean_up_ramdisk(node).await;
+                return Err(e);
+            }
             return Ok(Event::Wait);
         }
         let driver = self.driver_of(node)?;
@@ -56,6 +60,8 @@ impl Provisioner {
         node.driver_internal_info
             .insert(agent::LOOKUP_BMC_ADDRESSES.into(), json!(bmc));
         agent::wipe_token_and_url(&mut node.driver_internal_info);
+        self.prepare_ramdisk(node, ramdisk_boot::Purpose::Inspection)
+            .await?;
         let driver = self.driver_of(node)?;
         let action = if node.power_state.as_deref() == Some("power on") {
             "rebooting"
@@ -146,7 +152,8 @@ impl Provisioner {
             // only then (upstream's order).
             self.cache_firmware(&held.node).await;
         }
-        self.end_inband_inspection(&mut held.node).await;
+        self.end_inband_inspection(&mut held.node, outcome.is_ok())
+            .await;
         let event = match outcome {
             Ok(()) => {
                 finished(&mut held.node);
@@ -199,13 +206,19 @@ impl Provisioner {
         }
     }
 
-    /// What an in-band inspection leaves behind, whatever its end: the lookup data,
-    /// the agent's token and URL; the node is powered off (upstream's `[inspector]
-    /// power_off`, default true) unless `disable_power_off` (1.95) says it stays on. A
-    /// failure to power off is logged only.
-    pub(super) async fn end_inband_inspection(&self, node: &mut Node) {
+    /// What an in-band inspection leaves behind, whatever its end: the lookup data, the
+    /// ramdisk's virtual media; the agent's token and URL, and the node is powered off
+    /// (upstream's `[inspector] power_off`, default true), unless fast-track keeps the
+    /// ramdisk running for the next step (upstream's) or `disable_power_off` (1.95)
+    /// says the node stays on. A failure to power off is logged only.
+    pub(super) async fn end_inband_inspection(&self, node: &mut Node, succeeded: bool) {
         for k in [agent::LOOKUP_BMC_ADDRESSES, INSPECT_WAIT_DEADLINE] {
             node.driver_internal_info.remove(k);
+        }
+        self.clean_up_ramdisk(node).await;
+        if succeeded && agent::fast_track(&node.driver_info, self.settings.deploy.fast_track) {
+            tracing::info!(node = %node.uuid, "fast-track: the ramdisk keeps running");
+            return;
         }
         agent::wipe_token_and_url(&mut node.driver_internal_info);
         if node.disable_power_off {

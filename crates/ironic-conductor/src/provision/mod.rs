@@ -41,6 +41,7 @@ mod deploying;
 pub(crate) use deploying::deploy_plan;
 mod engine;
 pub(crate) mod inspecting;
+mod ramdisk_boot;
 mod recovery;
 mod servicing;
 mod verbs;
@@ -160,6 +161,8 @@ pub struct Provisioner {
     /// Nodes whose overdue wait this process is continuing (waiting for the lock,
     /// perhaps for minutes): the periodic check starts one continuation per node.
     continuing: Arc<std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>>,
+    /// Deploy kernels and ramdisks, boot ISOs, the image server's files.
+    images: crate::images::Images,
 }
 
 impl Provisioner {
@@ -173,11 +176,12 @@ impl Provisioner {
         Provisioner {
             db,
             drivers,
-            settings,
             locks,
             work,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             continuing: Arc::default(),
+            images: crate::images::Images::new(&settings.deploy),
+            settings,
         }
     }
 

@@ -63,7 +63,7 @@ impl Provisioner {
                 self.fail(Flow::Clean, held, msg, step_running).await;
             } else {
                 if state == P::InspectWait {
-                    self.end_inband_inspection(&mut held.node).await;
+                    self.end_inband_inspection(&mut held.node, false).await;
                 }
                 let target = held.node.target_provision_state;
                 // No work follows: a stable state reached keeps no target.

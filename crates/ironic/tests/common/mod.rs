@@ -98,6 +98,10 @@ pub async fn start_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Se
     cfg.conductor.shutdown_settle_time = 0;
     // Tests run side by side: the conductor's ops listener on a port of its own.
     cfg.conductor.http_listen = Some("127.0.0.1:0".parse().expect("addr"));
+    // The image server's files in a folder of the test's own.
+    let images = std::env::temp_dir().join(format!("ironic-images-{}", uuid::Uuid::new_v4()));
+    cfg.deploy.http_root = images.join("httpboot");
+    cfg.deploy.image_cache = images.join("cache");
     // Every test's client is 127.0.0.1, playing many agents at once: no rate per
     // address (the tests of the limit set one).
     cfg.api.ramdisk_requests_per_second = 0;

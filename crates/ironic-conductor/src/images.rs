@@ -1,0 +1,248 @@
+//! The conductor's images: deploy kernels and ramdisks fetched from their references
+//! (`file://` read where it lies; `http(s)://` downloaded once into `[deploy]
+//! image_cache`, bounded in size and time), boot ISOs built from them
+//! (`ironic_drivers::iso`), and the files published under `[deploy] http_root`, which
+//! the image server (`ironic` crate, `image_server.rs`) or the operator's web server
+//! serves.
+//!
+//! Invariant: whatever is published or deleted stays inside `http_root` (relative
+//! paths only, no `..`), and a published file appears whole (written under a temporary
+//! name, then renamed).
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ironic_drivers::http_get::GetClient;
+use ironic_drivers::iso;
+use sha2::Digest;
+use tokio::sync::OnceCell;
+
+/// How long one download may take.
+const DOWNLOAD_LIMIT: Duration = Duration::from_secs(1800);
+
+/// Why an image could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("unsupported image reference {0:?}: use file:///absolute/path or an http(s):// URL")]
+    Reference(String),
+    #[error("image {} cannot be read", .0.display())]
+    Unreadable(PathBuf, #[source] std::io::Error),
+    #[error("cannot download {url}")]
+    Download {
+        url: String,
+        #[source]
+        source: ironic_drivers::http_get::GetError,
+    },
+    #[error("cannot publish {}", .0.display())]
+    Publish(PathBuf, #[source] std::io::Error),
+    #[error(transparent)]
+    Iso(#[from] iso::IsoError),
+}
+
+impl From<ImageError> for crate::provision::WorkFailed {
+    fn from(e: ImageError) -> Self {
+        crate::provision::WorkFailed::Refused(ironic_model::error::chain(&e))
+    }
+}
+
+/// The conductor's images (cheap to clone).
+#[derive(Clone)]
+pub struct Images {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    deploy: ironic_config::DeploySection,
+    http: GetClient,
+    /// The EFI system partition image, made (or found missing) once.
+    esp: OnceCell<Option<PathBuf>>,
+}
+
+impl Images {
+    pub fn new(deploy: &ironic_config::DeploySection) -> Images {
+        Images {
+            inner: Arc::new(Inner {
+                deploy: deploy.clone(),
+                http: GetClient::new(),
+                esp: OnceCell::new(),
+            }),
+        }
+    }
+
+    /// The local file of an image reference: a `file://` path as it is, an
+    /// `http(s)://` URL downloaded into the cache unless it is there already.
+    pub async fn fetch(&self, reference: &str) -> Result<PathBuf, ImageError> {
+        if let Some(path) = reference.strip_prefix("file://") {
+            let path = PathBuf::from(path);
+            if !path.is_absolute() {
+                return Err(ImageError::Reference(reference.into()));
+            }
+            tokio::fs::metadata(&path)
+                .await
+                .map_err(|e| ImageError::Unreadable(path.clone(), e))?;
+            return Ok(path);
+        }
+        if !(reference.starts_with("http://") || reference.starts_with("https://")) {
+            return Err(ImageError::Reference(reference.into()));
+        }
+        let d = &self.inner.deploy;
+        let name = hex(&sha2::Sha256::digest(reference.as_bytes()));
+        let cached = d.image_cache.join(&name);
+        if tokio::fs::metadata(&cached).await.is_ok() {
+            return Ok(cached);
+        }
+        let publish = |e| ImageError::Publish(cached.clone(), e);
+        tokio::fs::create_dir_all(&d.image_cache)
+            .await
+            .map_err(publish)?;
+        let partial = d
+            .image_cache
+            .join(format!(".{name}.{}", uuid::Uuid::new_v4().simple()));
+        let started = std::time::Instant::now();
+        let bytes = self
+            .inner
+            .http
+            .download(
+                reference,
+                &partial,
+                d.image_download_max_bytes,
+                DOWNLOAD_LIMIT,
+            )
+            .await
+            .map_err(|source| ImageError::Download {
+                url: ironic_model::secrets::log_safe(reference).to_string(),
+                source,
+            })?;
+        tokio::fs::rename(&partial, &cached)
+            .await
+            .map_err(publish)?;
+        tracing::info!(
+            url = %ironic_model::secrets::log_safe(reference),
+            bytes,
+            seconds = started.elapsed().as_secs_f64(),
+            "image downloaded into the cache"
+        );
+        Ok(cached)
+    }
+
+    /// Builds a boot ISO at `out`, with the UEFI side when an EFI system partition
+    /// image is configured or can be made.
+    pub async fn build_iso(&self, boot: &iso::BootIso<'_>, out: &Path) -> Result<(), ImageError> {
+        let d = &self.inner.deploy;
+        let esp = self
+            .inner
+            .esp
+            .get_or_init(|| async {
+                if let Some(p) = &d.esp_image {
+                    return Some(p.clone());
+                }
+                let made = d.image_cache.join("esp-grub-x86_64.img");
+                match iso::build_esp(&made).await {
+                    Ok(()) => Some(made),
+                    Err(e) => {
+                        tracing::warn!(
+                            error = %ironic_model::error::chain(&e),
+                            "no EFI system partition image: boot ISOs boot by BIOS only (set [deploy] esp_image)"
+                        );
+                        None
+                    }
+                }
+            })
+            .await
+            .clone();
+        let tools = iso::Tools {
+            xorriso: d.xorriso.clone(),
+            isolinux_bin: d.isolinux_bin.clone(),
+            ldlinux_c32: d.ldlinux_c32.clone(),
+            esp_image: esp,
+        };
+        let started = std::time::Instant::now();
+        iso::build(&tools, boot, out).await?;
+        metrics::histogram!("ironic_boot_iso_build_seconds")
+            .record(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// Publishes the file `from` at `out` (inside `http_root`): a hard link when it can,
+    /// a copy otherwise; whole or not at all.
+    pub async fn publish(&self, from: &Path, out: &Path) -> Result<(), ImageError> {
+        let fail = |e| ImageError::Publish(out.to_path_buf(), e);
+        if let Some(dir) = out.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(fail)?;
+        }
+        let partial = out.with_extension(format!("partial-{}", uuid::Uuid::new_v4().simple()));
+        if tokio::fs::hard_link(from, &partial).await.is_err() {
+            tokio::fs::copy(from, &partial).await.map_err(fail)?;
+        }
+        tokio::fs::rename(&partial, out).await.map_err(fail)
+    }
+
+    /// Deletes a published file, given relative to `http_root`; a path that would leave
+    /// it is refused (logged), one already gone is fine.
+    pub async fn unpublish(&self, rel: &str) {
+        let Some(path) = inside(&self.inner.deploy.http_root, rel) else {
+            tracing::error!(
+                path = rel,
+                "refused to delete a file outside [deploy] http_root"
+            );
+            return;
+        };
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => tracing::info!(path = rel, "published image deleted"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = rel, error = %e, "could not delete a published image"),
+        }
+    }
+}
+
+/// `rel` under `root`, when it is a plain relative path (no `..`, no root, no prefix).
+pub fn inside(root: &Path, rel: &str) -> Option<PathBuf> {
+    let p = Path::new(rel);
+    if rel.is_empty() || !p.components().all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    Some(root.join(p))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn published_paths_stay_inside_the_root() {
+        let root = Path::new("/srv/httpboot");
+        assert_eq!(
+            inside(root, "redfish/boot-x.iso"),
+            Some(PathBuf::from("/srv/httpboot/redfish/boot-x.iso"))
+        );
+        for bad in [
+            "",
+            "../etc/passwd",
+            "redfish/../../x",
+            "/etc/passwd",
+            "./a/../b",
+        ] {
+            assert_eq!(inside(root, bad), None, "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn references_are_files_or_web_urls() {
+        let images = Images::new(&ironic_config::DeploySection::default());
+        for bad in ["glance-id", "file://relative/k", "ftp://h/k"] {
+            let e = images.fetch(bad).await.unwrap_err();
+            assert!(matches!(e, ImageError::Reference(_)), "{bad}: {e}");
+        }
+        let e = images
+            .fetch("file:///nonexistent/kernel")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/kernel"), "{e}");
+    }
+}

@@ -1,0 +1,241 @@
+#![allow(clippy::unwrap_used)]
+//! Real machines: a QEMU machine of the test bed (`tests/vm/bed.sh`) behind sushy-tools'
+//! Redfish emulator, booted by our conductor into the ironic-python-agent ramdisk built
+//! by `tests/vm/build-ramdisk.sh`, through a boot ISO the conductor builds, serves and
+//! inserts as virtual media. The agent inspects the machine and posts what it found; with
+//! fast-track it then looks its node up and heartbeats over auto-TLS.
+//!
+//! Needs root, and `IRONIC_TEST_BED=1` (`scripts/test.sh` sets it; it also builds the
+//! ramdisk once and caches it). Takes a few minutes under software emulation.
+
+mod common;
+
+use common::Backend;
+use common::procs::free_port;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const V: &str = "1.115";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs one of `tests/vm/`'s scripts: its standard output; a failure panics with its
+/// standard error.
+fn script(name: &str, args: &[&str], env: &[(&str, String)]) -> String {
+    let out = Command::new("bash")
+        .arg(root().join("tests/vm").join(name))
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The bed, stopped whatever the test's end.
+struct Bed;
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(root().join("tests/vm/bed.sh"))
+            .arg("down")
+            .status();
+    }
+}
+
+fn bed_wanted() -> bool {
+    if std::env::var("IRONIC_TEST_BED").is_ok_and(|v| v == "1") {
+        return true;
+    }
+    eprintln!(
+        "IRONIC_TEST_BED is not 1: the real-machine test needs root and scripts/test.sh; not run"
+    );
+    false
+}
+
+/// Enroll, manage, inspect in band with the real agent; the stored inventory is the
+/// machine's; with fast-track the agent stays up and heartbeats over auto-TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_agent_inspects_a_machine() {
+    if !bed_wanted() {
+        return;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "info,ironic_api=warn,sqlx=warn",
+        ))
+        .with_test_writer()
+        .try_init();
+    let ramdisk: Value = serde_json::from_str(&script("build-ramdisk.sh", &[], &[])).unwrap();
+    let _ = script("bed.sh", &["down"], &[]);
+    let bed = Bed;
+    let machine: Value = serde_json::from_str(script("bed.sh", &["up", "1"], &[]).trim()).unwrap();
+    let (api_port, http_port) = (free_port(), free_port());
+    let service = script(
+        "bed.sh",
+        &["service"],
+        &[
+            ("BED_API_PORT", api_port.to_string()),
+            ("BED_HTTP_PORT", http_port.to_string()),
+        ],
+    );
+    let vars: Vec<(String, String)> = service
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let bed_cfg = ironic_config::Config::load(None, vars).unwrap();
+    let mut http_root = PathBuf::new();
+    let s = common::start_with(Backend::Sqlite, |cfg| {
+        cfg.default.enabled_hardware_types = bed_cfg.default.enabled_hardware_types.clone();
+        cfg.api.listen = bed_cfg.api.listen;
+        cfg.api.ramdisk_heartbeat_timeout = bed_cfg.api.ramdisk_heartbeat_timeout;
+        let (root, cache) = (cfg.deploy.http_root.clone(), cfg.deploy.image_cache.clone());
+        cfg.deploy = bed_cfg.deploy.clone();
+        (cfg.deploy.http_root, cfg.deploy.image_cache) = (root, cache);
+        cfg.deploy.fast_track = true;
+        cfg.conductor.inspect_wait_timeout = 900;
+        cfg.log.filter = "info".into();
+        http_root = cfg.deploy.http_root.clone();
+    })
+    .await;
+
+    let mut driver_info = machine["driver_info"].clone();
+    driver_info["deploy_kernel"] = json!(format!("file://{}", ramdisk["kernel"].as_str().unwrap()));
+    driver_info["deploy_ramdisk"] =
+        json!(format!("file://{}", ramdisk["ramdisk"].as_str().unwrap()));
+    let node = s
+        .node(json!({
+            "name": "bed-1",
+            "driver": "redfish",
+            "driver_info": driver_info,
+            "boot_interface": "redfish-virtual-media",
+            "inspect_interface": "agent",
+        }))
+        .await;
+    let uuid = node["uuid"].as_str().unwrap().to_string();
+    let mac = machine["mac"].as_str().unwrap();
+    let r = s
+        .post("/v1/ports", V, &json!({"node_uuid": uuid, "address": mac}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(s.provision_to(V, &uuid, "manage").await.status, 202);
+    wait_for(&s, &uuid, "manageable", Duration::from_secs(120)).await;
+
+    let started = std::time::Instant::now();
+    assert_eq!(s.provision_to(V, &uuid, "inspect").await.status, 202);
+    let n = wait_for(&s, &uuid, "manageable", Duration::from_secs(900)).await;
+    eprintln!("inspect -> manageable: {:?}", started.elapsed());
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert!(n["inspection_finished_at"].is_string(), "{n}");
+
+    // What the agent found is the machine.
+    let inv = s.get(&format!("/v1/nodes/{uuid}/inventory"), V).await;
+    assert_eq!(inv.status, 200, "{}", inv.body);
+    let inv = inv.json()["inventory"].clone();
+    assert_eq!(inv["cpu"]["count"], 1, "{inv}");
+    assert_eq!(inv["cpu"]["architecture"], "x86_64", "{inv}");
+    let mb = inv["memory"]["physical_mb"].as_u64().unwrap();
+    assert!((2400..=2600).contains(&mb), "memory {mb} MiB: {inv}");
+    let disks = inv["disks"].as_array().unwrap();
+    assert!(
+        disks.iter().any(|d| d["size"] == json!(5u64 << 30)),
+        "a 5 GiB disk: {inv}"
+    );
+    assert!(
+        inv["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["mac_address"] == mac),
+        "the NIC {mac}: {inv}"
+    );
+    let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+    assert_eq!(n["properties"]["cpu_arch"], "x86_64", "{n}");
+
+    // Fast-track: the ramdisk stays up, looks its node up and heartbeats over auto-TLS.
+    let agent_port = machine["agent_port"].as_u64().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let dii = loop {
+        let dii =
+            s.get(&format!("/v1/nodes/{uuid}"), V).await.json()["driver_internal_info"].clone();
+        if dii["agent_url"].is_string() {
+            break dii;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no heartbeat recorded within 300 s: {dii}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    assert_eq!(
+        dii["agent_url"],
+        json!(format!("https://127.0.0.1:{agent_port}")),
+        "{dii}"
+    );
+    assert_eq!(dii["agent_version"], "13.0.0", "{dii}");
+    assert!(dii["agent_last_heartbeat"].is_string(), "{dii}");
+    assert!(
+        dii["agent_verify_ca"]
+            .as_str()
+            .is_some_and(|c| c.contains("BEGIN CERTIFICATE")),
+        "{dii}"
+    );
+    // The virtual media was ejected and its ISO deleted when inspection ended.
+    assert_eq!(dii["vmedia_boot_iso"], Value::Null, "{dii}");
+    let isos: Vec<_> = std::fs::read_dir(http_root.join("redfish"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(isos.is_empty(), "{isos:?}");
+
+    // A heartbeat with a wrong token is refused.
+    let r = s
+        .post(
+            &format!("/v1/heartbeat/{uuid}"),
+            "1.68",
+            &json!({"callback_url": format!("https://127.0.0.1:{agent_port}"),
+                     "agent_token": "not-the-token", "agent_version": "13.0.0"}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+
+    // The serial console shows the agent starting and finding its node.
+    let log = std::fs::read_to_string(machine["serial_log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("ironic-python-agent"), "{log}");
+    assert!(log.to_lowercase().contains("lookup"), "{log}");
+
+    s.stop().await;
+    drop(bed);
+}
+
+/// Waits for `state` (panics on a failure state or after `within`): the node.
+async fn wait_for(s: &common::Server, uuid: &str, state: &str, within: Duration) -> Value {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let node = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+        let now = node["provision_state"].as_str().unwrap_or_default();
+        assert!(
+            !now.ends_with("failed"),
+            "node {uuid}: {now}: {}",
+            node["last_error"]
+        );
+        if now == state && node["target_provision_state"].is_null() {
+            return node;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {uuid} not {state} within {within:?}: {node}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
