@@ -96,6 +96,31 @@ fi
 export IRONIC_TEST_SUSHY="$venv/bin/sushy-emulator"
 export IRONIC_TEST_PYTHON="$venv/bin/python"
 
+# Boot ISOs: the conductor builds them with xorriso, isolinux and (UEFI) a stand-alone
+# GRUB on a FAT image.
+iso_tools=()
+command -v xorriso >/dev/null || iso_tools+=(xorriso)
+[ -e /usr/lib/ISOLINUX/isolinux.bin ] || iso_tools+=(isolinux)
+[ -e /usr/lib/syslinux/modules/bios/ldlinux.c32 ] || iso_tools+=(syslinux-common)
+command -v mcopy >/dev/null || iso_tools+=(mtools)
+command -v mkfs.vfat >/dev/null || iso_tools+=(dosfstools)
+[ -d /usr/lib/grub/x86_64-efi ] || iso_tools+=(grub-efi-amd64-bin)
+if [ "${#iso_tools[@]}" -gt 0 ]; then
+  echo "== installing ${iso_tools[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${iso_tools[@]}" >/dev/null
+fi
+
+# Real machines (crates/ironic/tests/machines.rs): as root, the agent's ramdisk built
+# (cached after the first time) and the bed's packages installed before the tests start,
+# so that the test spends its time on the machine. IRONIC_TEST_BED=0 leaves them out.
+if [ "$(id -u)" = 0 ] && [ "${IRONIC_TEST_BED:-1}" = 1 ]; then
+  echo "== the agent's ramdisk and the test bed (tests/vm/)"
+  bash tests/vm/build-ramdisk.sh >/dev/null
+  bash tests/vm/bed.sh prepare
+  export IRONIC_TEST_BED=1
+fi
+
 echo "== cargo test (PostgreSQL at ${IRONIC_TEST_POSTGRES%%@*}@127.0.0.1:5432, RabbitMQ at 127.0.0.1:5672)"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"

@@ -5,6 +5,7 @@
 #   bash tests/vm/bed.sh up N     # start N machines; one JSON object per machine and line
 #   bash tests/vm/bed.sh service  # the IRONIC_*=… variables an all-in-one needs to serve them
 #   bash tests/vm/bed.sh down     # stop everything it started; leaves nothing running
+#   bash tests/vm/bed.sh prepare  # install what it needs, start nothing
 #
 # Each machine: 1 vCPU, $BED_MEMORY_MB MiB, a sparse 5 GiB virtio disk, a virtio NIC on
 # QEMU's user network (no traffic leaves this host: the guest reaches the host's loopback
@@ -213,5 +214,6 @@ case "${1:-}" in
   up) shift; up "$@" ;;
   down) down ;;
   service) service ;;
-  *) echo "usage: $0 up N | service | down" >&2; exit 2 ;;
+  prepare) ensure_packages ;;
+  *) echo "usage: $0 up N | service | down | prepare" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@ mod common;
 
 use common::Backend;
 use common::procs::free_port;
+use ironic_drivers::agent_client;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,7 +64,9 @@ fn bed_wanted() -> bool {
 }
 
 /// Enroll, manage, inspect in band with the real agent; the stored inventory is the
-/// machine's; with fast-track the agent stays up and heartbeats over auto-TLS.
+/// machine's; with fast-track the agent stays up and heartbeats over auto-TLS. The
+/// all-in-one, then the split deployment (API and conductor over RabbitMQ), each on a
+/// fresh machine; one test, as the bed is one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_agent_inspects_a_machine() {
     if !bed_wanted() {
@@ -78,6 +81,15 @@ async fn the_real_agent_inspects_a_machine() {
     let ramdisk: Value = serde_json::from_str(&script("build-ramdisk.sh", &[], &[])).unwrap();
     let _ = script("bed.sh", &["down"], &[]);
     let bed = Bed;
+    for backend in [Backend::Sqlite, Backend::Split] {
+        inspect_on_the_bed(backend, &ramdisk).await;
+        let _ = script("bed.sh", &["down"], &[]);
+    }
+    drop(bed);
+}
+
+async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
+    eprintln!("== {backend:?}");
     let machine: Value = serde_json::from_str(script("bed.sh", &["up", "1"], &[]).trim()).unwrap();
     let (api_port, http_port) = (free_port(), free_port());
     let service = script(
@@ -95,7 +107,7 @@ async fn the_real_agent_inspects_a_machine() {
         .collect();
     let bed_cfg = ironic_config::Config::load(None, vars).unwrap();
     let mut http_root = PathBuf::new();
-    let s = common::start_with(Backend::Sqlite, |cfg| {
+    let s = common::start_with(backend, |cfg| {
         cfg.default.enabled_hardware_types = bed_cfg.default.enabled_hardware_types.clone();
         cfg.api.listen = bed_cfg.api.listen;
         cfg.api.ramdisk_heartbeat_timeout = bed_cfg.api.ramdisk_heartbeat_timeout;
@@ -134,7 +146,10 @@ async fn the_real_agent_inspects_a_machine() {
     let started = std::time::Instant::now();
     assert_eq!(s.provision_to(V, &uuid, "inspect").await.status, 202);
     let n = wait_for(&s, &uuid, "manageable", Duration::from_secs(900)).await;
-    eprintln!("inspect -> manageable: {:?}", started.elapsed());
+    eprintln!(
+        "{backend:?}: inspect -> manageable in {:?}",
+        started.elapsed()
+    );
     assert_eq!(n["last_error"], Value::Null, "{n}");
     assert!(n["inspection_finished_at"].is_string(), "{n}");
 
@@ -198,6 +213,42 @@ async fn the_real_agent_inspects_a_machine() {
         .collect();
     assert!(isos.is_empty(), "{isos:?}");
 
+    // Our agent client reaches the real agent over its auto-TLS, the certificate the
+    // heartbeat brought pinned, with the token the ISO carried.
+    let stored = s
+        .testdb
+        .as_ref()
+        .unwrap()
+        .db
+        .node_by_uuid(&uuid)
+        .await
+        .unwrap()
+        .unwrap();
+    let token = stored.driver_internal_info["agent_secret_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let client = agent_client::AgentClient::new(agent_client::Settings::default());
+    let url = format!("https://127.0.0.1:{agent_port}");
+    let pem = dii["agent_verify_ca"].as_str().unwrap();
+    let ep = agent_client::Endpoint {
+        url: &url,
+        token: &token,
+        pinned_pem: Some(pem),
+    };
+    let status = client.status(&ep).await.unwrap();
+    assert_eq!(status.version, "13.0.0");
+    client.commands(&ep).await.unwrap();
+    let wrong = agent_client::Endpoint {
+        token: "not-the-token",
+        ..ep
+    };
+    let e = client.commands(&wrong).await.unwrap_err();
+    assert!(
+        matches!(e, agent_client::AgentError::Http { status: 401, .. }),
+        "{e}"
+    );
+
     // A heartbeat with a wrong token is refused.
     let r = s
         .post(
@@ -215,7 +266,6 @@ async fn the_real_agent_inspects_a_machine() {
     assert!(log.to_lowercase().contains("lookup"), "{log}");
 
     s.stop().await;
-    drop(bed);
 }
 
 /// Waits for `state` (panics on a failure state or after `within`): the node.

@@ -736,3 +736,186 @@ async fn redfish_over_https_all_in_one() {
 async fn redfish_over_https_split() {
     https(Backend::Split).await;
 }
+
+/// The `redfish-virtual-media` boot of the agent's ramdisk for an in-band inspection:
+/// the conductor builds the boot ISO (the agent's parameters and token inside), its
+/// image server serves it (ranges; nothing outside its folder, no listings, read-only),
+/// the BMC gets it inserted and a one-time boot from CD, the node powers on; a ramdisk
+/// that never reports ends in `inspect failed` at the timeout, the ISO ejected and
+/// deleted. A missing ramdisk file fails the inspection naming it.
+async fn virtual_media_boot(backend: Backend) {
+    let emu = Emulator::start();
+    let mut http_root = std::path::PathBuf::new();
+    let s = common::start_with(backend, |cfg| {
+        cfg.conductor.inspect_wait_timeout = 6;
+        cfg.conductor.check_provision_state_interval = 1;
+        if backend == Backend::Split {
+            cfg.deploy.external_callback_url = Some("http://192.0.2.1:6385".into());
+        }
+        http_root = cfg.deploy.http_root.clone();
+    })
+    .await;
+    let api_url = match backend {
+        Backend::Split => "http://192.0.2.1:6385".to_string(),
+        _ => format!("http://{}", s.addr),
+    };
+    let dir = std::env::temp_dir().join(format!("ironic-ramdisk-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("vmlinuz"), b"a kernel").unwrap();
+    std::fs::write(dir.join("initramfs"), vec![1u8; 1 << 20]).unwrap();
+    let node = redfish_node(&s, "vm-0", &emu, Some(SYSTEM)).await;
+    let kernel = format!("file://{}", dir.join("vmlinuz").display());
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{node}"),
+            V,
+            &json!([
+                {"op": "add", "path": "/driver_info/deploy_kernel", "value": kernel},
+                {"op": "add", "path": "/driver_info/deploy_ramdisk",
+                 "value": format!("file://{}", dir.join("missing").display())},
+                {"op": "replace", "path": "/inspect_interface", "value": "agent"},
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to(V, &node, "manage").await.status, 202);
+    s.wait_state(V, &node, "manageable").await;
+
+    // The ramdisk file is missing: the inspection fails naming it.
+    assert_eq!(s.provision_to(V, &node, "inspect").await.status, 202);
+    let n = s.wait_state(V, &node, "inspect failed").await;
+    let err = n["last_error"].as_str().unwrap();
+    assert!(
+        err.contains(&dir.join("missing").display().to_string()),
+        "{err}"
+    );
+    assert_eq!(vmedia_cd(&emu, SYSTEM).await["Inserted"], false);
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{node}"),
+            V,
+            &json!([{"op": "replace", "path": "/driver_info/deploy_ramdisk",
+                     "value": format!("file://{}", dir.join("initramfs").display())}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to(V, &node, "manage").await.status, 202);
+    s.wait_state(V, &node, "manageable").await;
+
+    assert_eq!(s.provision_to(V, &node, "inspect").await.status, 202);
+    s.wait_state(V, &node, "inspect wait").await;
+    let cd = vmedia_cd(&emu, SYSTEM).await;
+    assert_eq!(cd["Inserted"], true, "{cd}");
+    let url = cd["Image"].as_str().unwrap().to_string();
+    let (base, rel) = url.split_at(url.find("/redfish/").unwrap());
+    assert!(
+        rel.starts_with(&format!("/redfish/boot-{node}-")) && rel.ends_with(".iso"),
+        "{url}"
+    );
+    let sys = emu.system(SYSTEM).await;
+    assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "Cd", "{sys}");
+    // (Once was asked for; the emulator's fake driver shows every override as
+    // Continuous.)
+    until("the node powers on", Duration::from_secs(30), || async {
+        emu.system(SYSTEM).await["PowerState"] == "On"
+    })
+    .await;
+
+    // The ISO holds the agent's parameters (read back with xorriso).
+    let file = http_root.join(&rel[1..]);
+    let cfg = dir.join("isolinux.cfg");
+    let st = std::process::Command::new("xorriso")
+        .args(["-osirrox", "on", "-indev"])
+        .arg(&file)
+        .args(["-extract", "/isolinux/isolinux.cfg"])
+        .arg(&cfg)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let cfg = std::fs::read_to_string(&cfg).unwrap();
+    for p in [
+        format!("ipa-api-url={api_url} "),
+        "ipa-agent-token=".to_string(),
+        " boot_method=vmedia ".to_string(),
+        format!("ipa-inspection-callback-url={api_url}/v1/continue_inspection "),
+        " nofb vga=normal ".to_string(),
+    ] {
+        assert!(cfg.contains(&p), "{p:?} in {cfg}");
+    }
+    // The token the ISO carries is the node's (pregenerated: a lookup shows it masked).
+    let n = s.get(&format!("/v1/nodes/{node}"), V).await.json();
+    assert_eq!(n["driver_internal_info"]["agent_secret_token"], "******");
+    assert!(
+        n["driver_internal_info"]
+            .get("agent_secret_token_pregenerated")
+            .is_some(),
+        "{n}"
+    );
+
+    // The image server: the file whole and in ranges; nothing else.
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let images = Server::client(addr);
+    let size = std::fs::metadata(&file).unwrap().len();
+    let r = images.raw("GET", rel, &[], None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some(size.to_string().as_str()));
+    let r = images
+        .raw("GET", rel, &[("Range", "bytes=0-1023".into())], None)
+        .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes 0-1023/{size}").as_str())
+    );
+    std::fs::write(http_root.join("secret"), b"x").unwrap();
+    for path in [
+        "/redfish/../secret".to_string(),
+        "/redfish/%2e%2e/secret".to_string(),
+        "/redfish/..%2fsecret".to_string(),
+        "/redfish/".to_string(),
+        "/../../../../etc/passwd".to_string(),
+        format!("{}/..%2f..%2fetc%2fpasswd", "/redfish"),
+    ] {
+        let r = images.raw("GET", &path, &[], None).await;
+        assert!(
+            matches!(r.status, 400 | 404) || (path.contains("secret") && r.body == "x"),
+            "{path}: {} {}",
+            r.status,
+            r.body
+        );
+        assert!(!r.body.contains("root:"), "{path}: {}", r.body);
+    }
+    assert_eq!(images.raw("PUT", rel, &[], Some(b"x")).await.status, 405);
+    assert_eq!(images.raw("DELETE", rel, &[], None).await.status, 405);
+
+    // No ramdisk ever reports: the timeout fails the inspection and cleans up.
+    let n = s.wait_state(V, &node, "inspect failed").await;
+    assert!(
+        n["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timeout reached while inspecting the node"),
+        "{n}"
+    );
+    assert_eq!(vmedia_cd(&emu, SYSTEM).await["Inserted"], false);
+    assert!(!file.exists(), "{}", file.display());
+    assert_eq!(images.raw("GET", rel, &[], None).await.status, 404);
+    assert_eq!(n["driver_internal_info"]["agent_secret_token"], Value::Null);
+    until("the node powers off", Duration::from_secs(30), || async {
+        emu.system(SYSTEM).await["PowerState"] == "Off"
+    })
+    .await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_media_boot_of_the_agent_all_in_one() {
+    virtual_media_boot(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_media_boot_of_the_agent_split() {
+    virtual_media_boot(Backend::Split).await;
+}

@@ -4,8 +4,9 @@
 //! needs (the API's URL, a token generated now, `boot_method=vmedia`, the node's
 //! `kernel_append_params`), publishes it under `[deploy] http_root` for the image server
 //! (`crate::images`), inserts it through the BMC's virtual media and sets a one-time
-//! boot from CD. Other boot interfaces (the fake ones; a ramdisk the operator boots by
-//! the network) only power the node on. [`Provisioner::clean_up_ramdisk`] ejects the
+//! boot from CD. With `pxe` the node boots from the network once (the operator's DHCP
+//! and TFTP serve the ramdisk); the fake boot interfaces do nothing. The caller powers
+//! the node on. [`Provisioner::clean_up_ramdisk`] ejects the
 //! ISO and deletes it.
 //!
 //! The published file's name holds a random id besides the node's UUID: the ISO
@@ -39,8 +40,26 @@ impl Provisioner {
         node: &mut Node,
         purpose: Purpose,
     ) -> Result<(), WorkFailed> {
-        if node.interfaces.get("boot") != Some(VMEDIA_BOOT) {
-            return Ok(());
+        match node.interfaces.get("boot") {
+            Some(VMEDIA_BOOT) => {}
+            // The operator's DHCP and TFTP (or iPXE) serve the ramdisk: the node boots
+            // from the network once.
+            Some("pxe") => {
+                let driver = self.driver_of(node)?;
+                let changes = driver
+                    .management()
+                    .set_boot_device(
+                        NodeInfo::from(&*node),
+                        BootDevice {
+                            device: "pxe".into(),
+                            persistent: false,
+                        },
+                    )
+                    .await?;
+                changes.apply(node);
+                return Ok(());
+            }
+            _ => return Ok(()),
         }
         let started = std::time::Instant::now();
         let driver = self.driver_of(node)?;
