@@ -513,6 +513,16 @@ PY
 [ "$(os baremetal driver show ipmi -f value -c default_power_interface)" = ipmitool ] || fail "driver show ipmi"
 os baremetal driver property list redfish -f value -c Property | grep -qx redfish_address \
   || fail "redfish properties: $(os baremetal driver property list redfish -f value)"
+os baremetal driver property list redfish -f value -c Property | grep -qx deploy_ramdisk \
+  || fail "redfish properties: no deploy_ramdisk"
+# In-band inspection booted by virtual media: the interfaces a node needs are accepted.
+os baremetal node create --driver redfish --name compat-vmedia \
+  --driver-info redfish_address=http://127.0.0.1:9 --driver-info deploy_kernel=file:///srv/ipa/vmlinuz \
+  --driver-info deploy_ramdisk=file:///srv/ipa/initramfs --boot-interface redfish-virtual-media \
+  --inspect-interface agent -f value -c uuid >/dev/null
+[ "$(os baremetal node show compat-vmedia -f value -c inspect_interface)" = agent ] || fail "inspect_interface agent"
+os baremetal node set compat-vmedia --inspect-interface redfish
+os baremetal node delete compat-vmedia
 os baremetal node create --driver ipmi --name compat-ipmi --driver-info ipmi_address=127.0.0.1 \
   --driver-info ipmi_port="$bport" --driver-info ipmi_username=admin \
   --driver-info ipmi_password=c0mpat-s3cret -f value -c uuid >/dev/null

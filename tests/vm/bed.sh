@@ -200,7 +200,6 @@ down() {
 # media on the host itself; heartbeats every 9-18 s instead of 90-180 s.
 service() {
   cat <<ENV
-IRONIC_DEFAULT__ENABLED_HARDWARE_TYPES=["redfish", "fake-hardware"]
 IRONIC_API__LISTEN=127.0.0.1:$BED_API_PORT
 IRONIC_API__RAMDISK_HEARTBEAT_TIMEOUT=30
 IRONIC_DEPLOY__HTTP_LISTEN=127.0.0.1:$BED_HTTP_PORT

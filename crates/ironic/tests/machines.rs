@@ -108,7 +108,6 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
     let bed_cfg = ironic_config::Config::load(None, vars).unwrap();
     let mut http_root = PathBuf::new();
     let s = common::start_with(backend, |cfg| {
-        cfg.default.enabled_hardware_types = bed_cfg.default.enabled_hardware_types.clone();
         cfg.api.listen = bed_cfg.api.listen;
         cfg.api.ramdisk_heartbeat_timeout = bed_cfg.api.ramdisk_heartbeat_timeout;
         let (root, cache) = (cfg.deploy.http_root.clone(), cfg.deploy.image_cache.clone());

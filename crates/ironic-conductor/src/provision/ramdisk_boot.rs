@@ -17,7 +17,8 @@ use super::*;
 use ironic_drivers::interfaces::BootDevice;
 use ironic_drivers::iso;
 
-/// `driver_internal_info`: the published boot ISO, relative to `http_root`.
+/// `driver_internal_info`: the published boot ISO, relative to `http_root` (empty when
+/// a ready ISO was inserted from its own URL); present while the CD is to be ejected.
 pub(super) const VMEDIA_ISO: &str = "vmedia_boot_iso";
 
 /// The boot interface that boots the ramdisk from a virtual CD the conductor builds.
@@ -75,10 +76,13 @@ impl Provisioner {
             // A ready ISO: nothing can be added to it (upstream's), so the agent gets no
             // token and looks up for one.
             Some(reference) => {
-                let from = self.images.fetch(&reference).await?;
                 if reference.starts_with("http://") || reference.starts_with("https://") {
+                    // Nothing published: only the CD to eject at the end.
+                    node.driver_internal_info
+                        .insert(VMEDIA_ISO.into(), json!(""));
                     reference
                 } else {
+                    let from = self.images.fetch(&reference).await?;
                     self.images.publish(&from, &out).await?;
                     node.driver_internal_info
                         .insert(VMEDIA_ISO.into(), json!(rel));
@@ -179,7 +183,9 @@ impl Provisioner {
                 ),
             }
         }
-        self.images.unpublish(&rel).await;
+        if !rel.is_empty() {
+            self.images.unpublish(&rel).await;
+        }
     }
 
     /// The agent's kernel command line: what it needs to call the API, then the
