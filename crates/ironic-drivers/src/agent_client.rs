@@ -683,17 +683,9 @@ impl AgentClient {
 /// would more often be dead than useful (and a POST sent on a dead one could not be
 /// retried). TLS sessions are still resumed, from the configuration's session cache.
 fn http_client(tls: rustls::ClientConfig, connect_timeout: Duration) -> Http {
-    let mut http = HttpConnector::new();
-    http.set_connect_timeout(Some(connect_timeout));
-    http.enforce_http(false);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
     HttpClient::builder(hyper_util::rt::TokioExecutor::new())
         .pool_max_idle_per_host(0)
-        .build(connector)
+        .build(crate::tls::https_connector(tls, Some(connect_timeout)))
 }
 
 fn request(

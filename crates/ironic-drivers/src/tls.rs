@@ -17,15 +17,23 @@ where
     B: hyper::body::Body + Send,
     B::Data: Send,
 {
+    Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https_connector(tls, connect_timeout))
+}
+
+/// The connector of [`https_client`], for a client built with other pool settings.
+pub fn https_connector(
+    tls: rustls::ClientConfig,
+    connect_timeout: Option<std::time::Duration>,
+) -> HttpsConnector<HttpConnector> {
     let mut http = HttpConnector::new();
     http.set_connect_timeout(connect_timeout);
     http.enforce_http(false);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+    hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
-        .wrap_connector(http);
-    Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector)
+        .wrap_connector(http)
 }
 
 /// An error with its causes (`client error (Connect): … : Connection refused`).

@@ -45,21 +45,7 @@ impl Provisioner {
             Some(VMEDIA_BOOT) => {}
             // The operator's DHCP and TFTP (or iPXE) serve the ramdisk: the node boots
             // from the network once.
-            Some("pxe") => {
-                let driver = self.driver_of(node)?;
-                let changes = driver
-                    .management()
-                    .set_boot_device(
-                        NodeInfo::from(&*node),
-                        BootDevice {
-                            device: "pxe".into(),
-                            persistent: false,
-                        },
-                    )
-                    .await?;
-                changes.apply(node);
-                return Ok(());
-            }
+            Some("pxe") => return self.boot_once_from(node, "pxe").await,
             _ => return Ok(()),
         }
         let started = std::time::Instant::now();
@@ -137,16 +123,7 @@ impl Provisioner {
             .attach_virtual_media(NodeInfo::from(&*node), "cdrom", &url)
             .await?;
         changes.apply(node);
-        let changes = mgmt
-            .set_boot_device(
-                NodeInfo::from(&*node),
-                BootDevice {
-                    device: "cdrom".into(),
-                    persistent: false,
-                },
-            )
-            .await?;
-        changes.apply(node);
+        self.boot_once_from(node, "cdrom").await?;
         metrics::histogram!("ironic_ramdisk_prepare_seconds", "boot" => VMEDIA_BOOT)
             .record(started.elapsed().as_secs_f64());
         tracing::info!(
@@ -155,6 +132,23 @@ impl Provisioner {
             seconds = started.elapsed().as_secs_f64(),
             "ramdisk boot ISO inserted"
         );
+        Ok(())
+    }
+
+    /// The node's next boot (only) from `device`.
+    async fn boot_once_from(&self, node: &mut Node, device: &str) -> Result<(), WorkFailed> {
+        let changes = self
+            .driver_of(node)?
+            .management()
+            .set_boot_device(
+                NodeInfo::from(&*node),
+                BootDevice {
+                    device: device.into(),
+                    persistent: false,
+                },
+            )
+            .await?;
+        changes.apply(node);
         Ok(())
     }
 
