@@ -24,6 +24,8 @@ BED_DIR="${BED_DIR:-$IRONIC_TEST_DATA/bed}"
 BED_MEMORY_MB="${BED_MEMORY_MB:-2560}"
 BED_REDFISH_PORT="${BED_REDFISH_PORT:-8021}"
 BED_AGENT_PORT_BASE="${BED_AGENT_PORT_BASE:-9910}"
+BED_IPMI_PORT_BASE="${BED_IPMI_PORT_BASE:-6230}"
+BED_VBMC_PORT="${BED_VBMC_PORT:-50891}"
 BED_API_PORT="${BED_API_PORT:-6385}"
 BED_HTTP_PORT="${BED_HTTP_PORT:-8088}"
 venv="$IRONIC_TEST_DATA/bed-venv"
@@ -49,10 +51,10 @@ ensure_packages() {
   if ! command -v qemu-img >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-utils >&2
   fi
-  if ! "$venv/bin/python" -c 'import sushy_tools, libvirt' 2>/dev/null; then
-    say "installing sushy-tools and libvirt-python into $venv"
+  if ! "$venv/bin/python" -c 'import sushy_tools, libvirt, virtualbmc' 2>/dev/null; then
+    say "installing sushy-tools, VirtualBMC and libvirt-python into $venv"
     [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q 'sushy-tools==2.2.0' libvirt-python >&2
+    "$venv/bin/pip" install -q 'sushy-tools==2.2.0' 'virtualbmc==3.3.0' libvirt-python >&2
   fi
 }
 
@@ -129,6 +131,37 @@ XML
   virsh -c "$URI" define "$BED_DIR/machines/$name.xml" >/dev/null
 }
 
+# VirtualBMC: each machine also answers IPMI on 127.0.0.1:<BED_IPMI_PORT_BASE + i>
+# (user admin, password password), for the `ipmi` hardware type.
+export VIRTUALBMC_CONFIG="$BED_DIR/vbmc/virtualbmc.conf"
+vbmc() { "$venv/bin/vbmc" "$@"; }
+ensure_vbmc() {
+  mkdir -p "$BED_DIR/vbmc/domains"
+  cat >"$VIRTUALBMC_CONFIG" <<CONF
+[default]
+config_dir = $BED_DIR/vbmc/domains
+pid_file = $BED_DIR/vbmc/vbmcd.pid
+server_port = $BED_VBMC_PORT
+[log]
+logfile = $BED_DIR/vbmc/vbmcd.log
+CONF
+  # (vbmcd's own pid file holds 0 after it daemonises: it is found by name instead.)
+  if ! pgrep -f "$venv/bin/vbmcd" >/dev/null; then
+    say "starting VirtualBMC"
+    "$venv/bin/vbmcd" >&2
+    for _ in $(seq 1 50); do vbmc list >/dev/null 2>&1 && break; sleep 0.2; done
+  fi
+}
+
+ensure_ipmi() {
+  local i=$1 name="ironic-bed-$1"
+  if ! vbmc show "$name" >/dev/null 2>&1; then
+    vbmc add "$name" --port $((BED_IPMI_PORT_BASE + i)) --address 127.0.0.1 \
+      --username admin --password password --libvirt-uri "$URI" >&2
+  fi
+  vbmc start "$name" >/dev/null 2>&1 || true
+}
+
 ensure_sushy() {
   if [ -s "$BED_DIR/run/sushy.pid" ] && kill -0 "$(cat "$BED_DIR/run/sushy.pid")" 2>/dev/null; then return; fi
   cat >"$BED_DIR/sushy.conf" <<CONF
@@ -153,8 +186,8 @@ CONF
 machine_json() {
   local i=$1 name="ironic-bed-$1" port=$((BED_AGENT_PORT_BASE + $1))
   local uuid; uuid="$(virsh -c "$URI" domuuid "$name" | tr -d '[:space:]')"
-  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
-    "$name" "$BED_REDFISH_PORT" "$uuid" "$port" "$(mac_of "$i")" "$port" "$BED_DIR/machines/$name.serial.log"
+  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s"}, "ipmi_driver_info": {"ipmi_address": "127.0.0.1", "ipmi_port": %s, "ipmi_username": "admin", "ipmi_password": "password"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
+    "$name" "$BED_REDFISH_PORT" "$uuid" "$port" $((BED_IPMI_PORT_BASE + i)) "$(mac_of "$i")" "$port" "$BED_DIR/machines/$name.serial.log"
 }
 
 up() {
@@ -163,6 +196,8 @@ up() {
   ensure_libvirtd
   for i in $(seq 1 "$n"); do define_machine "$i"; done
   ensure_sushy
+  ensure_vbmc
+  for i in $(seq 1 "$n"); do ensure_ipmi "$i"; done
   for i in $(seq 1 "$n"); do machine_json "$i"; done
 }
 
@@ -179,7 +214,8 @@ down() {
     f="$BED_DIR/run/$p.pid"
     if [ -s "$f" ]; then
       pid="$(cat "$f" 2>/dev/null || true)"
-      if [ -n "$pid" ]; then
+      # Never 0 or 1: `kill 0` would stop the caller's whole process group.
+      if [[ "$pid" =~ ^[0-9]+$ ]] && [ "$pid" -gt 1 ]; then
         kill "$pid" 2>/dev/null || true
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null || true
@@ -189,10 +225,13 @@ down() {
   done
   # The daemons delete their pid files on exit: whatever is left goes by name.
   pkill -f "$venv/bin/sushy-emulator" 2>/dev/null || true
+  pkill -f "$venv/bin/vbmcd" 2>/dev/null || true
+  for _ in $(seq 1 50); do pgrep -f "$venv/bin/vbmcd" >/dev/null || break; sleep 0.1; done
+  pkill -9 -f "$venv/bin/vbmcd" 2>/dev/null || true
   pkill -x libvirtd 2>/dev/null || true
   pkill -x virtlogd 2>/dev/null || true
   pkill -f 'qemu-system-x86_64.*ironic-bed-' 2>/dev/null || true
-  rm -rf "$BED_DIR/machines" "$BED_DIR/pool"
+  rm -rf "$BED_DIR/machines" "$BED_DIR/pool" "$BED_DIR/vbmc"
 }
 
 # What an all-in-one on this host needs to serve the bed's machines: the machines reach

@@ -261,6 +261,10 @@ fn classify(stderr: &str) -> Failure {
         "out of space",
         "initialization in progress",
         "unable to connect",
+        // The answer did not come within ipmitool's timeout (`-N`): the command may have
+        // been carried out, and repeating a power or boot command is harmless. VirtualBMC
+        // answers a power-off only once libvirt has stopped the machine.
+        "request match not found",
     ];
     if AUTH.iter().any(|a| lower.contains(a)) {
         Failure::Auth(reason)
@@ -527,7 +531,7 @@ impl Core {
         let current = self.power_state(&info).await?;
         let fail = |e: DriverError| {
             let msg = format!(
-                "Failed to set the power state of node {} to {target}",
+                "Failed to set the power state of node {} to {target}: {e}",
                 node.uuid
             );
             e.context(msg)
@@ -956,6 +960,12 @@ mod tests {
             Error issuing Get Channel Authentication Capabilities request\n\
             Error: Unable to establish IPMI v2 / RMCP+ session\n";
         assert!(matches!(classify(gone), Failure::Transient(_)));
+        // VirtualBMC stopping a QEMU machine for longer than ipmitool waits.
+        let late = "Discovered IPMB address 0x0
+Unable to set Chassis Power Control to Down/Off
+            IPMI Request Match NOT FOUND
+";
+        assert!(matches!(classify(late), Failure::Transient(_)));
         let refused = "Set Chassis Power Control to Diag failed: Invalid data field in request\n";
         assert!(matches!(classify(refused), Failure::Command(r) if r.contains("Diag")));
         assert_eq!(reason("> a\n> a\nb\n"), "a; b");

@@ -115,6 +115,7 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
         (cfg.deploy.http_root, cfg.deploy.image_cache) = (root, cache);
         cfg.deploy.fast_track = true;
         cfg.conductor.inspect_wait_timeout = 900;
+        cfg.ipmi.min_command_interval = 1.0;
         cfg.log.filter = "info".into();
         http_root = cfg.deploy.http_root.clone();
     })
@@ -263,6 +264,44 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
     let log = std::fs::read_to_string(machine["serial_log"].as_str().unwrap()).unwrap();
     assert!(log.contains("ironic-python-agent"), "{log}");
     assert!(log.to_lowercase().contains("lookup"), "{log}");
+
+    // The `ipmi` type drives the same machine through VirtualBMC: it sees it on (the
+    // ramdisk keeps running with fast-track) and powers it off.
+    let ipmi = s
+        .node(json!({"name": "bed-1-ipmi", "driver": "ipmi",
+                     "driver_info": machine["ipmi_driver_info"]}))
+        .await;
+    let ipmi = ipmi["uuid"].as_str().unwrap().to_string();
+    assert_eq!(s.provision_to(V, &ipmi, "manage").await.status, 202);
+    let n = wait_for(&s, &ipmi, "manageable", Duration::from_secs(120)).await;
+    assert_eq!(n["power_state"], "power on", "{n}");
+    let r = s
+        .put(
+            &format!("/v1/nodes/{ipmi}/states/power"),
+            V,
+            Some(&json!({"target": "power off"})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let system = machine["driver_info"]["redfish_system_id"]
+        .as_str()
+        .unwrap();
+    let emulator = machine["driver_info"]["redfish_address"].as_str().unwrap();
+    let bmc = common::Server::client(emulator.trim_start_matches("http://").parse().unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let n = s.get(&format!("/v1/nodes/{ipmi}"), V).await.json();
+        let seen = bmc.raw("GET", system, &[], None).await.json()["PowerState"].clone();
+        if n["power_state"] == "power off" && seen == "Off" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not off: {seen} {}",
+            n["power_state"]
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     s.stop().await;
 }
