@@ -163,6 +163,48 @@ async fn lifecycle(backend: Backend) {
     assert_eq!(n["power_state"], "power off", "{n}");
     assert_eq!(bmc.power(), "Chassis Power is off");
 
+    // In-band inspection (`agent`): the node boots from the network once (the operator's
+    // DHCP and TFTP serve the ramdisk) and is powered on; the ramdisk's data ends it,
+    // and the node is powered off again.
+    assert_eq!(s.provision_to(V, "ipmi-0", "manage").await.status, 202);
+    s.wait_state(V, "ipmi-0", "manageable").await;
+    let r = s
+        .patch(
+            "/v1/nodes/ipmi-0",
+            V,
+            &json!([{"op": "replace", "path": "/inspect_interface", "value": "agent"}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mac = "52:54:00:12:34:56";
+    let r = s
+        .post("/v1/ports", V, &json!({"node_uuid": id, "address": mac}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(s.provision_to(V, "ipmi-0", "inspect").await.status, 202);
+    s.wait_state(V, "ipmi-0", "inspect wait").await;
+    assert_eq!(bmc.power(), "Chassis Power is on");
+    assert!(
+        bmc.boot_flags().contains("Force PXE"),
+        "{}",
+        bmc.boot_flags()
+    );
+    let r = s
+        .post(
+            "/v1/continue_inspection",
+            "1.84",
+            &json!({"inventory": {"interfaces": [{"name": "eth0", "mac_address": mac}],
+                                  "cpu": {"architecture": "x86_64", "count": 4}}}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(V, "ipmi-0", "manageable").await;
+    assert_eq!(n["properties"]["cpu_arch"], "x86_64", "{n}");
+    until("the node powers off", Duration::from_secs(30), || async {
+        bmc.power() == "Chassis Power is off"
+    })
+    .await;
+
     // A BMC that is not there: retried until command_retry_timeout, then an error
     // naming it.
     let gone = s
