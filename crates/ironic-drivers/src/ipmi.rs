@@ -265,6 +265,9 @@ fn classify(stderr: &str) -> Failure {
         // been carried out, and repeating a power or boot command is harmless. VirtualBMC
         // answers a power-off only once libvirt has stopped the machine.
         "request match not found",
+        // ipmitool's words for a power command that got no answer at all (a refusal
+        // reads "Set Chassis Power Control to … failed: <reason>").
+        "unable to set chassis power control",
     ];
     if AUTH.iter().any(|a| lower.contains(a)) {
         Failure::Auth(reason)
@@ -966,6 +969,9 @@ Unable to set Chassis Power Control to Down/Off
             IPMI Request Match NOT FOUND
 ";
         assert!(matches!(classify(late), Failure::Transient(_)));
+        let unanswered = "Discovered IPMB address 0x0\nUnable to set Chassis Power Control to Down/Off\n\
+            Close Session command failed\n";
+        assert!(matches!(classify(unanswered), Failure::Transient(_)));
         let refused = "Set Chassis Power Control to Diag failed: Invalid data field in request\n";
         assert!(matches!(classify(refused), Failure::Command(r) if r.contains("Diag")));
         assert_eq!(reason("> a\n> a\nb\n"), "a; b");
