@@ -42,6 +42,8 @@ ensure_packages() {
   [ -e /usr/include/libvirt/libvirt.h ] || need+=(libvirt-dev)
   command -v pkg-config >/dev/null || need+=(pkg-config)
   python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+  # UEFI machines (a node's boot mode set to uefi): the emulator boots them with OVMF.
+  [ -e /usr/share/OVMF/OVMF_CODE.fd ] || need+=(ovmf)
   if [ "${#need[@]}" -gt 0 ]; then
     say "installing ${need[*]}"
     apt-get update -qq >&2
@@ -105,6 +107,7 @@ define_machine() {
   <memory unit='MiB'>$BED_MEMORY_MB</memory>
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/><bios useserial='yes'/></os>
+  <features><acpi/><apic/></features>
   <clock offset='utc'/>
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>
