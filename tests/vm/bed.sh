@@ -98,7 +98,13 @@ mac_of() { printf '52:54:00:1b:ed:%02x' "$1"; }
 define_machine() {
   local i=$1 name="ironic-bed-$1" port=$((BED_AGENT_PORT_BASE + $1))
   local disk="$BED_DIR/machines/$name.qcow2" log="$BED_DIR/machines/$name.serial.log"
-  virsh -c "$URI" dominfo "$name" >/dev/null 2>&1 && return
+  if virsh -c "$URI" dominfo "$name" >/dev/null 2>&1; then
+    [ -e "$disk" ] && return
+    # Left from an earlier bed whose disk is gone: defined again below.
+    virsh -c "$URI" destroy "$name" >/dev/null 2>&1 || true
+    virsh -c "$URI" undefine --nvram "$name" >/dev/null 2>&1 \
+      || virsh -c "$URI" undefine "$name" >/dev/null
+  fi
   qemu-img create -q -f qcow2 "$disk" 5G
   : >"$log"
   cat >"$BED_DIR/machines/$name.xml" <<XML
@@ -208,7 +214,9 @@ down() {
   if command -v virsh >/dev/null && virsh -c "$URI" version >/dev/null 2>&1; then
     for name in $(virsh -c "$URI" list --all --name | grep '^ironic-bed-' || true); do
       virsh -c "$URI" destroy "$name" >/dev/null 2>&1 || true
-      virsh -c "$URI" undefine "$name" >/dev/null 2>&1 || true
+      # A machine switched to UEFI has an NVRAM file, which plain undefine refuses.
+      virsh -c "$URI" undefine --nvram "$name" >/dev/null 2>&1 \
+        || virsh -c "$URI" undefine "$name" >/dev/null 2>&1 || true
     done
     virsh -c "$URI" pool-destroy default >/dev/null 2>&1 || true
     virsh -c "$URI" pool-undefine default >/dev/null 2>&1 || true
@@ -235,6 +243,8 @@ down() {
   pkill -x virtlogd 2>/dev/null || true
   pkill -f 'qemu-system-x86_64.*ironic-bed-' 2>/dev/null || true
   rm -rf "$BED_DIR/machines" "$BED_DIR/pool" "$BED_DIR/vbmc"
+  # What libvirt keeps of the machines when it was not running to undefine them.
+  rm -f /etc/libvirt/qemu/ironic-bed-*.xml /var/lib/libvirt/qemu/nvram/ironic-bed-*
 }
 
 # What an all-in-one on this host needs to serve the bed's machines: the machines reach

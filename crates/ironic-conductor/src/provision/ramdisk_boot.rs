@@ -117,7 +117,10 @@ impl Provisioner {
         let changes = mgmt
             .detach_virtual_media(info, Some(&["cdrom".to_string()]))
             .await
-            .map_err(|e| e.context("Failed to eject the virtual media"))?;
+            .map_err(|e| {
+                let msg = format!("Failed to eject the virtual media: {e}");
+                e.context(msg)
+            })?;
         changes.apply(node);
         let changes = mgmt
             .attach_virtual_media(NodeInfo::from(&*node), "cdrom", &url)
@@ -126,9 +129,9 @@ impl Provisioner {
         self.boot_once_from(node, "cdrom").await?;
         metrics::histogram!("ironic_ramdisk_prepare_seconds", "boot" => VMEDIA_BOOT)
             .record(started.elapsed().as_secs_f64());
+        // (The ISO's name is not logged: it is what keeps the token inside unguessable.)
         tracing::info!(
             node = %node.uuid,
-            iso = %rel,
             seconds = started.elapsed().as_secs_f64(),
             "ramdisk boot ISO inserted"
         );
