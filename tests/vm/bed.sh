@@ -14,11 +14,13 @@
 # bed starts itself (no systemd needed); their state, the machines' disks, the storage
 # pool sushy-tools uploads virtual media into, and the logs live under $BED_DIR.
 #
-# Needs root. Installs with apt-get, when missing: qemu-system-x86, libvirt (daemon, qemu
-# driver, clients, dev headers), pkg-config, python3-venv; and into a virtualenv under
-# the test data folder: sushy-tools and libvirt-python.
+# Each machine also answers IPMI through VirtualBMC (its `ipmi_driver_info`), and a
+# machine whose boot mode is set to UEFI runs on OVMF.
+#
+# Needs root. Installs with apt-get, when missing: qemu-system-x86, qemu-utils, ovmf,
+# libvirt (daemon, qemu driver, clients, dev headers), pkg-config, python3-venv; and into
+# a virtualenv under the test data folder: sushy-tools, VirtualBMC and libvirt-python.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
 IRONIC_TEST_DATA="${IRONIC_TEST_DATA:-$HOME/.cache/ironic-test-data}"
 BED_DIR="${BED_DIR:-$IRONIC_TEST_DATA/bed}"
 BED_MEMORY_MB="${BED_MEMORY_MB:-2560}"

@@ -87,7 +87,7 @@ impl Images {
             return Err(ImageError::Reference(reference.into()));
         }
         let d = &self.inner.deploy;
-        let name = hex(&sha2::Sha256::digest(reference.as_bytes()));
+        let name = format!("{:x}", sha2::Sha256::digest(reference.as_bytes()));
         let cached = d.image_cache.join(&name);
         if tokio::fs::metadata(&cached).await.is_ok() {
             return Ok(cached);
@@ -203,10 +203,6 @@ pub fn inside(root: &Path, rel: &str) -> Option<PathBuf> {
         return None;
     }
     Some(root.join(p))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

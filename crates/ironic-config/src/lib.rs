@@ -59,11 +59,10 @@ pub struct DeploySection {
     /// The API's URL as the agent calls it (`ipa-api-url`). Default: `[api]
     /// public_endpoint`, else the all-in-one's own API address.
     pub external_callback_url: Option<String>,
-    /// Reuse a ramdisk that is already running instead of rebooting the machine
-    /// (upstream's fast-track; also per node: `driver_info.fast_track`).
+    /// Upstream's fast-track (also per node: `driver_info.fast_track`): a successful
+    /// inspection leaves the ramdisk running, and it may look up and heartbeat while its
+    /// node rests, so that the next operation can reuse it.
     pub fast_track: bool,
-    /// Seconds after its last heartbeat that a ramdisk still counts as running.
-    pub fast_track_timeout: u64,
     /// Downloaded deploy kernels and ramdisks (`http(s)://` references) are kept here.
     pub image_cache: PathBuf,
     /// The most bytes one downloaded kernel or ramdisk may have.
@@ -94,7 +93,6 @@ impl Default for DeploySection {
             external_http_url: None,
             external_callback_url: None,
             fast_track: false,
-            fast_track_timeout: 300,
             image_cache: PathBuf::from("data/image-cache"),
             image_download_max_bytes: 4 << 30,
             xorriso: "xorriso".into(),
