@@ -251,7 +251,9 @@ down() {
 
 # What an all-in-one on this host needs to serve the bed's machines: the machines reach
 # the host's loopback at 10.0.2.2 (QEMU's user network), sushy-tools fetches virtual
-# media on the host itself; heartbeats every 9-18 s instead of 90-180 s.
+# media on the host itself; heartbeats every 9-18 s instead of 90-180 s; automated
+# cleaning erases the disks' metadata but not the whole disks (as upstream's devstack:
+# shredding 5 GiB under emulation takes long).
 service() {
   cat <<ENV
 IRONIC_API__LISTEN=127.0.0.1:$BED_API_PORT
@@ -260,6 +262,7 @@ IRONIC_DEPLOY__HTTP_LISTEN=127.0.0.1:$BED_HTTP_PORT
 IRONIC_DEPLOY__HTTP_URL=http://10.0.2.2:$BED_HTTP_PORT
 IRONIC_DEPLOY__EXTERNAL_HTTP_URL=http://127.0.0.1:$BED_HTTP_PORT
 IRONIC_DEPLOY__EXTERNAL_CALLBACK_URL=http://10.0.2.2:$BED_API_PORT
+IRONIC_DEPLOY__ERASE_DEVICES_PRIORITY=0
 ENV
 }
 

@@ -60,13 +60,13 @@ pub const FAKE_HARDWARE: HardwareType = HardwareType {
         ("bios", "fake", &["fake", "no-bios"]),
         ("boot", "fake", &["fake"]),
         ("console", "fake", &["fake", "no-console"]),
-        ("deploy", "fake", &["fake"]),
+        ("deploy", "fake", &["fake", "direct"]),
         ("firmware", "fake", &["fake", "no-firmware"]),
         ("inspect", "fake", &["fake", "agent", "no-inspect"]),
         ("management", "fake", &["fake"]),
         ("network", "noop", &["flat", "noop"]),
         ("power", "fake", &["fake"]),
-        ("raid", "fake", &["fake", "no-raid"]),
+        ("raid", "fake", &["fake", "agent", "no-raid"]),
         ("rescue", "fake", &["fake", "no-rescue"]),
         ("storage", "noop", &["fake", "noop"]),
         ("vendor", "fake", &["fake", "no-vendor"]),
@@ -206,15 +206,19 @@ pub const REDFISH: HardwareType = HardwareType {
     name: "redfish",
     interfaces: &[
         ("bios", "redfish", &["redfish", "no-bios"]),
-        ("boot", "redfish-virtual-media", &["redfish-virtual-media"]),
+        (
+            "boot",
+            "redfish-virtual-media",
+            &["redfish-virtual-media", "ipxe", "pxe"],
+        ),
         ("console", "no-console", &["no-console"]),
-        ("deploy", "ramdisk", &["ramdisk"]),
+        ("deploy", "direct", &["direct", "ramdisk"]),
         ("firmware", "no-firmware", &["no-firmware"]),
         ("inspect", "redfish", &["redfish", "agent", "no-inspect"]),
         ("management", "redfish", &["redfish"]),
         ("network", "noop", &["flat", "noop"]),
         ("power", "redfish", &["redfish"]),
-        ("raid", "no-raid", &["no-raid"]),
+        ("raid", "no-raid", &["agent", "no-raid"]),
         ("rescue", "no-rescue", &["no-rescue"]),
         ("storage", "noop", &["noop"]),
         ("vendor", "no-vendor", &["no-vendor"]),
@@ -231,15 +235,15 @@ pub const IPMI: HardwareType = HardwareType {
     name: "ipmi",
     interfaces: &[
         ("bios", "no-bios", &["no-bios"]),
-        ("boot", "pxe", &["pxe"]),
+        ("boot", "ipxe", &["ipxe", "pxe"]),
         ("console", "no-console", &["no-console"]),
-        ("deploy", "ramdisk", &["ramdisk"]),
+        ("deploy", "direct", &["direct", "ramdisk"]),
         ("firmware", "no-firmware", &["no-firmware"]),
         ("inspect", "no-inspect", &["agent", "no-inspect"]),
         ("management", "ipmitool", &["ipmitool"]),
         ("network", "noop", &["flat", "noop"]),
         ("power", "ipmitool", &["ipmitool"]),
-        ("raid", "no-raid", &["no-raid"]),
+        ("raid", "no-raid", &["agent", "no-raid"]),
         ("rescue", "no-rescue", &["no-rescue"]),
         ("storage", "noop", &["noop"]),
         ("vendor", "no-vendor", &["no-vendor"]),
@@ -281,6 +285,118 @@ pub const ONEVIEW: HardwareType = HardwareType {
     steps_from_agent: false,
 };
 
+/// The deploy interface that writes an image through the ramdisk agent
+/// (ironic-python-agent): its steps are [`DIRECT_DEPLOY_STEPS`], and the agent's own
+/// in-band steps join the node's clean and deploy steps once it reported them.
+pub const DIRECT_DEPLOY: &str = "direct";
+
+/// The `direct` deploy's steps (upstream's priorities): the ramdisk booted (100), the
+/// image written by the agent (80), the instance's boot prepared (60), the agent
+/// powered off (40), the tenant network (30), the instance booted (20).
+pub const DIRECT_DEPLOY_STEPS: &[StepDecl] = &[
+    step("deploy", "deploy", 100, false, &[]),
+    step("deploy", "write_image", 80, false, &[]),
+    step("deploy", "prepare_instance_boot", 60, false, &[]),
+    step("deploy", "tear_down_agent", 40, false, &[]),
+    step("deploy", "switch_to_tenant_network", 30, false, &[]),
+    step("deploy", "boot_instance", 20, false, &[]),
+];
+
+/// `driver_internal_info` keys of the steps a node's agent last reported, as upstream
+/// keeps them: `{interface: [step, …]}`.
+pub const AGENT_CACHED_CLEAN_STEPS: &str = "agent_cached_clean_steps";
+pub const AGENT_CACHED_DEPLOY_STEPS: &str = "agent_cached_deploy_steps";
+
+/// Whether the node deploys (and cleans) through the ramdisk agent.
+pub fn agent_based(node: &Node) -> bool {
+    node.interfaces.get("deploy") == Some(DIRECT_DEPLOY)
+}
+
+/// The steps a node's agent reported under `key` ([`AGENT_CACHED_CLEAN_STEPS`],
+/// [`AGENT_CACHED_DEPLOY_STEPS`]) that its interfaces run through the agent: the
+/// deploy interface's, and the RAID interface's with `raid_interface = agent`
+/// (upstream's); `None` before it reported any.
+pub fn agent_steps(node: &Node, key: &str) -> Option<Vec<steps::OfferedStep>> {
+    let by_interface = node.driver_internal_info.get(key)?.as_object()?;
+    let through_agent = |iface: &str| match iface {
+        "deploy" => true,
+        "raid" => node.interfaces.get("raid") == Some("agent"),
+        _ => false,
+    };
+    Some(
+        by_interface
+            .iter()
+            .filter(|(iface, _)| through_agent(iface))
+            .filter_map(|(_, steps)| steps.as_array())
+            .flatten()
+            .filter_map(steps::OfferedStep::from_agent)
+            .collect(),
+    )
+}
+
+/// Joins the out-of-band steps with the agent's: an out-of-band step hides an
+/// agent step of the same interface and name (the `direct` deploy's `write_image`
+/// sends the agent's).
+fn with_agent(
+    out_of_band: &[StepDecl],
+    agent: Option<Vec<steps::OfferedStep>>,
+) -> Vec<steps::OfferedStep> {
+    let mut all: Vec<steps::OfferedStep> =
+        out_of_band.iter().map(steps::OfferedStep::from).collect();
+    for a in agent.unwrap_or_default() {
+        if !all
+            .iter()
+            .any(|o| o.interface == a.interface && o.step == a.step)
+        {
+            all.push(a);
+        }
+    }
+    all
+}
+
+/// The deploy steps a node's interfaces offer: its hardware type's (the `direct`
+/// deploy's in place of its core step when it deploys through the agent), then the
+/// agent's, once reported.
+pub fn offered_deploy_steps(node: &Node) -> Vec<steps::OfferedStep> {
+    let hw = known(&node.driver).map(|h| h.deploy_steps).unwrap_or(&[]);
+    if !agent_based(node) {
+        return hw.iter().map(steps::OfferedStep::from).collect();
+    }
+    let mut oob: Vec<StepDecl> = DIRECT_DEPLOY_STEPS.to_vec();
+    oob.extend(
+        hw.iter()
+            .filter(|d| out_of_band_with_agent(node, d))
+            .copied(),
+    );
+    with_agent(&oob, agent_steps(node, AGENT_CACHED_DEPLOY_STEPS))
+}
+
+/// Whether a hardware type's step stays on offer beside the agent's: not the deploy
+/// interface's (the `direct` deploy replaces it), nor the RAID interface's when the
+/// agent does RAID.
+fn out_of_band_with_agent(node: &Node, d: &StepDecl) -> bool {
+    match d.interface {
+        "deploy" => false,
+        "raid" => node.interfaces.get("raid") != Some("agent"),
+        _ => true,
+    }
+}
+
+/// The clean steps a node's interfaces offer: its hardware type's, then, when it
+/// cleans through the agent, the agent's, once reported.
+pub fn offered_clean_steps(node: &Node) -> Vec<steps::OfferedStep> {
+    let hw = known(&node.driver).map(|h| h.clean_steps).unwrap_or(&[]);
+    if !agent_based(node) {
+        return hw.iter().map(steps::OfferedStep::from).collect();
+    }
+    let oob: Vec<StepDecl> = hw
+        .iter()
+        .filter(|d| out_of_band_with_agent(node, d))
+        .copied()
+        .collect();
+    with_agent(&oob, agent_steps(node, AGENT_CACHED_CLEAN_STEPS))
+}
+
 /// Looks up any hardware type this build knows, enabled or not.
 pub fn known(name: &str) -> Option<&'static HardwareType> {
     KNOWN.iter().find(|h| h.name == name)
@@ -293,14 +409,22 @@ pub fn known(name: &str) -> Option<&'static HardwareType> {
 /// `Err` is the reason the steps are invalid, in upstream's words
 /// ([`steps::DeployPlanError`]), as whatever error the caller carries it in (the API's
 /// domain error, a 400; the conductor's text until its plan is typed).
+///
+/// A node deploying through the agent before the agent reported its steps keeps the
+/// steps nothing offers yet: they are checked when the plan is made again with the
+/// agent's steps (upstream's order too).
 pub fn deploy_plan_for(
     node: &Node,
     templates: Vec<DeployTemplate>,
     user: &[ironic_model::deploy_template::TemplateStep],
 ) -> Result<Vec<Step>, steps::DeployPlanError> {
-    let offered = known(&node.driver).map(|h| h.deploy_steps).unwrap_or(&[]);
+    let offered = offered_deploy_steps(node);
     let templates: Vec<_> = templates.into_iter().map(|t| (t.name, t.steps)).collect();
-    steps::deploy_plan(offered, &templates, user)
+    if agent_based(node) && agent_steps(node, AGENT_CACHED_DEPLOY_STEPS).is_none() {
+        steps::deploy_plan_before_agent(&offered, &templates, user)
+    } else {
+        steps::deploy_plan(&offered, &templates, user)
+    }
 }
 
 #[cfg(test)]

@@ -152,17 +152,6 @@ impl StepDecl {
         Value::Object(m)
     }
 
-    /// The names in `args` this step does not accept, sorted.
-    pub fn unexpected_args<'a>(&self, args: &'a JsonObject) -> Vec<&'a str> {
-        let mut out: Vec<&str> = args
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !self.args.iter().any(|a| a.name == *k))
-            .collect();
-        out.sort_unstable();
-        out
-    }
-
     /// The step as `GET .../cleaning/steps` and `driver_internal_info` show it.
     pub fn to_json(&self) -> Value {
         json!({
@@ -186,6 +175,8 @@ pub struct OfferedStep {
     pub abortable: bool,
     /// `{name: {description, required}}`, or `null` without arguments.
     pub argsinfo: Value,
+    /// Runs in the ramdisk (a step the agent reported): not with `disable_ramdisk`.
+    pub requires_ramdisk: bool,
 }
 
 impl From<&StepDecl> for OfferedStep {
@@ -196,7 +187,141 @@ impl From<&StepDecl> for OfferedStep {
             priority: d.priority,
             abortable: d.abortable,
             argsinfo: d.argsinfo(),
+            requires_ramdisk: d.requires_ramdisk,
         }
+    }
+}
+
+impl OfferedStep {
+    /// A step as the ramdisk agent reports it (`get_clean_steps`, `get_deploy_steps`:
+    /// `interface`, `step`, `priority`, `abortable`, `argsinfo`, …); `None` for an
+    /// entry without an interface or a step name. Agent steps run in the ramdisk.
+    pub fn from_agent(v: &Value) -> Option<OfferedStep> {
+        let text = |k| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        Some(OfferedStep {
+            interface: text("interface")?.to_string(),
+            step: text("step")?.to_string(),
+            priority: v
+                .get("priority")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok())
+                .unwrap_or(0),
+            abortable: v.get("abortable").and_then(Value::as_bool).unwrap_or(false),
+            argsinfo: match v.get("argsinfo") {
+                Some(a @ Value::Object(_)) => a.clone(),
+                _ => Value::Null,
+            },
+            requires_ramdisk: true,
+        })
+    }
+
+    /// The step as `GET .../cleaning/steps` and `driver_internal_info` show it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "interface": self.interface,
+            "step": self.step,
+            "priority": self.priority,
+            "abortable": self.abortable,
+            "argsinfo": self.argsinfo,
+            "requires_ramdisk": self.requires_ramdisk,
+        })
+    }
+}
+
+/// A step on offer, declared by the catalogue ([`StepDecl`]) or reported by a node's
+/// ramdisk agent ([`OfferedStep::from_agent`]): what choosing and checking steps reads.
+pub trait Offer {
+    fn interface(&self) -> &str;
+    fn step(&self) -> &str;
+    fn priority(&self) -> u32;
+    fn abortable(&self) -> bool;
+    fn requires_ramdisk(&self) -> bool;
+    /// `(name, description, required)` of each argument it accepts.
+    fn arguments(&self) -> Vec<(&str, &str, bool)>;
+
+    /// The names in `args` this step does not accept, sorted.
+    fn unexpected<'a>(&self, args: &'a JsonObject) -> Vec<&'a str> {
+        let known = self.arguments();
+        let mut out: Vec<&str> = args
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !known.iter().any(|(n, _, _)| n == k))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// `name (description)` of each required argument missing from `args`.
+    fn missing(&self, args: &JsonObject) -> Vec<String> {
+        self.arguments()
+            .into_iter()
+            .filter(|(n, _, required)| *required && !args.contains_key(*n))
+            .map(|(n, d, _)| format!("{n} ({d})"))
+            .collect()
+    }
+
+    fn is(&self, interface: &str, step: &str) -> bool {
+        self.interface() == interface && self.step() == step
+    }
+}
+
+impl Offer for StepDecl {
+    fn interface(&self) -> &str {
+        self.interface
+    }
+    fn step(&self) -> &str {
+        self.step
+    }
+    fn priority(&self) -> u32 {
+        self.priority
+    }
+    fn abortable(&self) -> bool {
+        self.abortable
+    }
+    fn requires_ramdisk(&self) -> bool {
+        self.requires_ramdisk
+    }
+    fn arguments(&self) -> Vec<(&str, &str, bool)> {
+        self.args
+            .iter()
+            .map(|a| (a.name, a.description, a.required))
+            .collect()
+    }
+}
+
+impl Offer for OfferedStep {
+    fn interface(&self) -> &str {
+        &self.interface
+    }
+    fn step(&self) -> &str {
+        &self.step
+    }
+    fn priority(&self) -> u32 {
+        self.priority
+    }
+    fn abortable(&self) -> bool {
+        self.abortable
+    }
+    fn requires_ramdisk(&self) -> bool {
+        self.requires_ramdisk
+    }
+    fn arguments(&self) -> Vec<(&str, &str, bool)> {
+        let Some(m) = self.argsinfo.as_object() else {
+            return Vec::new();
+        };
+        m.iter()
+            .map(|(name, info)| {
+                let text = info
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let required = info
+                    .get("required")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                (name.as_str(), text, required)
+            })
+            .collect()
     }
 }
 
@@ -310,19 +435,39 @@ impl Requested {
 /// The steps of a manual clean, in the user's order, with priority and abortability
 /// from the driver. Every problem is reported at once, joined by `; ` (upstream's
 /// wording); nothing runs when there is one.
-pub fn validate_manual(
+pub fn validate_manual<S: Offer>(
     requested: &[Requested],
-    offered: &[StepDecl],
+    offered: &[S],
 ) -> Result<Vec<Step>, StepErrors> {
     validate_requested("clean", requested, offered)
 }
 
 /// [`validate_manual`] for steps of `kind` (`clean`, `service`): every problem is named
 /// with the kind.
-pub fn validate_requested(
+pub fn validate_requested<S: Offer>(
     kind: &str,
     requested: &[Requested],
-    offered: &[StepDecl],
+    offered: &[S],
+) -> Result<Vec<Step>, StepErrors> {
+    checked_requested(kind, requested, offered, false)
+}
+
+/// [`validate_requested`] before the node's ramdisk agent has reported its steps: a
+/// step nothing offers yet is kept as asked (priority 0, not abortable), to be checked
+/// once the agent has reported what it offers.
+pub fn validate_requested_before_agent<S: Offer>(
+    kind: &str,
+    requested: &[Requested],
+    offered: &[S],
+) -> Result<Vec<Step>, StepErrors> {
+    checked_requested(kind, requested, offered, true)
+}
+
+fn checked_requested<S: Offer>(
+    kind: &str,
+    requested: &[Requested],
+    offered: &[S],
+    unknown_allowed: bool,
 ) -> Result<Vec<Step>, StepErrors> {
     let mut errors = Vec::new();
     let mut out = Vec::new();
@@ -331,17 +476,24 @@ pub fn validate_requested(
             out.push(reserved(&r.interface, &r.step, &r.args, 0));
             continue;
         }
-        let Some(d) = offered
-            .iter()
-            .find(|d| d.interface == r.interface && d.step == r.step)
-        else {
-            errors.push(StepError::Unsupported {
-                kind: kind.into(),
-                repr: r.repr(),
-            });
+        let Some(d) = offered.iter().find(|d| d.is(&r.interface, &r.step)) else {
+            if unknown_allowed {
+                out.push(Step {
+                    interface: r.interface.clone(),
+                    step: r.step.clone(),
+                    args: r.args.clone(),
+                    priority: 0,
+                    abortable: false,
+                });
+            } else {
+                errors.push(StepError::Unsupported {
+                    kind: kind.into(),
+                    repr: r.repr(),
+                });
+            }
             continue;
         };
-        let unexpected = d.unexpected_args(&r.args);
+        let unexpected = d.unexpected(&r.args);
         if !unexpected.is_empty() {
             errors.push(StepError::UnexpectedArgs {
                 kind: kind.into(),
@@ -349,12 +501,7 @@ pub fn validate_requested(
                 args: unexpected.iter().map(|a| a.to_string()).collect(),
             });
         }
-        let missing: Vec<String> = d
-            .args
-            .iter()
-            .filter(|a| a.required && !r.args.contains_key(a.name))
-            .map(|a| format!("{} ({})", a.name, a.description))
-            .collect();
+        let missing = d.missing(&r.args);
         if !missing.is_empty() {
             errors.push(StepError::MissingArgs {
                 kind: kind.into(),
@@ -366,8 +513,8 @@ pub fn validate_requested(
             interface: r.interface.clone(),
             step: r.step.clone(),
             args: r.args.clone(),
-            priority: d.priority,
-            abortable: d.abortable,
+            priority: d.priority(),
+            abortable: d.abortable(),
         });
     }
     if errors.is_empty() {
@@ -398,13 +545,13 @@ fn reserved(interface: &str, step: &str, args: &JsonObject, priority: u32) -> St
 
 /// Checks that none of `list` needs the ramdisk (`disable_ramdisk` cleaning): every
 /// offender is named.
-pub fn without_ramdisk(list: &[Step], offered: &[StepDecl]) -> Result<(), StepErrors> {
+pub fn without_ramdisk<S: Offer>(list: &[Step], offered: &[S]) -> Result<(), StepErrors> {
     let needing: Vec<String> = list
         .iter()
         .filter(|s| {
             offered
                 .iter()
-                .any(|d| d.interface == s.interface && d.step == s.step && d.requires_ramdisk)
+                .any(|d| d.is(&s.interface, &s.step) && d.requires_ramdisk())
         })
         .map(Step::name)
         .collect();
@@ -416,37 +563,37 @@ pub fn without_ramdisk(list: &[Step], offered: &[StepDecl]) -> Result<(), StepEr
 
 /// The steps of an automated clean: those with a priority above zero, highest first,
 /// ties broken by interface.
-pub fn automated(offered: &[StepDecl]) -> Vec<Step> {
-    let mut steps: Vec<&StepDecl> = offered.iter().filter(|d| d.priority > 0).collect();
+pub fn automated<S: Offer>(offered: &[S]) -> Vec<Step> {
+    let mut steps: Vec<&S> = offered.iter().filter(|d| d.priority() > 0).collect();
     steps.sort_by(|a, b| {
-        (b.priority, interface_priority(b.interface))
-            .cmp(&(a.priority, interface_priority(a.interface)))
+        (b.priority(), interface_priority(b.interface()))
+            .cmp(&(a.priority(), interface_priority(a.interface())))
     });
     steps
         .into_iter()
         .map(|d| Step {
-            interface: d.interface.into(),
-            step: d.step.into(),
+            interface: d.interface().into(),
+            step: d.step().into(),
             args: JsonObject::new(),
-            priority: d.priority,
-            abortable: d.abortable,
+            priority: d.priority(),
+            abortable: d.abortable(),
         })
         .collect()
 }
 
 /// Every step offered with a priority of at least `min_priority`, highest first (the
 /// order of `GET /v1/nodes/{node}/cleaning/steps`).
-pub fn listing(offered: &[StepDecl], min_priority: u32) -> Vec<StepDecl> {
-    let mut steps: Vec<StepDecl> = offered
+pub fn listing<S: Offer + Clone>(offered: &[S], min_priority: u32) -> Vec<S> {
+    let mut steps: Vec<S> = offered
         .iter()
-        .filter(|d| d.priority >= min_priority)
-        .copied()
+        .filter(|d| d.priority() >= min_priority)
+        .cloned()
         .collect();
     steps.sort_by(|a, b| {
-        (b.priority, interface_priority(b.interface), b.step).cmp(&(
-            a.priority,
-            interface_priority(a.interface),
-            a.step,
+        (b.priority(), interface_priority(b.interface()), b.step()).cmp(&(
+            a.priority(),
+            interface_priority(a.interface()),
+            a.step(),
         ))
     });
     steps
@@ -457,10 +604,11 @@ pub const CORE_DEPLOY_STEP: (&str, &str) = ("deploy", "deploy");
 
 /// Checks requested deploy steps (a template's or the `deploy_steps` argument's)
 /// against the steps the driver offers: the checked steps, and every problem found.
-fn checked_deploy_steps(
-    offered: &[StepDecl],
+fn checked_deploy_steps<S: Offer>(
+    offered: &[S],
     steps: &[ironic_model::deploy_template::TemplateStep],
     errors: &mut Vec<StepError>,
+    unknown_allowed: bool,
 ) -> Vec<Step> {
     let mut chosen = Vec::new();
     for t in steps {
@@ -471,24 +619,31 @@ fn checked_deploy_steps(
         let repr = py_repr(&json!({
             "interface": t.interface, "step": t.step, "args": t.args, "priority": t.priority,
         }));
-        let Some(d) = offered
-            .iter()
-            .find(|d| d.interface == t.interface && d.step == t.step)
-        else {
-            errors.push(StepError::Unsupported {
-                kind: "deploy".into(),
-                repr,
-            });
+        let Some(d) = offered.iter().find(|d| d.is(&t.interface, &t.step)) else {
+            if unknown_allowed {
+                chosen.push(Step {
+                    interface: t.interface.clone(),
+                    step: t.step.clone(),
+                    args: t.args.clone(),
+                    priority: t.priority,
+                    abortable: false,
+                });
+            } else {
+                errors.push(StepError::Unsupported {
+                    kind: "deploy".into(),
+                    repr,
+                });
+            }
             continue;
         };
-        if (d.interface, d.step) == CORE_DEPLOY_STEP && t.priority > 0 {
+        if d.is(CORE_DEPLOY_STEP.0, CORE_DEPLOY_STEP.1) && t.priority > 0 {
             errors.push(StepError::CoreStep {
-                interface: d.interface,
-                step: d.step,
+                interface: CORE_DEPLOY_STEP.0,
+                step: CORE_DEPLOY_STEP.1,
             });
             continue;
         }
-        let unexpected = d.unexpected_args(&t.args);
+        let unexpected = d.unexpected(&t.args);
         if !unexpected.is_empty() {
             errors.push(StepError::UnexpectedArgs {
                 kind: "deploy".into(),
@@ -496,12 +651,11 @@ fn checked_deploy_steps(
                 args: unexpected.iter().map(|a| a.to_string()).collect(),
             });
         }
-        let missing: Vec<String> = d
-            .args
-            .iter()
-            .filter(|a| a.required && t.priority > 0 && !t.args.contains_key(a.name))
-            .map(|a| format!("{} ({})", a.name, a.description))
-            .collect();
+        let missing = if t.priority > 0 {
+            d.missing(&t.args)
+        } else {
+            Vec::new()
+        };
         if !missing.is_empty() {
             errors.push(StepError::MissingArgs {
                 kind: "deploy".into(),
@@ -514,7 +668,7 @@ fn checked_deploy_steps(
             step: t.step.clone(),
             args: t.args.clone(),
             priority: t.priority,
-            abortable: d.abortable,
+            abortable: d.abortable(),
         });
     }
     chosen
@@ -529,13 +683,33 @@ fn checked_deploy_steps(
 /// arguments, and then runs once per template. Highest priority first, ties by
 /// interface, then user steps, then in template order. `templates` are `(name, steps)`
 /// in the order they apply. Every problem is reported at once.
-pub fn deploy_plan(
-    offered: &[StepDecl],
+pub fn deploy_plan<S: Offer>(
+    offered: &[S],
     templates: &[(String, Vec<ironic_model::deploy_template::TemplateStep>)],
     user: &[ironic_model::deploy_template::TemplateStep],
 ) -> Result<Vec<Step>, DeployPlanError> {
+    deploy_plan_with(offered, templates, user, false)
+}
+
+/// [`deploy_plan`] before the node's ramdisk agent has reported its deploy steps: a
+/// step nothing offers yet is kept as the template or the user gave it, to be checked
+/// when the plan is made again with the agent's steps.
+pub fn deploy_plan_before_agent<S: Offer>(
+    offered: &[S],
+    templates: &[(String, Vec<ironic_model::deploy_template::TemplateStep>)],
+    user: &[ironic_model::deploy_template::TemplateStep],
+) -> Result<Vec<Step>, DeployPlanError> {
+    deploy_plan_with(offered, templates, user, true)
+}
+
+fn deploy_plan_with<S: Offer>(
+    offered: &[S],
+    templates: &[(String, Vec<ironic_model::deploy_template::TemplateStep>)],
+    user: &[ironic_model::deploy_template::TemplateStep],
+    unknown_allowed: bool,
+) -> Result<Vec<Step>, DeployPlanError> {
     let mut errors = Vec::new();
-    let mut chosen = checked_deploy_steps(offered, user, &mut errors);
+    let mut chosen = checked_deploy_steps(offered, user, &mut errors, unknown_allowed);
     let mut dups: Vec<String> = Vec::new();
     for (i, a) in user.iter().enumerate() {
         let d = format!("{}.{}", a.interface, a.step);
@@ -554,7 +728,7 @@ pub fn deploy_plan(
         return Err(DeployPlanError::UserSteps(StepErrors(errors)));
     }
     for (_, steps) in templates {
-        let from_template = checked_deploy_steps(offered, steps, &mut errors);
+        let from_template = checked_deploy_steps(offered, steps, &mut errors, unknown_allowed);
         chosen.extend(from_template.into_iter().filter(|t| {
             !user
                 .iter()
@@ -567,17 +741,13 @@ pub fn deploy_plan(
             errors: StepErrors(errors),
         });
     }
-    let named = |d: &StepDecl| {
-        chosen
-            .iter()
-            .any(|c| c.interface == d.interface && c.step == d.step)
-    };
+    let named = |d: &S| chosen.iter().any(|c| d.is(&c.interface, &c.step));
     let mut plan: Vec<Step> = automated(offered)
         .into_iter()
         .filter(|s| {
             !offered
                 .iter()
-                .any(|d| d.interface == s.interface && d.step == s.step && named(d))
+                .any(|d| d.is(&s.interface, &s.step) && named(d))
         })
         .collect();
     plan.extend(chosen.into_iter().filter(|s| s.priority > 0));

@@ -21,6 +21,8 @@ pub(crate) struct Agent {
     db: ironic_db::Db,
     settings: std::sync::Arc<crate::ConductorSettings>,
     locks: crate::lock::Locks,
+    /// Moves on a flow waiting for the agent (`provision/agent_deploy.rs`).
+    provision: std::sync::Arc<crate::provision::Provisioner>,
 }
 
 impl Agent {
@@ -28,11 +30,13 @@ impl Agent {
         db: ironic_db::Db,
         settings: std::sync::Arc<crate::ConductorSettings>,
         locks: crate::lock::Locks,
+        provision: std::sync::Arc<crate::provision::Provisioner>,
     ) -> Agent {
         Agent {
             db,
             settings,
             locks,
+            provision,
         }
     }
 }
@@ -120,6 +124,11 @@ impl Agent {
                             .to_string()
                     ),
                 );
+                // A wait for the agent counts its callback timeout from the last
+                // heartbeat (upstream's `touch_provisioning`).
+                if crate::provision::Flow::waiting_in(n.provision_state).is_some() {
+                    n.provision_updated_at = Some(ironic_model::node::now());
+                }
                 for (k, v) in [
                     (agent::VERIFY_CA, agent_verify_ca),
                     (agent::STATUS, agent_status),
@@ -141,6 +150,11 @@ impl Agent {
                     .get(agent::URL)
                     .and_then(Value::as_str)
                     .unwrap_or_default();
+                if !n.maintenance && crate::provision::Flow::waiting_in(n.provision_state).is_some()
+                {
+                    self.provision
+                        .agent_heartbeat(ironic_rpc::NodeRef::from(&n));
+                }
                 if n.maintenance {
                     tracing::warn!(node = %n.uuid, "heartbeat from a node in maintenance; recorded, no action taken");
                 } else if agent::heartbeat_record_only(n.provision_state) {
@@ -228,7 +242,14 @@ mod tests {
             &ironic_config::Config::default(),
         ));
         let locks = crate::lock::Locks::new(t.db.clone(), crate::work::Runner::new(), &settings);
-        let c = Agent::new(t.db.clone(), settings, locks);
+        let provision = std::sync::Arc::new(crate::provision::Provisioner::new(
+            t.db.clone(),
+            ironic_drivers::Registry::new(&[]).unwrap(),
+            settings.clone(),
+            locks.clone(),
+            crate::work::Runner::new(),
+        ));
+        let c = Agent::new(t.db.clone(), settings, locks, provision);
         let mut node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
         node.provision_state = P::DeployWait;
         node.driver_internal_info

@@ -93,6 +93,10 @@ pub struct ConductorSettings {
     /// `[deploy]`: the image server, the API's address for the agent, fast-track and
     /// the ISO tools (`provision/ramdisk_boot.rs`).
     pub deploy: ironic_config::DeploySection,
+    /// `[agent]`: how the conductor talks to the ramdisk agents.
+    pub agent: ironic_config::AgentSection,
+    /// `[pxe]`: network boot of the ramdisk.
+    pub pxe: ironic_config::PxeSection,
     /// The API's URL as the agent calls it: `[deploy] external_callback_url`, else
     /// `[api] public_endpoint` (the all-in-one fills the first in with its own address).
     pub agent_api_url: Option<String>,
@@ -138,6 +142,8 @@ impl ConductorSettings {
             node_history_minimum_days: cfg.conductor.node_history_minimum_days,
             inspector_add_ports: cfg.inspector.add_ports.clone(),
             deploy: cfg.deploy.clone(),
+            agent: cfg.agent.clone(),
+            pxe: cfg.pxe.clone(),
             agent_api_url: cfg
                 .deploy
                 .external_callback_url
@@ -216,7 +222,12 @@ impl Conductor {
                 management::Management::new(d, r, s, l)
             },
             volumes: volume::Volumes::new(db.clone(), locks.clone()),
-            agent: agent::Agent::new(db.clone(), settings.clone(), locks.clone()),
+            agent: agent::Agent::new(
+                db.clone(),
+                settings.clone(),
+                locks.clone(),
+                provision.clone(),
+            ),
             allocations: Arc::new(allocations::Allocator::new(
                 db.clone(),
                 settings.clone(),

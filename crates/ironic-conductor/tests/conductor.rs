@@ -46,6 +46,8 @@ fn settings() -> ConductorSettings {
         built_in_rules: None,
         mask_secrets: "always".into(),
         deploy: Default::default(),
+        agent: Default::default(),
+        pxe: Default::default(),
         agent_api_url: None,
         redfish_kernel_append_params: String::new(),
     }

@@ -37,6 +37,29 @@ pub struct Config {
     pub inspection_rules: InspectionRulesSection,
     pub agent: AgentSection,
     pub deploy: DeploySection,
+    pub pxe: PxeSection,
+}
+
+/// Network boot of the ramdisk (upstream's `[pxe]`): the `pxe` boot interface writes
+/// PXELINUX configurations and copies the kernel and ramdisk under `tftp_root`, which
+/// the operator's TFTP server serves; `ipxe` writes iPXE scripts under `[deploy]
+/// http_root`, which the image server serves. DHCP stays the operator's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PxeSection {
+    /// The folder the operator's TFTP server serves.
+    pub tftp_root: PathBuf,
+    /// Kernel parameters of the network-booted ramdisk, after those the agent needs.
+    pub kernel_append_params: String,
+}
+
+impl Default for PxeSection {
+    fn default() -> Self {
+        PxeSection {
+            tftp_root: PathBuf::from("data/tftpboot"),
+            kernel_append_params: "nofb vga=normal".into(),
+        }
+    }
 }
 
 /// How the ramdisk reaches a machine (upstream's `[deploy]` and the ISO tools of its
@@ -79,6 +102,13 @@ pub struct DeploySection {
     /// `[DEFAULT] esp_image`). Default: one the conductor makes once under `image_cache`
     /// from Debian's `grub-efi-amd64-bin`; without either, ISOs boot by BIOS only.
     pub esp_image: Option<PathBuf>,
+    /// The priority of the agent's `erase_devices` clean step (a full erase of every
+    /// disk: hours on real disks); `None` keeps the agent's (10), 0 leaves it out of
+    /// automated cleaning (upstream's option; devstack sets 0).
+    pub erase_devices_priority: Option<u32>,
+    /// The priority of the agent's `erase_devices_metadata` clean step (partition
+    /// tables and signatures); `None` keeps the agent's (99).
+    pub erase_devices_metadata_priority: Option<u32>,
 }
 
 impl Default for DeploySection {
@@ -100,6 +130,8 @@ impl Default for DeploySection {
             ldlinux_c32: PathBuf::from("/usr/lib/syslinux/modules/bios/ldlinux.c32"),
             http_max_connections: 64,
             esp_image: None,
+            erase_devices_priority: None,
+            erase_devices_metadata_priority: None,
         }
     }
 }
@@ -133,11 +165,49 @@ pub struct AgentSection {
     /// the conductor never sends the agent's commands in clear text. Upstream's option
     /// defaults to false; here the safe side is the default.
     pub require_tls: bool,
+    /// Seconds one call to the agent may take.
+    pub command_timeout: u64,
+    /// Attempts of a call that cannot reach the agent.
+    pub max_command_attempts: u32,
+    /// Follow a command the agent runs (`GET /v1/commands/<id>?wait=true`) and go on
+    /// the moment it ends; without, a deploy or cleaning moves on at the agent's next
+    /// heartbeat only (upstream's way, seconds to minutes later). Heartbeats move it
+    /// on either way.
+    pub follow_commands: bool,
+    /// When the ramdisk's logs are collected (`log.collect_system_logs`) into
+    /// `deploy_logs_local_path`: `on_failure`, `always` or `never`.
+    pub deploy_logs_collect: String,
+    /// Where collected ramdisk logs go, one `<node>[_<instance>]_<time>.tar.gz` each.
+    pub deploy_logs_local_path: PathBuf,
+    /// Where the agent downloads the instance image from: `http` (the image's own
+    /// `http(s)://` URL) or `local` (the conductor downloads it once, checks it and
+    /// serves it from the image server). `file://` images are always served locally.
+    pub image_download_source: String,
+    /// A raw image is written to the disk as it downloads (no copy in the ramdisk's
+    /// memory).
+    pub stream_raw_images: bool,
+    /// After asking the agent to power the machine off, how many times the power
+    /// state is read before it is forced off, and how many seconds apart (upstream
+    /// reads 6 times 5 s apart; reading every second ends the step as soon as the
+    /// machine is off).
+    pub post_deploy_get_power_state_retries: u32,
+    pub post_deploy_get_power_state_retry_interval: u64,
 }
 
 impl Default for AgentSection {
     fn default() -> Self {
-        AgentSection { require_tls: true }
+        AgentSection {
+            require_tls: true,
+            command_timeout: 60,
+            max_command_attempts: 3,
+            follow_commands: true,
+            deploy_logs_collect: "on_failure".into(),
+            deploy_logs_local_path: PathBuf::from("data/deploy-logs"),
+            image_download_source: "http".into(),
+            stream_raw_images: true,
+            post_deploy_get_power_state_retries: 30,
+            post_deploy_get_power_state_retry_interval: 1,
+        }
     }
 }
 

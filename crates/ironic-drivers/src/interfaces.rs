@@ -186,6 +186,10 @@ pub enum Outcome {
     /// Runs on for this long; the node waits (`clean wait`) and the conductor
     /// continues with the next step afterwards.
     Wait(Duration),
+    /// Runs on in the node's ramdisk agent: the node waits (`clean wait`, `wait
+    /// call-back`) until the agent reports the step's end (its heartbeat, or the
+    /// command it runs ending), or the flow's callback timeout.
+    Callback,
 }
 
 /// Power states a client may ask for, and the state each ends in.

@@ -172,6 +172,7 @@ impl Reply for Option<Vec<OfferedStep>> {
                     priority: i32::try_from(s.priority).unwrap_or(i32::MAX),
                     abortable: s.abortable,
                     argsinfo_json: s.argsinfo.to_string(),
+                    requires_ramdisk: s.requires_ramdisk,
                 })
                 .collect(),
         }
@@ -190,6 +191,7 @@ impl Reply for Option<Vec<OfferedStep>> {
                     abortable: s.abortable,
                     argsinfo: serde_json::from_str(&s.argsinfo_json)
                         .map_err(|_| bad("step argsinfo"))?,
+                    requires_ramdisk: s.requires_ramdisk,
                 })
             })
             .collect::<Result<Vec<_>, Error>>()
@@ -533,6 +535,7 @@ mod tests {
             priority: 0,
             abortable: true,
             argsinfo: serde_json::json!({"seconds": {"description": "d", "required": true}}),
+            requires_ramdisk: true,
         }]);
         assert_eq!(Reply::from_wire(steps.clone().to_wire()).ok(), Some(steps));
         let none: Option<Vec<OfferedStep>> = None;

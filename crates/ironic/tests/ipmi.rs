@@ -18,7 +18,8 @@ async fn ipmi_node(s: &Server, name: &str, bmc: &FakeBmc, password: &str) -> Str
         .post(
             "/v1/nodes",
             V,
-            &json!({"driver": "ipmi", "name": name, "driver_info": {
+            // The ramdisk deploy: these tests have no agent ramdisk to write an image.
+            &json!({"driver": "ipmi", "name": name, "deploy_interface": "ramdisk", "driver_info": {
                 "ipmi_address": "127.0.0.1", "ipmi_port": bmc.port.to_string(),
                 "ipmi_username": "admin", "ipmi_password": password}}),
         )
@@ -46,7 +47,9 @@ async fn lifecycle(backend: Backend) {
     let d = s.get("/v1/drivers/ipmi", V).await;
     assert_eq!(d.status, 200, "{}", d.body);
     assert_eq!(d.json()["default_power_interface"], "ipmitool");
-    assert_eq!(d.json()["default_deploy_interface"], "ramdisk");
+    // Upstream's defaults: the agent writes images, iPXE boots it.
+    assert_eq!(d.json()["default_deploy_interface"], "direct");
+    assert_eq!(d.json()["default_boot_interface"], "ipxe");
 
     // Wrong credentials: a clear error naming the BMC and the fields, not the password.
     let bad = ipmi_node(&s, "ipmi-bad", &bmc, "not-the-password").await;

@@ -60,7 +60,8 @@ async fn redfish_node(s: &Server, name: &str, emu: &Emulator, system: Option<&st
         .post(
             "/v1/nodes",
             V,
-            &json!({"driver": "redfish", "name": name, "driver_info": di}),
+            // The ramdisk deploy: these tests have no agent ramdisk to write an image.
+            &json!({"driver": "redfish", "name": name, "deploy_interface": "ramdisk", "driver_info": di}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.body);

@@ -58,18 +58,22 @@ impl Provisioner {
     /// then runs them.
     pub(super) async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Manual>) {
         let uuid = held.node.uuid.to_string();
-        let offered = self
-            .drivers
-            .get(&held.node.driver)
-            .map(|h| h.clean_steps)
-            .unwrap_or(&[]);
+        let offered = ironic_catalog::offered_clean_steps(&held.node);
         Flow::Clean.wipe(&mut held.node);
         let disable_ramdisk = manual.as_ref().is_some_and(|m| m.disable_ramdisk);
+        // Through the agent, the steps are checked again once it booted and reported
+        // its own (`engine.rs` `steps_after_boot`).
+        let agent = ironic_catalog::agent_based(&held.node) && !disable_ramdisk;
         let list = match manual {
             Some(m) => {
-                let checked = steps::validate_manual(&m.requested, offered).and_then(|l| {
+                let checked = if agent {
+                    steps::validate_requested_before_agent("clean", &m.requested, &offered)
+                } else {
+                    steps::validate_manual(&m.requested, &offered)
+                };
+                let checked = checked.and_then(|l| {
                     if m.disable_ramdisk {
-                        steps::without_ramdisk(&l, offered)?;
+                        steps::without_ramdisk(&l, &offered)?;
                     }
                     Ok(l)
                 });
@@ -87,7 +91,12 @@ impl Provisioner {
                 .automated_clean
                 .unwrap_or(self.settings.automated_clean) =>
             {
-                steps::automated(offered)
+                // Through the agent, chosen once it reported its steps.
+                if agent {
+                    Vec::new()
+                } else {
+                    steps::automated(&offered)
+                }
             }
             // Automated cleaning is off: nothing to prepare, nothing runs.
             None => {
@@ -117,6 +126,10 @@ impl Provisioner {
             CLEAN_STEPS.into(),
             Value::Array(list.iter().map(Step::to_json).collect()),
         );
+        if agent {
+            self.wait_for_agent(Flow::Clean, held).await;
+            return;
+        }
         self.run_steps(Flow::Clean, held, list, 0).await;
     }
 
@@ -194,6 +207,7 @@ impl Provisioner {
             set_state(&mut held.node, t);
             held.node.last_error = Some(msg);
             let flow = if deploying {
+                self.end_agent_deploy(&mut held.node).await;
                 Flow::Deploy
             } else {
                 Flow::Service
@@ -280,6 +294,14 @@ impl Provisioner {
         min_priority: u32,
     ) -> Result<Option<Vec<OfferedStep>>, Error> {
         let node = crate::nodes::read(&self.db, target).await?;
+        // Through the agent: known once the agent reported them.
+        if ironic_catalog::agent_based(&node) {
+            return Ok(ironic_catalog::agent_steps(
+                &node,
+                ironic_catalog::AGENT_CACHED_CLEAN_STEPS,
+            )
+            .map(|_| steps::listing(&ironic_catalog::offered_clean_steps(&node), min_priority)));
+        }
         let driver = crate::nodes::driver(&self.drivers, &node)?;
         Ok(driver.clean_steps(NodeInfo::from(&node)).map(|offered| {
             steps::listing(offered, min_priority)

@@ -51,6 +51,12 @@ impl Provisioner {
         }
         // The interfaces, then the steps: both before anything moves.
         let checked = match self.validate_power_and_deploy(&held.node).await {
+            Ok(()) if ironic_catalog::agent_based(&held.node) => {
+                match agent_deploy::check_deploy(&held.node) {
+                    Ok(()) => self.deploy_plan(&held.node).await,
+                    Err(why) => Err(WorkFailed::Refused(why)),
+                }
+            }
             Ok(()) => self.deploy_plan(&held.node).await,
             Err(why) => Err(WorkFailed::Driver(why)),
         };
@@ -106,6 +112,7 @@ impl Provisioner {
     /// The deploy steps are done: `active`, powered on.
     pub(super) async fn finish_deploy(&self, mut held: Held) {
         let uuid = held.node.uuid.to_string();
+        self.end_agent_deploy(&mut held.node).await;
         Flow::Deploy.wipe(&mut held.node);
         held.node.power_state = Some("power on".into());
         match fsm::process(held.node.provision_state, Event::Done, false, None) {

@@ -153,7 +153,7 @@ impl Flow {
     }
 
     /// How long a wait for an event may see none.
-    fn callback_timeout(self, s: &crate::ConductorSettings) -> std::time::Duration {
+    pub(super) fn callback_timeout(self, s: &crate::ConductorSettings) -> std::time::Duration {
         match self {
             Flow::Clean => s.clean_callback_timeout,
             Flow::Deploy => s.deploy_callback_timeout,
@@ -183,7 +183,7 @@ impl Flow {
     }
 
     /// `last_error` of a step that failed.
-    fn step_failed_message(self, node: &Node, step: &Step, why: &str) -> String {
+    pub(super) fn step_failed_message(self, node: &Node, step: &Step, why: &str) -> String {
         match self {
             Flow::Deploy => format!(
                 "Deploy step {} failed on node {}: {why}",
@@ -198,8 +198,15 @@ impl Flow {
 
     /// Forgets the wait (the step it continues is done, or the flow ended).
     pub(crate) fn forget_wait(self, node: &mut Node) {
-        node.driver_internal_info.remove(self.runner_key());
-        node.driver_internal_info.remove(self.resume_key());
+        let dii = &mut node.driver_internal_info;
+        for k in [
+            self.runner_key(),
+            self.resume_key(),
+            agent_deploy::AGENT_WAIT,
+            agent_deploy::AGENT_COMMAND,
+        ] {
+            dii.remove(k);
+        }
     }
 
     /// What the flow leaves in the node while it runs: its step, index, wait, the
@@ -266,7 +273,7 @@ impl Provisioner {
                 return;
             }
             tracing::info!(node = %uuid, flow = flow.kind(), step = %step.name(), index = i, "step starts");
-            let outcome = match self.run_step(&mut held.node, flow.kind(), step).await {
+            let outcome = match self.run_step(&mut held.node, flow, step).await {
                 Ran::Finished(o) => o,
                 Ran::Hold => {
                     self.hold(held).await;
@@ -277,6 +284,10 @@ impl Provisioner {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {
                     self.wait(flow, held, step, Some(d)).await;
+                    return;
+                }
+                Ok(Outcome::Callback) => {
+                    self.wait(flow, held, step, None).await;
                     return;
                 }
                 Err(why) => {
@@ -316,6 +327,8 @@ impl Provisioner {
         }
         let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
         let dii = &mut held.node.driver_internal_info;
+        let follows_command =
+            dii.get(agent_deploy::AGENT_WAIT).and_then(Value::as_str) == Some("command");
         dii.insert(flow.runner_key().into(), json!(token));
         if let Some(d) = timer {
             let at = now() + chrono::Duration::from_std(d).unwrap_or_default();
@@ -332,7 +345,37 @@ impl Provisioner {
             self.work.after("step timer", d, async move {
                 me.resume(flow, nref, token).await;
             });
+        } else if follows_command && self.settings.agent.follow_commands {
+            let me = self.clone();
+            self.work.spawn("agent command", async move {
+                me.follow_command(flow, nref, token).await;
+            });
         }
+    }
+
+    /// The flow waits for the node's ramdisk agent to boot before its first step
+    /// (in-band cleaning): its wait state, no step, unlocked; the agent's first
+    /// heartbeat makes the list of steps and starts it.
+    pub(super) async fn wait_for_agent(self: &Arc<Self>, flow: Flow, mut held: Held) {
+        let uuid = held.node.uuid.to_string();
+        let target = held.node.target_provision_state;
+        match fsm::process(held.node.provision_state, Event::Wait, true, target) {
+            Ok(t) => set_state(&mut held.node, t),
+            Err(e) => {
+                self.fail(flow, held, e.to_string(), false).await;
+                return;
+            }
+        }
+        flow.step_mut(&mut held.node).clear();
+        let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
+        let dii = &mut held.node.driver_internal_info;
+        dii.remove(flow.index_key());
+        dii.insert(flow.runner_key().into(), json!(token));
+        if let Err(e) = held.save_and_release().await {
+            tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
+            return;
+        }
+        tracing::info!(node = %uuid, flow = flow.kind(), "waiting for the agent to boot; node lock given back");
     }
 
     /// An event for the wait `token` (its timer, or the node's owner finding it
@@ -345,6 +388,30 @@ impl Provisioner {
         nref: NodeRef,
         token: String,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        self.resume_with(flow, nref, token, None)
+    }
+
+    /// [`Provisioner::resume`] for what the node's agent reported (`agent_deploy.rs`):
+    /// its step ended well (the next one runs), failed (the flow fails), or the agent
+    /// booted or changed (its steps cached, the plan made again).
+    pub(super) fn resume_after_agent(
+        self: Arc<Self>,
+        flow: Flow,
+        nref: NodeRef,
+        token: String,
+        news: agent_deploy::AgentNews,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        self.resume_with(flow, nref, token, Some(news))
+    }
+
+    fn resume_with(
+        self: Arc<Self>,
+        flow: Flow,
+        nref: NodeRef,
+        token: String,
+        news: Option<agent_deploy::AgentNews>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        use agent_deploy::AgentNews;
         Box::pin(async move {
             // Patient: another operation (a read-modify-write, a heartbeat) may hold
             // the lock for a moment.
@@ -363,11 +430,13 @@ impl Provisioner {
                 held.release().await;
                 return;
             }
-            let index = dii.get(flow.index_key()).and_then(Value::as_u64);
-            let list = Step::list_from_json(dii.get(flow.steps_key()));
-            let (list, index) = match (list, index) {
-                (Ok(l), Some(i)) => (l, i as usize),
-                (Err(why), _) => {
+            let index = dii
+                .get(flow.index_key())
+                .and_then(Value::as_u64)
+                .map(|i| i as usize);
+            let list = match Step::list_from_json(dii.get(flow.steps_key())) {
+                Ok(l) => l,
+                Err(why) => {
                     let msg = format!(
                         "Cannot continue {} node {}: its stored {} steps cannot be read ({why}).",
                         flow.gerund(),
@@ -377,7 +446,58 @@ impl Provisioner {
                     self.fail(flow, held, msg, false).await;
                     return;
                 }
-                (Ok(_), None) => {
+            };
+            let step = index.and_then(|i| list.get(i)).cloned();
+            if let Some(AgentNews::Failed(why)) = &news {
+                if let Some(s) = &step {
+                    self.step_event(&mut held.node, s, "failed");
+                }
+                if self.settings.agent.deploy_logs_collect != "never" {
+                    self.collect_logs(&held.node, flow.kind()).await;
+                }
+                let msg = match &step {
+                    Some(s) => flow.step_failed_message(&held.node, s, why),
+                    None => format!("Node {} failed {}: {why}", nref.uuid, flow.gerund()),
+                };
+                self.fail(flow, held, msg, true).await;
+                return;
+            }
+            // The step is sent again: the agent changed, or was busy.
+            let rerun = matches!(
+                news,
+                Some(AgentNews::VersionMismatch { .. } | AgentNews::Retry)
+            );
+            // What the agent reported now is what the plan is checked against.
+            if let Some(
+                AgentNews::Booted { steps, versions }
+                | AgentNews::VersionMismatch { steps, versions },
+            ) = &news
+            {
+                let dii = &mut held.node.driver_internal_info;
+                dii.insert(agent_deploy::cache_key(flow).into(), steps.clone());
+                dii.insert(
+                    agent_deploy::HARDWARE_MANAGER_VERSION.into(),
+                    versions.clone(),
+                );
+            }
+            let booted = matches!(news, Some(AgentNews::Booted { .. }));
+            let (list, from) = match (index, booted) {
+                // The ramdisk booted before the first step (in-band cleaning): the
+                // steps are chosen now.
+                (None, true) => match Self::steps_after_boot(flow, &held.node, &list) {
+                    Ok(l) => {
+                        held.node.driver_internal_info.insert(
+                            flow.steps_key().into(),
+                            Value::Array(l.iter().map(Step::to_json).collect()),
+                        );
+                        (l, 0)
+                    }
+                    Err(msg) => {
+                        self.fail(flow, held, msg, false).await;
+                        return;
+                    }
+                },
+                (None, false) => {
                     let msg = format!(
                         "Cannot continue {} node {}: the index of its waiting {} step is missing.",
                         flow.gerund(),
@@ -387,9 +507,42 @@ impl Provisioner {
                     self.fail(flow, held, msg, false).await;
                     return;
                 }
+                // The deploy's ramdisk booted: the plan again, with the agent's steps.
+                (Some(i), true) if flow == Flow::Deploy => {
+                    match self.deploy_plan(&held.node).await {
+                        Ok(plan) => {
+                            let at = step
+                                .as_ref()
+                                .and_then(|s| {
+                                    plan.iter().position(|p| {
+                                        p.interface == s.interface && p.step == s.step
+                                    })
+                                })
+                                .unwrap_or(i);
+                            held.node.driver_internal_info.insert(
+                                flow.steps_key().into(),
+                                Value::Array(plan.iter().map(Step::to_json).collect()),
+                            );
+                            held.node
+                                .driver_internal_info
+                                .insert(flow.index_key().into(), json!(at));
+                            (plan, at + 1)
+                        }
+                        Err(why) => {
+                            let msg = format!(
+                                "Deploy steps of node {} are invalid once the agent reported its own: {why}",
+                                nref.uuid
+                            );
+                            self.fail(flow, held, msg, false).await;
+                            return;
+                        }
+                    }
+                }
+                (Some(i), _) if rerun => (list, i),
+                (Some(i), _) => (list, i + 1),
             };
-            if let Some(step) = list.get(index) {
-                self.step_event(&mut held.node, step, "done");
+            if let (Some(s), false) = (&step, rerun) {
+                self.step_event(&mut held.node, s, "done");
             }
             flow.forget_wait(&mut held.node);
             let target = held.node.target_provision_state;
@@ -400,9 +553,30 @@ impl Provisioner {
                     return;
                 }
             }
-            tracing::info!(node = %nref.uuid, flow = flow.kind(), index, "wait over; continuing");
-            self.run_steps(flow, held, list, index + 1).await;
+            tracing::info!(node = %nref.uuid, flow = flow.kind(), from, "wait over; continuing");
+            self.run_steps(flow, held, list, from).await;
         })
+    }
+
+    /// The steps of a flow whose ramdisk just booted before any step ran, now that
+    /// the agent's are known (in the node): a manual list as asked (`stored`), checked
+    /// against what is offered now; else every offered step with a priority.
+    fn steps_after_boot(flow: Flow, node: &Node, stored: &[Step]) -> Result<Vec<Step>, String> {
+        let offered = ironic_catalog::offered_clean_steps(node);
+        let manual = node.target_provision_state == Some(P::Manageable) || flow == Flow::Service;
+        if !manual {
+            return Ok(steps::automated(&offered));
+        }
+        let requested: Vec<Requested> = stored
+            .iter()
+            .map(|s| Requested {
+                interface: s.interface.clone(),
+                step: s.step.clone(),
+                args: s.args.clone(),
+            })
+            .collect();
+        steps::validate_requested(flow.kind(), &requested, &offered)
+            .map_err(|e| format!("Cannot {} node {}: {e}", flow.kind(), node.uuid))
     }
 
     /// The flow failed: its failed state keeping the target, `last_error`; with
@@ -414,6 +588,9 @@ impl Provisioner {
         held.node.last_error = Some(msg.clone());
         if flow == Flow::Clean {
             self.tear_down_cleaning_if_prepared(&mut held.node).await;
+        }
+        if flow == Flow::Deploy {
+            self.end_agent_deploy(&mut held.node).await;
         }
         flow.wipe(&mut held.node);
         if let Ok(t) = fsm::process(held.node.provision_state, Event::Fail, true, target) {

@@ -36,11 +36,13 @@ use crate::lock::{Held, Patience};
 pub(crate) use engine::Flow;
 pub use engine::WaitsChecked;
 
+mod agent_deploy;
 mod cleaning;
 mod deploying;
 pub(crate) use deploying::deploy_plan;
 mod engine;
 pub(crate) mod inspecting;
+mod net_boot;
 mod ramdisk_boot;
 mod recovery;
 mod servicing;
@@ -99,7 +101,7 @@ fn step_timed<E>(
 ) {
     let label = match outcome {
         Ok(Outcome::Done) => "done",
-        Ok(Outcome::Wait(_)) => "waiting",
+        Ok(Outcome::Wait(_) | Outcome::Callback) => "waiting",
         Err(_) => "failed",
     };
     metrics::histogram!(
@@ -163,6 +165,8 @@ pub struct Provisioner {
     continuing: Arc<std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>>,
     /// Deploy kernels and ramdisks, boot ISOs, the image server's files.
     images: crate::images::Images,
+    /// Talks to the nodes' ramdisk agents.
+    agent: ironic_drivers::agent_client::AgentClient,
 }
 
 impl Provisioner {
@@ -181,6 +185,7 @@ impl Provisioner {
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             continuing: Arc::default(),
             images: crate::images::Images::new(&settings.deploy),
+            agent: agent_deploy::client(&settings),
             settings,
         }
     }
@@ -254,9 +259,10 @@ impl Provisioner {
     /// which is also the pause when none is given: there is no agent whose heartbeat
     /// would end it), a `hold` as [`Ran::Hold`]. A step that finished (or failed) is
     /// timed as a step of `kind` (`clean`, `deploy`, `service`).
-    async fn run_step(&self, node: &mut Node, kind: &'static str, step: &Step) -> Ran {
+    async fn run_step(&self, node: &mut Node, flow: Flow, step: &Step) -> Ran {
+        let kind = flow.kind();
         let started = std::time::Instant::now();
-        let outcome = match self.step_outcome(node, step).await {
+        let outcome = match self.step_outcome(node, flow, step).await {
             Ok(None) => return Ran::Hold,
             Ok(Some(o)) => Ok(o),
             Err(why) => Err(why),
@@ -269,6 +275,7 @@ impl Provisioner {
     async fn step_outcome(
         &self,
         node: &mut Node,
+        flow: Flow,
         step: &Step,
     ) -> Result<Option<Outcome>, WorkFailed> {
         let driver = self.driver_of(node)?;
@@ -316,6 +323,10 @@ impl Provisioner {
                         step.name()
                     )));
                 }
+                // The `direct` deploy's own steps, and the agent's.
+                if let Some(outcome) = self.agent_step(node, flow, step).await {
+                    return outcome.map(Some);
+                }
                 let outcome = driver.execute_step(NodeInfo::from(&*node), step).await?;
                 // What a BIOS step changed shows in the cached settings.
                 if step.interface == "bios" && outcome == Outcome::Done {
@@ -333,8 +344,18 @@ impl Provisioner {
     }
 
     /// Calls the node's deploy interface and applies the changes it reports to the
-    /// node in memory; `Err` is the driver's reason.
-    async fn deploy_call(&self, node: &mut Node, call: DeployCall) -> Result<(), DriverError> {
+    /// node in memory; `Err` is the driver's reason. The `direct` deploy is the
+    /// conductor's own (`agent_deploy.rs`).
+    async fn deploy_call(&self, node: &mut Node, call: DeployCall) -> Result<(), WorkFailed> {
+        if ironic_catalog::agent_based(node) {
+            tracing::debug!(node = %node.uuid, call = call.name(), "direct deploy call");
+            return match call {
+                DeployCall::Prepare => self.prepare_direct(node).await,
+                DeployCall::TearDown => self.tear_down_direct(node).await,
+                DeployCall::PrepareCleaning => self.prepare_cleaning_direct(node).await,
+                DeployCall::TearDownCleaning => self.tear_down_cleaning_direct(node).await,
+            };
+        }
         let driver = self.driver_of(node)?;
         let mut info = NodeInfo::from(&*node);
         info.skip_automated_cleaning = !node

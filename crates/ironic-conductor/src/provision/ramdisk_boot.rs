@@ -4,10 +4,10 @@
 //! needs (the API's URL, a token generated now, `boot_method=vmedia`, the node's
 //! `kernel_append_params`), publishes it under `[deploy] http_root` for the image server
 //! (`crate::images`), inserts it through the BMC's virtual media and sets a one-time
-//! boot from CD. With `pxe` the node boots from the network once (the operator's DHCP
-//! and TFTP serve the ramdisk); the fake boot interfaces do nothing. The caller powers
-//! the node on. [`Provisioner::clean_up_ramdisk`] ejects the
-//! ISO and deletes it.
+//! boot from CD. With `ipxe` and `pxe` the conductor writes the node's network boot
+//! configuration (`net_boot.rs`) and the node boots from the network once; the fake
+//! boot interfaces do nothing. The caller powers the node on.
+//! [`Provisioner::clean_up_ramdisk`] ejects the ISO and deletes what was written.
 //!
 //! The published file's name holds a random id besides the node's UUID: the ISO
 //! carries the agent's token, and the image server lists no folder, so only the BMC that
@@ -29,6 +29,8 @@ const VMEDIA_BOOT: &str = "redfish-virtual-media";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Purpose {
     Inspection,
+    Deploy,
+    Cleaning,
 }
 
 impl Provisioner {
@@ -41,12 +43,28 @@ impl Provisioner {
         node: &mut Node,
         purpose: Purpose,
     ) -> Result<(), WorkFailed> {
-        match node.interfaces.get("boot") {
-            Some(VMEDIA_BOOT) => {}
-            // The operator's DHCP and TFTP (or iPXE) serve the ramdisk: the node boots
-            // from the network once.
-            Some("pxe") => return self.boot_once_from(node, "pxe").await,
-            _ => return Ok(()),
+        if let Some(how) = net_boot::NetBoot::of(node.interfaces.get("boot")) {
+            if driver_ref(node, "deploy_kernel")?.is_none() {
+                // Upstream requires it; here a node without one boots whatever the
+                // operator's own network boot serves.
+                tracing::info!(node = %node.uuid, "no deploy_kernel: booting from the network as the operator's DHCP and TFTP say");
+                return self.boot_once_from(node, "pxe").await;
+            }
+            let api = self.agent_api()?;
+            let mut p = vec![format!("ipa-api-url={api}")];
+            if purpose == Purpose::Inspection {
+                p.push(format!(
+                    "ipa-inspection-callback-url={api}/v1/continue_inspection"
+                ));
+            }
+            let append = append_params(node, &self.settings.pxe.kernel_append_params);
+            if !append.is_empty() {
+                p.push(append);
+            }
+            return self.prepare_net_boot(node, how, &p.join(" ")).await;
+        }
+        if node.interfaces.get("boot") != Some(VMEDIA_BOOT) {
+            return Ok(());
         }
         let started = std::time::Instant::now();
         let driver = self.driver_of(node)?;
@@ -85,13 +103,9 @@ impl Provisioner {
                         node.uuid
                     )));
                 };
-                let api = self.settings.agent_api_url.as_deref().ok_or_else(|| {
-                    WorkFailed::Refused(
-                        "No API URL for the agent: set [deploy] external_callback_url or [api] public_endpoint".into(),
-                    )
-                })?;
+                let api = self.agent_api()?;
                 let token = agent::new_token();
-                let params = self.kernel_params(node, api, &token, &id, purpose);
+                let params = self.kernel_params(node, &api, &token, &id, purpose);
                 let kernel = self.images.fetch(&kernel).await?;
                 let ramdisk = self.images.fetch(&ramdisk).await?;
                 let boot = iso::BootIso {
@@ -138,8 +152,21 @@ impl Provisioner {
         Ok(())
     }
 
+    /// The API's URL as the agent calls it.
+    fn agent_api(&self) -> Result<String, WorkFailed> {
+        self.settings.agent_api_url.clone().ok_or_else(|| {
+            WorkFailed::Refused(
+                "No API URL for the agent: set [deploy] external_callback_url or [api] public_endpoint".into(),
+            )
+        })
+    }
+
     /// The node's next boot (only) from `device`.
-    async fn boot_once_from(&self, node: &mut Node, device: &str) -> Result<(), WorkFailed> {
+    pub(super) async fn boot_once_from(
+        &self,
+        node: &mut Node,
+        device: &str,
+    ) -> Result<(), WorkFailed> {
         let changes = self
             .driver_of(node)?
             .management()
@@ -158,6 +185,7 @@ impl Provisioner {
     /// Undoes [`Self::prepare_ramdisk`]: the virtual CD ejected and the published ISO
     /// deleted. Failures are logged: the node's work is over either way.
     pub(super) async fn clean_up_ramdisk(&self, node: &mut Node) {
+        self.clean_up_net_boot(node).await;
         let Some(rel) = node
             .driver_internal_info
             .remove(VMEDIA_ISO)
@@ -207,21 +235,28 @@ impl Provisioner {
                 "ipa-inspection-callback-url={api}/v1/continue_inspection"
             ));
         }
-        let configured = &self.settings.redfish_kernel_append_params;
-        let append = [&node.instance_info, &node.driver_info]
-            .into_iter()
-            .find_map(|m| m.get("kernel_append_params").and_then(Value::as_str))
-            .map(|s| s.replace("%default%", configured))
-            .unwrap_or_else(|| configured.clone());
-        if !append.trim().is_empty() {
-            p.push(append.trim().to_string());
+        let append = append_params(node, &self.settings.redfish_kernel_append_params);
+        if !append.is_empty() {
+            p.push(append);
         }
         p.join(" ")
     }
 }
 
+/// The node's `kernel_append_params` (`instance_info`, else `driver_info`, else
+/// `configured`; `%default%` in them is `configured`), trimmed.
+fn append_params(node: &Node, configured: &str) -> String {
+    [&node.instance_info, &node.driver_info]
+        .into_iter()
+        .find_map(|m| m.get("kernel_append_params").and_then(Value::as_str))
+        .map(|s| s.replace("%default%", configured))
+        .unwrap_or_else(|| configured.to_string())
+        .trim()
+        .to_string()
+}
+
 /// A `driver_info` image reference: a `file://` path or an `http(s)://` URL.
-fn driver_ref(node: &Node, key: &str) -> Result<Option<String>, WorkFailed> {
+pub(super) fn driver_ref(node: &Node, key: &str) -> Result<Option<String>, WorkFailed> {
     match node.driver_info.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),

@@ -1,0 +1,1063 @@
+//! The `direct` deploy and in-band cleaning: the ramdisk agent (ironic-python-agent)
+//! writes the image and runs the in-band steps; the conductor boots the ramdisk, sends
+//! the agent its commands and follows them, and does the out-of-band rest.
+//!
+//! **The steps** (`ironic_catalog::DIRECT_DEPLOY_STEPS`, upstream's priorities):
+//! `deploy.deploy` boots the ramdisk (its boot interface's way, then power on) and
+//! waits for the agent; `write_image` sends the agent its in-band `write_image` step
+//! (the image's URL and checksum, the config drive) and waits for it;
+//! `prepare_instance_boot` asks the partition UUIDs (installing a boot loader for UEFI),
+//! ejects the ramdisk's media and sets the boot device to the disk;
+//! `tear_down_agent` asks the agent to power the machine off and forces it after
+//! `[agent] post_deploy_get_power_state_retries`; `switch_to_tenant_network` has
+//! nothing to do with the `noop` and `flat` networks; `boot_instance` powers on. The
+//! agent's own steps (reported by `get_deploy_steps`/`get_clean_steps`, cached in
+//! `driver_internal_info`) join the plan when a template or the user names them, and
+//! run in the agent; clean steps with a priority run in automated cleaning.
+//!
+//! **Waiting** goes through the step engine (`engine.rs`): a step that waits for the
+//! agent ([`Outcome::Callback`]) leaves the node in `wait call-back` / `clean wait`,
+//! unlocked, with `agent_wait` saying what it waits for: `boot` (the ramdisk booting),
+//! `command` (the in-band command the agent runs, `agent_command_id`) or `busy` (the
+//! agent was busy when the step was sent: it is sent again at the next heartbeat). Two events
+//! move it on, both through [`Provisioner::agent_continue`]: a heartbeat of the node's
+//! agent (upstream's only one), and, with `[agent] follow_commands`, the end of the
+//! command, followed by a long poll of the agent (`?wait=true`) from the process
+//! that sent it. The agent is asked without the lock; the lock is taken only to go
+//! on, and only if the wait's token is still the node's, so the first event wins
+//! and the others do nothing.
+//!
+//! **Cleaning** boots the ramdisk in `deploy.prepare_cleaning`, waits in `clean wait`
+//! without a step for the agent, then asks its clean steps and makes the list
+//! (automated: every step with a priority, `[deploy] erase_devices_priority` and
+//! `erase_devices_metadata_priority` applied; manual: the requested steps, checked
+//! against what the agent offers now).
+
+use super::*;
+use ironic_drivers::agent_client::{
+    AgentClient, AgentError, CommandResult, CommandStatus, Endpoint,
+};
+use ironic_drivers::interfaces::BootDevice;
+
+/// `driver_internal_info`: what a flow waiting on the agent waits for.
+pub(super) const AGENT_WAIT: &str = "agent_wait";
+/// The id of the in-band command waited for.
+pub(super) const AGENT_COMMAND: &str = "agent_command_id";
+/// The versions of the agent's hardware managers, sent back with every step (the
+/// agent refuses a step planned against other versions).
+pub(super) const HARDWARE_MANAGER_VERSION: &str = "hardware_manager_version";
+/// The root partition's UUID (partition images) or the disk's id (whole-disk).
+const ROOT_UUID: &str = "root_uuid_or_disk_id";
+/// The instance image the conductor published for the agent (relative to
+/// `[deploy] http_root`).
+const PUBLISHED_IMAGE: &str = "agent_published_image";
+
+/// The steps of the `direct` deploy that the conductor runs itself.
+const DIRECT_STEPS: &[&str] = &[
+    "deploy",
+    "write_image",
+    "prepare_instance_boot",
+    "tear_down_agent",
+    "switch_to_tenant_network",
+    "boot_instance",
+];
+
+/// What the agent reported when a waited-for event came.
+pub(super) enum AgentNews {
+    /// The ramdisk booted: the steps it offers (`{interface: [step]}`) and its
+    /// hardware managers' versions.
+    Booted { steps: Value, versions: Value },
+    /// The command waited for ended well.
+    Succeeded,
+    /// It failed: the agent's message.
+    Failed(String),
+    /// The agent's hardware changed (its managers' versions differ from the plan's):
+    /// its steps now; the step is sent again.
+    VersionMismatch { steps: Value, versions: Value },
+    /// The agent was busy when the step was sent: it is sent again.
+    Retry,
+}
+
+/// Where the node's agent is and how to trust it (from its last heartbeat).
+struct AgentAt {
+    url: String,
+    token: String,
+    pem: Option<String>,
+}
+
+impl AgentAt {
+    fn of(node: &Node) -> Option<AgentAt> {
+        let dii = &node.driver_internal_info;
+        let text = |k| dii.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(AgentAt {
+            url: text(agent::URL)?,
+            token: text(agent::TOKEN)?,
+            pem: text(agent::VERIFY_CA),
+        })
+    }
+
+    fn endpoint(&self) -> Endpoint<'_> {
+        Endpoint {
+            url: &self.url,
+            token: &self.token,
+            pinned_pem: self.pem.as_deref(),
+        }
+    }
+}
+
+/// The agent client for a conductor's settings.
+pub(super) fn client(settings: &crate::ConductorSettings) -> AgentClient {
+    let a = &settings.agent;
+    AgentClient::new(ironic_drivers::agent_client::Settings {
+        command_timeout: std::time::Duration::from_secs(a.command_timeout.max(1)),
+        attempts: a.max_command_attempts.max(1),
+        ..Default::default()
+    })
+}
+
+fn agent_failed(what: &str, e: &AgentError) -> WorkFailed {
+    WorkFailed::Refused(format!("{what}: {e}"))
+}
+
+/// The prefix of an agent command of `flow`: `deploy`, `clean`, `service`.
+fn extension(flow: Flow) -> &'static str {
+    flow.kind()
+}
+
+/// The `driver_internal_info` key of the agent's cached steps of `flow`.
+pub(super) fn cache_key(flow: Flow) -> &'static str {
+    match flow {
+        Flow::Deploy => ironic_catalog::AGENT_CACHED_DEPLOY_STEPS,
+        Flow::Clean | Flow::Service => ironic_catalog::AGENT_CACHED_CLEAN_STEPS,
+    }
+}
+
+impl Provisioner {
+    /// Whether `step` of `flow` runs in the node's agent: a step the agent reported
+    /// that no out-of-band interface offers.
+    fn is_inband(node: &Node, flow: Flow, step: &Step) -> bool {
+        if !ironic_catalog::agent_based(node) || steps::is_reserved(&step.step) {
+            return false;
+        }
+        let offered = match flow {
+            Flow::Deploy => ironic_catalog::offered_deploy_steps(node),
+            Flow::Clean | Flow::Service => ironic_catalog::offered_clean_steps(node),
+        };
+        offered
+            .iter()
+            .find(|o| o.interface == step.interface && o.step == step.step)
+            .is_some_and(|o| o.requires_ramdisk)
+    }
+
+    /// Runs `step` if the `direct` deploy or the agent runs it; `None`: the driver's.
+    pub(super) async fn agent_step(
+        &self,
+        node: &mut Node,
+        flow: Flow,
+        step: &Step,
+    ) -> Option<Result<Outcome, WorkFailed>> {
+        if !ironic_catalog::agent_based(node) {
+            return None;
+        }
+        if flow == Flow::Deploy
+            && step.interface == "deploy"
+            && DIRECT_STEPS.contains(&step.step.as_str())
+        {
+            return Some(self.direct_step(node, step).await);
+        }
+        if Self::is_inband(node, flow, step) {
+            return Some(self.send_step(node, flow, step).await);
+        }
+        None
+    }
+
+    async fn direct_step(&self, node: &mut Node, step: &Step) -> Result<Outcome, WorkFailed> {
+        match step.step.as_str() {
+            "deploy" => self.boot_agent(node, ramdisk_boot::Purpose::Deploy).await,
+            "write_image" => self.write_image(node).await,
+            "prepare_instance_boot" => {
+                self.prepare_instance_boot(node).await?;
+                Ok(Outcome::Done)
+            }
+            "tear_down_agent" => {
+                self.tear_down_agent(node).await?;
+                Ok(Outcome::Done)
+            }
+            // The `noop` and `flat` networks have no tenant network to switch to.
+            "switch_to_tenant_network" => Ok(Outcome::Done),
+            "boot_instance" => {
+                self.power(node, "power on").await?;
+                Ok(Outcome::Done)
+            }
+            other => Err(WorkFailed::Refused(format!(
+                "the direct deploy has no step {other}"
+            ))),
+        }
+    }
+
+    /// Sets the node's power through its power interface.
+    async fn power(&self, node: &mut Node, action: &str) -> Result<(), WorkFailed> {
+        let after = self
+            .driver_of(node)?
+            .power()
+            .set_power_state(NodeInfo::from(&*node), action, None)
+            .await?;
+        node.power_state = Some(after);
+        Ok(())
+    }
+
+    /// Boots the agent's ramdisk (its boot interface prepares it, then the node is
+    /// powered on, or rebooted if on) and waits for the agent to look up and heartbeat.
+    pub(super) async fn boot_agent(
+        &self,
+        node: &mut Node,
+        purpose: ramdisk_boot::Purpose,
+    ) -> Result<Outcome, WorkFailed> {
+        agent::wipe_token_and_url(&mut node.driver_internal_info);
+        self.prepare_ramdisk(node, purpose).await?;
+        let action = if node.power_state.as_deref() == Some("power on") {
+            "rebooting"
+        } else {
+            "power on"
+        };
+        self.power(node, action)
+            .await
+            .map_err(|e| WorkFailed::Refused(format!("Failed to boot the agent's ramdisk: {e}")))?;
+        node.driver_internal_info
+            .insert(AGENT_WAIT.into(), json!("boot"));
+        node.driver_internal_info.remove(AGENT_COMMAND);
+        tracing::info!(node = %node.uuid, purpose = ?purpose, "agent ramdisk booting; waiting for its heartbeat");
+        Ok(Outcome::Callback)
+    }
+
+    /// The in-band `write_image` step: the agent downloads the image (from its own URL,
+    /// or from the conductor's image server), checks it and writes it with the config
+    /// drive.
+    async fn write_image(&self, node: &mut Node) -> Result<Outcome, WorkFailed> {
+        let info = self.image_info(node).await?;
+        let mut args = JsonObject::new();
+        let configdrive = node.instance_info.get("configdrive").cloned();
+        let mut image_info = info;
+        if let Some(c) = &configdrive {
+            image_info.insert("configdrive".into(), c.clone());
+        }
+        args.insert("image_info".into(), Value::Object(image_info));
+        args.insert("configdrive".into(), configdrive.unwrap_or(Value::Null));
+        let step = Step {
+            interface: "deploy".into(),
+            step: "write_image".into(),
+            args,
+            priority: 80,
+            abortable: false,
+        };
+        self.send_step(node, Flow::Deploy, &step).await
+    }
+
+    /// `image_info` as the agent's `write_image` reads it (reference §1.4).
+    async fn image_info(&self, node: &mut Node) -> Result<JsonObject, WorkFailed> {
+        let text = |n: &Node, k: &str| {
+            n.instance_info
+                .get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let source = text(node, "image_source").ok_or_else(|| {
+            WorkFailed::Refused(format!(
+                "Node {} has no instance_info.image_source: the image to write",
+                node.uuid
+            ))
+        })?;
+        let url = match text(node, "image_url") {
+            Some(u) => u,
+            None => self.image_url(node, &source).await?,
+        };
+        let ii = &node.instance_info;
+        let text = |k: &str| ii.get(k).and_then(Value::as_str).map(str::to_string);
+        let mut info = JsonObject::new();
+        let id = source
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(&source)
+            .to_string();
+        info.insert("id".into(), json!(id));
+        info.insert("urls".into(), json!([url]));
+        info.insert("node_uuid".into(), json!(node.uuid.to_string()));
+        info.insert(
+            "stream_raw_images".into(),
+            json!(self.settings.agent.stream_raw_images),
+        );
+        for (from, to) in [
+            ("image_disk_format", "disk_format"),
+            ("image_container_format", "container_format"),
+            ("image_checksum", "checksum"),
+            ("image_os_hash_algo", "os_hash_algo"),
+            ("image_os_hash_value", "os_hash_value"),
+        ] {
+            if let Some(v) = text(from) {
+                info.insert(to.into(), json!(v));
+            }
+        }
+        if !info.contains_key("checksum") && !info.contains_key("os_hash_value") {
+            return Err(WorkFailed::Refused(format!(
+                "Node {} has neither instance_info.image_os_hash_algo and image_os_hash_value nor image_checksum: the agent refuses an image it cannot check",
+                node.uuid
+            )));
+        }
+        // Partition images: the agent makes the partitions.
+        for k in [
+            "kernel",
+            "ramdisk",
+            "root_gb",
+            "root_mb",
+            "swap_mb",
+            "ephemeral_mb",
+            "ephemeral_format",
+            "preserve_ephemeral",
+            "image_type",
+        ] {
+            if let Some(v) = ii.get(k) {
+                info.insert(k.into(), v.clone());
+            }
+        }
+        if let Some(m) = node_boot_mode(node) {
+            info.insert("deploy_boot_mode".into(), json!(m));
+        }
+        Ok(info)
+    }
+
+    /// The URL the agent downloads the image from: an `http(s)://` source as it is
+    /// (`[agent] image_download_source = http`), else the conductor's copy on its image
+    /// server.
+    async fn image_url(&self, node: &mut Node, source: &str) -> Result<String, WorkFailed> {
+        let remote = source.starts_with("http://") || source.starts_with("https://");
+        if remote && self.settings.agent.image_download_source != "local" {
+            return Ok(source.to_string());
+        }
+        let base = self.settings.deploy.agent_http_url().ok_or_else(|| {
+            WorkFailed::Refused("No URL for the image server: set [deploy] http_url".into())
+        })?;
+        let from = self.images.fetch(source).await.map_err(|e| {
+            WorkFailed::Refused(format!(
+                "Cannot fetch the image {}: {e}",
+                secrets_safe(source)
+            ))
+        })?;
+        let rel = format!(
+            "agent_images/{}-{}",
+            node.uuid,
+            uuid::Uuid::new_v4().simple()
+        );
+        let out = self.settings.deploy.http_root.join(&rel);
+        self.images.publish(&from, &out).await.map_err(|e| {
+            WorkFailed::Refused(format!("Cannot publish the image for the agent: {e}"))
+        })?;
+        node.driver_internal_info
+            .insert(PUBLISHED_IMAGE.into(), json!(rel));
+        Ok(format!("{base}/{rel}"))
+    }
+
+    /// `prepare_instance_boot`: the partition UUIDs (stored), a boot loader where one
+    /// is needed (UEFI: the agent sets the firmware's boot entry), the ramdisk's media
+    /// ejected and the disk as the boot device from now on.
+    async fn prepare_instance_boot(&self, node: &mut Node) -> Result<(), WorkFailed> {
+        let at = AgentAt::of(node).ok_or_else(no_agent)?;
+        let uuids = self
+            .agent
+            .execute(
+                &at.endpoint(),
+                "standby.get_partition_uuids",
+                &json!({}),
+                true,
+            )
+            .await
+            .map_err(|e| agent_failed("Cannot read the partition UUIDs", &e))?;
+        let parts = uuids.result.clone().unwrap_or(Value::Null);
+        let root = parts.get("root uuid").and_then(Value::as_str);
+        if let Some(r) = root {
+            node.driver_internal_info.insert(ROOT_UUID.into(), json!(r));
+        }
+        let efi = parts
+            .get("efi system partition uuid")
+            .and_then(Value::as_str);
+        if node_boot_mode(node).as_deref() == Some("uefi")
+            && let Some(efi) = efi
+        {
+            let params = json!({
+                "root_uuid": root,
+                "efi_system_part_uuid": efi,
+                "prep_boot_part_uuid": parts.get("PReP Boot partition uuid"),
+                "target_boot_mode": "uefi",
+            });
+            let r = self
+                .agent
+                .execute(&at.endpoint(), "image.install_bootloader", &params, true)
+                .await
+                .map_err(|e| agent_failed("Cannot install the boot loader", &e))?;
+            if r.status != CommandStatus::Succeeded {
+                return Err(WorkFailed::Refused(format!(
+                    "Failed to install a bootloader when deploying node {}: {}",
+                    node.uuid,
+                    r.error_message()
+                        .unwrap_or_else(|| r.status.as_str().into())
+                )));
+            }
+        }
+        self.clean_up_ramdisk(node).await;
+        let changes = self
+            .driver_of(node)?
+            .management()
+            .set_boot_device(
+                NodeInfo::from(&*node),
+                BootDevice {
+                    device: "disk".into(),
+                    persistent: true,
+                },
+            )
+            .await?;
+        changes.apply(node);
+        self.unpublish_instance_image(node).await;
+        Ok(())
+    }
+
+    /// Deletes the instance image published for the agent, if any.
+    pub(super) async fn unpublish_instance_image(&self, node: &mut Node) {
+        if let Some(rel) = node
+            .driver_internal_info
+            .remove(PUBLISHED_IMAGE)
+            .and_then(|v| v.as_str().map(str::to_string))
+        {
+            self.images.unpublish(&rel).await;
+        }
+    }
+
+    /// `tear_down_agent`: logs collected when `[agent] deploy_logs_collect = always`,
+    /// then the agent powers the machine off (a clean shut-down of the ramdisk); if
+    /// the BMC does not see it off in time, it is forced off.
+    async fn tear_down_agent(&self, node: &mut Node) -> Result<(), WorkFailed> {
+        if self.settings.agent.deploy_logs_collect == "always" {
+            self.collect_logs(node, "deploy").await;
+        }
+        if node.disable_power_off {
+            return Ok(());
+        }
+        if let Some(at) = AgentAt::of(node) {
+            if let Err(e) = self
+                .agent
+                .execute(&at.endpoint(), "standby.power_off", &json!({}), false)
+                .await
+            {
+                tracing::info!(node = %node.uuid, "the agent did not take the power-off ({e}); forcing it");
+            } else {
+                let a = &self.settings.agent;
+                let every =
+                    std::time::Duration::from_secs(a.post_deploy_get_power_state_retry_interval);
+                let power = self.driver_of(node)?.power();
+                for _ in 0..a.post_deploy_get_power_state_retries {
+                    tokio::time::sleep(every).await;
+                    if let Ok(s) = power.get_power_state(NodeInfo::from(&*node)).await
+                        && s == "power off"
+                    {
+                        node.power_state = Some(s);
+                        tracing::info!(node = %node.uuid, "the agent powered the machine off");
+                        return Ok(());
+                    }
+                }
+                tracing::info!(node = %node.uuid, "the machine is still on after the agent's power-off; forcing it");
+            }
+        }
+        self.power(node, "power off").await
+    }
+
+    /// Sends `step` to the agent (`<flow>.execute_<flow>_step`); a command still
+    /// running is waited for ([`Outcome::Callback`]).
+    async fn send_step(
+        &self,
+        node: &mut Node,
+        flow: Flow,
+        step: &Step,
+    ) -> Result<Outcome, WorkFailed> {
+        let at = AgentAt::of(node).ok_or_else(no_agent)?;
+        let ports = self.ports_for_agent(node).await?;
+        let ext = extension(flow);
+        let mut params = json!({
+            "step": {
+                "interface": step.interface,
+                "step": step.step,
+                "args": step.args,
+                "priority": step.priority,
+                "abortable": step.abortable,
+            },
+            "node": node_for_agent(node),
+            "ports": ports,
+        });
+        params[format!("{ext}_version")] = node
+            .driver_internal_info
+            .get(HARDWARE_MANAGER_VERSION)
+            .cloned()
+            .unwrap_or(Value::Null);
+        let name = format!("{ext}.execute_{ext}_step");
+        let r = match self
+            .agent
+            .execute(&at.endpoint(), &name, &params, false)
+            .await
+        {
+            Ok(r) => r,
+            // Upstream's too: sent again at the next heartbeat.
+            Err(AgentError::Busy { .. }) => {
+                tracing::info!(node = %node.uuid, step = %step.name(), "the agent is busy; the step is sent again at its next heartbeat");
+                node.driver_internal_info
+                    .insert(AGENT_WAIT.into(), json!("busy"));
+                node.driver_internal_info.remove(AGENT_COMMAND);
+                return Ok(Outcome::Callback);
+            }
+            Err(e) => return Err(agent_failed(&format!("Cannot start {}", step.name()), &e)),
+        };
+        tracing::info!(node = %node.uuid, step = %step.name(), command = %r.id, status = r.status.as_str(), "in-band step sent to the agent");
+        match news_of(&r) {
+            None => {
+                let dii = &mut node.driver_internal_info;
+                dii.insert(AGENT_WAIT.into(), json!("command"));
+                dii.insert(AGENT_COMMAND.into(), json!(r.id));
+                Ok(Outcome::Callback)
+            }
+            Some(AgentNews::Succeeded) => Ok(Outcome::Done),
+            Some(AgentNews::Failed(why)) => Err(WorkFailed::Refused(why)),
+            // Sent with versions the agent no longer has: wait; the continuation
+            // refreshes the steps and sends it again.
+            Some(_) => {
+                let dii = &mut node.driver_internal_info;
+                dii.insert(AGENT_WAIT.into(), json!("command"));
+                dii.insert(AGENT_COMMAND.into(), json!(r.id));
+                Ok(Outcome::Callback)
+            }
+        }
+    }
+
+    async fn ports_for_agent(&self, node: &Node) -> Result<Value, WorkFailed> {
+        let ports = self
+            .db
+            .port_list(&ironic_db::ports::NicListQuery {
+                node_id: Some(node.id),
+                limit: 1000,
+                ..Default::default()
+            })
+            .await?;
+        Ok(Value::Array(
+            ports
+                .iter()
+                .map(|p| {
+                    json!({
+                        "uuid": p.uuid.to_string(),
+                        "address": p.address,
+                        "pxe_enabled": p.pxe_enabled,
+                        "physical_network": p.physical_network,
+                        "local_link_connection": p.local_link_connection,
+                        "extra": p.extra,
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    /// Asks the agent for its steps of `flow` and its hardware managers' versions.
+    async fn agent_steps_now(&self, node: &Node, flow: Flow) -> Result<(Value, Value), String> {
+        let Some(at) = AgentAt::of(node) else {
+            return Err("no agent URL yet".into());
+        };
+        let ext = match flow {
+            Flow::Deploy => "deploy",
+            Flow::Clean | Flow::Service => "clean",
+        };
+        let ports = self
+            .ports_for_agent(node)
+            .await
+            .unwrap_or_else(|_| Value::Array(Vec::new()));
+        let params = json!({"node": node_for_agent(node), "ports": ports});
+        let r = self
+            .agent
+            .execute(
+                &at.endpoint(),
+                &format!("{ext}.get_{ext}_steps"),
+                &params,
+                true,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let result = r.result.unwrap_or(Value::Null);
+        let steps = result
+            .get(format!("{ext}_steps"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let versions = result
+            .get(HARDWARE_MANAGER_VERSION)
+            .cloned()
+            .unwrap_or(Value::Null);
+        Ok((by_interface(&steps, &self.settings.deploy, flow), versions))
+    }
+
+    /// A heartbeat of a node's agent was recorded: if the node waits on its agent,
+    /// the wait is looked at in the background.
+    pub(crate) fn agent_heartbeat(self: &Arc<Self>, nref: NodeRef) {
+        let me = self.clone();
+        self.work.spawn("agent heartbeat", async move {
+            me.agent_continue(nref, "heartbeat").await;
+        });
+    }
+
+    /// Looks at a node waiting on its agent (see the module's doc): asks the agent,
+    /// without the lock, whether what the wait is for happened; if so, goes on
+    /// through the step engine. `why` names the event, for the logs.
+    pub(crate) async fn agent_continue(self: &Arc<Self>, nref: NodeRef, why: &'static str) {
+        let Ok(node) = crate::nodes::read(&self.db, &nref).await else {
+            return;
+        };
+        let Some(flow) = Flow::waiting_in(node.provision_state) else {
+            return;
+        };
+        let dii = &node.driver_internal_info;
+        let (Some(token), None) = (
+            dii.get(flow.runner_key()).and_then(Value::as_str),
+            dii.get(flow.resume_key()),
+        ) else {
+            return;
+        };
+        if node.maintenance || !ironic_catalog::agent_based(&node) {
+            return;
+        }
+        let news = match dii.get(AGENT_WAIT).and_then(Value::as_str) {
+            Some("boot") => match self.agent_steps_now(&node, flow).await {
+                Ok((steps, versions)) => AgentNews::Booted { steps, versions },
+                Err(e) => {
+                    tracing::info!(node = %node.uuid, event = why, "the agent booted but its steps cannot be read yet: {e}");
+                    return;
+                }
+            },
+            Some("command") => {
+                let Some(at) = AgentAt::of(&node) else { return };
+                let id = dii.get(AGENT_COMMAND).and_then(Value::as_str);
+                let r = match id {
+                    Some(id) => self.agent.command(&at.endpoint(), id, false).await,
+                    None => self.agent.last_command(&at.endpoint()).await.and_then(|c| {
+                        c.ok_or_else(|| AgentError::InvalidUrl {
+                            url: at.url.clone(),
+                            reason: "the agent ran no command".into(),
+                        })
+                    }),
+                };
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::info!(node = %node.uuid, event = why, "cannot read the agent's command: {e}");
+                        return;
+                    }
+                };
+                match news_of(&r) {
+                    None => return,
+                    Some(AgentNews::VersionMismatch { .. }) => {
+                        match self.agent_steps_now(&node, flow).await {
+                            Ok((steps, versions)) => AgentNews::VersionMismatch { steps, versions },
+                            Err(e) => {
+                                tracing::info!(node = %node.uuid, "the agent's hardware changed; its steps cannot be read yet: {e}");
+                                return;
+                            }
+                        }
+                    }
+                    Some(n) => n,
+                }
+            }
+            Some("busy") => AgentNews::Retry,
+            _ => return,
+        };
+        tracing::info!(node = %node.uuid, event = why, flow = flow.kind(), "the agent's wait is over");
+        self.clone()
+            .resume_after_agent(flow, nref, token.to_string(), news)
+            .await;
+    }
+
+    /// Follows the in-band command `id` of the wait `token` until it ends (long polls
+    /// of the agent), then continues the wait; gives up when the wait ended otherwise.
+    pub(super) async fn follow_command(self: Arc<Self>, flow: Flow, nref: NodeRef, token: String) {
+        let Ok(node) = crate::nodes::read(&self.db, &nref).await else {
+            return;
+        };
+        let (Some(at), Some(id)) = (
+            AgentAt::of(&node),
+            node.driver_internal_info
+                .get(AGENT_COMMAND)
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        ) else {
+            return;
+        };
+        let limit = flow
+            .callback_timeout(&self.settings)
+            .max(std::time::Duration::from_secs(60));
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            match self.agent.command(&at.endpoint(), &id, true).await {
+                Ok(r) if r.status != CommandStatus::Running => {
+                    self.agent_continue(nref, "command ended").await;
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(node = %nref.uuid, "following the agent's command: {e}");
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                }
+            }
+            // Still the same wait? (A heartbeat may have moved it on, or an abort.)
+            let Ok(now) = crate::nodes::read(&self.db, &nref).await else {
+                return;
+            };
+            if now
+                .driver_internal_info
+                .get(flow.runner_key())
+                .and_then(Value::as_str)
+                != Some(token.as_str())
+            {
+                return;
+            }
+        }
+    }
+
+    /// The ramdisk's logs (`log.collect_system_logs`) into `[agent]
+    /// deploy_logs_local_path`, as `<node>[_<instance>]_<time>.tar.gz`. Failures are
+    /// logged: the logs help, the flow does not depend on them.
+    pub(super) async fn collect_logs(&self, node: &Node, label: &str) {
+        let Some(at) = AgentAt::of(node) else {
+            return;
+        };
+        let r = match self
+            .agent
+            .execute(&at.endpoint(), "log.collect_system_logs", &json!({}), true)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(node = %node.uuid, "cannot collect the ramdisk's logs: {e}");
+                return;
+            }
+        };
+        let Some(b64) = r
+            .result
+            .as_ref()
+            .and_then(|v| v.get("system_logs"))
+            .and_then(Value::as_str)
+        else {
+            tracing::warn!(node = %node.uuid, "the agent sent no logs");
+            return;
+        };
+        use base64::Engine as _;
+        let bytes = match base64::engine::general_purpose::STANDARD.decode(b64.trim()) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(node = %node.uuid, "the agent's logs are not base64: {e}");
+                return;
+            }
+        };
+        let dir = &self.settings.agent.deploy_logs_local_path;
+        let mut name = node.uuid.to_string();
+        if let Some(i) = &node.instance_uuid {
+            name.push('_');
+            name.push_str(i);
+        }
+        name.push_str(&format!(
+            "_{}_{label}.tar.gz",
+            now().format("%Y-%m-%d-%H-%M-%S")
+        ));
+        let path = dir.join(&name);
+        let written = async {
+            tokio::fs::create_dir_all(dir).await?;
+            tokio::fs::write(&path, &bytes).await
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                tracing::info!(node = %node.uuid, path = %path.display(), bytes = bytes.len(), "ramdisk logs collected")
+            }
+            Err(e) => {
+                tracing::warn!(node = %node.uuid, path = %path.display(), "cannot write the ramdisk's logs: {e}")
+            }
+        }
+    }
+
+    /// `deploy.prepare` of the `direct` deploy: the node powered off (a deploy
+    /// starts from a known state).
+    pub(super) async fn prepare_direct(&self, node: &mut Node) -> Result<(), WorkFailed> {
+        node.instance_info.remove("image_url");
+        if !node.disable_power_off {
+            self.power(node, "power off").await?;
+        }
+        Ok(())
+    }
+
+    /// A deploy through the agent ended (done, failed, aborted): the ramdisk's boot
+    /// media and files, the published image and the config drive go (the config
+    /// drive may hold secrets; it was for this deploy only).
+    pub(super) async fn end_agent_deploy(&self, node: &mut Node) {
+        if !ironic_catalog::agent_based(node) {
+            return;
+        }
+        self.clean_up_ramdisk(node).await;
+        self.unpublish_instance_image(node).await;
+        node.instance_info.remove("configdrive");
+    }
+
+    /// `deploy.tear_down` of the `direct` deploy: the node powered off, the instance's
+    /// boot settings undone.
+    pub(super) async fn tear_down_direct(&self, node: &mut Node) -> Result<(), WorkFailed> {
+        self.clean_up_ramdisk(node).await;
+        self.unpublish_instance_image(node).await;
+        node.driver_internal_info.remove(ROOT_UUID);
+        self.power(node, "power off").await
+    }
+
+    /// `deploy.prepare_cleaning` of the `direct` deploy: the ramdisk booted; the
+    /// cleaning waits for the agent.
+    pub(super) async fn prepare_cleaning_direct(&self, node: &mut Node) -> Result<(), WorkFailed> {
+        self.boot_agent(node, ramdisk_boot::Purpose::Cleaning)
+            .await?;
+        Ok(())
+    }
+
+    /// `deploy.tear_down_cleaning` of the `direct` deploy: the ramdisk's media ejected,
+    /// the node powered off.
+    pub(super) async fn tear_down_cleaning_direct(
+        &self,
+        node: &mut Node,
+    ) -> Result<(), WorkFailed> {
+        self.clean_up_ramdisk(node).await;
+        for k in [AGENT_WAIT, AGENT_COMMAND] {
+            node.driver_internal_info.remove(k);
+        }
+        if node.disable_power_off {
+            return Ok(());
+        }
+        self.power(node, "power off").await
+    }
+}
+
+/// What a deploy through the agent needs before it starts (upstream's `validate`):
+/// the image and a way to check it, and the ramdisk to boot. `Err`: what is missing.
+pub(super) fn check_deploy(node: &Node) -> Result<(), String> {
+    let ii = &node.instance_info;
+    let has = |k: &str| {
+        ii.get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    let mut missing = Vec::new();
+    if !has("image_source") {
+        missing.push("image_source");
+    }
+    let checkable =
+        has("image_checksum") || (has("image_os_hash_algo") && has("image_os_hash_value"));
+    if !checkable {
+        missing.push("image_os_hash_algo and image_os_hash_value (or image_checksum)");
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "Cannot validate image information for node {} because one or more parameters are missing from its instance_info: {}",
+            node.uuid,
+            missing.join(", ")
+        ));
+    }
+    let di = &node.driver_info;
+    let has = |k: &str| {
+        di.get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+    };
+    let boot = node.interfaces.get("boot");
+    let ramdisk = has("deploy_kernel") && has("deploy_ramdisk");
+    let needs = match boot {
+        Some("redfish-virtual-media") => !(ramdisk || has("deploy_iso")),
+        Some("ipxe" | "pxe") => !ramdisk,
+        _ => false,
+    };
+    if needs {
+        return Err(format!(
+            "Node {} needs driver_info deploy_kernel and deploy_ramdisk{} to boot the agent's ramdisk",
+            node.uuid,
+            if boot == Some("redfish-virtual-media") {
+                " (or deploy_iso)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(())
+}
+
+fn no_agent() -> WorkFailed {
+    WorkFailed::Refused("The agent has not checked in yet: no URL to reach it".into())
+}
+
+fn secrets_safe(s: &str) -> String {
+    ironic_model::secrets::log_safe(s).to_string()
+}
+
+/// The agent's answer as news for a wait; `None`: still running.
+fn news_of(r: &CommandResult) -> Option<AgentNews> {
+    match &r.status {
+        CommandStatus::Running => None,
+        CommandStatus::Succeeded => Some(AgentNews::Succeeded),
+        CommandStatus::CleanVersionMismatch => Some(AgentNews::VersionMismatch {
+            steps: Value::Null,
+            versions: Value::Null,
+        }),
+        _ => Some(AgentNews::Failed(r.error_message().unwrap_or_else(|| {
+            format!("the agent's command {} ended {}", r.name, r.status.as_str())
+        }))),
+    }
+}
+
+/// The boot mode the instance boots in: `instance_info.deploy_boot_mode`, the node's
+/// `boot_mode` capability, else what the BMC reported.
+fn node_boot_mode(node: &Node) -> Option<String> {
+    if let Some(m) = node
+        .instance_info
+        .get("deploy_boot_mode")
+        .and_then(Value::as_str)
+    {
+        return Some(m.to_string());
+    }
+    let caps = node
+        .properties
+        .get("capabilities")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if let Some(m) = caps
+        .split(',')
+        .filter_map(|kv| kv.split_once(':'))
+        .find(|(k, _)| k.trim() == "boot_mode")
+        .map(|(_, v)| v.trim().to_string())
+    {
+        return Some(m);
+    }
+    node.boot_mode.clone()
+}
+
+/// The node as the agent's step commands take it: what the agent reads (its
+/// properties' root device hints, its instance), without secrets.
+fn node_for_agent(node: &Node) -> Value {
+    let mut ii = node.instance_info.clone();
+    ii.remove("configdrive");
+    let mut dii = node.driver_internal_info.clone();
+    for k in [agent::TOKEN, agent::VERIFY_CA] {
+        dii.remove(k);
+    }
+    json!({
+        "uuid": node.uuid.to_string(),
+        "name": node.name,
+        "driver": node.driver,
+        "properties": node.properties,
+        "instance_info": ii,
+        "instance_uuid": node.instance_uuid,
+        "driver_internal_info": dii,
+        "extra": node.extra,
+    })
+}
+
+/// The agent's steps of `flow` (`{manager: [step]}`) as upstream caches them,
+/// `{interface: [step]}`, with `[deploy] erase_devices_priority` and
+/// `erase_devices_metadata_priority` applied to the clean steps.
+fn by_interface(steps: &Value, deploy: &ironic_config::DeploySection, flow: Flow) -> Value {
+    let mut out = serde_json::Map::new();
+    let Some(managers) = steps.as_object() else {
+        return Value::Object(out);
+    };
+    for list in managers.values().filter_map(Value::as_array) {
+        for s in list {
+            let Some(iface) = s.get("interface").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut s = s.clone();
+            if flow != Flow::Deploy {
+                let over = match s.get("step").and_then(Value::as_str) {
+                    Some("erase_devices") => deploy.erase_devices_priority,
+                    Some("erase_devices_metadata") => deploy.erase_devices_metadata_priority,
+                    _ => None,
+                };
+                if let Some(p) = over {
+                    s["priority"] = json!(p);
+                }
+            }
+            let entry = out
+                .entry(iface.to_string())
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if let Value::Array(a) = entry {
+                // The first manager's step of a name wins (the agent lists the most
+                // specific first).
+                if !a.iter().any(|x| x.get("step") == s.get("step")) {
+                    a.push(s);
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_steps_are_cached_by_interface_with_priority_overrides() {
+        let reported = json!({
+            "GenericHardwareManager": [
+                {"interface": "deploy", "step": "erase_devices", "priority": 10},
+                {"interface": "deploy", "step": "erase_devices_metadata", "priority": 99},
+                {"interface": "raid", "step": "delete_configuration", "priority": 0},
+            ],
+            "Other": [{"interface": "deploy", "step": "erase_devices", "priority": 50}],
+        });
+        let deploy = ironic_config::DeploySection {
+            erase_devices_priority: Some(0),
+            ..Default::default()
+        };
+        let v = by_interface(&reported, &deploy, Flow::Clean);
+        assert_eq!(v["deploy"].as_array().map(Vec::len), Some(2));
+        assert_eq!(v["deploy"][0]["priority"], json!(0));
+        assert_eq!(v["deploy"][1]["priority"], json!(99));
+        assert_eq!(v["raid"][0]["step"], json!("delete_configuration"));
+        // Deploy steps keep the agent's priorities.
+        let v = by_interface(&reported, &deploy, Flow::Deploy);
+        assert_eq!(v["deploy"][0]["priority"], json!(10));
+    }
+
+    #[test]
+    fn the_boot_mode_comes_from_the_instance_then_the_capabilities() {
+        let mut n = Node::blank(
+            ironic_model::NodeUuid::new_v4(),
+            "fake-hardware".into(),
+            ironic_model::Version::MAX,
+        );
+        n.boot_mode = Some("bios".into());
+        assert_eq!(node_boot_mode(&n).as_deref(), Some("bios"));
+        n.properties
+            .insert("capabilities".into(), json!("a:b, boot_mode:uefi"));
+        assert_eq!(node_boot_mode(&n).as_deref(), Some("uefi"));
+        n.instance_info
+            .insert("deploy_boot_mode".into(), json!("bios"));
+        assert_eq!(node_boot_mode(&n).as_deref(), Some("bios"));
+    }
+
+    #[test]
+    fn the_node_sent_to_the_agent_has_no_secrets() {
+        let mut n = Node::blank(
+            ironic_model::NodeUuid::new_v4(),
+            "fake-hardware".into(),
+            ironic_model::Version::MAX,
+        );
+        n.instance_info.insert("configdrive".into(), json!("H4sI"));
+        n.driver_internal_info
+            .insert(agent::TOKEN.into(), json!("secret"));
+        n.driver_info.insert("redfish_password".into(), json!("pw"));
+        let v = node_for_agent(&n).to_string();
+        for secret in ["H4sI", "secret", "pw"] {
+            assert!(!v.contains(secret), "{v}");
+        }
+    }
+}
