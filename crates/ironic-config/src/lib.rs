@@ -79,6 +79,12 @@ pub struct DeploySection {
     /// `[DEFAULT] esp_image`). Default: one the conductor makes once under `image_cache`
     /// from Debian's `grub-efi-amd64-bin`; without either, ISOs boot by BIOS only.
     pub esp_image: Option<PathBuf>,
+    /// The largest config drive image, in bytes once unpacked: the agent writes at most
+    /// 64 MiB (ironic-python-agent's `MAX_CONFIG_DRIVE_SIZE_MB`). The API refuses a
+    /// base64 `configdrive` whose decoded size is over it; the conductor refuses a drive
+    /// it builds, or one given inline that unpacks, over it. Upstream has no such option
+    /// (only `[api] max_json_body_size_provision` on the whole body).
+    pub configdrive_max_bytes: u64,
 }
 
 impl Default for DeploySection {
@@ -100,6 +106,7 @@ impl Default for DeploySection {
             ldlinux_c32: PathBuf::from("/usr/lib/syslinux/modules/bios/ldlinux.c32"),
             http_max_connections: 64,
             esp_image: None,
+            configdrive_max_bytes: 64 << 20,
         }
     }
 }
@@ -827,6 +834,9 @@ impl Config {
         if self.deploy.http_max_connections == 0 {
             return bad("[deploy] http_max_connections must be positive");
         }
+        if self.deploy.configdrive_max_bytes == 0 {
+            return bad("[deploy] configdrive_max_bytes must be positive");
+        }
         if self.database.acquire_timeout == 0 {
             return bad("[database] acquire_timeout must be positive");
         }
@@ -1129,6 +1139,7 @@ mod tests {
         assert!(Config::load(None, env(&[("IRONIC_API__AUTH_STRATEGY", "http_basic")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_DATABASE__URL", "mysql://x")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_AMQP__ACCEPT_TIMEOUT", "0")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_DEPLOY__CONFIGDRIVE_MAX_BYTES", "0")])).is_err());
         let keyed = Config::load(
             None,
             env(&[
