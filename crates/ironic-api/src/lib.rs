@@ -66,6 +66,8 @@ pub struct ApiSettings {
     pub scheme: &'static str,
     pub max_limit: u32,
     pub max_body: usize,
+    /// The largest config drive, decoded (`[deploy] configdrive_max_bytes`).
+    pub configdrive_max_bytes: u64,
     /// How long a client has to send a body (`[api] body_read_timeout`).
     pub body_timeout: std::time::Duration,
     pub defaults: NodeDefaults,

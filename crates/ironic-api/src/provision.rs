@@ -172,6 +172,122 @@ fn check_members(
     Ok(())
 }
 
+/// Whether a `configdrive` is none at all: null, `""` or `{}` (Python's falsy values,
+/// which upstream neither checks nor stores).
+fn empty(c: &Value) -> bool {
+    match c {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// JSON's name for the type of `v`, as the messages say it.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `configdrive` as upstream's `check_allow_configdrive`
+/// (`ironic/api/controllers/v1/utils.py`) checks it, in its order, once the node's state
+/// allows the verb (`target`): only with `active` (and `rebuild` from 1.35; not with
+/// `deploy`, as upstream); the JSON object (from 1.56) by upstream's schema
+/// (`_CONFIG_DRIVE_SCHEMA`: members `meta_data`, `network_data`, `vendor_data` (from
+/// 1.59), objects, and `user_data`, an object, a list, a string or null); a string is a
+/// URL (anything with `://`, as upstream) or base64 text (upstream's alphabet, white
+/// space allowed). Upstream's messages, but for a schema violation: upstream quotes the
+/// whole drive (secrets included) in a jsonschema dump, this names the member at fault.
+///
+/// Beyond upstream: base64 text whose decoded size is over `max_bytes` (`[deploy]
+/// configdrive_max_bytes`, 64 MiB: the agent writes no larger image, and gzip data is
+/// no larger than the image it unpacks to, but for a few bytes of header) is refused
+/// here rather than by the agent once the OS image is on the disk. Upstream limits only
+/// the whole body (`[api] max_json_body_size_provision`).
+fn check_configdrive(target: &str, c: &Value, v: Version, max_bytes: u64) -> Result<(), ApiError> {
+    if empty(c) {
+        return Ok(());
+    }
+    let targets: &[&str] = if v.at_least(35) {
+        &["active", "rebuild"]
+    } else {
+        &["active"]
+    };
+    if !targets.contains(&target) {
+        return Err(ApiError::invalid(format!(
+            "Adding a config drive is only supported when setting provision state to {}",
+            targets.join(", ")
+        )));
+    }
+    let format = |m: String| ApiError::invalid(format!("Invalid configdrive format: {m}"));
+    match c {
+        Value::Object(o) => {
+            for (k, val) in o {
+                let (ok, want) = match k.as_str() {
+                    "meta_data" | "network_data" | "vendor_data" => (val.is_object(), "an object"),
+                    "user_data" => (
+                        !(val.is_boolean() || val.is_number()),
+                        "an object, a list, a string or null",
+                    ),
+                    _ => {
+                        return Err(format(format!(
+                            "unexpected member '{k}': the object takes only meta_data, network_data, user_data and vendor_data"
+                        )));
+                    }
+                };
+                if !ok {
+                    return Err(format(format!(
+                        "{k} must be {want}, not {}",
+                        type_name(val)
+                    )));
+                }
+            }
+            if !v.at_least(56) {
+                return Err(ApiError::invalid(
+                    "Providing a JSON object for configdrive is only supported starting with API version 1.56",
+                ));
+            }
+            if o.contains_key("vendor_data") && !v.at_least(59) {
+                return Err(ApiError::invalid(
+                    "Providing vendor_data in configdrive is only supported starting with API version 1.59",
+                ));
+            }
+        }
+        Value::String(s) => {
+            if s.contains("://") {
+                return Ok(());
+            }
+            if !s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+/=\n\r\t ".contains(c))
+            {
+                return Err(format(
+                    "it is neither a JSON, nor a URL, nor a base64 string".into(),
+                ));
+            }
+            let digits = s
+                .bytes()
+                .filter(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/'))
+                .count() as u64;
+            let decoded = digits * 3 / 4;
+            if decoded > max_bytes {
+                return Err(ApiError::invalid(format!(
+                    "The configdrive is {decoded} bytes once decoded, over the limit of {max_bytes} bytes ([deploy] configdrive_max_bytes; the agent writes at most 64 MiB): make it smaller"
+                )));
+            }
+        }
+        // Refused earlier (the argument's types).
+        _ => {}
+    }
+    Ok(())
+}
+
 pub async fn set_provision_state(
     State(st): State<AppState>,
     authz: Authz,
@@ -222,25 +338,21 @@ pub async fn set_provision_state(
         }
         (_, None) => None,
     };
-    if obj
+    // Upstream's argument types (`args.types(type(None), dict, str)`), checked before
+    // anything else.
+    if let Some(c) = obj
         .get("configdrive")
-        .is_some_and(|c| !(c.is_null() || c.is_string() || c.is_object()))
+        .filter(|c| !(c.is_null() || c.is_string() || c.is_object()))
     {
-        return Err(ApiError::invalid(
-            "configdrive must be a string or a JSON object",
-        ));
+        return Err(ApiError::invalid(format!(
+            "Expected types <class 'NoneType'>, <class 'dict'>, <class 'str'> for configdrive: {}",
+            py_repr(c)
+        )));
     }
     if obj.get("rescue_password").is_some() && verb.event != Event::Rescue {
         return Err(ApiError::invalid(
             "\"rescue_password\" is only valid when setting target provision state to rescue",
         ));
-    }
-    if obj.get("configdrive").is_some_and(|c| !c.is_null())
-        && !matches!(verb.event, Event::Deploy | Event::Rebuild)
-    {
-        return Err(ApiError::invalid(format!(
-            "Adding a config drive is only supported when setting provision state to active or rebuild, not {target}"
-        )));
     }
     let deploy_steps = user_deploy_steps(obj.get("deploy_steps"), verb.event, v)?;
     let mut disable_ramdisk = match obj.get("disable_ramdisk") {
@@ -268,6 +380,9 @@ pub async fn set_provision_state(
     let state = node.provision_state;
     if fsm::next(state, verb.event).is_none() {
         return Err(fsm::invalid_state_requested(target, node.uuid.as_str(), state).into());
+    }
+    if let Some(c) = obj.get("configdrive") {
+        check_configdrive(target, c, v, st.settings.configdrive_max_bytes)?;
     }
     if too_new {
         return Err(Error::not_acceptable().into());
@@ -328,7 +443,8 @@ pub async fn set_provision_state(
             let deploy = DoNodeDeploy {
                 node,
                 rebuild: verb.event == Event::Rebuild,
-                configdrive: obj.get("configdrive").filter(|c| !c.is_null()).cloned(),
+                // An empty one is none (upstream stores only a non-empty one).
+                configdrive: obj.get("configdrive").filter(|c| !empty(c)).cloned(),
                 deploy_steps,
             };
             st.conductor.call(ctx, deploy).await?
@@ -706,5 +822,113 @@ pub async fn cleaning_steps(
                 .insert("Retry-Request-After", HeaderValue::from(RETRY_AFTER_SECS));
             Ok(resp)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    const MIB64: u64 = 64 << 20;
+
+    fn check(target: &str, c: Value, minor: u16) -> Result<(), String> {
+        check_configdrive(target, &c, Version { minor }, MIB64).map_err(|e| match e {
+            ApiError::Domain(Error::Invalid(m)) => m,
+            other => panic!("not a 400: {other:?}"),
+        })
+    }
+
+    /// Upstream's `test_check_allow_configdrive*` cases (`ironic/tests/unit/api/
+    /// controllers/v1/test_utils.py`), with upstream's messages.
+    #[test]
+    fn configdrive_targets_and_versions_as_upstream() {
+        check("active", json!("abcd"), 35).unwrap();
+        check("rebuild", json!("abcd"), 35).unwrap();
+        check("active", json!("abcd"), 34).unwrap();
+        assert_eq!(
+            check("deleted", json!("abcd"), 35).unwrap_err(),
+            "Adding a config drive is only supported when setting provision state to active, rebuild"
+        );
+        assert_eq!(
+            check("rebuild", json!("abcd"), 34).unwrap_err(),
+            "Adding a config drive is only supported when setting provision state to active"
+        );
+        // The `deploy` verb (1.73) takes none upstream either.
+        assert!(check("deploy", json!("abcd"), 73).is_err());
+        assert_eq!(
+            check("active", json!({"meta_data": {}}), 55).unwrap_err(),
+            "Providing a JSON object for configdrive is only supported starting with API version 1.56"
+        );
+        check("active", json!({"meta_data": {}}), 56).unwrap();
+        check("active", json!({"user_data": "foo"}), 59).unwrap();
+        check("active", json!({"user_data": ["foo"]}), 59).unwrap();
+        check("active", json!({"user_data": null}), 59).unwrap();
+        let all = json!({"meta_data": {}, "network_data": {}, "user_data": {}, "vendor_data": {}});
+        check("active", all.clone(), 59).unwrap();
+        assert_eq!(
+            check("active", all, 58).unwrap_err(),
+            "Providing vendor_data in configdrive is only supported starting with API version 1.59"
+        );
+        // Nothing at all is never refused, whatever the verb or version.
+        for none in [Value::Null, json!(""), json!({})] {
+            check("manage", none, 1).unwrap();
+        }
+    }
+
+    #[test]
+    fn configdrive_object_by_upstreams_schema() {
+        assert_eq!(
+            check("rebuild", json!({"foo": "bar"}), 59).unwrap_err(),
+            "Invalid configdrive format: unexpected member 'foo': the object takes only meta_data, network_data, user_data and vendor_data"
+        );
+        for key in ["meta_data", "network_data", "vendor_data"] {
+            for bad in [json!("a string"), json!(42), json!([]), Value::Null] {
+                let e = check("rebuild", json!({ key: bad }), 59).unwrap_err();
+                assert!(
+                    e.starts_with(&format!(
+                        "Invalid configdrive format: {key} must be an object, not "
+                    )),
+                    "{e}"
+                );
+            }
+        }
+        for bad in [json!(42), json!(true)] {
+            let e = check("rebuild", json!({ "user_data": bad }), 59).unwrap_err();
+            assert!(
+                e.contains("user_data must be an object, a list, a string or null"),
+                "{e}"
+            );
+        }
+        // The schema comes before the version, as upstream.
+        assert!(
+            check("active", json!({"foo": 1}), 50)
+                .unwrap_err()
+                .starts_with("Invalid configdrive format")
+        );
+    }
+
+    #[test]
+    fn configdrive_strings_are_urls_or_base64_within_the_limit() {
+        check("active", json!("http://example.com/cd"), 51).unwrap();
+        check("active", json!("swift://anything goes: {}"), 51).unwrap();
+        check("active", json!("H4sIAAAA\nAAAA+/==\r\n\t "), 51).unwrap();
+        assert_eq!(
+            check("active", json!("{\"meta_data\": "), 60).unwrap_err(),
+            "Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string"
+        );
+        // 8 base64 digits are 6 bytes: the limit counts decoded bytes.
+        let c = json!("AAAA\nAAAA==");
+        check_configdrive("active", &c, Version { minor: 51 }, 6).unwrap();
+        let e = check_configdrive("active", &c, Version { minor: 51 }, 5).unwrap_err();
+        let ApiError::Domain(Error::Invalid(m)) = e else {
+            panic!("{e:?}");
+        };
+        assert!(
+            m.contains("is 6 bytes once decoded, over the limit of 5 bytes")
+                && m.contains("[deploy] configdrive_max_bytes"),
+            "{m}"
+        );
     }
 }

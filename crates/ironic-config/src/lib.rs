@@ -109,6 +109,12 @@ pub struct DeploySection {
     /// The priority of the agent's `erase_devices_metadata` clean step (partition
     /// tables and signatures); `None` keeps the agent's (99).
     pub erase_devices_metadata_priority: Option<u32>,
+    /// The largest config drive image, in bytes once unpacked: the agent writes at most
+    /// 64 MiB (ironic-python-agent's `MAX_CONFIG_DRIVE_SIZE_MB`). The API refuses a
+    /// base64 `configdrive` whose decoded size is over it; the conductor refuses a drive
+    /// it builds, or one given inline that unpacks, over it. Upstream has no such option
+    /// (only `[api] max_json_body_size_provision` on the whole body).
+    pub configdrive_max_bytes: u64,
 }
 
 impl Default for DeploySection {
@@ -132,6 +138,7 @@ impl Default for DeploySection {
             esp_image: None,
             erase_devices_priority: None,
             erase_devices_metadata_priority: None,
+            configdrive_max_bytes: 64 << 20,
         }
     }
 }
@@ -897,6 +904,9 @@ impl Config {
         if self.deploy.http_max_connections == 0 {
             return bad("[deploy] http_max_connections must be positive");
         }
+        if self.deploy.configdrive_max_bytes == 0 {
+            return bad("[deploy] configdrive_max_bytes must be positive");
+        }
         if self.database.acquire_timeout == 0 {
             return bad("[database] acquire_timeout must be positive");
         }
@@ -1199,6 +1209,7 @@ mod tests {
         assert!(Config::load(None, env(&[("IRONIC_API__AUTH_STRATEGY", "http_basic")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_DATABASE__URL", "mysql://x")])).is_err());
         assert!(Config::load(None, env(&[("IRONIC_AMQP__ACCEPT_TIMEOUT", "0")])).is_err());
+        assert!(Config::load(None, env(&[("IRONIC_DEPLOY__CONFIGDRIVE_MAX_BYTES", "0")])).is_err());
         let keyed = Config::load(
             None,
             env(&[

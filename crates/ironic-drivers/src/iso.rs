@@ -25,7 +25,7 @@ pub const LABEL: &str = "VMEDIA_BOOT_ISO";
 pub const MAX_KERNEL_PARAMS: usize = 2048;
 
 /// How long one tool may run: an ISO of a large ramdisk takes seconds.
-const TOOL_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const TOOL_LIMIT: Duration = Duration::from_secs(300);
 
 /// The tools and boot loader files an ISO is built from (`[deploy]`).
 #[derive(Debug, Clone)]
@@ -328,9 +328,15 @@ async fn readable(what: &'static str, path: &Path) -> Result<(), IsoError> {
 }
 
 /// Runs `tool` to its end within [`TOOL_LIMIT`]; its standard error (the last 2 KiB)
-/// is the failure's text.
-async fn run(tool: &str, package: &'static str, args: &[String]) -> Result<(), IsoError> {
-    let child = tokio::process::Command::new(tool)
+/// is the failure's text. Config drives are built with it too (`configdrive`).
+pub(crate) async fn run(
+    tool: impl AsRef<std::ffi::OsStr>,
+    package: &'static str,
+    args: &[String],
+) -> Result<(), IsoError> {
+    let tool_os = tool.as_ref();
+    let tool = tool_os.to_string_lossy();
+    let child = tokio::process::Command::new(tool_os)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -16,6 +16,7 @@ on_every_deployment!(
     aborting_a_clean_step,
     unreadable_stored_steps_fail_the_cleaning,
     deploy_rebuild_and_tear_down,
+    config_drive_arguments,
     power_and_validate,
     forbidden_verbs_are_refused_in_every_stable_state,
     driver_failures_end_in_the_failed_states,
@@ -507,6 +508,135 @@ async fn deploy_rebuild_and_tear_down(s: &Server) {
     let r = s.provision(MAX, "d1", json!({"target": "active"})).await;
     assert_eq!(r.status, 400);
     assert!(r.fault().contains("maintenance mode"), "{}", r.fault());
+}
+
+/// An available node by `name`.
+async fn available(s: &Server, name: &str) {
+    manageable(s, name).await;
+    let r = s.provision(MAX, name, json!({"target": "provide"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state(MAX, name, "available").await;
+}
+
+/// `configdrive` is checked as upstream's API checks it (`check_allow_configdrive`):
+/// the JSON object from 1.56, `vendor_data` from 1.59, upstream's schema, only with
+/// `active` or `rebuild`; the object is stored as given, for the conductor to build.
+async fn config_drive_arguments(s: &Server) {
+    available(s, "cd1").await;
+    let drive = json!({
+        "meta_data": {"hostname": "cd1.example.com"},
+        "network_data": {"links": [], "networks": [], "services": []},
+        "user_data": {"ignition": {"version": "3.4.0"}},
+        "vendor_data": {"v": 1},
+    });
+    for (v, body, says) in [
+        (
+            "1.55",
+            json!({"target": "active", "configdrive": {"meta_data": {}}}),
+            "Providing a JSON object for configdrive is only supported starting with API version 1.56",
+        ),
+        (
+            "1.58",
+            json!({"target": "active", "configdrive": drive}),
+            "Providing vendor_data in configdrive is only supported starting with API version 1.59",
+        ),
+        (
+            "1.59",
+            json!({"target": "active", "configdrive": {"meta_data": {}, "foo": 1}}),
+            "Invalid configdrive format: unexpected member 'foo': the object takes only meta_data, network_data, user_data and vendor_data",
+        ),
+        (
+            "1.59",
+            json!({"target": "active", "configdrive": {"meta_data": "x"}}),
+            "Invalid configdrive format: meta_data must be an object, not a string",
+        ),
+        (
+            "1.59",
+            json!({"target": "active", "configdrive": {"user_data": 5}}),
+            "Invalid configdrive format: user_data must be an object, a list, a string or null, not a number",
+        ),
+        (
+            "1.59",
+            json!({"target": "active", "configdrive": "{\"meta_data\": "}),
+            "Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string",
+        ),
+        (
+            "1.73",
+            json!({"target": "deploy", "configdrive": "abc"}),
+            "Adding a config drive is only supported when setting provision state to active, rebuild",
+        ),
+        (
+            "1.34",
+            json!({"target": "active", "configdrive": ["aabb"]}),
+            "Expected types <class 'NoneType'>, <class 'dict'>, <class 'str'> for configdrive: ['aabb']",
+        ),
+    ] {
+        let r = s.provision(v, "cd1", body.clone()).await;
+        assert_eq!(r.status, 400, "{v} {body}: {}", r.body);
+        assert_eq!(r.fault(), says, "{v} {body}");
+    }
+    assert_eq!(node(s, "cd1").await["provision_state"], "available");
+
+    let r = s
+        .provision(
+            "1.59",
+            "cd1",
+            json!({"target": "active", "configdrive": drive}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(MAX, "cd1", "active").await;
+    assert_eq!(n["instance_info"]["configdrive"], "******");
+    let db = &s.testdb.as_ref().unwrap().db;
+    let uuid = n["uuid"].as_str().unwrap();
+    let stored = db.node_by_uuid(uuid).await.unwrap().unwrap();
+    assert_eq!(
+        stored.instance_info.get("configdrive"),
+        Some(&drive),
+        "the object is kept as given, for the conductor to build"
+    );
+    // An empty one is none: neither checked nor stored (upstream's falsy values).
+    let r = s
+        .provision(
+            "1.59",
+            "cd1",
+            json!({"target": "rebuild", "configdrive": ""}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.wait_state(MAX, "cd1", "active").await;
+    assert_eq!(n["instance_info"].get("configdrive"), None);
+}
+
+/// Base64 text over `[deploy] configdrive_max_bytes` once decoded is refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_drive_size_limit() {
+    let s = common::start_with(common::Backend::Sqlite, |c| {
+        c.deploy.configdrive_max_bytes = 1000;
+    })
+    .await;
+    available(&s, "cd2").await;
+    // 1336 base64 digits are 1002 bytes.
+    let r = s
+        .provision(
+            MAX,
+            "cd2",
+            json!({"target": "active", "configdrive": "A".repeat(1336)}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        "The configdrive is 1002 bytes once decoded, over the limit of 1000 bytes ([deploy] configdrive_max_bytes; the agent writes at most 64 MiB): make it smaller"
+    );
+    // A URL is the agent's to fetch: no size to check here.
+    let url = format!("https://example.com/{}", "a".repeat(2000));
+    let r = s
+        .provision(MAX, "cd2", json!({"target": "active", "configdrive": url}))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    s.wait_state(MAX, "cd2", "active").await;
+    s.stop().await;
 }
 
 async fn power_and_validate(s: &Server) {
