@@ -35,6 +35,7 @@ PACKAGES=(
   udev kmod iproute2 isc-dhcp-client procps
   util-linux mount fdisk parted gdisk e2fsprogs dosfstools
   lshw dmidecode pciutils hdparm mdadm qemu-utils
+  psmisc efibootmgr
   busybox
 )
 

@@ -327,6 +327,10 @@ impl Nodes {
                     let checked = match (driver.validate_interface(info, t).await, &plan, *t) {
                         (Err(why), _, _) => Err(why.to_string()),
                         (Ok(()), Err(why), "deploy") => Err(why.to_string()),
+                        // Through the agent: the image and the ramdisk to boot.
+                        (Ok(()), Ok(_), "deploy") if ironic_catalog::agent_based(&n) => {
+                            crate::provision::check_direct_deploy(&n)
+                        }
                         _ => Ok(()),
                     };
                     match checked {

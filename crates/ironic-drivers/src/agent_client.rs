@@ -193,16 +193,24 @@ pub struct CommandResult {
 }
 
 impl CommandResult {
-    /// The error's message (`message`, else `details`, else the error as JSON), if the
-    /// command failed with one.
+    /// The error's text, if the command failed with one: its `details` (the agent's
+    /// specific reason, e.g. the command that was missing) after its `message` (the
+    /// kind of failure) unless they repeat each other, else the error as JSON.
     pub fn error_message(&self) -> Option<String> {
         let e = self.error.as_ref()?;
-        let text = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_owned);
-        Some(match e {
-            Value::String(s) => s.clone(),
-            _ => text("message")
-                .or_else(|| text("details"))
-                .unwrap_or_else(|| e.to_string()),
+        let text = |k: &str| {
+            e.get(k)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        Some(match (e, text("message"), text("details")) {
+            (Value::String(s), ..) => s.clone(),
+            (_, Some(m), Some(d)) if d.contains(&m) => d,
+            (_, Some(m), Some(d)) => format!("{m}: {d}"),
+            (_, Some(t), None) | (_, None, Some(t)) => t,
+            (_, None, None) => e.to_string(),
         })
     }
 
@@ -1495,9 +1503,19 @@ mod tests {
         assert_eq!(r.status.as_str(), "PAUSED");
         assert_eq!(
             r.error_message().as_deref(),
-            Some("Command execution failed: disk gone")
+            Some("Command execution failed: disk gone: …")
         );
         assert_eq!(r.result, None);
+        // IPA's own: the details repeat the message and say the reason.
+        let r = CommandResult::from_json(&json!({"id": "1", "command_name": "x",
+            "command_status": "FAILED", "command_error": {"type": "CleaningError",
+            "code": 500, "message": "Clean step failed",
+            "details": "Clean step failed: Unexpected exception. No such file: 'fuser'"}}))
+        .unwrap();
+        assert_eq!(
+            r.error_message().as_deref(),
+            Some("Clean step failed: Unexpected exception. No such file: 'fuser'")
+        );
         let r = CommandResult::from_json(&json!({"id": "1", "command_name": "x",
             "command_status": "CLEAN_VERSION_MISMATCH", "command_error": null}))
         .unwrap();

@@ -80,16 +80,17 @@ async fn the_real_agent_inspects_a_machine() {
         .with_test_writer()
         .try_init();
     let ramdisk: Value = serde_json::from_str(&script("build-ramdisk.sh", &[], &[])).unwrap();
+    let image: Value = serde_json::from_str(&script("build-image.sh", &[], &[])).unwrap();
     let _ = script("bed.sh", &["down"], &[]);
     let bed = Bed;
     for backend in [Backend::Sqlite, Backend::Split] {
-        inspect_on_the_bed(backend, &ramdisk).await;
+        inspect_on_the_bed(backend, &ramdisk, &image).await;
         let _ = script("bed.sh", &["down"], &[]);
     }
     drop(bed);
 }
 
-async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
+async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
     eprintln!("== {backend:?}");
     let machine: Value = serde_json::from_str(script("bed.sh", &["up", "1"], &[]).trim()).unwrap();
     let (api_port, http_port) = (free_port(), free_port());
@@ -116,6 +117,9 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
         (cfg.deploy.http_root, cfg.deploy.image_cache) = (root, cache);
         cfg.deploy.fast_track = true;
         cfg.conductor.inspect_wait_timeout = 900;
+        cfg.conductor.deploy_callback_timeout = 900;
+        cfg.conductor.clean_callback_timeout = 900;
+        cfg.agent.deploy_logs_local_path = cfg.deploy.http_root.join("../deploy-logs");
         cfg.ipmi.min_command_interval = 1.0;
         cfg.log.filter = "info".into();
         http_root = cfg.deploy.http_root.clone();
@@ -328,8 +332,141 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // One machine, one node: the `ipmi` node goes (its power sync would otherwise
+    // force the machine back off while the `redfish` node works on it).
+    let r = s.delete(&format!("/v1/nodes/{ipmi}"), V).await;
+    assert_eq!(r.status, 204, "{}", r.body);
 
+    if backend == Backend::Sqlite {
+        deploy_on_the_bed(&s, &uuid, &machine, &http_root, http_port, image).await;
+    }
     s.stop().await;
+}
+
+/// The `direct` deploy of a real image on the bed's machine: automated cleaning with
+/// the real agent (`provide`), the image written with a config drive (`deploy`), the
+/// machine booted from its own disk (its serial console shows the image's marker and
+/// the node's uuid read from the config drive), then `undeploy` and cleaning again.
+async fn deploy_on_the_bed(
+    s: &common::Server,
+    uuid: &str,
+    machine: &Value,
+    http_root: &Path,
+    http_port: u16,
+    image: &Value,
+) {
+    let serial = machine["serial_log"].as_str().unwrap();
+    // The image on the image server, where the agent downloads it.
+    let published = http_root.join("test-images/disk.raw");
+    std::fs::create_dir_all(published.parent().unwrap()).unwrap();
+    std::fs::copy(image["path"].as_str().unwrap(), &published).unwrap();
+    let image_url = format!("http://10.0.2.2:{http_port}/test-images/disk.raw");
+
+    // Cleaning: the ramdisk boots, the agent erases the disk's metadata.
+    let started = std::time::Instant::now();
+    assert_eq!(s.provision_to(V, uuid, "provide").await.status, 202);
+    let n = wait_for(s, uuid, "available", Duration::from_secs(900)).await;
+    eprintln!(
+        "provide (automated cleaning) -> available in {:?}",
+        started.elapsed()
+    );
+    let dii = &n["driver_internal_info"];
+    let cached = dii["agent_cached_clean_steps"]["deploy"]
+        .as_array()
+        .unwrap();
+    assert!(
+        cached.iter().any(|s| s["step"] == "erase_devices_metadata"),
+        "{dii}"
+    );
+    assert_eq!(n["power_state"], "power off", "{n}");
+
+    // Deploy.
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{uuid}"),
+            V,
+            &json!([
+                {"op": "add", "path": "/instance_info/image_source", "value": image_url},
+                {"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+                {"op": "add", "path": "/instance_info/image_os_hash_value", "value": image["sha256"]},
+                {"op": "add", "path": "/instance_info/image_disk_format", "value": "raw"},
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let before = std::fs::read_to_string(serial).unwrap_or_default().len();
+    let started = std::time::Instant::now();
+    let r = s
+        .provision(
+            V,
+            uuid,
+            json!({"target": "active", "configdrive": {
+                "meta_data": {"hostname": "bed-1"},
+                "user_data": "#cloud-config\n"}}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_for(s, uuid, "active", Duration::from_secs(900)).await;
+    eprintln!("deploy -> active in {:?}", started.elapsed());
+    assert_eq!(n["power_state"], "power on", "{n}");
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    let steps: Vec<&str> = n["driver_internal_info"]["deploy_steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "deploy",
+            "write_image",
+            "prepare_instance_boot",
+            "tear_down_agent",
+            "switch_to_tenant_network",
+            "boot_instance"
+        ]
+    );
+    let bd = s
+        .get(&format!("/v1/nodes/{uuid}/management/boot_device"), V)
+        .await
+        .json();
+    assert_eq!(bd["boot_device"], "disk", "{bd}");
+    // The instance boots from its disk: the image's marker, then the uuid the config
+    // drive carries.
+    let marker = format!(
+        "IRONIC-TEST-IMAGE-MARKER {}",
+        image["marker"].as_str().unwrap()
+    );
+    let uuid_line = format!("IRONIC-TEST-IMAGE-UUID {uuid}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let log = std::fs::read_to_string(serial).unwrap_or_default();
+        let after = log.get(before..).unwrap_or("");
+        if after.contains(&marker) && after.contains(&uuid_line) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the instance did not boot from its disk with its config drive: {}",
+            &after[after.len().saturating_sub(4000)..]
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!("deploy -> instance booted in {:?}", started.elapsed());
+    // No ramdisk media nor published files are left.
+    let left: Vec<_> = std::fs::read_dir(http_root.join("redfish"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+
+    // Undeploy: cleaning again, then available.
+    let started = std::time::Instant::now();
+    assert_eq!(s.provision_to(V, uuid, "deleted").await.status, 202);
+    let n = wait_for(s, uuid, "available", Duration::from_secs(900)).await;
+    eprintln!("undeploy -> available in {:?}", started.elapsed());
+    assert_eq!(n["instance_info"], json!({}), "{n}");
+    assert_eq!(n["power_state"], "power off", "{n}");
 }
 
 /// Waits for `state` (panics on a failure state or after `within`): the node.

@@ -234,15 +234,28 @@ impl Provisioner {
     /// or from the conductor's image server), checks it and writes it with the config
     /// drive.
     async fn write_image(&self, node: &mut Node) -> Result<Outcome, WorkFailed> {
-        let info = self.image_info(node).await?;
-        let mut args = JsonObject::new();
-        let configdrive = node.instance_info.get("configdrive").cloned();
-        let mut image_info = info;
+        let mut image_info = self.image_info(node).await?;
+        // The stored config drive: built now from its JSON form (it may carry
+        // secrets: never logged).
+        let d = &self.settings.deploy;
+        let configdrive = match node.instance_info.get("configdrive") {
+            None => None,
+            Some(stored) => ironic_drivers::configdrive::for_agent(
+                stored,
+                node.uuid.as_ref(),
+                node.name.as_deref(),
+                std::path::Path::new(&d.xorriso),
+                d.configdrive_max_bytes,
+            )
+            .await
+            .map_err(|e| WorkFailed::Refused(format!("Cannot make the config drive: {e}")))?,
+        };
         if let Some(c) = &configdrive {
-            image_info.insert("configdrive".into(), c.clone());
+            image_info.insert("configdrive".into(), json!(c));
         }
+        let mut args = JsonObject::new();
         args.insert("image_info".into(), Value::Object(image_info));
-        args.insert("configdrive".into(), configdrive.unwrap_or(Value::Null));
+        args.insert("configdrive".into(), json!(configdrive));
         let step = Step {
             interface: "deploy".into(),
             step: "write_image".into(),
@@ -539,8 +552,7 @@ impl Provisioner {
             .db
             .port_list(&ironic_db::ports::NicListQuery {
                 node_id: Some(node.id),
-                limit: 1000,
-                ..Default::default()
+                ..ironic_db::ports::NicListQuery::every()
             })
             .await?;
         Ok(Value::Array(
@@ -840,7 +852,7 @@ impl Provisioner {
 
 /// What a deploy through the agent needs before it starts (upstream's `validate`):
 /// the image and a way to check it, and the ramdisk to boot. `Err`: what is missing.
-pub(super) fn check_deploy(node: &Node) -> Result<(), String> {
+pub(crate) fn check_deploy(node: &Node) -> Result<(), String> {
     let ii = &node.instance_info;
     let has = |k: &str| {
         ii.get(k)

@@ -39,6 +39,7 @@ pub use engine::WaitsChecked;
 mod agent_deploy;
 mod cleaning;
 mod deploying;
+pub(crate) use agent_deploy::check_deploy as check_direct_deploy;
 pub(crate) use deploying::deploy_plan;
 mod engine;
 pub(crate) mod inspecting;

@@ -166,8 +166,7 @@ impl Provisioner {
             .db
             .port_list(&ironic_db::ports::NicListQuery {
                 node_id: Some(node.id),
-                limit: 1000,
-                ..Default::default()
+                ..ironic_db::ports::NicListQuery::every()
             })
             .await?;
         Ok(ports
