@@ -39,6 +39,8 @@ struct StandIn {
     /// The status heartbeats are answered with.
     heartbeat_status: AtomicU16,
     refused_heartbeats: AtomicUsize,
+    /// Connections accepted.
+    connections: AtomicUsize,
 }
 
 #[derive(Debug, Clone)]
@@ -59,17 +61,31 @@ impl StandIn {
             heartbeats: Mutex::new(Vec::new()),
             heartbeat_status: AtomicU16::new(202),
             refused_heartbeats: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/v1/lookup", get(lookup))
             .route("/v1/heartbeat/{uuid}", post(heartbeat))
             .with_state(api.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        tokio::spawn(serve(listener, app, api.clone()));
         api
     }
 
     fn heartbeats(&self) -> Vec<Seen> {
         self.heartbeats.lock().unwrap().clone()
+    }
+}
+
+/// `axum::serve` by hand, to count connections.
+async fn serve(listener: tokio::net::TcpListener, app: Router, api: Arc<StandIn>) {
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        api.connections.fetch_add(1, Ordering::SeqCst);
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(
+            hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc),
+        );
     }
 }
 
@@ -126,6 +142,23 @@ async fn until(cond: impl Fn() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     cond()
+}
+
+/// `count` once it has not changed for 150 ms (a heartbeat in flight has landed), or
+/// as it is after [`LIMIT`] if it keeps changing, which the caller's next assertion
+/// then catches.
+async fn settled(count: impl Fn() -> usize) -> usize {
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let mut last = count();
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let now = count();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 fn client() -> AgentClient {
@@ -226,6 +259,18 @@ async fn it_looks_itself_up_by_its_macs_and_heartbeats_with_its_token() {
         beats[0].body,
         json!({"callback_url": agent.url(), "agent_token": TOKEN, "agent_version": "13.0.0"})
     );
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn lookup_and_heartbeats_keep_one_connection_alive() {
+    let api = StandIn::start(1, TOKEN).await;
+    let agent = started_with(&api, |c| {
+        c.heartbeat_interval = Some(Duration::from_millis(10))
+    })
+    .await;
+    assert!(until(|| agent.heartbeats() >= 5).await);
+    assert_eq!(api.connections.load(Ordering::SeqCst), 1);
     agent.stop().await;
 }
 
@@ -414,6 +459,38 @@ async fn an_async_step_runs_then_succeeds_and_forces_a_heartbeat() {
 }
 
 #[tokio::test]
+async fn a_forced_heartbeat_waits_for_the_minimum_interval() {
+    let api = StandIn::start(0, TOKEN).await;
+    let agent = started_with(&api, |c| {
+        c.forced_heartbeat_min_interval = Duration::from_millis(400)
+    })
+    .await;
+    let first = tokio::time::Instant::now();
+    let c = client();
+    let url = agent.url();
+    let r = c
+        .execute(&endpoint(&url, TOKEN), "standby.sync", &json!({}), false)
+        .await
+        .unwrap();
+    assert_eq!(r.status, CommandStatus::Succeeded, "sync forces nothing");
+    let r = c
+        .execute(
+            &endpoint(&url, TOKEN),
+            "image.install_bootloader",
+            &json!({"root_uuid": "0x1"}),
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, CommandStatus::Succeeded);
+    assert!(until(|| agent.heartbeats() == 2).await);
+    // Measured from just after the first heartbeat was counted, hence the margin.
+    let gap = first.elapsed();
+    assert!(gap >= Duration::from_millis(350), "{gap:?}");
+    agent.stop().await;
+}
+
+#[tokio::test]
 async fn wait_true_answers_once_the_command_ended() {
     let api = StandIn::start(0, TOKEN).await;
     let agent = started(&api).await;
@@ -588,6 +665,15 @@ async fn a_failing_step_ends_failed_with_its_message() {
     assert_eq!(r.status, CommandStatus::Failed);
     assert_eq!(r.error.unwrap()["type"], "InvalidCommandParamsError");
 
+    // A step without its name fails as IPA's does, after the POST answered.
+    let nameless = json!({"step": {"interface": "deploy"}, "node": node(), "ports": []});
+    let r = c
+        .execute(&ep, "deploy.execute_deploy_step", &nameless, true)
+        .await
+        .unwrap();
+    assert_eq!(r.status, CommandStatus::Failed);
+    assert_eq!(r.error.unwrap()["type"], "CommandExecutionError");
+
     // An asynchronous command that is not a step fails by its name.
     agent
         .faults()
@@ -623,8 +709,7 @@ async fn lockdown_answers_then_nothing_more() {
     assert_eq!(r.status, CommandStatus::Succeeded);
     let e = c.status(&ep).await.unwrap_err();
     assert!(matches!(e, AgentError::Unreachable { .. }), "{e:?}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = api.heartbeats().len();
+    let before = settled(|| api.heartbeats().len()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         api.heartbeats().len(),
@@ -695,8 +780,7 @@ async fn an_unreachable_agent_answers_nothing_and_stops_heartbeating() {
         .unwrap_err();
     assert!(matches!(e, AgentError::Unreachable { .. }), "{e:?}");
     // A heartbeat in flight when the knob turned may still land; none after it.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = api.heartbeats().len();
+    let before = settled(|| api.heartbeats().len()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         api.heartbeats().len(),
@@ -726,8 +810,7 @@ async fn power_off_ends_the_heartbeats_but_not_the_api() {
         .await
         .unwrap();
     assert_eq!(r.status, CommandStatus::Succeeded);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = agent.heartbeats();
+    let before = settled(|| agent.heartbeats()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(agent.heartbeats(), before, "a powered-off agent heartbeats");
     assert_eq!(c.last_command(&ep).await.unwrap().unwrap().id, r.id);
@@ -864,7 +947,7 @@ async fn stop_closes_the_port_and_ends_the_heartbeats() {
     agent.stop().await;
     let e = client().status(&endpoint(&url, TOKEN)).await.unwrap_err();
     assert!(matches!(e, AgentError::Unreachable { .. }), "{e:?}");
-    let before = api.heartbeats().len();
+    let before = settled(|| api.heartbeats().len()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(api.heartbeats().len(), before);
     // Idempotent.
@@ -943,4 +1026,36 @@ async fn an_open_connection_is_dropped_too_once_unreachable() {
         .unwrap();
     assert!(second.is_err(), "answered while unreachable: {second:?}");
     agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_agents_run_in_one_process() {
+    let api = StandIn::start(0, TOKEN).await;
+    let mut agents = Vec::new();
+    for _ in 0..300 {
+        let cfg = AgentConfig {
+            api_url: api.url.clone(),
+            macs: vec![MACS[0].to_string()],
+            heartbeat_interval: Some(Duration::from_millis(200)),
+            ..AgentConfig::default()
+        };
+        agents.push(FakeAgent::start(cfg).await.unwrap());
+    }
+    assert!(
+        until(|| agents.iter().all(|a| a.heartbeats() >= 2)).await,
+        "not every agent heartbeats: {} of 300",
+        agents.iter().filter(|a| a.heartbeats() >= 2).count()
+    );
+    let c = client();
+    for a in agents.iter().step_by(50) {
+        let url = a.url();
+        let r = c
+            .execute(&endpoint(&url, TOKEN), "standby.sync", &json!({}), false)
+            .await
+            .unwrap();
+        assert_eq!(r.status, CommandStatus::Succeeded);
+    }
+    for a in &agents {
+        a.stop().await;
+    }
 }

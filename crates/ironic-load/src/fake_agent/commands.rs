@@ -358,7 +358,7 @@ async fn run_async(inner: Arc<Inner>, id: String, c: AsyncCommand, params: Map<S
     if early.is_none() && !work(&inner).await {
         return;
     }
-    let end = {
+    let left = {
         let mut state = inner.state();
         let end = match early {
             Some(end) => end,
@@ -366,13 +366,12 @@ async fn run_async(inner: Arc<Inner>, id: String, c: AsyncCommand, params: Map<S
         };
         let left = c.leaves() && matches!(end, End::Done(_));
         if let Some(r) = state.results.iter_mut().find(|r| r.id == id) {
-            r.end(end.clone());
+            r.end(end);
         }
         state.gone |= left;
-        end
+        left
     };
     inner.command_changed();
-    let left = c.leaves() && matches!(end, End::Done(_));
     if !left && inner.faults.forces_heartbeats() {
         inner.force_heartbeat();
     }
@@ -381,9 +380,9 @@ async fn run_async(inner: Arc<Inner>, id: String, c: AsyncCommand, params: Map<S
 /// What IPA checks first when a step command starts: the hardware managers' versions,
 /// then the arguments. `None`: go on.
 fn precheck(inner: &Inner, c: AsyncCommand, params: &Map<String, Value>) -> Option<End> {
-    let version_key = match c {
-        AsyncCommand::DeployStep => "deploy_version",
-        AsyncCommand::CleanStep => "clean_version",
+    let (kind, version_key) = match c {
+        AsyncCommand::DeployStep => ("deploy", "deploy_version"),
+        AsyncCommand::CleanStep => ("clean", "clean_version"),
         _ => return None,
     };
     let current = inner.hardware_versions();
@@ -409,7 +408,7 @@ fn precheck(inner: &Inner, c: AsyncCommand, params: &Map<String, Value>) -> Opti
         .is_some_and(Value::is_string);
     if !named {
         return Some(End::Failed(CommandError::execution(format!(
-            "malformed {version_key}'s step: no \"step\" key in {}",
+            "malformed {kind} step, no \"step\" key: {}",
             params.get("step").unwrap_or(&Value::Null)
         ))));
     }

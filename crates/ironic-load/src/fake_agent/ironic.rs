@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
 use hyper::{Method, Request, header};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
@@ -87,57 +88,109 @@ impl Api {
             prefix: path.trim_end_matches('/').to_string(),
         })
     }
+}
 
-    /// One request on a new connection, bounded by [`REQUEST_TIMEOUT`]: the status and
-    /// the body, or what went wrong.
+/// The agent's connection to the API, kept alive between requests as IPA's `requests`
+/// session keeps its own: hundreds of agents heartbeating often would otherwise leave
+/// a closed connection (and a port in TIME_WAIT) per heartbeat.
+struct Session<'a> {
+    api: &'a Api,
+    sender: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl<'a> Session<'a> {
+    fn new(api: &'a Api) -> Session<'a> {
+        Session { api, sender: None }
+    }
+
+    /// One request, bounded by [`REQUEST_TIMEOUT`] per attempt: the status and the
+    /// body, or what went wrong. A failure on a kept connection (the API may have
+    /// closed it just then) is tried once more on a new one, as `requests` does; lookups
+    /// and heartbeats may be repeated.
     async fn call(
-        &self,
+        &mut self,
         method: Method,
         path: &str,
         microversion: &str,
         body: Option<Value>,
     ) -> Result<(u16, Bytes), String> {
-        let exchange = async {
-            let stream = TcpStream::connect(&self.connect)
-                .await
-                .map_err(|e| format!("connecting to {}: {e}", self.connect))?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("HTTP handshake with {}: {e}", self.connect))?;
-            // Ends when the sender is dropped, i.e. with this exchange.
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            let mut req = Request::builder()
-                .method(method)
-                .uri(format!("{}{path}", self.prefix))
-                .header(header::HOST, &self.authority)
-                .header(header::ACCEPT, "application/json")
-                .header(header::USER_AGENT, "ironic-python-agent (ironic-load fake)")
-                .header("x-openstack-ironic-api-version", microversion);
-            if body.is_some() {
-                req = req.header(header::CONTENT_TYPE, "application/json");
+        let reused = self.sender.as_ref().is_some_and(|s| !s.is_closed());
+        let req = self.request(method.clone(), path, microversion, body.clone())?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(req)).await {
+            Ok(Err(_)) if reused => {
+                let req = self.request(method, path, microversion, body)?;
+                tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(req))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("no answer within {REQUEST_TIMEOUT:?}")))
             }
-            let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-            let req = req
-                .body(Full::new(body))
-                .map_err(|e| format!("building the request: {e}"))?;
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|e| format!("sending to {}: {e}", self.connect))?;
-            let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| format!("reading the answer of {}: {e}", self.connect))?
-                .to_bytes();
-            Ok((status, body))
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
+        }
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        microversion: &str,
+        body: Option<Value>,
+    ) -> Result<Request<Full<Bytes>>, String> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.api.prefix))
+            .header(header::HOST, &self.api.authority)
+            .header(header::ACCEPT, "application/json")
+            .header(header::USER_AGENT, "ironic-python-agent (ironic-load fake)")
+            .header("x-openstack-ironic-api-version", microversion);
+        if body.is_some() {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+        }
+        let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        req.body(Full::new(body))
+            .map_err(|e| format!("building the request: {e}"))
+    }
+
+    /// Sends `req` on the kept connection, or a new one if there is none or the API
+    /// closed it. The connection is kept only after a whole answer was read.
+    async fn exchange(&mut self, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
+        let connect = &self.api.connect;
+        let mut sender = match self.sender.take() {
+            Some(s) if !s.is_closed() => s,
+            _ => self.connect().await?,
         };
-        tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+        sender
+            .ready()
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {REQUEST_TIMEOUT:?}")))
+            .map_err(|e| format!("connection to {connect}: {e}"))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("sending to {connect}: {e}"))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer of {connect}: {e}"))?
+            .to_bytes();
+        self.sender = Some(sender);
+        Ok((status, body))
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let connect = &self.api.connect;
+        let stream = TcpStream::connect(connect)
+            .await
+            .map_err(|e| format!("connecting to {connect}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP handshake with {connect}: {e}"))?;
+        // Ends when the sender is dropped or the API closes the connection.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
     }
 }
 
@@ -155,21 +208,22 @@ struct Found {
 
 /// The agent's life towards the API: lookup, then heartbeats, until stopped.
 pub(super) async fn run(inner: Arc<Inner>, api: Api) {
-    let Some(found) = lookup(&inner, &api).await else {
+    let mut session = Session::new(&api);
+    let Some(found) = lookup(&inner, &mut session).await else {
         return;
     };
     adopt(&inner, &found);
-    heartbeats(&inner, &api, &found).await;
+    heartbeats(&inner, &mut session, &found).await;
 }
 
 /// Looks up until found or stopped (`None`).
-async fn lookup(inner: &Inner, api: &Api) -> Option<Found> {
+async fn lookup(inner: &Inner, session: &mut Session<'_>) -> Option<Found> {
     let path = format!("/v1/lookup?addresses={}", encode(&inner.cfg.macs.join(",")));
     let mut pause = LOOKUP_FIRST_RETRY;
     let mut failing = false;
     loop {
         let attempt = tokio::select! {
-            r = lookup_once(api, &path) => r,
+            r = lookup_once(session, &path) => r,
             _ = inner.stopped() => return None,
         };
         match attempt {
@@ -193,8 +247,10 @@ async fn lookup(inner: &Inner, api: &Api) -> Option<Found> {
     }
 }
 
-async fn lookup_once(api: &Api, path: &str) -> Result<Found, String> {
-    let (status, body) = api.call(Method::GET, path, LOOKUP_VERSION, None).await?;
+async fn lookup_once(session: &mut Session<'_>, path: &str) -> Result<Found, String> {
+    let (status, body) = session
+        .call(Method::GET, path, LOOKUP_VERSION, None)
+        .await?;
     if status != 200 {
         return Err(format!("GET {path}: {status} {}", quote(&body)));
     }
@@ -262,7 +318,7 @@ enum Wake {
 /// Heartbeats until stopped: at once, then every interval, and when asked (a forced
 /// heartbeat waits until [`super::AgentConfig::forced_heartbeat_min_interval`] has
 /// passed since the previous one, as IPA's 5 s).
-async fn heartbeats(inner: &Inner, api: &Api, found: &Found) {
+async fn heartbeats(inner: &Inner, session: &mut Session<'_>, found: &Found) {
     let path = format!("/v1/heartbeat/{}", encode(&found.uuid));
     let mut next = Instant::now();
     let mut last_sent: Option<Instant> = None;
@@ -297,7 +353,7 @@ async fn heartbeats(inner: &Inner, api: &Api, found: &Found) {
             continue;
         }
         let sent = tokio::select! {
-            r = beat(inner, api, &path) => r,
+            r = beat(inner, session, &path) => r,
             _ = inner.stopped() => return,
         };
         last_sent = Some(Instant::now());
@@ -319,14 +375,14 @@ async fn heartbeats(inner: &Inner, api: &Api, found: &Found) {
 }
 
 /// One heartbeat; `Ok` only on 202.
-async fn beat(inner: &Inner, api: &Api, path: &str) -> Result<(), String> {
+async fn beat(inner: &Inner, session: &mut Session<'_>, path: &str) -> Result<(), String> {
     let token = inner.state().token.clone();
     let body = json!({
         "callback_url": inner.url,
         "agent_token": token,
         "agent_version": inner.cfg.version,
     });
-    let (status, answer) = api
+    let (status, answer) = session
         .call(Method::POST, path, HEARTBEAT_VERSION, Some(body))
         .await?;
     match status {
