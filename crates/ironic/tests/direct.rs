@@ -1,0 +1,370 @@
+#![allow(clippy::unwrap_used)]
+//! The `direct` deploy and in-band cleaning against simulated agents (`ironic-load`'s
+//! `fake_agent`, which speaks ironic-python-agent's API): the flows, the commands the
+//! conductor sends, and the failures that are costly on a real machine (a failed step
+//! with the logs collected, a busy agent, a hardware change, an agent that never calls
+//! back, a conductor killed while a node waits). The real agent on a real machine is
+//! `machines.rs`.
+
+mod common;
+
+use common::{Backend, Server};
+use ironic_load::fake_agent::{AgentConfig, FakeAgent};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const V: &str = "1.115";
+const SHA: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+
+fn settings(c: &mut ironic_config::Config, logs: &std::path::Path) {
+    // The simulated agent calls back over plain HTTP.
+    c.agent.require_tls = false;
+    c.agent.post_deploy_get_power_state_retries = 2;
+    c.agent.deploy_logs_local_path = logs.to_path_buf();
+    c.deploy.erase_devices_priority = Some(0);
+}
+
+/// A `fake-hardware` node deploying through the agent, with a port, `manageable`.
+async fn direct_node(s: &Server, name: &str, mac: &str) -> String {
+    let n = s
+        .node(json!({"driver": "fake-hardware", "name": name,
+                     "deploy_interface": "direct", "boot_interface": "fake"}))
+        .await;
+    let uuid = n["uuid"].as_str().unwrap().to_string();
+    let r = s
+        .post("/v1/ports", V, &json!({"node_uuid": uuid, "address": mac}))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(s.provision_to(V, name, "manage").await.status, 202);
+    s.wait_state(V, name, "manageable").await;
+    uuid
+}
+
+/// A simulated agent on the node with `mac` (its machine "booted" the ramdisk).
+async fn agent(s: &Server, mac: &str) -> FakeAgent {
+    FakeAgent::start(AgentConfig {
+        api_url: s.base(),
+        macs: vec![mac.to_string()],
+        heartbeat_interval: Some(Duration::from_secs(1)),
+        ..AgentConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn names(a: &FakeAgent) -> Vec<String> {
+    a.commands()
+        .iter()
+        .map(|c| {
+            let step = c["params"]["step"]["step"].as_str().unwrap_or("");
+            let name = c["name"].as_str().unwrap_or("");
+            if step.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name}:{step}")
+            }
+        })
+        .collect()
+}
+
+async fn wait_for(s: &Server, uuid: &str, state: &str, within: Duration) -> Value {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+        // Waits and failures keep their target.
+        let settled = state.contains("wait")
+            || state.ends_with("failed")
+            || n["target_provision_state"].is_null();
+        if n["provision_state"] == state && settled {
+            return n;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not {state} within {within:?}: {} {}",
+            n["provision_state"],
+            n["last_error"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn set_image(s: &Server, uuid: &str) {
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{uuid}"),
+            V,
+            &json!([
+                {"op": "add", "path": "/instance_info/image_source", "value": "http://images.example/disk.raw"},
+                {"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+                {"op": "add", "path": "/instance_info/image_os_hash_value", "value": SHA},
+                {"op": "add", "path": "/instance_info/image_disk_format", "value": "raw"},
+            ]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// `provide` (automated cleaning through the agent), `deploy` with a config drive,
+/// `undeploy` (cleaning again): each boot of the ramdisk is a new simulated agent.
+async fn lifecycle(backend: Backend) {
+    let logs = tempdir();
+    let s = common::start_with(backend, |c| settings(c, &logs)).await;
+    let mac = "52:54:00:d1:00:01";
+    let uuid = direct_node(&s, "direct-1", mac).await;
+
+    // The clean steps are known once an agent reported them.
+    let r = s.get(&format!("/v1/nodes/{uuid}/cleaning/steps"), V).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+
+    // Automated cleaning: the node waits for its agent, which is asked its steps and
+    // runs those with a priority (the full erase is off: priority 0).
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "clean wait", Duration::from_secs(20)).await;
+    let a = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "available", Duration::from_secs(30)).await;
+    assert_eq!(n["power_state"], "power off", "{n}");
+    assert_eq!(
+        names(&a),
+        [
+            "clean.get_clean_steps",
+            "clean.execute_clean_step:erase_devices_metadata"
+        ]
+    );
+    a.stop().await;
+    let r = s.get(&format!("/v1/nodes/{uuid}/cleaning/steps"), V).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listed: Vec<(String, u64)> = r.json()["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                format!(
+                    "{}.{}",
+                    s["interface"].as_str().unwrap(),
+                    s["step"].as_str().unwrap()
+                ),
+                s["priority"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        listed.contains(&("deploy.erase_devices_metadata".into(), 99)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&("deploy.erase_devices".into(), 0)),
+        "{listed:?}"
+    );
+
+    // Deploy: the ramdisk boots, the agent writes the image with the config drive.
+    set_image(&s, &uuid).await;
+    let r = s
+        .provision(
+            V,
+            &uuid,
+            json!({"target": "active", "configdrive": {"meta_data": {"hostname": "d1"}}}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = wait_for(&s, &uuid, "wait call-back", Duration::from_secs(20)).await;
+    assert_eq!(n["deploy_step"]["step"], "deploy", "{n}");
+    let a = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    assert_eq!(n["power_state"], "power on", "{n}");
+    assert_eq!(n["last_error"], Value::Null);
+    assert_eq!(
+        names(&a),
+        [
+            "deploy.get_deploy_steps",
+            "deploy.execute_deploy_step:write_image",
+            "standby.get_partition_uuids",
+            "standby.power_off"
+        ]
+    );
+    let write = a
+        .commands()
+        .into_iter()
+        .find(|c| c["params"]["step"]["step"] == "write_image")
+        .unwrap();
+    let args = &write["params"]["step"]["args"];
+    let info = &args["image_info"];
+    assert_eq!(
+        info["urls"],
+        json!(["http://images.example/disk.raw"]),
+        "{info}"
+    );
+    assert_eq!(info["os_hash_algo"], "sha256");
+    assert_eq!(info["os_hash_value"], SHA);
+    assert_eq!(info["disk_format"], "raw");
+    assert_eq!(info["id"], "disk.raw");
+    assert_eq!(info["node_uuid"], uuid.as_str());
+    let cd = args["configdrive"].as_str().unwrap();
+    assert!(
+        cd.starts_with("H4sI"),
+        "a gzipped config drive, base64: {cd}"
+    );
+    assert_eq!(info["configdrive"], args["configdrive"]);
+    // The node sent has no secrets; the config drive is gone from the node.
+    assert!(write["params"]["node"]["driver_internal_info"]["agent_secret_token"].is_null());
+    assert!(n["instance_info"].get("configdrive").is_none(), "{n}");
+    let bd = s
+        .get(&format!("/v1/nodes/{uuid}/management/boot_device"), V)
+        .await
+        .json();
+    assert_eq!(bd, json!({"boot_device": "disk", "persistent": true}));
+    a.stop().await;
+
+    // Undeploy: cleaning through a new agent, then available.
+    assert_eq!(s.provision_to(V, &uuid, "deleted").await.status, 202);
+    wait_for(&s, &uuid, "clean wait", Duration::from_secs(20)).await;
+    let a = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "available", Duration::from_secs(30)).await;
+    assert_eq!(n["instance_info"], json!({}), "{n}");
+    assert!(names(&a).contains(&"clean.execute_clean_step:erase_devices_metadata".to_string()));
+    a.stop().await;
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_lifecycle_all_in_one() {
+    lifecycle(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_lifecycle_split() {
+    lifecycle(Backend::Split).await;
+}
+
+/// A step the agent fails: `deploy failed` with the agent's message, the ramdisk's logs
+/// collected. A busy agent gets the step again; a hardware change makes the conductor
+/// ask the steps again and send the step again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_failures() {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+    })
+    .await;
+    let mac = "52:54:00:d1:00:02";
+    let uuid = direct_node(&s, "direct-2", mac).await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    set_image(&s, &uuid).await;
+
+    // The image's checksum does not match: the agent fails write_image.
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let a = agent(&s, mac).await;
+    a.faults().fail_step(
+        "deploy.write_image",
+        "Image failed to verify against checksum: expected 5891b5b5, got 00000000",
+    );
+    let n = wait_for(&s, &uuid, "deploy failed", Duration::from_secs(30)).await;
+    let e = n["last_error"].as_str().unwrap();
+    assert!(
+        e.starts_with(&format!(
+            "Deploy step deploy.write_image failed on node {uuid}: "
+        )) && e.contains("Image failed to verify against checksum"),
+        "{e}"
+    );
+    let collected: Vec<_> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        collected.len() == 1
+            && collected[0].starts_with(&uuid)
+            && collected[0].ends_with("_deploy.tar.gz"),
+        "{collected:?}"
+    );
+    assert!(names(&a).contains(&"log.collect_system_logs".to_string()));
+    a.stop().await;
+
+    // Busy, then a hardware change: both end well.
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let a = agent(&s, mac).await;
+    a.faults().busy(true);
+    // Heartbeats come, but the busy agent cannot tell its steps: the node waits.
+    common::until(
+        "heartbeats of the busy agent",
+        Duration::from_secs(20),
+        || {
+            let a = a.clone();
+            async move { a.heartbeats() >= 3 }
+        },
+    )
+    .await;
+    let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+    assert_eq!(n["provision_state"], "wait call-back", "{n}");
+    assert_eq!(n["deploy_step"]["step"], "deploy", "{n}");
+    assert!(a.commands().is_empty(), "{:?}", a.commands());
+    a.faults().mismatch_once(true);
+    a.faults().busy(false);
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    assert_eq!(n["last_error"], Value::Null);
+    let writes = names(&a)
+        .iter()
+        .filter(|n| n.ends_with(":write_image"))
+        .count();
+    let asked = names(&a)
+        .iter()
+        .filter(|n| *n == "deploy.get_deploy_steps")
+        .count();
+    // The image written twice (the mismatch sends it again); the steps asked at boot
+    // and again after the mismatch (by the heartbeat and the command's follower both,
+    // as they race; one of them goes on).
+    assert!(writes == 2 && asked >= 2, "{:?}", names(&a));
+    a.stop().await;
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// An agent that never calls back: the deploy fails at the callback timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_never_calls_back_times_out() {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+        c.conductor.deploy_callback_timeout = 3;
+        c.conductor.check_provision_state_interval = 1;
+    })
+    .await;
+    let uuid = direct_node(&s, "direct-3", "52:54:00:d1:00:03").await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    set_image(&s, &uuid).await;
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let n = wait_for(&s, &uuid, "deploy failed", Duration::from_secs(30)).await;
+    assert_eq!(
+        n["last_error"],
+        format!("Timeout reached while waiting for callback for node {uuid}")
+    );
+    s.stop().await;
+}
+
+/// What a deploy through the agent needs is checked before anything moves (400).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_without_an_image_is_refused() {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+    })
+    .await;
+    let uuid = direct_node(&s, "direct-4", "52:54:00:d1:00:04").await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let r = s.provision_to(V, &uuid, "active").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.fault().contains("image_source"), "{}", r.fault());
+    let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+    assert_eq!(n["provision_state"], "available");
+    s.stop().await;
+}
+
+fn tempdir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("ironic-direct-{}", uuid::Uuid::new_v4().simple()))
+}
