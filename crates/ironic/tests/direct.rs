@@ -368,3 +368,92 @@ async fn a_deploy_without_an_image_is_refused() {
 fn tempdir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("ironic-direct-{}", uuid::Uuid::new_v4().simple()))
 }
+
+/// A conductor killed (`kill -9`) while its node waits for the agent to write the
+/// image: the survivor takes the node over, the agent's next heartbeat goes to it, and
+/// the deploy ends `active` there (real `ironic-api` and `ironic-conductor` processes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_goes_on_after_its_conductor_is_killed() {
+    use common::procs::Cluster;
+    let t = ironic_db::testing::TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(
+        &t.url,
+        &[
+            ("IRONIC_CONDUCTOR__HEARTBEAT_INTERVAL", "1"),
+            ("IRONIC_CONDUCTOR__HEARTBEAT_TIMEOUT", "6"),
+            ("IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME", "1"),
+            ("IRONIC_CONDUCTOR__AUTOMATED_CLEAN", "false"),
+            ("IRONIC_AMQP__CALL_TIMEOUT", "2"),
+            ("IRONIC_AGENT__REQUIRE_TLS", "false"),
+            ("IRONIC_AGENT__POST_DEPLOY_GET_POWER_STATE_RETRIES", "1"),
+        ],
+    );
+    let mut conductors = vec![cluster.conductor("cond-a"), cluster.conductor("cond-b")];
+    for c in &conductors {
+        assert!(
+            c.wait_log("ironic-conductor serving", Duration::from_secs(30)),
+            "{}",
+            c.log_text()
+        );
+    }
+    let (_api_proc, port) = cluster.api();
+    let s = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    common::until(
+        "both conductors in the ring",
+        Duration::from_secs(20),
+        || async {
+            let r = s.get("/v1/drivers", V).await;
+            r.json()["drivers"].as_array().is_some_and(|ds| {
+                ds.iter().any(|d| {
+                    d["name"] == "fake-hardware" && d["hosts"].as_array().map_or(0, Vec::len) == 2
+                })
+            })
+        },
+    )
+    .await;
+
+    let mac = "52:54:00:d1:00:05";
+    let uuid = direct_node(&s, "direct-5", mac).await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    set_image(&s, &uuid).await;
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    // The agent takes its time writing: the conductor is killed meanwhile.
+    let a = FakeAgent::start(AgentConfig {
+        api_url: s.base(),
+        macs: vec![mac.to_string()],
+        heartbeat_interval: Some(Duration::from_secs(1)),
+        command_duration: Duration::from_secs(8),
+        ..AgentConfig::default()
+    })
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let owner = loop {
+        let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+        if n["provision_state"] == "wait call-back" && n["deploy_step"]["step"] == "write_image" {
+            break n["conductor"].as_str().unwrap().to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "{n}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let victim = if owner == "cond-a" { 0 } else { 1 };
+    conductors[victim].kill9();
+    // The command ends; the agent heartbeats; the survivor goes on.
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(60)).await;
+    assert_eq!(n["last_error"], Value::Null);
+    assert_ne!(n["conductor"], owner.as_str(), "{n}");
+    assert_eq!(
+        names(&a)
+            .iter()
+            .filter(|c| c.ends_with(":write_image"))
+            .count(),
+        1,
+        "written once: {:?}",
+        names(&a)
+    );
+    a.stop().await;
+    for c in &mut conductors {
+        c.term();
+    }
+}
