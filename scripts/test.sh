@@ -111,13 +111,20 @@ if [ "${#iso_tools[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${iso_tools[@]}" >/dev/null
 fi
 
-# Real machines (crates/ironic/tests/machines.rs): as root, the agent's ramdisk built
-# (cached after the first time) and the bed's packages installed before the tests start,
+# Real machines (crates/ironic/tests/machines.rs): as root, the agent's ramdisk and the
+# test image built (cached after the first time), the bed's packages and the clients
+# (openstack CLI, metalsmith) installed before the tests start,
 # so that the test spends its time on the machine. IRONIC_TEST_BED=0 leaves them out.
 if [ "$(id -u)" = 0 ] && [ "${IRONIC_TEST_BED:-1}" = 1 ]; then
   echo "== the agent's ramdisk and the test bed (tests/vm/)"
   bash tests/vm/build-ramdisk.sh >/dev/null
+  bash tests/vm/build-image.sh >/dev/null
   bash tests/vm/bed.sh prepare
+  # The clients the machine test deploys with, as users do.
+  if ! "$venv/bin/python" -c 'import metalsmith, openstackclient, ironicclient' 2>/dev/null; then
+    echo "== installing python-openstackclient, python-ironicclient and metalsmith into $venv"
+    "$venv/bin/pip" install -q python-openstackclient python-ironicclient metalsmith
+  fi
   export IRONIC_TEST_BED=1
 fi
 

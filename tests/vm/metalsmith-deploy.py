@@ -74,6 +74,10 @@ def parse_args(argv):
                    help="seconds to wait for each of deploy and undeploy (default 1800)")
     p.add_argument("--undeploy", action="store_true",
                    help="after the deploy, unprovision and wait for available")
+    p.add_argument("--pause-before-undeploy", action="store_true",
+                   help="with --undeploy: after the deploy line, wait for a line on "
+                        "standard input (or its end) before undeploying, so that the "
+                        "caller can look at the running instance first")
     p.add_argument("--api-version", default=None,
                    help="pin the baremetal API microversion (default: negotiated)")
     p.add_argument("--debug", action="store_true", help="log every HTTP request")
@@ -253,6 +257,9 @@ def main(argv=None):
 
     if not args.undeploy:
         return 0
+    if args.pause_before_undeploy:
+        LOG.info("deployed; waiting for a line on standard input to undeploy")
+        sys.stdin.readline()
 
     start = time.monotonic()
     try:

@@ -274,6 +274,12 @@ impl FakeAgent {
         self.inner.heartbeats.load(Ordering::SeqCst)
     }
 
+    /// How many requests the agent sent the API (lookups and heartbeats, answered or
+    /// not): its share of a deploy's API calls.
+    pub fn api_calls(&self) -> usize {
+        self.inner.api_calls.load(Ordering::SeqCst)
+    }
+
     /// The fault knobs.
     pub fn faults(&self) -> &Faults {
         &self.inner.faults
@@ -329,6 +335,8 @@ struct Inner {
     /// An asynchronous command ended (IPA's `force_heartbeat`).
     beat_forced: AtomicBool,
     heartbeats: AtomicUsize,
+    /// Requests sent to the API (lookups and heartbeats, answered or not).
+    api_calls: AtomicUsize,
     /// The server and the heartbeat loop, awaited by [`FakeAgent::stop`].
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -373,6 +381,7 @@ impl Inner {
             beat_now: AtomicBool::new(false),
             beat_forced: AtomicBool::new(false),
             heartbeats: AtomicUsize::new(0),
+            api_calls: AtomicUsize::new(0),
             tasks: Mutex::new(Vec::new()),
         }
     }

@@ -11,6 +11,7 @@
 //! Every loop is bounded (by count or by time). See bench/scale.sh and README
 //! "Performance".
 
+mod deploy;
 mod http;
 mod measure;
 mod periodic;
@@ -42,7 +43,8 @@ struct Args {
     /// Concurrent connections (one request in flight on each).
     #[arg(short = 'c', long, default_value_t = 32)]
     concurrency: usize,
-    /// Phases to run, in order: create, provide, read, alloc-burst, alloc-closed, dealloc.
+    /// Phases to run, in order: create, provide, read, alloc-burst, alloc-closed, dealloc;
+    /// or deploy (nodes of its own, `direct` deploys against simulated agents).
     #[arg(
         long,
         default_value = "create,provide,read,alloc-burst,alloc-closed,dealloc"
@@ -85,6 +87,13 @@ struct Args {
     /// Also write the results as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Phase deploy: how long each simulated agent's asynchronous command (writing the
+    /// image) takes, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    agent_command_ms: u64,
+    /// Phase deploy: seconds until every node must be active.
+    #[arg(long, default_value_t = 600)]
+    deploy_timeout: u64,
 }
 
 /// One measured kind of request.
@@ -266,6 +275,12 @@ enum LoadError {
     NodeFailed { uuid: String, node: Value },
     #[error("{uuid}: not done after {limit:?}")]
     NotDone { uuid: String, limit: Duration },
+    #[error("deploy: {active} active and {failed} failed of {total}")]
+    Deploys {
+        active: usize,
+        failed: usize,
+        total: usize,
+    },
 }
 
 impl LoadError {
@@ -914,7 +929,7 @@ async fn run(args: Args) -> Result<(), LoadError> {
     );
     run.memory("start");
     for phase in &phases {
-        if phase != "create" && run.uuids.is_empty() {
+        if phase != "create" && phase != "deploy" && run.uuids.is_empty() {
             run.find_nodes().await?;
         }
         match phase.as_str() {
@@ -924,6 +939,7 @@ async fn run(args: Args) -> Result<(), LoadError> {
             "alloc-burst" => run.alloc_burst().await,
             "alloc-closed" => run.alloc_closed().await,
             "dealloc" => run.dealloc().await,
+            "deploy" => run.deploy().await?,
             other => return Err(LoadError::UnknownPhase(other.to_string())),
         }
         run.memory(phase);

@@ -3,7 +3,11 @@
 //! Redfish emulator, booted by our conductor into the ironic-python-agent ramdisk built
 //! by `tests/vm/build-ramdisk.sh`, through a boot ISO the conductor builds, serves and
 //! inserts as virtual media. The agent inspects the machine and posts what it found; with
-//! fast-track it then looks its node up and heartbeats over auto-TLS.
+//! fast-track it then looks its node up and heartbeats over auto-TLS. Then the `direct`
+//! deploy: automated cleaning with the agent, the test image of
+//! `tests/vm/build-image.sh` written with a config drive (with the `openstack
+//! baremetal` CLI on the all-in-one, with metalsmith on the split deployment), the
+//! machine booting from its disk, and undeploy.
 //!
 //! Needs root, and `IRONIC_TEST_BED=1` (`scripts/test.sh` sets it; it also builds the
 //! ramdisk once and caches it). Takes a few minutes under software emulation.
@@ -64,12 +68,12 @@ fn bed_wanted() -> bool {
 }
 
 /// Enroll, manage, inspect in band with the real agent; the stored inventory is the
-/// machine's; with fast-track the agent stays up and heartbeats over auto-TLS. The
-/// all-in-one (the machine boots by BIOS), then the split deployment (API and conductor
-/// over RabbitMQ; the machine boots by UEFI), each on a fresh machine; one test, as the
-/// bed is one.
+/// machine's; with fast-track the agent stays up and heartbeats over auto-TLS; then
+/// clean, deploy an image, see it boot, undeploy. The all-in-one (the machine boots by
+/// BIOS), then the split deployment (API and conductor over RabbitMQ; the machine boots
+/// by UEFI), each on a fresh machine; one test, as the bed is one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_real_agent_inspects_a_machine() {
+async fn the_real_agent_inspects_cleans_and_deploys_a_machine() {
     if !bed_wanted() {
         return;
     }
@@ -337,16 +341,62 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
     let r = s.delete(&format!("/v1/nodes/{ipmi}"), V).await;
     assert_eq!(r.status, 204, "{}", r.body);
 
-    if backend == Backend::Sqlite {
-        deploy_on_the_bed(&s, &uuid, &machine, &http_root, http_port, image).await;
-    }
+    // The all-in-one's machine (BIOS) is deployed with the CLI, the split
+    // deployment's (UEFI) with metalsmith.
+    let client = match backend {
+        Backend::Split => Client::Metalsmith,
+        _ => Client::Cli,
+    };
+    deploy_on_the_bed(&s, &uuid, &machine, &http_root, http_port, image, client).await;
     s.stop().await;
 }
 
-/// The `direct` deploy of a real image on the bed's machine: automated cleaning with
-/// the real agent (`provide`), the image written with a config drive (`deploy`), the
-/// machine booted from its own disk (its serial console shows the image's marker and
-/// the node's uuid read from the config drive), then `undeploy` and cleaning again.
+/// How the deploy is asked for: as an operator does with the `openstack baremetal`
+/// CLI, or as a metalsmith user does (allocation, deploy, wait, undeploy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    Cli,
+    Metalsmith,
+}
+
+/// The clients' virtualenv (`scripts/test.sh` installs python-openstackclient and
+/// metalsmith beside the other peers).
+fn venv_bin(name: &str) -> PathBuf {
+    let python = std::env::var("IRONIC_TEST_PYTHON")
+        .expect("IRONIC_TEST_PYTHON: the Python of scripts/test.sh's virtualenv");
+    Path::new(&python).parent().unwrap().join(name)
+}
+
+/// `openstack baremetal …` against the server, without authentication; its output.
+async fn openstack(s: &common::Server, args: &[&str]) -> String {
+    let mut cmd = vec![
+        "--os-endpoint".to_string(),
+        format!("http://{}", s.addr),
+        "--os-auth-type".into(),
+        "none".into(),
+        "baremetal".into(),
+    ];
+    cmd.extend(args.iter().map(|a| a.to_string()));
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(venv_bin("openstack")).args(&cmd).output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "openstack baremetal {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The `direct` deploy of a real image on the bed's machine, driven by `client`:
+/// automated cleaning with the real agent (`provide`), the image written with a JSON
+/// config drive, the machine booted from its own disk (its serial console shows the
+/// image's marker and the node's uuid read from the config drive), then undeploy and
+/// cleaning again.
 async fn deploy_on_the_bed(
     s: &common::Server,
     uuid: &str,
@@ -354,18 +404,22 @@ async fn deploy_on_the_bed(
     http_root: &Path,
     http_port: u16,
     image: &Value,
+    client: Client,
 ) {
+    eprintln!("== deploy with {client:?}");
     let serial = machine["serial_log"].as_str().unwrap();
     // The image on the image server, where the agent downloads it.
     let published = http_root.join("test-images/disk.raw");
     std::fs::create_dir_all(published.parent().unwrap()).unwrap();
     std::fs::copy(image["path"].as_str().unwrap(), &published).unwrap();
     let image_url = format!("http://10.0.2.2:{http_port}/test-images/disk.raw");
+    let sha256 = image["sha256"].as_str().unwrap();
 
     // Cleaning: the ramdisk boots, the agent erases the disk's metadata.
+    openstack(s, &["node", "set", uuid, "--resource-class", "bed"]).await;
     let started = std::time::Instant::now();
-    assert_eq!(s.provision_to(V, uuid, "provide").await.status, 202);
-    let n = wait_for(s, uuid, "available", Duration::from_secs(900)).await;
+    openstack(s, &["node", "provide", uuid, "--wait", "900"]).await;
+    let n = wait_for(s, uuid, "available", Duration::from_secs(60)).await;
     eprintln!(
         "provide (automated cleaning) -> available in {:?}",
         started.elapsed()
@@ -381,35 +435,93 @@ async fn deploy_on_the_bed(
     assert_eq!(n["power_state"], "power off", "{n}");
 
     // Deploy.
-    let r = s
-        .patch(
-            &format!("/v1/nodes/{uuid}"),
-            V,
-            &json!([
-                {"op": "add", "path": "/instance_info/image_source", "value": image_url},
-                {"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
-                {"op": "add", "path": "/instance_info/image_os_hash_value", "value": image["sha256"]},
-                {"op": "add", "path": "/instance_info/image_disk_format", "value": "raw"},
-            ]),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
     let before = std::fs::read_to_string(serial).unwrap_or_default().len();
     let started = std::time::Instant::now();
-    let r = s
-        .provision(
-            V,
-            uuid,
-            json!({"target": "active", "configdrive": {
-                "meta_data": {"hostname": "bed-1"},
-                "user_data": "#cloud-config\n"}}),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    let n = wait_for(s, uuid, "active", Duration::from_secs(900)).await;
+    let mut metalsmith = None;
+    match client {
+        Client::Cli => {
+            openstack(
+                s,
+                &[
+                    "node",
+                    "set",
+                    uuid,
+                    "--instance-info",
+                    &format!("image_source={image_url}"),
+                    "--instance-info",
+                    "image_os_hash_algo=sha256",
+                    "--instance-info",
+                    &format!("image_os_hash_value={sha256}"),
+                    "--instance-info",
+                    "image_disk_format=raw",
+                ],
+            )
+            .await;
+            let cd = json!({"meta_data": {"hostname": "bed-1"}, "user_data": "#cloud-config\n"});
+            openstack(
+                s,
+                &[
+                    "node",
+                    "deploy",
+                    uuid,
+                    "--config-drive",
+                    &cd.to_string(),
+                    "--wait",
+                    "900",
+                ],
+            )
+            .await;
+        }
+        Client::Metalsmith => {
+            let mut child = Command::new(venv_bin("python"))
+                .arg(root().join("tests/vm/metalsmith-deploy.py"))
+                .args([
+                    "--endpoint",
+                    &format!("http://{}", s.addr),
+                    "--resource-class",
+                    "bed",
+                    "--candidate",
+                    uuid,
+                    "--image",
+                    &image_url,
+                    "--sha256",
+                    sha256,
+                    "--hostname",
+                    "bed-1",
+                    "--timeout",
+                    "900",
+                    "--undeploy",
+                    "--pause-before-undeploy",
+                ])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdout = child.stdout.take().unwrap();
+            let (lines, deployed) = tokio::task::spawn_blocking(move || {
+                use std::io::BufRead;
+                let mut lines = std::io::BufReader::new(stdout).lines();
+                let first = lines.next().map(|l| l.unwrap()).unwrap_or_default();
+                (lines, first)
+            })
+            .await
+            .unwrap();
+            let deployed: Value = serde_json::from_str(&deployed)
+                .unwrap_or_else(|_| panic!("metalsmith did not deploy: {deployed:?}"));
+            assert_eq!(deployed["event"], "deployed", "{deployed}");
+            assert_eq!(deployed["node_uuid"], uuid, "{deployed}");
+            metalsmith = Some((child, lines));
+        }
+    }
+    let n = wait_for(s, uuid, "active", Duration::from_secs(60)).await;
     eprintln!("deploy -> active in {:?}", started.elapsed());
     assert_eq!(n["power_state"], "power on", "{n}");
     assert_eq!(n["last_error"], Value::Null, "{n}");
+    if client == Client::Metalsmith {
+        // metalsmith's allocation holds the node, and it sent the checksum its way.
+        assert!(n["allocation_uuid"].is_string(), "{n}");
+        assert_eq!(n["instance_info"]["image_checksum"], sha256, "{n}");
+    }
     let steps: Vec<&str> = n["driver_internal_info"]["deploy_steps"]
         .as_array()
         .unwrap()
@@ -462,10 +574,30 @@ async fn deploy_on_the_bed(
 
     // Undeploy: cleaning again, then available.
     let started = std::time::Instant::now();
-    assert_eq!(s.provision_to(V, uuid, "deleted").await.status, 202);
-    let n = wait_for(s, uuid, "available", Duration::from_secs(900)).await;
+    match metalsmith {
+        None => {
+            openstack(s, &["node", "undeploy", uuid, "--wait", "900"]).await;
+        }
+        Some((mut child, lines)) => {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"\n").unwrap();
+            drop(stdin);
+            let (status, rest) = tokio::task::spawn_blocking(move || {
+                let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+                (child.wait().unwrap(), rest)
+            })
+            .await
+            .unwrap();
+            assert!(status.success(), "metalsmith: {status} {rest:?}");
+            let undeployed: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
+            assert_eq!(undeployed["event"], "undeployed", "{undeployed}");
+        }
+    }
+    let n = wait_for(s, uuid, "available", Duration::from_secs(60)).await;
     eprintln!("undeploy -> available in {:?}", started.elapsed());
     assert_eq!(n["instance_info"], json!({}), "{n}");
+    assert_eq!(n["allocation_uuid"], Value::Null, "{n}");
     assert_eq!(n["power_state"], "power off", "{n}");
 }
 

@@ -223,7 +223,10 @@ async fn lookup(inner: &Inner, session: &mut Session<'_>) -> Option<Found> {
     let mut failing = false;
     loop {
         let attempt = tokio::select! {
-            r = lookup_once(session, &path) => r,
+            r = async {
+                inner.api_calls.fetch_add(1, Ordering::SeqCst);
+                lookup_once(session, &path).await
+            } => r,
             _ = inner.stopped() => return None,
         };
         match attempt {
@@ -352,6 +355,7 @@ async fn heartbeats(inner: &Inner, session: &mut Session<'_>, found: &Found) {
             next = Instant::now() + interval(inner, found);
             continue;
         }
+        inner.api_calls.fetch_add(1, Ordering::SeqCst);
         let sent = tokio::select! {
             r = beat(inner, session, &path) => r,
             _ = inner.stopped() => return,
