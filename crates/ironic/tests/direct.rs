@@ -457,3 +457,202 @@ async fn a_deploy_goes_on_after_its_conductor_is_killed() {
         c.term();
     }
 }
+
+/// The agent's own steps join the plans: a deploy template (seed 002) names the
+/// agent's `erase_devices_metadata` (priority 0 as reported) to run before the image is
+/// written; a manual cleaning names an agent step, checked once the agent reported
+/// its steps; a step nothing offers fails the cleaning then, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_and_manual_cleaning_run_agent_steps() {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+    })
+    .await;
+    let mac = "52:54:00:d1:00:06";
+    let uuid = direct_node(&s, "direct-6", mac).await;
+
+    // Manual cleaning with an agent step and an unknown one: refused once the agent
+    // tells what it offers.
+    let r = s
+        .provision(
+            V,
+            &uuid,
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "deploy", "step": "erase_devices_metadata"},
+                {"interface": "deploy", "step": "no_such_step"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_for(&s, &uuid, "clean wait", Duration::from_secs(20)).await;
+    let a = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "clean failed", Duration::from_secs(30)).await;
+    let e = n["last_error"].as_str().unwrap();
+    assert!(e.contains("no_such_step"), "{e}");
+    assert!(!e.contains("erase_devices_metadata"), "{e}");
+    assert_eq!(names(&a), ["clean.get_clean_steps"]);
+    a.stop().await;
+    // Out of `clean failed` (maintenance with the fault): manage again, then a good one.
+    let r = s.delete(&format!("/v1/nodes/{uuid}/maintenance"), V).await;
+    assert!(r.status == 202 || r.status == 204, "{}", r.body);
+    assert_eq!(s.provision_to(V, &uuid, "manage").await.status, 202);
+    wait_for(&s, &uuid, "manageable", Duration::from_secs(20)).await;
+    let r = s
+        .provision(
+            V,
+            &uuid,
+            json!({"target": "clean", "clean_steps": [
+                {"interface": "deploy", "step": "erase_devices_metadata"}]}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    wait_for(&s, &uuid, "clean wait", Duration::from_secs(20)).await;
+    let a = agent(&s, mac).await;
+    wait_for(&s, &uuid, "manageable", Duration::from_secs(30)).await;
+    assert_eq!(
+        names(&a),
+        [
+            "clean.get_clean_steps",
+            "clean.execute_clean_step:erase_devices_metadata"
+        ]
+    );
+    a.stop().await;
+
+    // A deploy template with the agent's step at priority 90: between deploy.deploy
+    // (100) and write_image (80).
+    let r = s
+        .post(
+            "/v1/deploy_templates",
+            V,
+            &json!({"name": "CUSTOM_WIPE", "steps": [
+                {"interface": "deploy", "step": "erase_devices_metadata", "args": {}, "priority": 90}]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = s
+        .put(
+            &format!("/v1/nodes/{uuid}/traits"),
+            V,
+            Some(&json!({"traits": ["CUSTOM_WIPE"]})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    set_image(&s, &uuid).await;
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{uuid}"),
+            V,
+            &json!([{"op": "add", "path": "/instance_info/traits", "value": ["CUSTOM_WIPE"]}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let a = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    let plan: Vec<String> = n["driver_internal_info"]["deploy_steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        plan[..3],
+        ["deploy", "erase_devices_metadata", "write_image"],
+        "{plan:?}"
+    );
+    assert_eq!(
+        names(&a)[..3],
+        [
+            "deploy.get_deploy_steps",
+            "deploy.execute_deploy_step:erase_devices_metadata",
+            "deploy.execute_deploy_step:write_image"
+        ]
+    );
+    a.stop().await;
+    s.stop().await;
+}
+
+/// A `file://` image: the conductor publishes it on its image server for the agent, and
+/// deletes it once the instance boots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_image_is_served_by_the_conductor() {
+    let logs = tempdir();
+    let mut http_root = std::path::PathBuf::new();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+        http_root = c.deploy.http_root.clone();
+    })
+    .await;
+    let mac = "52:54:00:d1:00:07";
+    let uuid = direct_node(&s, "direct-7", mac).await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let image = logs.join("local.raw");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(&image, b"a tiny disk").unwrap();
+    set_image(&s, &uuid).await;
+    let r = s
+        .patch(
+            &format!("/v1/nodes/{uuid}"),
+            V,
+            &json!([{"op": "replace", "path": "/instance_info/image_source",
+                     "value": format!("file://{}", image.display())}]),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let a = FakeAgent::start(AgentConfig {
+        api_url: s.base(),
+        macs: vec![mac.to_string()],
+        heartbeat_interval: Some(Duration::from_secs(1)),
+        // Long enough to look at the published image while the agent "writes" it.
+        command_duration: Duration::from_secs(3),
+        ..AgentConfig::default()
+    })
+    .await
+    .unwrap();
+    common::until("write_image sent", Duration::from_secs(20), || {
+        let a = a.clone();
+        async move {
+            a.commands()
+                .iter()
+                .any(|c| c["params"]["step"]["step"] == "write_image")
+        }
+    })
+    .await;
+    let write = a
+        .commands()
+        .into_iter()
+        .find(|c| c["params"]["step"]["step"] == "write_image")
+        .unwrap();
+    let url = write["params"]["step"]["args"]["image_info"]["urls"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(url.contains("/agent_images/"), "{url}");
+    // The agent gets it from the image server.
+    let rel = url.split_once("/agent_images/").unwrap().1;
+    let published = http_root.join("agent_images").join(rel);
+    assert_eq!(std::fs::read(&published).unwrap(), b"a tiny disk");
+    let got = get_url(&url).await;
+    assert_eq!(got, b"a tiny disk");
+    wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    assert!(!published.exists(), "deleted once the instance boots");
+    a.stop().await;
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// A GET of `url` (plain HTTP), its body.
+async fn get_url(url: &str) -> Vec<u8> {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_once('/').unwrap();
+    let c = common::Server::client(addr.parse().unwrap());
+    let r = c.raw("GET", &format!("/{path}"), &[], None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body.into_bytes()
+}

@@ -124,6 +124,14 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
         cfg.conductor.deploy_callback_timeout = 900;
         cfg.conductor.clean_callback_timeout = 900;
         cfg.agent.deploy_logs_local_path = cfg.deploy.http_root.join("../deploy-logs");
+        // `IRONIC_TEST_BED_PACING=heartbeats` measures upstream's pace for comparison:
+        // a flow moves on at heartbeats only, and the agent's power-off is polled
+        // 6 times 5 s apart.
+        if std::env::var("IRONIC_TEST_BED_PACING").is_ok_and(|p| p == "heartbeats") {
+            cfg.agent.follow_commands = false;
+            cfg.agent.post_deploy_get_power_state_retries = 6;
+            cfg.agent.post_deploy_get_power_state_retry_interval = 5;
+        }
         cfg.ipmi.min_command_interval = 1.0;
         cfg.log.filter = "info".into();
         http_root = cfg.deploy.http_root.clone();
