@@ -183,17 +183,7 @@ fn empty(c: &Value) -> bool {
     }
 }
 
-/// JSON's name for the type of `v`, as the messages say it.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
+use ironic_model::patch::json_type_name as type_name;
 
 /// `configdrive` as upstream's `check_allow_configdrive`
 /// (`ironic/api/controllers/v1/utils.py`) checks it, in its order, once the node's state

@@ -164,17 +164,7 @@ impl From<IsoError> for ConfigDriveError {
     }
 }
 
-/// JSON's name for the type of `v`, as the messages say it.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
+use ironic_model::patch::json_type_name as type_name;
 
 impl ConfigDrive {
     /// Reads the JSON form by the rules of upstream's schema: an object whose members

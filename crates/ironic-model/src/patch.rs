@@ -41,6 +41,18 @@ impl PatchOp {
     }
 }
 
+/// JSON's name for the type of `v`, as messages say it ("a string", "an object", …).
+pub fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Python's repr of a JSON value, used because Ironic quotes values that way.
 pub fn py_repr(v: &Value) -> String {
     match v {

@@ -119,11 +119,6 @@ fn agent_failed(what: &str, e: &AgentError) -> WorkFailed {
     WorkFailed::Refused(format!("{what}: {e}"))
 }
 
-/// The prefix of an agent command of `flow`: `deploy`, `clean`, `service`.
-fn extension(flow: Flow) -> &'static str {
-    flow.kind()
-}
-
 /// The `driver_internal_info` key of the agent's cached steps of `flow`.
 pub(super) fn cache_key(flow: Flow) -> &'static str {
     match flow {
@@ -353,7 +348,7 @@ impl Provisioner {
         let from = self.images.fetch(source).await.map_err(|e| {
             WorkFailed::Refused(format!(
                 "Cannot fetch the image {}: {e}",
-                secrets_safe(source)
+                ironic_model::secrets::log_safe(source)
             ))
         })?;
         let rel = format!(
@@ -492,7 +487,8 @@ impl Provisioner {
     ) -> Result<Outcome, WorkFailed> {
         let at = AgentAt::of(node).ok_or_else(no_agent)?;
         let ports = self.ports_for_agent(node).await?;
-        let ext = extension(flow);
+        // The agent's extension of the flow: `deploy`, `clean`, `service`.
+        let ext = flow.kind();
         let mut params = json!({
             "step": {
                 "interface": step.interface,
@@ -528,17 +524,11 @@ impl Provisioner {
         };
         tracing::info!(node = %node.uuid, step = %step.name(), command = %r.id, status = r.status.as_str(), "in-band step sent to the agent");
         match news_of(&r) {
-            None => {
-                let dii = &mut node.driver_internal_info;
-                dii.insert(AGENT_WAIT.into(), json!("command"));
-                dii.insert(AGENT_COMMAND.into(), json!(r.id));
-                Ok(Outcome::Callback)
-            }
             Some(AgentNews::Succeeded) => Ok(Outcome::Done),
             Some(AgentNews::Failed(why)) => Err(WorkFailed::Refused(why)),
-            // Sent with versions the agent no longer has: wait; the continuation
-            // refreshes the steps and sends it again.
-            Some(_) => {
+            // Running; or sent with versions the agent no longer has: the continuation
+            // asks its steps again and sends the step again.
+            _ => {
                 let dii = &mut node.driver_internal_info;
                 dii.insert(AGENT_WAIT.into(), json!("command"));
                 dii.insert(AGENT_COMMAND.into(), json!(r.id));
@@ -584,7 +574,7 @@ impl Provisioner {
         let ports = self
             .ports_for_agent(node)
             .await
-            .unwrap_or_else(|_| Value::Array(Vec::new()));
+            .map_err(|e| format!("cannot read the node's ports: {e}"))?;
         let params = json!({"node": node_for_agent(node), "ports": ports});
         let r = self
             .agent
@@ -904,10 +894,6 @@ pub(crate) fn check_deploy(node: &Node) -> Result<(), String> {
 
 fn no_agent() -> WorkFailed {
     WorkFailed::Refused("The agent has not checked in yet: no URL to reach it".into())
-}
-
-fn secrets_safe(s: &str) -> String {
-    ironic_model::secrets::log_safe(s).to_string()
 }
 
 /// The agent's answer as news for a wait; `None`: still running.

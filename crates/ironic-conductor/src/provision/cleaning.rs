@@ -127,7 +127,7 @@ impl Provisioner {
             Value::Array(list.iter().map(Step::to_json).collect()),
         );
         if agent {
-            self.wait_for_agent(Flow::Clean, held).await;
+            self.wait(Flow::Clean, held, None, None).await;
             return;
         }
         self.run_steps(Flow::Clean, held, list, 0).await;

@@ -283,11 +283,11 @@ impl Provisioner {
             match outcome {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {
-                    self.wait(flow, held, step, Some(d)).await;
+                    self.wait(flow, held, Some(step), Some(d)).await;
                     return;
                 }
                 Ok(Outcome::Callback) => {
-                    self.wait(flow, held, step, None).await;
+                    self.wait(flow, held, Some(step), None).await;
                     return;
                 }
                 Err(why) => {
@@ -305,23 +305,30 @@ impl Provisioner {
         }
     }
 
-    /// The running step goes on outside this task: the node waits in the flow's wait
-    /// state, unlocked, for `timer` (or, without one, for an event). The wait's token
-    /// lets exactly one continuation through.
-    async fn wait(
+    /// The running step goes on outside this task (or, with no step, the flow waits
+    /// for the node's agent to boot before its first step: in-band cleaning): the node
+    /// waits in the flow's wait state, unlocked, for `timer` (or, without one, for an
+    /// event). The wait's token lets exactly one continuation through.
+    pub(super) async fn wait(
         self: &Arc<Self>,
         flow: Flow,
         mut held: Held,
-        step: &Step,
+        step: Option<&Step>,
         timer: Option<std::time::Duration>,
     ) {
         let uuid = held.node.uuid.to_string();
-        self.step_event(&mut held.node, step, "started");
+        match step {
+            Some(s) => self.step_event(&mut held.node, s, "started"),
+            None => {
+                flow.step_mut(&mut held.node).clear();
+                held.node.driver_internal_info.remove(flow.index_key());
+            }
+        }
         let target = held.node.target_provision_state;
         match fsm::process(held.node.provision_state, Event::Wait, true, target) {
             Ok(t) => set_state(&mut held.node, t),
             Err(e) => {
-                self.fail(flow, held, e.to_string(), true).await;
+                self.fail(flow, held, e.to_string(), step.is_some()).await;
                 return;
             }
         }
@@ -339,7 +346,8 @@ impl Provisioner {
             tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
             return;
         }
-        tracing::info!(node = %uuid, flow = flow.kind(), step = %step.name(), timer_ms = timer.map(|d| d.as_millis() as u64), "step waits; node lock given back");
+        let step_name = step.map_or_else(|| "(agent boot)".to_string(), Step::name);
+        tracing::info!(node = %uuid, flow = flow.kind(), step = %step_name, timer_ms = timer.map(|d| d.as_millis() as u64), "step waits; node lock given back");
         if let Some(d) = timer {
             let me = self.clone();
             self.work.after("step timer", d, async move {
@@ -351,31 +359,6 @@ impl Provisioner {
                 me.follow_command(flow, nref, token).await;
             });
         }
-    }
-
-    /// The flow waits for the node's ramdisk agent to boot before its first step
-    /// (in-band cleaning): its wait state, no step, unlocked; the agent's first
-    /// heartbeat makes the list of steps and starts it.
-    pub(super) async fn wait_for_agent(self: &Arc<Self>, flow: Flow, mut held: Held) {
-        let uuid = held.node.uuid.to_string();
-        let target = held.node.target_provision_state;
-        match fsm::process(held.node.provision_state, Event::Wait, true, target) {
-            Ok(t) => set_state(&mut held.node, t),
-            Err(e) => {
-                self.fail(flow, held, e.to_string(), false).await;
-                return;
-            }
-        }
-        flow.step_mut(&mut held.node).clear();
-        let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
-        let dii = &mut held.node.driver_internal_info;
-        dii.remove(flow.index_key());
-        dii.insert(flow.runner_key().into(), json!(token));
-        if let Err(e) = held.save_and_release().await {
-            tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
-            return;
-        }
-        tracing::info!(node = %uuid, flow = flow.kind(), "waiting for the agent to boot; node lock given back");
     }
 
     /// An event for the wait `token` (its timer, or the node's owner finding it
