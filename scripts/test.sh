@@ -105,6 +105,8 @@ command -v xorriso >/dev/null || iso_tools+=(xorriso)
 command -v mcopy >/dev/null || iso_tools+=(mtools)
 command -v mkfs.vfat >/dev/null || iso_tools+=(dosfstools)
 [ -d /usr/lib/grub/x86_64-efi ] || iso_tools+=(grub-efi-amd64-bin)
+# qemu-img checks and converts the instance images the conductor serves.
+command -v qemu-img >/dev/null || iso_tools+=(qemu-utils)
 if [ "${#iso_tools[@]}" -gt 0 ]; then
   echo "== installing ${iso_tools[*]}"
   $SUDO apt-get update -qq

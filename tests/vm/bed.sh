@@ -194,10 +194,13 @@ CONF
   exit 1
 }
 
+# The agent's kernel parameters: the serial console, where the agent listens (QEMU's
+# user network forwards it to loopback), and no download retries (a wrong checksum
+# fails at once; ironic-python-agent retries 9 times, 10 s apart, by default).
 machine_json() {
   local i=$1 name="ironic-bed-$1" port=$((BED_AGENT_PORT_BASE + $1))
   local uuid; uuid="$(virsh -c "$URI" domuuid "$name" | tr -d '[:space:]')"
-  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s"}, "ipmi_driver_info": {"ipmi_address": "127.0.0.1", "ipmi_port": %s, "ipmi_username": "admin", "ipmi_password": "password"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
+  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s ipa-image-download-connection-retries=0"}, "ipmi_driver_info": {"ipmi_address": "127.0.0.1", "ipmi_port": %s, "ipmi_username": "admin", "ipmi_password": "password"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
     "$name" "$BED_REDFISH_PORT" "$uuid" "$port" $((BED_IPMI_PORT_BASE + i)) "$(mac_of "$i")" "$port" "$BED_DIR/machines/$name.serial.log"
 }
 

@@ -118,11 +118,7 @@ impl Agent {
                 );
                 dii.insert(
                     agent::LAST_HEARTBEAT.into(),
-                    json!(
-                        ironic_model::node::now()
-                            .format("%Y-%m-%dT%H:%M:%S%.6f")
-                            .to_string()
-                    ),
+                    json!(agent::heartbeat_stamp(ironic_model::node::now())),
                 );
                 // A wait for the agent counts its callback timeout from the last
                 // heartbeat (upstream's `touch_provisioning`).

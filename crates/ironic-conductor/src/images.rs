@@ -36,9 +36,31 @@ pub enum ImageError {
     },
     #[error("cannot publish {}", .0.display())]
     Publish(PathBuf, #[source] std::io::Error),
+    #[error(
+        "Image {image} failed to verify against its {algo} checksum: expected {expected}, got {got}"
+    )]
+    Checksum {
+        image: String,
+        algo: &'static str,
+        expected: String,
+        got: String,
+    },
+    #[error("cannot read the checksum file {url}: {why}")]
+    ChecksumFile { url: String, why: String },
+    #[error("cannot convert {} to raw", .image.display())]
+    Convert {
+        image: PathBuf,
+        #[source]
+        why: ConvertError,
+    },
     #[error(transparent)]
     Iso(#[from] iso::IsoError),
 }
+
+/// Why `qemu-img` did not convert an image.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConvertError(pub String);
 
 impl From<ImageError> for crate::provision::WorkFailed {
     fn from(e: ImageError) -> Self {
@@ -55,6 +77,8 @@ pub struct Images {
 struct Inner {
     deploy: ironic_config::DeploySection,
     http: GetClient,
+    /// Instance images' checksums already computed (`instance_image.rs`).
+    verified: crate::instance_image::Verified,
     /// The EFI system partition image, made (or found missing) once.
     esp: OnceCell<Option<PathBuf>>,
 }
@@ -65,9 +89,22 @@ impl Images {
             inner: Arc::new(Inner {
                 deploy: deploy.clone(),
                 http: GetClient::new(),
+                verified: Default::default(),
                 esp: OnceCell::new(),
             }),
         }
+    }
+
+    pub(crate) fn deploy(&self) -> &ironic_config::DeploySection {
+        &self.inner.deploy
+    }
+
+    pub(crate) fn http(&self) -> &GetClient {
+        &self.inner.http
+    }
+
+    pub(crate) fn verified(&self) -> &crate::instance_image::Verified {
+        &self.inner.verified
     }
 
     /// The local file of an image reference: a `file://` path as it is, an
@@ -123,6 +160,7 @@ impl Images {
             seconds = started.elapsed().as_secs_f64(),
             "image downloaded into the cache"
         );
+        self.trim_cache(&cached).await;
         Ok(cached)
     }
 

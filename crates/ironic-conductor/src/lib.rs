@@ -21,6 +21,7 @@ mod every_node;
 mod history;
 mod images;
 mod inspection_rules;
+mod instance_image;
 mod lock;
 mod management;
 mod nics;

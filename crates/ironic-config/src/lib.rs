@@ -84,12 +84,27 @@ pub struct DeploySection {
     pub external_callback_url: Option<String>,
     /// Upstream's fast-track (also per node: `driver_info.fast_track`): a successful
     /// inspection leaves the ramdisk running, and it may look up and heartbeat while its
-    /// node rests, so that the next operation can reuse it.
+    /// node rests, so that the next operation can reuse it: cleaning and the `direct`
+    /// deploy skip the ramdisk's boot when its agent heartbeated within
+    /// `fast_track_timeout`, and a successful cleaning leaves it running.
     pub fast_track: bool,
+    /// Seconds since the agent's last heartbeat within which fast-track trusts it to
+    /// be running (upstream's, default and most 300: more than the agent's heartbeat
+    /// interval, which is 30-60% of `[api] ramdisk_heartbeat_timeout`).
+    pub fast_track_timeout: u64,
     /// Downloaded deploy kernels and ramdisks (`http(s)://` references) are kept here.
     pub image_cache: PathBuf,
-    /// The most bytes one downloaded kernel or ramdisk may have.
+    /// The most bytes one downloaded kernel, ramdisk or instance image may have.
     pub image_download_max_bytes: u64,
+    /// The most bytes `image_cache` holds of downloaded and converted images; the
+    /// least recently used go first (upstream's `[pxe] image_cache_size`, 20 GiB).
+    pub image_cache_max_bytes: u64,
+    /// Instance images the conductor serves to the agent (`[agent]
+    /// image_download_source = local`, or a `file://` source) are converted from
+    /// qcow2 to raw first (upstream's `[DEFAULT] force_raw_images`).
+    pub force_raw_images: bool,
+    /// `qemu-img`, which checks and converts qcow2 images.
+    pub qemu_img: String,
     /// `xorriso`, which builds boot ISOs.
     pub xorriso: String,
     /// syslinux's BIOS boot loader for ISOs (Debian's `isolinux` package).
@@ -129,8 +144,12 @@ impl Default for DeploySection {
             external_http_url: None,
             external_callback_url: None,
             fast_track: false,
+            fast_track_timeout: 300,
             image_cache: PathBuf::from("data/image-cache"),
             image_download_max_bytes: 4 << 30,
+            image_cache_max_bytes: 20 << 30,
+            force_raw_images: true,
+            qemu_img: "qemu-img".into(),
             xorriso: "xorriso".into(),
             isolinux_bin: PathBuf::from("/usr/lib/ISOLINUX/isolinux.bin"),
             ldlinux_c32: PathBuf::from("/usr/lib/syslinux/modules/bios/ldlinux.c32"),
@@ -903,6 +922,9 @@ impl Config {
         }
         if self.deploy.http_max_connections == 0 {
             return bad("[deploy] http_max_connections must be positive");
+        }
+        if !(1..=300).contains(&self.deploy.fast_track_timeout) {
+            return bad("[deploy] fast_track_timeout must be between 1 and 300 seconds");
         }
         if self.deploy.configdrive_max_bytes == 0 {
             return bad("[deploy] configdrive_max_bytes must be positive");

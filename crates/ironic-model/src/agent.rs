@@ -79,6 +79,25 @@ pub fn fast_track(driver_info: &Map<String, Value>, configured: bool) -> bool {
     }
 }
 
+/// How `LAST_HEARTBEAT` is written (UTC, upstream's format).
+const HEARTBEAT_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6f";
+
+/// `LAST_HEARTBEAT`'s value for a heartbeat at `at`.
+pub fn heartbeat_stamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.format(HEARTBEAT_FORMAT).to_string()
+}
+
+/// How long before `now` the agent last heartbeated; `None` if it never did (or the
+/// stamp cannot be read).
+pub fn since_heartbeat(
+    dii: &Map<String, Value>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::Duration> {
+    let stamp = dii.get(LAST_HEARTBEAT)?.as_str()?;
+    let at = chrono::NaiveDateTime::parse_from_str(stamp, HEARTBEAT_FORMAT).ok()?;
+    Some(now.naive_utc() - at)
+}
+
 /// [`lookup_allowed`], and with fast-track also the resting states a running ramdisk
 /// may sit in (upstream's `FASTTRACK_LOOKUP_ALLOWED_STATES`).
 pub fn lookup_allowed_with(s: P, fast_track: bool) -> bool {

@@ -237,6 +237,82 @@ async fn direct_lifecycle_split() {
     lifecycle(Backend::Split).await;
 }
 
+/// Fast-track: the agent that cleaned the node keeps running (the node on, its token
+/// and URL kept) and the deploy uses it without a reboot; an agent that stopped
+/// answering since is booted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_track_deploys_with_the_agent_that_cleaned() {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.deploy.fast_track = true;
+    })
+    .await;
+    let mac = "52:54:00:d1:00:08";
+    let uuid = direct_node(&s, "fast-1", mac).await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "clean wait", Duration::from_secs(20)).await;
+    let a = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "available", Duration::from_secs(30)).await;
+    assert_eq!(n["power_state"], "power on", "{n}");
+    let dii = &n["driver_internal_info"];
+    assert!(dii["agent_url"].is_string(), "{dii}");
+    assert!(dii["agent_secret_token"].is_string(), "{dii}");
+
+    // The deploy goes on with the running agent: no second boot.
+    set_image(&s, &uuid).await;
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert_eq!(
+        names(&a),
+        [
+            "clean.get_clean_steps",
+            "clean.execute_clean_step:erase_devices_metadata",
+            "deploy.get_deploy_steps",
+            "deploy.execute_deploy_step:write_image",
+            "standby.get_partition_uuids",
+            "standby.power_off"
+        ]
+    );
+    // The instance runs: the agent is forgotten.
+    assert!(n["driver_internal_info"]["agent_url"].is_null(), "{n}");
+    a.stop().await;
+
+    // Undeploy: the ramdisk boots for cleaning and keeps running after it.
+    assert_eq!(s.provision_to(V, &uuid, "deleted").await.status, 202);
+    wait_for(&s, &uuid, "clean wait", Duration::from_secs(20)).await;
+    let b = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "available", Duration::from_secs(30)).await;
+    assert!(n["driver_internal_info"]["agent_url"].is_string(), "{n}");
+    // The ramdisk stops answering (its heartbeat is still recent): the deploy finds
+    // out and boots it again.
+    b.stop().await;
+    set_image(&s, &uuid).await;
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    common::until(
+        "the ramdisk booted again for the deploy",
+        Duration::from_secs(60),
+        || {
+            let (s, uuid) = (&s, &uuid);
+            async move {
+                let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+                n["provision_state"] == "wait call-back"
+                    && n["deploy_step"]["step"] == "deploy"
+                    && n["driver_internal_info"]["agent_url"].is_null()
+            }
+        },
+    )
+    .await;
+    let c = agent(&s, mac).await;
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert!(names(&c).contains(&"deploy.execute_deploy_step:write_image".to_string()));
+    c.stop().await;
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
 /// A step the agent fails: `deploy failed` with the agent's message, the ramdisk's logs
 /// collected. A busy agent gets the step again; a hardware change makes the conductor
 /// ask the steps again and send the step again.
@@ -575,10 +651,13 @@ async fn templates_and_manual_cleaning_run_agent_steps() {
     s.stop().await;
 }
 
-/// A `file://` image: the conductor publishes it on its image server for the agent, and
-/// deletes it once the instance boots.
+/// A `file://` image: the conductor checks it, converts a qcow2 one to raw, publishes
+/// it on its image server for the agent with the checksum of what it serves, and
+/// deletes it once the instance boots. A wrong checksum fails the deploy before the
+/// agent is sent anything to write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_image_is_served_by_the_conductor() {
+    use sha2::Digest;
     let logs = tempdir();
     let mut http_root = std::path::PathBuf::new();
     let s = common::start_with(Backend::Sqlite, |c| {
@@ -591,30 +670,74 @@ async fn a_local_image_is_served_by_the_conductor() {
     let uuid = direct_node(&s, "direct-7", mac).await;
     assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
     wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
-    let image = logs.join("local.raw");
     std::fs::create_dir_all(&logs).unwrap();
-    std::fs::write(&image, b"a tiny disk").unwrap();
-    set_image(&s, &uuid).await;
+    let raw = logs.join("local.raw");
+    let mut disk = vec![0u8; 1 << 20];
+    disk[..11].copy_from_slice(b"a tiny disk");
+    std::fs::write(&raw, &disk).unwrap();
+    let qcow2 = logs.join("local.qcow2");
+    let out = std::process::Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .args([&raw, &qcow2])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let sha = |b: &[u8]| format!("{:x}", sha2::Sha256::digest(b));
+    let image = |hash: &str| {
+        json!([
+            {"op": "add", "path": "/instance_info/image_source", "value": format!("file://{}", qcow2.display())},
+            {"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"},
+            {"op": "add", "path": "/instance_info/image_os_hash_value", "value": hash},
+            {"op": "add", "path": "/instance_info/image_disk_format", "value": "qcow2"},
+        ])
+    };
+    let agent = || {
+        FakeAgent::start(AgentConfig {
+            api_url: s.base(),
+            macs: vec![mac.to_string()],
+            heartbeat_interval: Some(Duration::from_secs(1)),
+            // Long enough to look at the published image while the agent "writes" it.
+            command_duration: Duration::from_secs(3),
+            ..AgentConfig::default()
+        })
+    };
+
+    // A wrong checksum: the conductor finds out; the agent writes nothing.
+    let wrong = "0".repeat(64);
+    let r = s
+        .patch(&format!("/v1/nodes/{uuid}"), V, &image(&wrong))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let a = agent().await.unwrap();
+    let n = wait_for(&s, &uuid, "deploy failed", Duration::from_secs(30)).await;
+    let e = n["last_error"].as_str().unwrap();
+    assert!(
+        e.starts_with(&format!(
+            "Deploy step deploy.write_image failed on node {uuid}: "
+        )) && e.contains("failed to verify against its sha256 checksum")
+            && e.contains(&wrong)
+            && e.contains(&sha(&std::fs::read(&qcow2).unwrap())),
+        "{e}"
+    );
+    assert!(
+        !names(&a).iter().any(|n| n.contains("write_image")),
+        "{:?}",
+        names(&a)
+    );
+    a.stop().await;
+
+    // The right one: the agent gets the raw image and its checksum.
     let r = s
         .patch(
             &format!("/v1/nodes/{uuid}"),
             V,
-            &json!([{"op": "replace", "path": "/instance_info/image_source",
-                     "value": format!("file://{}", image.display())}]),
+            &image(&sha(&std::fs::read(&qcow2).unwrap())),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
-    let a = FakeAgent::start(AgentConfig {
-        api_url: s.base(),
-        macs: vec![mac.to_string()],
-        heartbeat_interval: Some(Duration::from_secs(1)),
-        // Long enough to look at the published image while the agent "writes" it.
-        command_duration: Duration::from_secs(3),
-        ..AgentConfig::default()
-    })
-    .await
-    .unwrap();
+    let a = agent().await.unwrap();
     common::until("write_image sent", Duration::from_secs(20), || {
         let a = a.clone();
         async move {
@@ -629,17 +752,17 @@ async fn a_local_image_is_served_by_the_conductor() {
         .into_iter()
         .find(|c| c["params"]["step"]["step"] == "write_image")
         .unwrap();
-    let url = write["params"]["step"]["args"]["image_info"]["urls"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let info = &write["params"]["step"]["args"]["image_info"];
+    assert_eq!(info["disk_format"], "raw", "{info}");
+    assert_eq!(info["os_hash_algo"], "sha256", "{info}");
+    assert_eq!(info["os_hash_value"], sha(&disk), "{info}");
+    let url = info["urls"][0].as_str().unwrap().to_string();
     assert!(url.contains("/agent_images/"), "{url}");
     // The agent gets it from the image server.
     let rel = url.split_once("/agent_images/").unwrap().1;
     let published = http_root.join("agent_images").join(rel);
-    assert_eq!(std::fs::read(&published).unwrap(), b"a tiny disk");
-    let got = get_url(&url).await;
-    assert_eq!(got, b"a tiny disk");
+    assert!(std::fs::read(&published).unwrap() == disk);
+    assert!(get_url(&url).await == disk);
     wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
     assert!(!published.exists(), "deleted once the instance boots");
     a.stop().await;

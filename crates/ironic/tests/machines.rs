@@ -440,14 +440,18 @@ async fn deploy_on_the_bed(
         cached.iter().any(|s| s["step"] == "erase_devices_metadata"),
         "{dii}"
     );
-    assert_eq!(n["power_state"], "power off", "{n}");
+    // Fast-track: the ramdisk keeps running for the deploy.
+    assert_eq!(n["power_state"], "power on", "{n}");
+    assert!(dii["agent_url"].is_string(), "{dii}");
 
     // Deploy.
     let before = std::fs::read_to_string(serial).unwrap_or_default().len();
-    let started = std::time::Instant::now();
+    let mut started = std::time::Instant::now();
     let mut metalsmith = None;
     match client {
         Client::Cli => {
+            wrong_checksum(s, uuid, &image_url, http_root).await;
+            started = std::time::Instant::now();
             openstack(
                 s,
                 &[
@@ -522,7 +526,13 @@ async fn deploy_on_the_bed(
         }
     }
     let n = wait_for(s, uuid, "active", Duration::from_secs(60)).await;
-    eprintln!("deploy -> active in {:?}", started.elapsed());
+    // The CLI's deploy follows a failed one, which forgot the agent: the ramdisk
+    // boots. metalsmith's uses the agent that cleaned the node (fast-track).
+    let how = match client {
+        Client::Cli => "ramdisk booted",
+        Client::Metalsmith => "fast-track",
+    };
+    eprintln!("deploy ({how}) -> active in {:?}", started.elapsed());
     assert_eq!(n["power_state"], "power on", "{n}");
     assert_eq!(n["last_error"], Value::Null, "{n}");
     if client == Client::Metalsmith {
@@ -606,7 +616,74 @@ async fn deploy_on_the_bed(
     eprintln!("undeploy -> available in {:?}", started.elapsed());
     assert_eq!(n["instance_info"], json!({}), "{n}");
     assert_eq!(n["allocation_uuid"], Value::Null, "{n}");
-    assert_eq!(n["power_state"], "power off", "{n}");
+    assert_eq!(n["power_state"], "power on", "{n}");
+    assert!(n["driver_internal_info"]["agent_url"].is_string(), "{n}");
+}
+
+/// A deploy with a wrong checksum, through the agent that cleaned the node
+/// (fast-track): the agent downloads the image and refuses it; the deploy fails naming
+/// the checksum, and the ramdisk's logs are collected.
+async fn wrong_checksum(s: &common::Server, uuid: &str, image_url: &str, http_root: &Path) {
+    let wrong = "0".repeat(64);
+    openstack(
+        s,
+        &[
+            "node",
+            "set",
+            uuid,
+            "--instance-info",
+            &format!("image_source={image_url}"),
+            "--instance-info",
+            "image_os_hash_algo=sha256",
+            "--instance-info",
+            &format!("image_os_hash_value={wrong}"),
+            "--instance-info",
+            "image_disk_format=raw",
+        ],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let r = s.provision(V, uuid, json!({"target": "active"})).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let deadline = started + Duration::from_secs(300);
+    let n = loop {
+        let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+        match n["provision_state"].as_str().unwrap_or_default() {
+            "deploy failed" => break n,
+            "active" => panic!("deployed with a wrong checksum: {n}"),
+            _ => {}
+        }
+        assert!(std::time::Instant::now() < deadline, "not failed: {n}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    eprintln!(
+        "deploy with a wrong checksum (fast-track) -> deploy failed in {:?}",
+        started.elapsed()
+    );
+    let e = n["last_error"].as_str().unwrap_or_default();
+    assert!(
+        e.starts_with(&format!(
+            "Deploy step deploy.write_image failed on node {uuid}"
+        )) && e.contains("checksum")
+            && e.contains(&wrong),
+        "{e}"
+    );
+    let logs: Vec<_> = std::fs::read_dir(http_root.join("../deploy-logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with(uuid) && name.ends_with("_deploy.tar.gz")
+        })
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    // A gzip archive of the ramdisk's logs.
+    let bytes = std::fs::read(&logs[0]).unwrap();
+    assert!(
+        bytes.len() > 1024 && bytes.starts_with(&[0x1f, 0x8b]),
+        "{}",
+        bytes.len()
+    );
 }
 
 /// Waits for `state` (panics on a failure state or after `within`): the node.

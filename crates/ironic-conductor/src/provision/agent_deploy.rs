@@ -27,6 +27,14 @@
 //! on, and only if the wait's token is still the node's, so the first event wins
 //! and the others do nothing.
 //!
+//! **Fast-track** (`[deploy] fast_track`, or `driver_info.fast_track`): when the node's
+//! agent heartbeated within `[deploy] fast_track_timeout` and the node is on
+//! ([`Provisioner::fast_track_now`]), cleaning and `deploy.deploy` do not boot the
+//! ramdisk: the wait for its boot is continued at once by asking the running agent its
+//! steps (`engine.rs` `wait`); an agent that does not answer is booted after all. A
+//! cleaning that ends well leaves the ramdisk running, its token and URL kept, for the
+//! deploy that follows (upstream's).
+//!
 //! **Cleaning** boots the ramdisk in `deploy.prepare_cleaning`, waits in `clean wait`
 //! without a step for the agent, then asks its clean steps and makes the list
 //! (automated: every step with a priority, `[deploy] erase_devices_priority` and
@@ -76,7 +84,12 @@ pub(super) enum AgentNews {
     VersionMismatch { steps: Value, versions: Value },
     /// The agent was busy when the step was sent: it is sent again.
     Retry,
+    /// Fast-track: the agent thought running does not answer; the ramdisk is booted.
+    Unreachable(String),
 }
+
+/// The event that continues a fast-track wait for the agent's boot (it is running).
+pub(super) const FAST_TRACK: &str = "fast-track";
 
 /// Where the node's agent is and how to trust it (from its last heartbeat).
 struct AgentAt {
@@ -128,6 +141,20 @@ pub(super) fn cache_key(flow: Flow) -> &'static str {
 }
 
 impl Provisioner {
+    /// Upstream's `is_fast_track`: fast-track is on for the node, its agent (token and
+    /// URL known) heartbeated within `[deploy] fast_track_timeout`, and the node is on.
+    pub(super) fn fast_track_now(&self, node: &Node) -> bool {
+        let d = &self.settings.deploy;
+        let dii = &node.driver_internal_info;
+        let fresh = chrono::Duration::seconds(d.fast_track_timeout as i64);
+        ironic_catalog::agent_based(node)
+            && agent::fast_track(&node.driver_info, d.fast_track)
+            && dii.contains_key(agent::URL)
+            && dii.contains_key(agent::TOKEN)
+            && node.power_state.as_deref() == Some("power on")
+            && agent::since_heartbeat(dii, now()).is_some_and(|t| t <= fresh)
+    }
+
     /// Whether `step` of `flow` runs in the node's agent: a step the agent reported
     /// that no out-of-band interface offers.
     fn is_inband(node: &Node, flow: Flow, step: &Step) -> bool {
@@ -208,6 +235,13 @@ impl Provisioner {
         node: &mut Node,
         purpose: ramdisk_boot::Purpose,
     ) -> Result<Outcome, WorkFailed> {
+        if self.fast_track_now(node) {
+            node.driver_internal_info
+                .insert(AGENT_WAIT.into(), json!("boot"));
+            node.driver_internal_info.remove(AGENT_COMMAND);
+            tracing::info!(node = %node.uuid, purpose = ?purpose, "fast-track: the agent is running; no reboot");
+            return Ok(Outcome::Callback);
+        }
         agent::wipe_token_and_url(&mut node.driver_internal_info);
         self.prepare_ramdisk(node, purpose).await?;
         let action = if node.power_state.as_deref() == Some("power on") {
@@ -275,8 +309,8 @@ impl Provisioner {
                 node.uuid
             ))
         })?;
-        let url = match text(node, "image_url") {
-            Some(u) => u,
+        let (url, served) = match text(node, "image_url") {
+            Some(u) => (u, None),
             None => self.image_url(node, &source).await?,
         };
         let ii = &node.instance_info;
@@ -305,6 +339,14 @@ impl Provisioner {
             if let Some(v) = text(from) {
                 info.insert(to.into(), json!(v));
             }
+        }
+        // Served by the conductor: checked here, perhaps converted; the agent checks
+        // the file it gets.
+        if let Some(p) = served {
+            info.remove("checksum");
+            info.insert("os_hash_algo".into(), json!(p.checksum.algo.name()));
+            info.insert("os_hash_value".into(), json!(p.checksum.value));
+            info.insert("disk_format".into(), json!(p.disk_format));
         }
         if !info.contains_key("checksum") && !info.contains_key("os_hash_value") {
             return Err(WorkFailed::Refused(format!(
@@ -335,22 +377,29 @@ impl Provisioner {
     }
 
     /// The URL the agent downloads the image from: an `http(s)://` source as it is
-    /// (`[agent] image_download_source = http`), else the conductor's copy on its image
-    /// server.
-    async fn image_url(&self, node: &mut Node, source: &str) -> Result<String, WorkFailed> {
+    /// (`image_download_source = http`), else the conductor's copy on its image server
+    /// (`instance_image.rs`: verified, perhaps converted to raw), with what the agent
+    /// checks it against.
+    async fn image_url(
+        &self,
+        node: &mut Node,
+        source: &str,
+    ) -> Result<(String, Option<crate::instance_image::Prepared>), WorkFailed> {
         let remote = source.starts_with("http://") || source.starts_with("https://");
-        if remote && self.settings.agent.image_download_source != "local" {
-            return Ok(source.to_string());
+        if remote && image_download_source(node, &self.settings.agent) != "local" {
+            return Ok((source.to_string(), None));
         }
         let base = self.settings.deploy.agent_http_url().ok_or_else(|| {
             WorkFailed::Refused("No URL for the image server: set [deploy] http_url".into())
         })?;
-        let from = self.images.fetch(source).await.map_err(|e| {
-            WorkFailed::Refused(format!(
-                "Cannot fetch the image {}: {e}",
-                ironic_model::secrets::log_safe(source)
-            ))
-        })?;
+        let expected = crate::instance_image::Expected::of(&node.instance_info)
+            .map_err(|e| WorkFailed::Refused(format!("Cannot check the image: {e}")))?;
+        let prepared = self
+            .images
+            .instance_image(source, &expected)
+            .await
+            .map_err(|e| WorkFailed::Refused(ironic_model::error::chain(&e)))?;
+        let from = prepared.path.clone();
         let rel = format!(
             "agent_images/{}-{}",
             node.uuid,
@@ -362,7 +411,7 @@ impl Provisioner {
         })?;
         node.driver_internal_info
             .insert(PUBLISHED_IMAGE.into(), json!(rel));
-        Ok(format!("{base}/{rel}"))
+        Ok((format!("{base}/{rel}"), Some(prepared)))
     }
 
     /// `prepare_instance_boot`: the partition UUIDs (stored), a boot loader where one
@@ -630,6 +679,7 @@ impl Provisioner {
         let news = match dii.get(AGENT_WAIT).and_then(Value::as_str) {
             Some("boot") => match self.agent_steps_now(&node, flow).await {
                 Ok((steps, versions)) => AgentNews::Booted { steps, versions },
+                Err(e) if why == FAST_TRACK => AgentNews::Unreachable(e),
                 Err(e) => {
                     tracing::info!(node = %node.uuid, event = why, "the agent booted but its steps cannot be read yet: {e}");
                     return;
@@ -785,10 +835,10 @@ impl Provisioner {
     }
 
     /// `deploy.prepare` of the `direct` deploy: the node powered off (a deploy
-    /// starts from a known state).
+    /// starts from a known state), unless fast-track reuses its running agent.
     pub(super) async fn prepare_direct(&self, node: &mut Node) -> Result<(), WorkFailed> {
         node.instance_info.remove("image_url");
-        if !node.disable_power_off {
+        if !node.disable_power_off && !self.fast_track_now(node) {
             self.power(node, "power off").await?;
         }
         Ok(())
@@ -840,6 +890,16 @@ impl Provisioner {
     }
 }
 
+/// Where the agent downloads an `http(s)://` image from: `http` (the source itself) or
+/// `local` (the conductor's image server); the node's `instance_info`, then its
+/// `driver_info`, then `[agent] image_download_source` (upstream's order).
+fn image_download_source<'a>(node: &'a Node, agent: &'a ironic_config::AgentSection) -> &'a str {
+    [&node.instance_info, &node.driver_info]
+        .into_iter()
+        .find_map(|m| m.get("image_download_source").and_then(Value::as_str))
+        .unwrap_or(&agent.image_download_source)
+}
+
 /// What a deploy through the agent needs before it starts (upstream's `validate`):
 /// the image and a way to check it, and the ramdisk to boot. `Err`: what is missing.
 pub(crate) fn check_deploy(node: &Node) -> Result<(), String> {
@@ -864,6 +924,19 @@ pub(crate) fn check_deploy(node: &Node) -> Result<(), String> {
             node.uuid,
             missing.join(", ")
         ));
+    }
+    for (field, m) in [
+        ("instance_info", &node.instance_info),
+        ("driver_info", &node.driver_info),
+    ] {
+        if let Some(v) = m.get("image_download_source")
+            && !matches!(v.as_str(), Some("http" | "local"))
+        {
+            return Err(format!(
+                "Node {} has {field}.image_download_source {v}: use \"http\" (the agent downloads the image from its URL) or \"local\" (from the conductor)",
+                node.uuid
+            ));
+        }
     }
     let di = &node.driver_info;
     let has = |k: &str| {

@@ -59,7 +59,11 @@ impl Provisioner {
     pub(super) async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Manual>) {
         let uuid = held.node.uuid.to_string();
         let offered = ironic_catalog::offered_clean_steps(&held.node);
-        Flow::Clean.wipe(&mut held.node);
+        if self.fast_track_now(&held.node) {
+            Flow::Clean.wipe_keeping_agent(&mut held.node);
+        } else {
+            Flow::Clean.wipe(&mut held.node);
+        }
         let disable_ramdisk = manual.as_ref().is_some_and(|m| m.disable_ramdisk);
         // Through the agent, the steps are checked again once it booted and reported
         // its own (`engine.rs` `steps_after_boot`).
@@ -135,13 +139,20 @@ impl Provisioner {
 
     /// The cleaning's steps are done: what `prepare_cleaning` set up is torn down, and
     /// the node goes back to `manageable` (manual, or a retired node) or `available`.
+    /// With fast-track the ramdisk keeps running (its media ejected, the node on, the
+    /// agent's token kept) for the next operation.
     pub(super) async fn finish_cleaning(&self, mut held: Held) {
         let uuid = held.node.uuid.to_string();
-        if held
+        let keep_agent = self.fast_track_now(&held.node);
+        let prepared = held
             .node
             .driver_internal_info
             .remove(CLEANING_PREPARED)
-            .is_some()
+            .is_some();
+        if prepared && keep_agent {
+            self.clean_up_ramdisk(&mut held.node).await;
+            tracing::info!(node = %uuid, "fast-track: the ramdisk keeps running");
+        } else if prepared
             && let Err(why) = self
                 .deploy_call(&mut held.node, DeployCall::TearDownCleaning)
                 .await
@@ -150,7 +161,11 @@ impl Provisioner {
             self.fail(Flow::Clean, held, msg, false).await;
             return;
         }
-        Flow::Clean.wipe(&mut held.node);
+        if keep_agent {
+            Flow::Clean.wipe_keeping_agent(&mut held.node);
+        } else {
+            Flow::Clean.wipe(&mut held.node);
+        }
         let manual = held.node.target_provision_state == Some(P::Manageable);
         let event = if manual || held.node.retired {
             Event::Manage

@@ -77,7 +77,10 @@ impl Provisioner {
         );
         set_state(&mut held.node, t);
         held.node.last_error = None;
-        agent::wipe_token_and_url(&mut held.node.driver_internal_info);
+        // Fast-track keeps a running agent for the deploy's first step.
+        if !self.fast_track_now(&held.node) {
+            agent::wipe_token_and_url(&mut held.node.driver_internal_info);
+        }
         match configdrive {
             Some(c) => {
                 held.node.instance_info.insert("configdrive".into(), c);

@@ -213,6 +213,13 @@ impl Flow {
     /// agent's token, and its own extras. The deploy keeps its step list (the steps
     /// of the last deploy show in `driver_internal_info`, as upstream's).
     pub(crate) fn wipe(self, node: &mut Node) {
+        self.wipe_keeping_agent(node);
+        agent::wipe_token_and_url(&mut node.driver_internal_info);
+    }
+
+    /// [`Flow::wipe`], the agent's token and URL kept (fast-track: its ramdisk keeps
+    /// running for the next flow).
+    pub(crate) fn wipe_keeping_agent(self, node: &mut Node) {
         self.step_mut(node).clear();
         self.forget_wait(node);
         let dii = &mut node.driver_internal_info;
@@ -238,7 +245,6 @@ impl Flow {
                 }
             }
         }
-        agent::wipe_token_and_url(dii);
     }
 }
 
@@ -334,8 +340,10 @@ impl Provisioner {
         }
         let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
         let dii = &mut held.node.driver_internal_info;
-        let follows_command =
-            dii.get(agent_deploy::AGENT_WAIT).and_then(Value::as_str) == Some("command");
+        let agent_wait = dii.get(agent_deploy::AGENT_WAIT).and_then(Value::as_str);
+        let follows_command = agent_wait == Some("command");
+        // Waiting for a boot with the agent's URL kept: fast-track, it is running.
+        let agent_running = agent_wait == Some("boot") && dii.contains_key(agent::URL);
         dii.insert(flow.runner_key().into(), json!(token));
         if let Some(d) = timer {
             let at = now() + chrono::Duration::from_std(d).unwrap_or_default();
@@ -357,6 +365,11 @@ impl Provisioner {
             let me = self.clone();
             self.work.spawn("agent command", async move {
                 me.follow_command(flow, nref, token).await;
+            });
+        } else if agent_running {
+            let me = self.clone();
+            self.work.spawn("fast-track", async move {
+                me.agent_continue(nref, agent_deploy::FAST_TRACK).await;
             });
         }
     }
@@ -431,6 +444,33 @@ impl Provisioner {
                 }
             };
             let step = index.and_then(|i| list.get(i)).cloned();
+            if let Some(AgentNews::Unreachable(why)) = &news {
+                // Fast-track's agent is gone: its ramdisk is booted after all.
+                tracing::warn!(node = %nref.uuid, "fast-track: the agent does not answer ({}); booting the ramdisk", ironic_model::secrets::log_safe(why));
+                flow.forget_wait(&mut held.node);
+                agent::wipe_token_and_url(&mut held.node.driver_internal_info);
+                let purpose = match flow {
+                    Flow::Deploy => ramdisk_boot::Purpose::Deploy,
+                    Flow::Clean | Flow::Service => ramdisk_boot::Purpose::Cleaning,
+                };
+                let target = held.node.target_provision_state;
+                let booted = match fsm::process(flow.waiting(), Event::Resume, true, target) {
+                    Ok(t) => {
+                        set_state(&mut held.node, t);
+                        self.boot_agent(&mut held.node, purpose).await
+                    }
+                    Err(e) => Err(WorkFailed::Refused(e.to_string())),
+                };
+                match booted {
+                    Ok(_) => self.wait(flow, held, step.as_ref(), None).await,
+                    Err(why) => {
+                        let msg =
+                            format!("Failed to boot the ramdisk of node {}: {why}", nref.uuid);
+                        self.fail(flow, held, msg, step.is_some()).await;
+                    }
+                }
+                return;
+            }
             if let Some(AgentNews::Failed(why)) = &news {
                 if let Some(s) = &step {
                     self.step_event(&mut held.node, s, "failed");

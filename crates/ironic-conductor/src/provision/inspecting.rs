@@ -118,7 +118,7 @@ impl Provisioner {
         held.node.driver_internal_info.remove(INSPECT_WAIT_DEADLINE);
         held.node.driver_internal_info.insert(
             agent::LAST_HEARTBEAT.into(),
-            json!(now().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()),
+            json!(agent::heartbeat_stamp(now())),
         );
         held.save().await?;
         tracing::info!(node = %held.node.uuid, "inspection data received");
