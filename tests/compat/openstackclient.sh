@@ -19,7 +19,7 @@ fi
 split=0; [ "${1:-}" = --split ] && split=1
 # The fake IPMI BMC below keeps up with any pace.
 export IRONIC_IPMI__MIN_COMMAND_INTERVAL=0
-cargo build -q --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync
+cargo build -q --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync --bin fake-agent
 T="${CARGO_TARGET_DIR:-target}/debug"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 dir=$(mktemp -d)
@@ -545,6 +545,58 @@ ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power sta
   || fail "the BMC is not off"
 if grep -q c0mpat-s3cret "$dir/log"; then fail "the password reached the log"; fi
 os baremetal node delete compat-ipmi
+
+echo "== the direct deploy (a second all-in-one whose agents may call back over plain HTTP; ironic-load's simulated agent)"
+# The real agent on a real machine is crates/ironic/tests/machines.rs; here the clients'
+# side: validate, provide, instance_info, deploy with a JSON config drive, undeploy.
+dport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+IRONIC_AGENT__REQUIRE_TLS=false IRONIC_DEPLOY__FAST_TRACK=true IRONIC_DEPLOY__ERASE_DEVICES_PRIORITY=0 \
+  "$T/ironic" --listen "127.0.0.1:$dport" --database "sqlite://$dir/direct.sqlite" --host compat-d \
+  >"$dir/direct.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$dport/" >/dev/null && break; sleep 0.1; done
+od() { .venv/bin/openstack --os-endpoint "http://127.0.0.1:$dport" --os-auth-type none baremetal "$@"; }
+od_state() {
+  for _ in $(seq 1 300); do
+    [ "$(od node show compat-direct -f value -c provision_state)" = "$1" ] && return
+    sleep 0.2
+  done
+  fail "compat-direct not $1: $(od node show compat-direct -f json -c provision_state -c last_error)"
+}
+agent() {
+  "$T/fake-agent" --api "http://127.0.0.1:$dport" --mac 52:54:00:aa:bb:e1 --heartbeat-secs 1 \
+    >>"$dir/fake-agent.log" 2>&1 &
+  apid=$!; pids+=($apid)
+}
+od node create --driver fake-hardware --deploy-interface direct --name compat-direct -f value -c uuid >/dev/null
+od port create 52:54:00:aa:bb:e1 --node compat-direct -f value -c uuid >/dev/null
+od node manage compat-direct --wait 60
+od node validate compat-direct -f value -c Interface -c Result -c Reason | grep "^deploy False" | grep -q image_source \
+  || fail "validate without an image: $(od node validate compat-direct -f value)"
+od node provide compat-direct
+od_state "clean wait"
+agent
+od_state available
+od node show compat-direct -f json -c driver_internal_info | grep -q '"step": "erase_devices_metadata"' \
+  || fail "the agent's clean steps are not cached"
+od node set compat-direct --instance-info image_source=http://images.example/disk.raw \
+  --instance-info image_os_hash_algo=sha256 --instance-info image_disk_format=raw \
+  --instance-info image_os_hash_value=5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03
+od node validate compat-direct -f value -c Interface -c Result | grep -qx "deploy True" \
+  || fail "validate with an image: $(od node validate compat-direct -f value)"
+# Fast-track: the agent that cleaned the node deploys it.
+od node deploy compat-direct --config-drive '{"meta_data": {"hostname": "compat"}, "user_data": "#cloud-config\n"}' --wait 120
+od node show compat-direct -f json -c driver_internal_info | grep -q '"step": "write_image"' || fail "no write_image step"
+[ "$(od node boot device show compat-direct -f value -c boot_device)" = disk ] || fail "boot device after deploy"
+od node show compat-direct -f json -c instance_info | grep -q configdrive && fail "the config drive outlived the deploy"
+kill "$apid"
+od node undeploy compat-direct
+od_state "clean wait"
+agent
+od_state available
+[ "$(od node show compat-direct -f value -c instance_info)" = "{}" ] || fail "instance_info after undeploy"
+kill "$apid"
+od node delete compat-direct
 
 echo "== node delete"
 os baremetal node delete compat-renamed compat-2

@@ -15,7 +15,12 @@
 # pool sushy-tools uploads virtual media into, and the logs live under $BED_DIR.
 #
 # Each machine also answers IPMI through VirtualBMC (its `ipmi_driver_info`), and a
-# machine whose boot mode is set to UEFI runs on OVMF.
+# machine whose boot mode is set to UEFI runs on OVMF. Booted from the network, a
+# machine's NIC (QEMU's iPXE ROM) gets `http://10.0.2.2:$BED_HTTP_PORT/boot.ipxe` from
+# the user network's DHCP: the `ipxe` boot interface's script on the service's image
+# server (give `up` the same BED_HTTP_PORT as `service`). The NIC's boot index is the
+# last (9): libvirt numbers the disk and CD from 1 when the boot device is one of them,
+# and none when it is the network, which leaves the NIC alone to boot from.
 #
 # Needs root. Installs with apt-get, when missing: qemu-system-x86, qemu-utils, ovmf,
 # libvirt (daemon, qemu driver, clients, dev headers), pkg-config, python3-venv; and into
@@ -133,9 +138,9 @@ define_machine() {
   </devices>
   <qemu:commandline>
     <qemu:arg value='-netdev'/>
-    <qemu:arg value='user,id=bednet,hostfwd=tcp:127.0.0.1:$port-:9999'/>
+    <qemu:arg value='user,id=bednet,hostfwd=tcp:127.0.0.1:$port-:9999,bootfile=http://10.0.2.2:$BED_HTTP_PORT/boot.ipxe'/>
     <qemu:arg value='-device'/>
-    <qemu:arg value='virtio-net-pci,netdev=bednet,mac=$(mac_of "$i"),bus=pci.0,addr=0x10'/>
+    <qemu:arg value='virtio-net-pci,netdev=bednet,mac=$(mac_of "$i"),bus=pci.0,addr=0x10,bootindex=9'/>
   </qemu:commandline>
 </domain>
 XML

@@ -85,6 +85,18 @@ impl Agent {
         if !takes_heartbeats(&node, self.settings.deploy.fast_track) {
             return Ok(());
         }
+        // Nothing new since a heartbeat recorded moments ago (the one the agent forces
+        // when a command ends follows its periodic one): not written again; a wait
+        // goes on as for any heartbeat.
+        if nothing_new(&node, &req) {
+            if !node.maintenance
+                && crate::provision::Flow::waiting_in(node.provision_state).is_some()
+            {
+                self.provision
+                    .agent_heartbeat(ironic_rpc::NodeRef::from(&node));
+            }
+            return Ok(());
+        }
         self.record_heartbeat(req).await
     }
 
@@ -175,6 +187,32 @@ impl Agent {
             Err(e) => Err(e),
         }
     }
+}
+
+/// How recent a recorded heartbeat makes the next one, with nothing new, not worth
+/// writing (the callback timeout counts from the recorded one: minutes).
+const HEARTBEAT_WRITE_INTERVAL: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+/// Whether `req` says what the node's last heartbeat, recorded within
+/// [`HEARTBEAT_WRITE_INTERVAL`], already said.
+fn nothing_new(node: &Node, req: &Heartbeat) -> bool {
+    let dii = &node.driver_internal_info;
+    let same =
+        |k: &str, v: Option<&str>| v.is_none_or(|v| dii.get(k).and_then(Value::as_str) == Some(v));
+    dii.get(agent::URL).and_then(Value::as_str) == Some(req.callback_url.as_str())
+        && same(
+            agent::VERSION,
+            Some(
+                req.agent_version
+                    .as_deref()
+                    .unwrap_or(agent::ASSUMED_VERSION),
+            ),
+        )
+        && same(agent::VERIFY_CA, req.agent_verify_ca.as_deref())
+        && same(agent::STATUS, req.agent_status.as_deref())
+        && same(agent::STATUS_MESSAGE, req.agent_status_message.as_deref())
+        && agent::since_heartbeat(dii, ironic_model::node::now())
+            .is_some_and(|t| t >= chrono::TimeDelta::zero() && t < HEARTBEAT_WRITE_INTERVAL)
 }
 
 /// A heartbeat's token against the node's: refused (400) unless it matches.

@@ -96,8 +96,17 @@ async fn the_real_agent_inspects_cleans_and_deploys_a_machine() {
 
 async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
     eprintln!("== {backend:?}");
-    let machine: Value = serde_json::from_str(script("bed.sh", &["up", "1"], &[]).trim()).unwrap();
     let (api_port, http_port) = (free_port(), free_port());
+    // The machine's network boot fetches `boot.ipxe` from the service's image server.
+    let machine: Value = serde_json::from_str(
+        script(
+            "bed.sh",
+            &["up", "1"],
+            &[("BED_HTTP_PORT", http_port.to_string())],
+        )
+        .trim(),
+    )
+    .unwrap();
     let service = script(
         "bed.sh",
         &["service"],
@@ -344,18 +353,44 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // One machine, one node: the `ipmi` node goes (its power sync would otherwise
-    // force the machine back off while the `redfish` node works on it).
-    let r = s.delete(&format!("/v1/nodes/{ipmi}"), V).await;
-    assert_eq!(r.status, 204, "{}", r.body);
-
-    // The all-in-one's machine (BIOS) is deployed with the CLI, the split
-    // deployment's (UEFI) with metalsmith.
-    let client = match backend {
-        Backend::Split => Client::Metalsmith,
-        _ => Client::Cli,
+    // One machine, one node (the other's power sync would fight it). The split
+    // deployment's machine (UEFI) goes on as the `redfish` node with virtual media,
+    // deployed with metalsmith; the all-in-one's (BIOS) as the `ipmi` node booting the
+    // ramdisk over iPXE (the machine's NIC gets `boot.ipxe` from QEMU's DHCP), deployed
+    // with the CLI.
+    let (client, node) = match backend {
+        Backend::Split => {
+            let r = s.delete(&format!("/v1/nodes/{ipmi}"), V).await;
+            assert_eq!(r.status, 204, "{}", r.body);
+            (Client::Metalsmith, uuid)
+        }
+        _ => {
+            let r = s.delete(&format!("/v1/nodes/{uuid}"), V).await;
+            assert_eq!(r.status, 204, "{}", r.body);
+            let di = &machine["driver_info"];
+            let r = s
+                .patch(
+                    &format!("/v1/nodes/{ipmi}"),
+                    V,
+                    &json!([
+                        {"op": "add", "path": "/driver_info/deploy_kernel", "value": driver_info["deploy_kernel"]},
+                        {"op": "add", "path": "/driver_info/deploy_ramdisk", "value": driver_info["deploy_ramdisk"]},
+                        {"op": "add", "path": "/driver_info/kernel_append_params", "value": di["kernel_append_params"]},
+                    ]),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            let n = r.json();
+            assert_eq!(n["boot_interface"], "ipxe", "{n}");
+            assert_eq!(n["deploy_interface"], "direct", "{n}");
+            let r = s
+                .post("/v1/ports", V, &json!({"node_uuid": ipmi, "address": mac}))
+                .await;
+            assert_eq!(r.status, 201, "{}", r.body);
+            (Client::Cli, ipmi)
+        }
     };
-    deploy_on_the_bed(&s, &uuid, &machine, &http_root, http_port, image, client).await;
+    deploy_on_the_bed(&s, &node, &machine, &http_root, http_port, image, client).await;
     s.stop().await;
 }
 
@@ -584,11 +619,13 @@ async fn deploy_on_the_bed(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     eprintln!("deploy -> instance booted in {:?}", started.elapsed());
-    // No ramdisk media nor published files are left.
-    let left: Vec<_> = std::fs::read_dir(http_root.join("redfish"))
-        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "{left:?}");
+    // No ramdisk media, network boot files nor published images are left.
+    for dir in ["redfish", "pxelinux.cfg", uuid, "agent_images"] {
+        let left: Vec<_> = std::fs::read_dir(http_root.join(dir))
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{dir}: {left:?}");
+    }
 
     // Undeploy: cleaning again, then available.
     let started = std::time::Instant::now();

@@ -237,7 +237,9 @@ async fn lookup_and_heartbeat(s: &Server) {
         .unwrap()
         .to_string();
     assert_eq!(n["provision_state"], "clean wait");
-    // The next one moves the time on; another URL than the recorded one is refused.
+    // The next one, moments later with nothing new, is taken but not written again;
+    // one that says something new is (and moves the time on). Another URL than the
+    // recorded one is refused.
     let r = hb(
         json!({"callback_url": url, "agent_version": "10.1.0", "agent_token": token}),
         V,
@@ -245,6 +247,15 @@ async fn lookup_and_heartbeat(s: &Server) {
     .await;
     assert_eq!(r.status, 202, "{}", r.body);
     let n = s.get("/v1/nodes/agent-node", V).await.json();
+    assert_eq!(dii(&n)["agent_last_heartbeat"], first.as_str());
+    let r = hb(
+        json!({"callback_url": url, "agent_version": "10.2.0", "agent_token": token}),
+        V,
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let n = s.get("/v1/nodes/agent-node", V).await.json();
+    assert_eq!(dii(&n)["agent_version"], "10.2.0");
     assert!(dii(&n)["agent_last_heartbeat"].as_str().unwrap() > first.as_str());
     let r = hb(
         json!({"callback_url": "https://192.0.2.11:9999", "agent_version": "10.1.0", "agent_token": token}),
