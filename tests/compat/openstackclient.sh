@@ -568,8 +568,8 @@ agent() {
     >>"$dir/fake-agent.log" 2>&1 &
   apid=$!; pids+=($apid)
 }
-od node create --driver fake-hardware --deploy-interface direct --name compat-direct -f value -c uuid >/dev/null
-od port create 52:54:00:aa:bb:e1 --node compat-direct -f value -c uuid >/dev/null
+direct_node=$(od node create --driver fake-hardware --deploy-interface direct --name compat-direct -f value -c uuid)
+od port create 52:54:00:aa:bb:e1 --node "$direct_node" -f value -c uuid >/dev/null
 od node manage compat-direct --wait 60
 od node validate compat-direct -f value -c Interface -c Result -c Reason | grep "^deploy False" | grep -q image_source \
   || fail "validate without an image: $(od node validate compat-direct -f value)"
