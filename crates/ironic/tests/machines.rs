@@ -487,23 +487,7 @@ async fn deploy_on_the_bed(
         Client::Cli => {
             wrong_checksum(s, uuid, &image_url, http_root).await;
             started = std::time::Instant::now();
-            openstack(
-                s,
-                &[
-                    "node",
-                    "set",
-                    uuid,
-                    "--instance-info",
-                    &format!("image_source={image_url}"),
-                    "--instance-info",
-                    "image_os_hash_algo=sha256",
-                    "--instance-info",
-                    &format!("image_os_hash_value={sha256}"),
-                    "--instance-info",
-                    "image_disk_format=raw",
-                ],
-            )
-            .await;
+            set_image(s, uuid, &image_url, sha256).await;
             let cd = json!({"meta_data": {"hostname": "bed-1"}, "user_data": "#cloud-config\n"});
             openstack(
                 s,
@@ -657,11 +641,9 @@ async fn deploy_on_the_bed(
     assert!(n["driver_internal_info"]["agent_url"].is_string(), "{n}");
 }
 
-/// A deploy with a wrong checksum, through the agent that cleaned the node
-/// (fast-track): the agent downloads the image and refuses it; the deploy fails naming
-/// the checksum, and the ramdisk's logs are collected.
-async fn wrong_checksum(s: &common::Server, uuid: &str, image_url: &str, http_root: &Path) {
-    let wrong = "0".repeat(64);
+/// `openstack baremetal node set --instance-info …`: the raw image at `url` and its
+/// sha256.
+async fn set_image(s: &common::Server, uuid: &str, url: &str, sha256: &str) {
     openstack(
         s,
         &[
@@ -669,16 +651,24 @@ async fn wrong_checksum(s: &common::Server, uuid: &str, image_url: &str, http_ro
             "set",
             uuid,
             "--instance-info",
-            &format!("image_source={image_url}"),
+            &format!("image_source={url}"),
             "--instance-info",
             "image_os_hash_algo=sha256",
             "--instance-info",
-            &format!("image_os_hash_value={wrong}"),
+            &format!("image_os_hash_value={sha256}"),
             "--instance-info",
             "image_disk_format=raw",
         ],
     )
     .await;
+}
+
+/// A deploy with a wrong checksum, through the agent that cleaned the node
+/// (fast-track): the agent downloads the image and refuses it; the deploy fails naming
+/// the checksum, and the ramdisk's logs are collected.
+async fn wrong_checksum(s: &common::Server, uuid: &str, image_url: &str, http_root: &Path) {
+    let wrong = "0".repeat(64);
+    set_image(s, uuid, image_url, &wrong).await;
     let started = std::time::Instant::now();
     let r = s.provision(V, uuid, json!({"target": "active"})).await;
     assert_eq!(r.status, 202, "{}", r.body);

@@ -155,6 +155,16 @@ impl Provisioner {
             && agent::since_heartbeat(dii, now()).is_some_and(|t| t <= fresh)
     }
 
+    /// [`Flow::wipe`], but a running agent that fast-track reuses keeps its token and
+    /// URL.
+    pub(super) fn wipe_but_running_agent(&self, flow: Flow, node: &mut Node) {
+        if self.fast_track_now(node) {
+            flow.wipe_keeping_agent(node);
+        } else {
+            flow.wipe(node);
+        }
+    }
+
     /// Whether `step` of `flow` runs in the node's agent: a step the agent reported
     /// that no out-of-band interface offers.
     fn is_inband(node: &Node, flow: Flow, step: &Step) -> bool {

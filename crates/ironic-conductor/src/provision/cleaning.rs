@@ -59,11 +59,7 @@ impl Provisioner {
     pub(super) async fn clean(self: Arc<Self>, mut held: Held, manual: Option<Manual>) {
         let uuid = held.node.uuid.to_string();
         let offered = ironic_catalog::offered_clean_steps(&held.node);
-        if self.fast_track_now(&held.node) {
-            Flow::Clean.wipe_keeping_agent(&mut held.node);
-        } else {
-            Flow::Clean.wipe(&mut held.node);
-        }
+        self.wipe_but_running_agent(Flow::Clean, &mut held.node);
         let disable_ramdisk = manual.as_ref().is_some_and(|m| m.disable_ramdisk);
         // Through the agent, the steps are checked again once it booted and reported
         // its own (`engine.rs` `steps_after_boot`).
@@ -161,11 +157,7 @@ impl Provisioner {
             self.fail(Flow::Clean, held, msg, false).await;
             return;
         }
-        if keep_agent {
-            Flow::Clean.wipe_keeping_agent(&mut held.node);
-        } else {
-            Flow::Clean.wipe(&mut held.node);
-        }
+        self.wipe_but_running_agent(Flow::Clean, &mut held.node);
         let manual = held.node.target_provision_state == Some(P::Manageable);
         let event = if manual || held.node.retired {
             Event::Manage
