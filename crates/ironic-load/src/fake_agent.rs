@@ -106,6 +106,8 @@ pub struct Faults {
     /// → the message it fails with.
     failing: Mutex<HashMap<String, String>>,
     busy: AtomicBool,
+    /// Commands (`<extension>.<command>`) whose next POST answers busy.
+    busy_once: Mutex<std::collections::HashSet<String>>,
     unreachable: AtomicBool,
     mismatch_once: AtomicBool,
     hang: watch::Sender<bool>,
@@ -117,6 +119,7 @@ impl Default for Faults {
         Faults {
             failing: Mutex::new(HashMap::new()),
             busy: AtomicBool::new(false),
+            busy_once: Mutex::new(std::collections::HashSet::new()),
             unreachable: AtomicBool::new(false),
             mismatch_once: AtomicBool::new(false),
             hang: watch::Sender::new(false),
@@ -130,6 +133,7 @@ impl std::fmt::Debug for Faults {
         f.debug_struct("Faults")
             .field("failing", &*lock(&self.failing))
             .field("busy", &self.busy.load(Ordering::SeqCst))
+            .field("busy_once", &*lock(&self.busy_once))
             .field("unreachable", &self.unreachable.load(Ordering::SeqCst))
             .field("mismatch_once", &self.mismatch_once.load(Ordering::SeqCst))
             .field("hang", &*self.hang.borrow())
@@ -163,6 +167,18 @@ impl Faults {
         self.busy.store(on, Ordering::SeqCst);
     }
 
+    /// The next POST of `command` (`<extension>.<command>`, e.g.
+    /// `deploy.execute_deploy_step`) answers 409 "Agent is busy", once, as when another
+    /// command was still running.
+    pub fn busy_once(&self, command: &str) {
+        lock(&self.busy_once).insert(command.to_string());
+    }
+
+    /// Whether a [`Faults::busy_once`] refusal of `command` is still to come.
+    pub fn busy_once_pending(&self, command: &str) -> bool {
+        lock(&self.busy_once).contains(command)
+    }
+
     /// The server drops every connection without answering, and no heartbeat is sent:
     /// the machine is off the network. Off again, both resume.
     pub fn unreachable(&self, on: bool) {
@@ -192,8 +208,10 @@ impl Faults {
         lock(&self.failing).get(key).cloned()
     }
 
-    fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::SeqCst)
+    /// Whether a POST of `command` is refused as busy now (a one-time refusal is
+    /// used up).
+    fn is_busy(&self, command: &str) -> bool {
+        self.busy.load(Ordering::SeqCst) || lock(&self.busy_once).remove(command)
     }
 
     fn is_unreachable(&self) -> bool {

@@ -397,6 +397,39 @@ async fn agent_failures() {
     let _ = std::fs::remove_dir_all(&logs);
 }
 
+/// An agent busy when `write_image` is sent (409): the node waits, and the step is
+/// sent again at the next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_refused_by_a_busy_agent_is_sent_again() {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+    })
+    .await;
+    let mac = "52:54:00:d1:00:09";
+    let uuid = direct_node(&s, "direct-9", mac).await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    set_image(&s, &uuid).await;
+    // The agent is up (it looks up until its node waits for it) and will refuse the
+    // first step sent.
+    let a = agent(&s, mac).await;
+    a.faults().busy_once("deploy.execute_deploy_step");
+    assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
+    let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
+    assert_eq!(n["last_error"], Value::Null, "{n}");
+    assert!(!a.faults().busy_once_pending("deploy.execute_deploy_step"));
+    let writes = names(&a)
+        .iter()
+        .filter(|n| n.ends_with(":write_image"))
+        .count();
+    assert_eq!(writes, 1, "{:?}", names(&a));
+    a.stop().await;
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
 /// An agent that never calls back: the deploy fails at the callback timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_never_calls_back_times_out() {

@@ -279,7 +279,7 @@ pub(super) fn execute(
     if let Some(r) = running {
         return Err(Refusal::busy(&r.command_name));
     }
-    if inner.faults.is_busy() {
+    if inner.faults.is_busy(name) {
         return Err(Refusal::busy(cmd));
     }
     let command = command(ext, cmd)?;
