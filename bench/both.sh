@@ -24,27 +24,15 @@ trap cleanup EXIT
 
 split_env_create "$ID"
 "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
+export RUST_LOG=warn
 P=$(port)
-(
-  export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" RUST_LOG=warn \
-    IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0
-  for h in c1 c2 c3; do IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
-  "$T/ironic-api" --listen "127.0.0.1:$P" & echo $! >>"$DIR/pids"
-)
-mapfile -t PIDS <"$DIR/pids"
-wait_http "$P"
-# Until the API sees the three conductors alive.
-for _ in $(seq 1 100); do
-  n=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$P/v1/conductors" \
-    | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
-  [ "$n" = 3 ] && break; sleep 0.1
-done
+start_split "$P"
 echo "== split deployment (1 API, 3 conductors, PostgreSQL, RabbitMQ)"
 python3 "${CLIENT[0]}" "http://127.0.0.1:$P" "${CLIENT[@]:1}"
 stop_all
 
 P=$(port)
-RUST_LOG=warn "$T/ironic" --listen "127.0.0.1:$P" --database "sqlite://$DIR/ironic.sqlite" --host aio &
+"$T/ironic" --listen "127.0.0.1:$P" --database "sqlite://$DIR/ironic.sqlite" --host aio &
 PIDS=($!)
 wait_http "$P"
 echo "== all-in-one (SQLite)"

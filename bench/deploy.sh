@@ -36,19 +36,7 @@ for N in ${NODES:-100 1000}; do
   split_env_create "$ID"
   "$T/ironic-dbsync" --database "$DB" upgrade >/dev/null
   P=$(port)
-  : >"$DIR/pids"
-  (
-    export IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP"
-    for h in c1 c2 c3; do IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" & echo $! >>"$DIR/pids"; done
-    "$T/ironic-api" --listen "127.0.0.1:$P" & echo $! >>"$DIR/pids"
-  )
-  mapfile -t PIDS <"$DIR/pids"
-  wait_http "$P"
-  for _ in $(seq 1 100); do
-    n=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$P/v1/conductors" \
-      | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
-    [ "$n" = 3 ] && break; sleep 0.1
-  done
+  start_split "$P"
   echo "== split deployment (1 API, 3 conductors, PostgreSQL, RabbitMQ): $N deploys"
   "$T/ironic-load" "http://127.0.0.1:$P" --phases deploy -n "$N" -c 16 \
     --pid "c1=${PIDS[0]}" --pid "c2=${PIDS[1]}" --pid "c3=${PIDS[2]}" --pid "api=${PIDS[3]}"

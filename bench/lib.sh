@@ -1,4 +1,4 @@
-# Sourced by the bench scripts that run the split deployment: a PostgreSQL database and
+# Sourced by the bench scripts that run the split deployment: starting it, a PostgreSQL database and
 # a RabbitMQ vhost of their own for one run, and their removal. Needs PostgreSQL on
 # 127.0.0.1:5432 (trust, user postgres), RabbitMQ on 127.0.0.1:5672, psql and
 # rabbitmqctl (as root).
@@ -36,6 +36,32 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 
 # wait_http PORT: until the server on PORT answers (at most 10 s), else exit.
 wait_http() { for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$1/" >/dev/null && return; sleep 0.1; done; exit 1; }
+
+# wait_conductors PORT N: until the API on PORT sees N conductors alive (at most 10 s).
+wait_conductors() {
+  local alive
+  for _ in $(seq 1 100); do
+    alive=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$1/v1/conductors" \
+      | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
+    [ "$alive" = "$2" ] && return; sleep 0.1
+  done
+}
+
+# start_split PORT: the split deployment of release binaries in $T over $DB and $AMQP:
+# conductors c1, c2, c3 and an API on PORT (their pids added to PIDS in that order);
+# returns once the API sees the three conductors alive.
+start_split() {
+  local h
+  for h in c1 c2 c3; do
+    IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" IRONIC_CONDUCTOR__SHUTDOWN_SETTLE_TIME=0 \
+      IRONIC_CONDUCTOR__HTTP_LISTEN=127.0.0.1:0 "$T/ironic-conductor" --host "$h" &
+    PIDS+=($!)
+  done
+  IRONIC_DATABASE__URL="$DB" IRONIC_AMQP__URL="$AMQP" "$T/ironic-api" --listen "127.0.0.1:$1" &
+  PIDS+=($!)
+  wait_http "$1"
+  wait_conductors "$1" 3
+}
 
 # autovacuum_like DB: what PostgreSQL's autovacuum does with its default settings, for a
 # server that has it off (some test machines do), every NAPTIME seconds (default 30; the

@@ -157,11 +157,7 @@ print(*(s.getsockname()[1] for s in ss))')
         >"$DIR/$id-api.log" 2>&1 &
       PIDS+=($!)
       wait_http "$P"
-      for _ in $(seq 1 100); do
-        alive=$(curl -sf -H 'X-OpenStack-Ironic-API-Version: 1.51' "http://127.0.0.1:$P/v1/conductors" \
-          | python3 -c 'import json,sys; print(sum(c["alive"] for c in json.load(sys.stdin)["conductors"]))' || echo 0)
-        [ "$alive" = 3 ] && break; sleep 0.1
-      done
+      wait_conductors "$P" 3
       run_load split "$n" "$P" --pid "api=${PIDS[3]}" --pid "c1=${PIDS[0]}" --pid "c2=${PIDS[1]}" \
         --pid "c3=${PIDS[2]}" --pid "postgres=$postmaster" "${metrics[@]}"
     else

@@ -89,15 +89,19 @@ impl Agent {
         // when a command ends follows its periodic one): not written again; a wait
         // goes on as for any heartbeat.
         if nothing_new(&node, &req) {
-            if !node.maintenance
-                && crate::provision::Flow::waiting_in(node.provision_state).is_some()
-            {
-                self.provision
-                    .agent_heartbeat(ironic_rpc::NodeRef::from(&node));
-            }
+            self.continue_if_waiting(&node);
             return Ok(());
         }
         self.record_heartbeat(req).await
+    }
+
+    /// A heartbeat of a node that waits for its agent (not in maintenance) moves the
+    /// wait on, in the background.
+    fn continue_if_waiting(&self, node: &Node) {
+        if !node.maintenance && crate::provision::Flow::waiting_in(node.provision_state).is_some() {
+            self.provision
+                .agent_heartbeat(ironic_rpc::NodeRef::from(node));
+        }
     }
 
     /// The locked part of a heartbeat: the token and the state are checked again on
@@ -158,11 +162,7 @@ impl Agent {
                     .get(agent::URL)
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                if !n.maintenance && crate::provision::Flow::waiting_in(n.provision_state).is_some()
-                {
-                    self.provision
-                        .agent_heartbeat(ironic_rpc::NodeRef::from(&n));
-                }
+                self.continue_if_waiting(&n);
                 if n.maintenance {
                     tracing::warn!(node = %n.uuid, "heartbeat from a node in maintenance; recorded, no action taken");
                 } else if agent::heartbeat_record_only(n.provision_state) {

@@ -47,20 +47,11 @@ pub enum ImageError {
     },
     #[error("cannot read the checksum file {url}: {why}")]
     ChecksumFile { url: String, why: String },
-    #[error("cannot convert {} to raw", .image.display())]
-    Convert {
-        image: PathBuf,
-        #[source]
-        why: ConvertError,
-    },
+    #[error("cannot convert {} to raw: {why}", .image.display())]
+    Convert { image: PathBuf, why: String },
     #[error(transparent)]
     Iso(#[from] iso::IsoError),
 }
-
-/// Why `qemu-img` did not convert an image.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConvertError(pub String);
 
 impl From<ImageError> for crate::provision::WorkFailed {
     fn from(e: ImageError) -> Self {
@@ -127,6 +118,7 @@ impl Images {
         let name = format!("{:x}", sha2::Sha256::digest(reference.as_bytes()));
         let cached = d.image_cache.join(&name);
         if tokio::fs::metadata(&cached).await.is_ok() {
+            mark_used(&cached);
             return Ok(cached);
         }
         let publish = |e| ImageError::Publish(cached.clone(), e);
@@ -231,6 +223,14 @@ impl Images {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(path = rel, error = %e, "could not delete a published image"),
         }
+    }
+}
+
+/// Marks a cache entry used now: the cache evicts the least recently used first, by
+/// modification time (access times are not kept on every mount).
+pub(crate) fn mark_used(path: &Path) {
+    if let Ok(f) = std::fs::File::options().append(true).open(path) {
+        let _ = f.set_modified(std::time::SystemTime::now());
     }
 }
 

@@ -130,9 +130,16 @@ pub struct Prepared {
     pub disk_format: &'static str,
 }
 
-/// Checksums already verified, by file (path, size, modification time) and algorithm.
+/// Checksums already computed, by file version and algorithm.
 #[derive(Default)]
-pub(crate) struct Verified(Mutex<HashMap<(PathBuf, u64, std::time::SystemTime, Algo), String>>);
+pub(crate) struct Verified(Mutex<HashMap<(Version, Algo), String>>);
+
+/// A version of a file: its path, inode and size, and, outside the cache, its
+/// modification time. A cache entry is never written once renamed into place (a new
+/// one is a new inode), and its modification time marks its last use, so it is left
+/// out there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Version(PathBuf, u64, u64, Option<std::time::SystemTime>);
 
 /// qcow2's magic number.
 const QCOW2_MAGIC: &[u8] = b"QFI\xfb";
@@ -178,7 +185,7 @@ impl Images {
             self.convert_to_raw(&path, &raw).await?;
             self.trim_cache(&raw).await;
         } else {
-            touch(&raw);
+            crate::images::mark_used(&raw);
         }
         let value = self.checksum_of(&raw, Algo::Sha256).await?;
         Ok(Prepared {
@@ -195,10 +202,13 @@ impl Images {
     async fn checksum_of(&self, path: &Path, algo: Algo) -> Result<String, ImageError> {
         let unreadable = |e| ImageError::Unreadable(path.to_path_buf(), e);
         let meta = tokio::fs::metadata(path).await.map_err(unreadable)?;
+        let modified = match path.starts_with(&self.deploy().image_cache) {
+            true => None,
+            false => Some(meta.modified().map_err(unreadable)?),
+        };
+        use std::os::unix::fs::MetadataExt;
         let key = (
-            path.to_path_buf(),
-            meta.len(),
-            meta.modified().map_err(unreadable)?,
+            Version(path.to_path_buf(), meta.ino(), meta.len(), modified),
             algo,
         );
         let verified = &self.verified().0;
@@ -262,7 +272,7 @@ impl Images {
         let d = self.deploy();
         let failed = |why: String| ImageError::Convert {
             image: from.to_path_buf(),
-            why: crate::images::ConvertError(why),
+            why,
         };
         let info = tokio::process::Command::new(&d.qemu_img)
             .args(["info", "--output=json", "-f", "qcow2"])
@@ -391,13 +401,6 @@ fn pick_checksum(text: &str, name: &str) -> Result<Checksum, String> {
         }
     }
     Err(format!("it names no checksum for {name:?}"))
-}
-
-/// Marks a cache entry used now (the cache evicts by modification time).
-fn touch(path: &Path) {
-    if let Ok(f) = std::fs::File::options().append(true).open(path) {
-        let _ = f.set_modified(std::time::SystemTime::now());
-    }
 }
 
 /// Whether a cache file is an entry that may be evicted (downloads: 64 hex digits;
@@ -594,9 +597,14 @@ mod tests {
         assert!(p.path.starts_with(d.join("cache")), "{p:?}");
         assert_eq!(std::fs::read(&p.path).unwrap(), bytes);
         assert_eq!(p.checksum.value, sha256(&bytes));
-        // The second time, from the cache.
+        // The second time, from the cache (its use marked), hashed once.
         let again = i.instance_image(&src, &want).await.unwrap();
         assert_eq!(again, p);
+        assert_eq!(
+            i.verified().0.lock().unwrap().len(),
+            2,
+            "the qcow2 and the raw"
+        );
         // Unless told not to convert.
         let kept = Images::new(&ironic_config::DeploySection {
             image_cache: d.join("cache"),

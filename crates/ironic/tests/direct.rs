@@ -40,12 +40,27 @@ async fn direct_node(s: &Server, name: &str, mac: &str) -> String {
     uuid
 }
 
+/// [`direct_node`], provided and `available` (on a server with automated cleaning off:
+/// no agent is needed).
+async fn available_node(s: &Server, name: &str, mac: &str) -> String {
+    let uuid = direct_node(s, name, mac).await;
+    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
+    wait_for(s, &uuid, "available", Duration::from_secs(20)).await;
+    uuid
+}
+
 /// A simulated agent on the node with `mac` (its machine "booted" the ramdisk).
 async fn agent(s: &Server, mac: &str) -> FakeAgent {
+    agent_taking(s, mac, AgentConfig::default().command_duration).await
+}
+
+/// [`agent`], whose asynchronous commands (writing the image) take `command_duration`.
+async fn agent_taking(s: &Server, mac: &str, command_duration: Duration) -> FakeAgent {
     FakeAgent::start(AgentConfig {
         api_url: s.base(),
         macs: vec![mac.to_string()],
         heartbeat_interval: Some(Duration::from_secs(1)),
+        command_duration,
         ..AgentConfig::default()
     })
     .await
@@ -325,9 +340,7 @@ async fn agent_failures() {
     })
     .await;
     let mac = "52:54:00:d1:00:02";
-    let uuid = direct_node(&s, "direct-2", mac).await;
-    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
-    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let uuid = available_node(&s, "direct-2", mac).await;
     set_image(&s, &uuid).await;
 
     // The image's checksum does not match: the agent fails write_image.
@@ -408,9 +421,7 @@ async fn a_step_refused_by_a_busy_agent_is_sent_again() {
     })
     .await;
     let mac = "52:54:00:d1:00:09";
-    let uuid = direct_node(&s, "direct-9", mac).await;
-    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
-    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let uuid = available_node(&s, "direct-9", mac).await;
     set_image(&s, &uuid).await;
     // The agent is up (it looks up until its node waits for it) and will refuse the
     // first step sent.
@@ -441,9 +452,7 @@ async fn an_agent_that_never_calls_back_times_out() {
         c.conductor.check_provision_state_interval = 1;
     })
     .await;
-    let uuid = direct_node(&s, "direct-3", "52:54:00:d1:00:03").await;
-    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
-    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let uuid = available_node(&s, "direct-3", "52:54:00:d1:00:03").await;
     set_image(&s, &uuid).await;
     assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
     let n = wait_for(&s, &uuid, "deploy failed", Duration::from_secs(30)).await;
@@ -463,9 +472,7 @@ async fn a_deploy_without_an_image_is_refused() {
         c.conductor.automated_clean = false;
     })
     .await;
-    let uuid = direct_node(&s, "direct-4", "52:54:00:d1:00:04").await;
-    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
-    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let uuid = available_node(&s, "direct-4", "52:54:00:d1:00:04").await;
     let r = s.provision_to(V, &uuid, "active").await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.fault().contains("image_source"), "{}", r.fault());
@@ -522,21 +529,11 @@ async fn a_deploy_goes_on_after_its_conductor_is_killed() {
     .await;
 
     let mac = "52:54:00:d1:00:05";
-    let uuid = direct_node(&s, "direct-5", mac).await;
-    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
-    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let uuid = available_node(&s, "direct-5", mac).await;
     set_image(&s, &uuid).await;
     assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
     // The agent takes its time writing: the conductor is killed meanwhile.
-    let a = FakeAgent::start(AgentConfig {
-        api_url: s.base(),
-        macs: vec![mac.to_string()],
-        heartbeat_interval: Some(Duration::from_secs(1)),
-        command_duration: Duration::from_secs(8),
-        ..AgentConfig::default()
-    })
-    .await
-    .unwrap();
+    let a = agent_taking(&s, mac, Duration::from_secs(8)).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let owner = loop {
         let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
@@ -700,9 +697,7 @@ async fn a_local_image_is_served_by_the_conductor() {
     })
     .await;
     let mac = "52:54:00:d1:00:07";
-    let uuid = direct_node(&s, "direct-7", mac).await;
-    assert_eq!(s.provision_to(V, &uuid, "provide").await.status, 202);
-    wait_for(&s, &uuid, "available", Duration::from_secs(20)).await;
+    let uuid = available_node(&s, "direct-7", mac).await;
     std::fs::create_dir_all(&logs).unwrap();
     let raw = logs.join("local.raw");
     let mut disk = vec![0u8; 1 << 20];
@@ -724,16 +719,8 @@ async fn a_local_image_is_served_by_the_conductor() {
             {"op": "add", "path": "/instance_info/image_disk_format", "value": "qcow2"},
         ])
     };
-    let agent = || {
-        FakeAgent::start(AgentConfig {
-            api_url: s.base(),
-            macs: vec![mac.to_string()],
-            heartbeat_interval: Some(Duration::from_secs(1)),
-            // Long enough to look at the published image while the agent "writes" it.
-            command_duration: Duration::from_secs(3),
-            ..AgentConfig::default()
-        })
-    };
+    // Long enough to look at the published image while the agent "writes" it.
+    let writing = Duration::from_secs(3);
 
     // A wrong checksum: the conductor finds out; the agent writes nothing.
     let wrong = "0".repeat(64);
@@ -742,7 +729,7 @@ async fn a_local_image_is_served_by_the_conductor() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
-    let a = agent().await.unwrap();
+    let a = agent_taking(&s, mac, writing).await;
     let n = wait_for(&s, &uuid, "deploy failed", Duration::from_secs(30)).await;
     let e = n["last_error"].as_str().unwrap();
     assert!(
@@ -770,7 +757,7 @@ async fn a_local_image_is_served_by_the_conductor() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(s.provision_to(V, &uuid, "active").await.status, 202);
-    let a = agent().await.unwrap();
+    let a = agent_taking(&s, mac, writing).await;
     common::until("write_image sent", Duration::from_secs(20), || {
         let a = a.clone();
         async move {

@@ -904,9 +904,7 @@ impl Provisioner {
 /// `local` (the conductor's image server); the node's `instance_info`, then its
 /// `driver_info`, then `[agent] image_download_source` (upstream's order).
 fn image_download_source<'a>(node: &'a Node, agent: &'a ironic_config::AgentSection) -> &'a str {
-    [&node.instance_info, &node.driver_info]
-        .into_iter()
-        .find_map(|m| m.get("image_download_source").and_then(Value::as_str))
+    ramdisk_boot::node_setting(node, "image_download_source")
         .unwrap_or(&agent.image_download_source)
 }
 

@@ -243,12 +243,18 @@ impl Provisioner {
     }
 }
 
+/// A setting a deploy may give in `instance_info` and the node in `driver_info`
+/// (upstream's order), as text.
+pub(super) fn node_setting<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    [&node.instance_info, &node.driver_info]
+        .into_iter()
+        .find_map(|m| m.get(key).and_then(Value::as_str))
+}
+
 /// The node's `kernel_append_params` (`instance_info`, else `driver_info`, else
 /// `configured`; `%default%` in them is `configured`), trimmed.
 fn append_params(node: &Node, configured: &str) -> String {
-    [&node.instance_info, &node.driver_info]
-        .into_iter()
-        .find_map(|m| m.get("kernel_append_params").and_then(Value::as_str))
+    node_setting(node, "kernel_append_params")
         .map(|s| s.replace("%default%", configured))
         .unwrap_or_else(|| configured.to_string())
         .trim()
