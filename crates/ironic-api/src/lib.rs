@@ -66,6 +66,10 @@ pub struct ApiSettings {
     pub scheme: &'static str,
     pub max_limit: u32,
     pub max_body: usize,
+    /// Largest provision body (`[api] provision_max_body_bytes`): it carries config drives.
+    pub provision_max_body: usize,
+    /// Largest inspection data (`[api] inspection_max_body_bytes`).
+    pub inspection_max_body: usize,
     /// The largest config drive, decoded (`[deploy] configdrive_max_bytes`).
     pub configdrive_max_bytes: u64,
     /// How long a client has to send a body (`[api] body_read_timeout`).

@@ -24,7 +24,7 @@ use ironic_rpc::calls::{
 };
 use serde_json::Value;
 
-use crate::body::{JsonBody, P};
+use crate::body::{JsonBody, LateBody, P};
 use crate::error::ApiError;
 use crate::nodes::{authorized_node, enc, no_args};
 use crate::policy::{Authz, Policy};
@@ -285,10 +285,12 @@ pub async fn set_provision_state(
     Base(base): Base,
     P(ident): P<String>,
     RawQuery(q): RawQuery,
-    JsonBody(body): JsonBody,
+    body: LateBody,
 ) -> ApiResult {
     no_args(&q)?;
     let v = req.version;
+    // Config drives make this body larger than others may be (as upstream's).
+    let body = body.json(&st, st.settings.provision_max_body).await?;
     let obj = body_object(body, MEMBERS, v)?;
     let Some(target) = obj.get("target").and_then(Value::as_str) else {
         return Err(ApiError::invalid(

@@ -413,7 +413,7 @@ pub async fn continue_inspection(
         return Err(Error::NotFound("API version 1.84 or newer is required".into()).into());
     }
     authz.check(Policy::IpaContinueInspection)?;
-    let body = body.json(&st, st.settings.max_body).await?;
+    let body = body.json(&st, st.settings.inspection_max_body).await?;
     let node_uuid = match q.get("node_uuid") {
         None => None,
         Some(s) => Some(

@@ -9,8 +9,9 @@
 //! paths only, no `..`), and a published file appears whole (written under a temporary
 //! name, then renamed).
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ironic_drivers::http_get::GetClient;
@@ -72,6 +73,31 @@ struct Inner {
     verified: crate::instance_image::Verified,
     /// The EFI system partition image, made (or found missing) once.
     esp: OnceCell<Option<PathBuf>>,
+    /// The cache entries being made.
+    making: Making,
+}
+
+/// One task at a time makes a cache entry (a download, a conversion): the others wait
+/// for it and find the entry made, rather than fetching or converting it again.
+#[derive(Default)]
+struct Making(std::sync::Mutex<HashMap<PathBuf, Weak<tokio::sync::Mutex<()>>>>);
+
+impl Making {
+    async fn lock(&self, entry: &Path) -> tokio::sync::OwnedMutexGuard<()> {
+        let m = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            map.retain(|_, w| w.strong_count() > 0);
+            match map.get(entry).and_then(Weak::upgrade) {
+                Some(m) => m,
+                None => {
+                    let m = Arc::new(tokio::sync::Mutex::new(()));
+                    map.insert(entry.to_path_buf(), Arc::downgrade(&m));
+                    m
+                }
+            }
+        };
+        m.lock_owned().await
+    }
 }
 
 impl Images {
@@ -82,6 +108,7 @@ impl Images {
                 http: GetClient::new(),
                 verified: Default::default(),
                 esp: OnceCell::new(),
+                making: Making::default(),
             }),
         }
     }
@@ -96,6 +123,12 @@ impl Images {
 
     pub(crate) fn verified(&self) -> &crate::instance_image::Verified {
         &self.inner.verified
+    }
+
+    /// The right to make the cache entry `entry`, waited for while another task makes
+    /// it: check again whether it exists once this returns.
+    pub(crate) async fn making(&self, entry: &Path) -> tokio::sync::OwnedMutexGuard<()> {
+        self.inner.making.lock(entry).await
     }
 
     /// The local file of an image reference: a `file://` path as it is, an
@@ -117,8 +150,18 @@ impl Images {
         let d = &self.inner.deploy;
         let name = format!("{:x}", sha2::Sha256::digest(reference.as_bytes()));
         let cached = d.image_cache.join(&name);
-        if tokio::fs::metadata(&cached).await.is_ok() {
-            mark_used(&cached);
+        let cached_already = || async {
+            let there = tokio::fs::metadata(&cached).await.is_ok();
+            if there {
+                mark_used(&cached);
+            }
+            there
+        };
+        if cached_already().await {
+            return Ok(cached);
+        }
+        let _making = self.making(&cached).await;
+        if cached_already().await {
             return Ok(cached);
         }
         let publish = |e| ImageError::Publish(cached.clone(), e);

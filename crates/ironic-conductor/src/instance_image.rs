@@ -181,12 +181,14 @@ impl Images {
             Sha256::digest(format!("raw:{}:{}", expected.algo.name(), expected.value))
         );
         let raw = d.image_cache.join(format!("{key}.raw"));
+        let making = self.making(&raw).await;
         if tokio::fs::metadata(&raw).await.is_err() {
             self.convert_to_raw(&path, &raw).await?;
             self.trim_cache(&raw).await;
         } else {
             crate::images::mark_used(&raw);
         }
+        drop(making);
         let value = self.checksum_of(&raw, Algo::Sha256).await?;
         Ok(Prepared {
             path: raw,
@@ -592,12 +594,15 @@ mod tests {
         let i = images(&d.join("cache"));
         let src = format!("file://{}", q.display());
         let want = Expected::Value(Checksum::new(None, &qsum).unwrap());
-        let p = i.instance_image(&src, &want).await.unwrap();
+        // Two deploys at once: one converts, the other waits for it.
+        let (p, other) = tokio::join!(i.instance_image(&src, &want), i.instance_image(&src, &want));
+        let (p, other) = (p.unwrap(), other.unwrap());
+        assert_eq!(other, p);
         assert_eq!(p.disk_format, "raw");
         assert!(p.path.starts_with(d.join("cache")), "{p:?}");
         assert_eq!(std::fs::read(&p.path).unwrap(), bytes);
         assert_eq!(p.checksum.value, sha256(&bytes));
-        // The second time, from the cache (its use marked), hashed once.
+        // Again, from the cache (its use marked): one raw file, hashed once.
         let again = i.instance_image(&src, &want).await.unwrap();
         assert_eq!(again, p);
         assert_eq!(

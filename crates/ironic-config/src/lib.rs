@@ -474,8 +474,15 @@ pub struct ApiSection {
     /// `noauth` on an address other than loopback gives anyone who reaches it full
     /// control: the API refuses to start so unless this says it is meant.
     pub allow_public_noauth: bool,
-    /// Largest request body accepted; larger ones get 413.
+    /// Largest request body accepted; larger ones get 413. The provision and
+    /// inspection routes have limits of their own.
     pub max_request_body_bytes: usize,
+    /// Largest body of `PUT /v1/nodes/{node}/states/provision`, which carries config
+    /// drives (upstream's `[api] max_json_body_size_provision`, 64 MiB); 413 past it.
+    pub provision_max_body_bytes: usize,
+    /// Largest body of `POST /v1/continue_inspection`, whose inventory may carry the
+    /// ramdisk's logs (upstream's `[api] max_json_body_size_inspection`, 16 MiB).
+    pub inspection_max_body_bytes: usize,
     /// Seconds a client has to send its request headers; the connection is closed after.
     pub header_read_timeout: u64,
     /// Seconds a request may take (reading its body included): 503 after. Must exceed
@@ -696,6 +703,8 @@ impl Default for ApiSection {
             tls_key_file: None,
             allow_public_noauth: false,
             max_request_body_bytes: 1024 * 1024,
+            provision_max_body_bytes: 64 << 20,
+            inspection_max_body_bytes: 16 << 20,
             header_read_timeout: 10,
             request_timeout: 90,
             max_concurrent_requests: 512,
@@ -892,9 +901,11 @@ impl Config {
             || self.api.body_read_timeout == 0
             || self.api.ramdisk_max_concurrent_requests == 0
             || self.api.heartbeat_max_body_bytes == 0
+            || self.api.provision_max_body_bytes == 0
+            || self.api.inspection_max_body_bytes == 0
         {
             return bad(
-                "[api] header_read_timeout, body_read_timeout, max_concurrent_requests, ramdisk_max_concurrent_requests and heartbeat_max_body_bytes must be positive",
+                "[api] header_read_timeout, body_read_timeout, max_concurrent_requests, ramdisk_max_concurrent_requests, heartbeat_max_body_bytes, provision_max_body_bytes and inspection_max_body_bytes must be positive",
             );
         }
         if self.api.ramdisk_requests_per_second > 0 && self.api.ramdisk_burst == 0 {

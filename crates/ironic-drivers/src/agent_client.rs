@@ -54,8 +54,7 @@ use serde_json::Value;
 
 use crate::outbound::Origin;
 
-/// The largest answer read from an agent: a command list of a long-lived agent is the
-/// biggest, far below this; a bigger one is refused rather than buffered.
+/// The default of [`Settings::max_answer_bytes`].
 const MAX_BODY: usize = 8 << 20;
 
 /// The most HTTP clients kept, one per pinned certificate. A deploy of many nodes
@@ -98,6 +97,11 @@ pub struct Settings {
     pub retry_interval: Duration,
     /// The lowest TLS version offered.
     pub tls_min_version: TlsMinVersion,
+    /// The largest answer read; a bigger one is refused rather than buffered. IPA
+    /// answers an `execute_deploy_step` with the step it ran, arguments included, so
+    /// `write_image`'s result carries the config drive: the conductor sizes this from
+    /// `[deploy] configdrive_max_bytes`.
+    pub max_answer_bytes: usize,
 }
 
 impl Default for Settings {
@@ -108,6 +112,7 @@ impl Default for Settings {
             attempts: 3,
             retry_interval: Duration::from_secs(2),
             tls_min_version: TlsMinVersion::Tls12,
+            max_answer_bytes: MAX_BODY,
         }
     }
 }
@@ -626,7 +631,7 @@ impl AgentClient {
         let exchange = async {
             let r = http.request(req).await.map_err(|e| failure(&e, token))?;
             let status = r.status().as_u16();
-            let raw = http_body_util::Limited::new(r.into_body(), MAX_BODY)
+            let raw = http_body_util::Limited::new(r.into_body(), self.settings.max_answer_bytes)
                 .collect()
                 .await
                 .map_err(|e| Failure::Body(redact(&e.to_string(), token)))?
@@ -1133,6 +1138,7 @@ mod tests {
             attempts: 3,
             retry_interval: Duration::from_millis(10),
             tls_min_version: TlsMinVersion::Tls12,
+            max_answer_bytes: MAX_BODY,
         })
     }
 

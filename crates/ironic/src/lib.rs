@@ -580,6 +580,8 @@ async fn serve(
             scheme,
             max_limit: cfg.api.max_limit,
             max_body: cfg.api.max_request_body_bytes,
+            provision_max_body: cfg.api.provision_max_body_bytes,
+            inspection_max_body: cfg.api.inspection_max_body_bytes,
             configdrive_max_bytes: cfg.deploy.configdrive_max_bytes,
             body_timeout: Duration::from_secs(cfg.api.body_read_timeout.max(1)),
             defaults: NodeDefaults {

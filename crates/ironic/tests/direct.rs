@@ -82,6 +82,21 @@ fn names(a: &FakeAgent) -> Vec<String> {
         .collect()
 }
 
+/// `len` characters of base64's alphabet, pseudo-random (6 bits of 8 each: gzip takes a
+/// quarter off at best).
+fn noise(len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ALPHABET[(x >> 58) as usize] as char
+        })
+        .collect()
+}
+
 async fn wait_for(s: &Server, uuid: &str, state: &str, within: Duration) -> Value {
     let deadline = std::time::Instant::now() + within;
     loop {
@@ -172,13 +187,17 @@ async fn lifecycle(backend: Backend) {
         "{listed:?}"
     );
 
-    // Deploy: the ramdisk boots, the agent writes the image with the config drive.
+    // Deploy: the ramdisk boots, the agent writes the image with the config drive, whose
+    // user data (3 MiB that gzip cannot shrink much) makes a body larger than other
+    // routes take (`[api] provision_max_body_bytes`, carried over the bus when split).
     set_image(&s, &uuid).await;
+    let user_data = noise(3 << 20);
     let r = s
         .provision(
             V,
             &uuid,
-            json!({"target": "active", "configdrive": {"meta_data": {"hostname": "d1"}}}),
+            json!({"target": "active",
+                   "configdrive": {"meta_data": {"hostname": "d1"}, "user_data": user_data}}),
         )
         .await;
     assert_eq!(r.status, 202, "{}", r.body);
@@ -217,8 +236,10 @@ async fn lifecycle(backend: Backend) {
     let cd = args["configdrive"].as_str().unwrap();
     assert!(
         cd.starts_with("H4sI"),
-        "a gzipped config drive, base64: {cd}"
+        "a gzipped config drive, base64: {}",
+        &cd[..cd.len().min(100)]
     );
+    assert!(cd.len() > 2 << 20, "the user data is in it: {}", cd.len());
     assert_eq!(info["configdrive"], args["configdrive"]);
     // The node sent has no secrets; the config drive is gone from the node.
     assert!(write["params"]["node"]["driver_internal_info"]["agent_secret_token"].is_null());
@@ -798,4 +819,155 @@ async fn get_url(url: &str) -> Vec<u8> {
     let r = c.raw("GET", &format!("/{path}"), &[], None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     r.body.into_bytes()
+}
+
+/// A plain HTTP server of the files in `dir` (404 for others), counting the GETs of
+/// each path. It lives as long as the test's runtime.
+async fn serve_files(
+    dir: std::path::PathBuf,
+) -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let gets = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let counted = gets.clone();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = l.accept().await {
+            let (dir, gets) = (dir.clone(), counted.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                *gets.lock().unwrap().entry(path.clone()).or_insert(0) += 1;
+                let file = dir.join(path.trim_start_matches('/'));
+                let (status, body) = match std::fs::read(&file) {
+                    Ok(b) if !path.contains("..") => ("200 OK", b),
+                    _ => ("404 Not Found", b"no such file".to_vec()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = c.write_all(head.as_bytes()).await;
+                let _ = c.write_all(&body).await;
+            });
+        }
+    });
+    (base, gets)
+}
+
+/// An `http` image the conductor downloads (`image_download_source = local`, set on
+/// the node) with its checksum in a `sha256sum`-style file at a URL: a file that names
+/// no checksum for the image fails the deploy; two nodes deploying an image it names at
+/// once get the converted raw image, downloaded and converted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_image_with_a_checksum_file_is_served_by_the_conductor() {
+    use sha2::Digest;
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+    })
+    .await;
+    let macs = ["52:54:00:d1:00:08", "52:54:00:d1:00:09"];
+    let a_uuid = available_node(&s, "direct-8", macs[0]).await;
+    let b_uuid = available_node(&s, "direct-9", macs[1]).await;
+    let files = logs.join("served");
+    std::fs::create_dir_all(&files).unwrap();
+    let raw = files.join("disk.raw");
+    let mut disk = vec![0u8; 1 << 20];
+    disk[..16].copy_from_slice(b"a disk over http");
+    std::fs::write(&raw, &disk).unwrap();
+    let qcow2 = files.join("disk.qcow2");
+    let out = std::process::Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .args([&raw, &qcow2])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let sha = |b: &[u8]| format!("{:x}", sha2::Sha256::digest(b));
+    let qsum = sha(&std::fs::read(&qcow2).unwrap());
+    std::fs::write(
+        files.join("SHA256SUMS"),
+        format!("{}  other.qcow2\n{qsum} *disk.qcow2\n", "1".repeat(64)),
+    )
+    .unwrap();
+    std::fs::copy(&qcow2, files.join("copy.qcow2")).unwrap();
+    let (base, gets) = serve_files(files.clone()).await;
+    let image = |uuid: &str, file: &str| {
+        let (s, uuid, file, base) = (&s, uuid.to_string(), file.to_string(), base.clone());
+        async move {
+            let r = s
+                .patch(
+                    &format!("/v1/nodes/{uuid}"),
+                    V,
+                    &json!([
+                        {"op": "add", "path": "/instance_info/image_source", "value": format!("{base}/{file}")},
+                        {"op": "add", "path": "/instance_info/image_checksum", "value": format!("{base}/SHA256SUMS")},
+                        {"op": "add", "path": "/instance_info/image_disk_format", "value": "qcow2"},
+                        {"op": "add", "path": "/instance_info/image_download_source", "value": "local"},
+                    ]),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+
+    // A checksum file without the image's name: the deploy fails, saying so.
+    image(&a_uuid, "copy.qcow2").await;
+    assert_eq!(s.provision_to(V, &a_uuid, "active").await.status, 202);
+    let a = agent(&s, macs[0]).await;
+    let n = wait_for(&s, &a_uuid, "deploy failed", Duration::from_secs(30)).await;
+    let e = n["last_error"].as_str().unwrap();
+    assert!(
+        e.contains(&format!("cannot read the checksum file {base}/SHA256SUMS"))
+            && e.contains("names no checksum for \"copy.qcow2\""),
+        "{e}"
+    );
+    a.stop().await;
+
+    // The right file: both nodes at once.
+    image(&a_uuid, "disk.qcow2").await;
+    image(&b_uuid, "disk.qcow2").await;
+    for uuid in [&a_uuid, &b_uuid] {
+        assert_eq!(s.provision_to(V, uuid, "active").await.status, 202);
+    }
+    let agents = [agent(&s, macs[0]).await, agent(&s, macs[1]).await];
+    for uuid in [&a_uuid, &b_uuid] {
+        wait_for(&s, uuid, "active", Duration::from_secs(30)).await;
+    }
+    for a in &agents {
+        let write = a
+            .commands()
+            .into_iter()
+            .find(|c| c["params"]["step"]["step"] == "write_image")
+            .unwrap();
+        let info = &write["params"]["step"]["args"]["image_info"];
+        assert_eq!(info["disk_format"], "raw", "{info}");
+        assert_eq!(info["os_hash_value"], sha(&disk), "{info}");
+        assert!(
+            info["urls"][0].as_str().unwrap().contains("/agent_images/"),
+            "{info}"
+        );
+    }
+    assert_eq!(
+        gets.lock().unwrap().get("/disk.qcow2"),
+        Some(&1),
+        "downloaded once: {gets:?}"
+    );
+    for a in agents {
+        a.stop().await;
+    }
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
 }

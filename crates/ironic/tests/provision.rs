@@ -608,14 +608,30 @@ async fn config_drive_arguments(s: &Server) {
     assert_eq!(n["instance_info"].get("configdrive"), None);
 }
 
-/// Base64 text over `[deploy] configdrive_max_bytes` once decoded is refused at once.
+/// Base64 text over `[deploy] configdrive_max_bytes` once decoded is refused at once; the
+/// provision body has a limit of its own (`[api] provision_max_body_bytes`), larger than
+/// other bodies'.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_drive_size_limit() {
     let s = common::start_with(common::Backend::Sqlite, |c| {
         c.deploy.configdrive_max_bytes = 1000;
+        c.api.max_request_body_bytes = 1000;
+        c.api.provision_max_body_bytes = 4000;
     })
     .await;
     available(&s, "cd2").await;
+    let r = s
+        .provision(
+            MAX,
+            "cd2",
+            json!({"target": "active", "configdrive": "A".repeat(4000)}),
+        )
+        .await;
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert_eq!(
+        r.fault(),
+        "Request body is larger than the limit of 4000 bytes."
+    );
     // 1336 base64 digits are 1002 bytes.
     let r = s
         .provision(

@@ -121,10 +121,18 @@ impl AgentAt {
 /// The agent client for a conductor's settings.
 pub(super) fn client(settings: &crate::ConductorSettings) -> AgentClient {
     let a = &settings.agent;
+    let defaults = ironic_drivers::agent_client::Settings::default();
+    // `write_image`'s result carries the config drive in base64 (gzip adds a little to
+    // an image it cannot shrink); the rest of an answer is far smaller than the margin.
+    let drive = usize::try_from(settings.deploy.configdrive_max_bytes).unwrap_or(usize::MAX);
     AgentClient::new(ironic_drivers::agent_client::Settings {
         command_timeout: std::time::Duration::from_secs(a.command_timeout.max(1)),
         attempts: a.max_command_attempts.max(1),
-        ..Default::default()
+        max_answer_bytes: drive
+            .saturating_mul(4)
+            .saturating_div(3)
+            .saturating_add(defaults.max_answer_bytes),
+        ..defaults
     })
 }
 

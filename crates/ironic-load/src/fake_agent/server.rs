@@ -102,6 +102,9 @@ fn routes(inner: Arc<Inner>) -> Router {
     }
     r.fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
+        // A command carries the config drive (up to 64 MiB, in base64); IPA sets no
+        // limit of its own, axum's default is 2 MiB.
+        .layer(axum::extract::DefaultBodyLimit::max(128 << 20))
         .with_state(inner)
 }
 
