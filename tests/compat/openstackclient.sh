@@ -17,6 +17,9 @@ fi
 # The ramdisk agent's own API client (ironic-python-agent) drives lookup and heartbeat.
 .venv/bin/python -c 'import ironic_python_agent' 2>/dev/null || .venv/bin/pip install -q ironic-python-agent
 split=0; [ "${1:-}" = --split ] && split=1
+# `cmd | grep -q` fails under pipefail when grep stops reading early and cmd dies of
+# the broken pipe: read everything first.
+contains() { local all; all=$(cat); grep -q "$@" <<<"$all"; }
 # The fake IPMI BMC below keeps up with any pace.
 export IRONIC_IPMI__MIN_COMMAND_INTERVAL=0
 cargo build -q --bin ironic --bin ironic-api --bin ironic-conductor --bin ironic-dbsync --bin fake-agent
@@ -362,7 +365,7 @@ grep -q '"architecture": "x86_64"' "$dir/inventory.json" || fail "inventory save
 [ "$(os baremetal port list --node compat-new -f value -c Address | wc -l)" = 1 ] || fail "inspection ports"
 os baremetal node history list compat-new -f value | grep >/dev/null "Provision state changed from enroll to verifying" \
   || fail "history list: $(os baremetal node history list compat-new -f value)"
-event=$(os baremetal node history list compat-new -f value -c UUID | head -1)
+event=$(os baremetal node history list compat-new -f value -c UUID | sed -n 1p)
 os baremetal node history get compat-new "$event" -f value | grep >/dev/null "provisioning" || fail "history get"
 os baremetal node bios setting list compat-new --long -f value | grep >/dev/null LogicalProc || fail "bios setting list --long"
 os baremetal node create --driver fake-hardware --name compat-child --parent-node compat-new -f value -c uuid >/dev/null
@@ -511,9 +514,9 @@ LoopbackBmc(int(sys.argv[1]), sys.argv[2]).listen()
 PY
 .venv/bin/python "$dir/bmc.py" "$bport" c0mpat-s3cret >"$dir/bmc.log" 2>&1 & pids+=($!)
 [ "$(os baremetal driver show ipmi -f value -c default_power_interface)" = ipmitool ] || fail "driver show ipmi"
-os baremetal driver property list redfish -f value -c Property | grep -qx redfish_address \
+os baremetal driver property list redfish -f value -c Property | contains -x redfish_address \
   || fail "redfish properties: $(os baremetal driver property list redfish -f value)"
-os baremetal driver property list redfish -f value -c Property | grep -qx deploy_ramdisk \
+os baremetal driver property list redfish -f value -c Property | contains -x deploy_ramdisk \
   || fail "redfish properties: no deploy_ramdisk"
 # In-band inspection booted by virtual media: the interfaces a node needs are accepted.
 os baremetal node create --driver redfish --name compat-vmedia \
@@ -529,19 +532,19 @@ os baremetal node create --driver ipmi --name compat-ipmi --driver-info ipmi_add
 shown=$(os baremetal node show compat-ipmi -f json -c driver_info)
 grep -q '"ipmi_password": "\*\*\*\*\*\*"' <<<"$shown" || fail "password not masked: $shown"
 if grep -q c0mpat-s3cret <<<"$shown"; then fail "password shown: $shown"; fi
-os baremetal node validate compat-ipmi -f value -c Interface -c Result | grep -qx "power True" \
+os baremetal node validate compat-ipmi -f value -c Interface -c Result | contains -x "power True" \
   || fail "validate: $(os baremetal node validate compat-ipmi -f value)"
 os baremetal node manage compat-ipmi --wait 60
 [ "$(os baremetal node show compat-ipmi -f value -c power_state)" = "power off" ] || fail "power state read"
 os baremetal node power on compat-ipmi
 for _ in $(seq 1 100); do [ "$(os baremetal node show compat-ipmi -f value -c power_state)" = "power on" ] && break; sleep 0.2; done
-ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power status | grep -q "is on" \
+ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power status | contains "is on" \
   || fail "the BMC is not on"
 os baremetal node boot device set compat-ipmi pxe --persistent
 [ "$(os baremetal node boot device show compat-ipmi -f value -c boot_device)" = pxe ] || fail "boot device"
 os baremetal node power off compat-ipmi
 for _ in $(seq 1 100); do [ "$(os baremetal node show compat-ipmi -f value -c power_state)" = "power off" ] && break; sleep 0.2; done
-ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power status | grep -q "is off" \
+ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power status | contains "is off" \
   || fail "the BMC is not off"
 if grep -q c0mpat-s3cret "$dir/log"; then fail "the password reached the log"; fi
 os baremetal node delete compat-ipmi
@@ -571,24 +574,33 @@ agent() {
 direct_node=$(od node create --driver fake-hardware --deploy-interface direct --name compat-direct -f value -c uuid)
 od port create 52:54:00:aa:bb:e1 --node "$direct_node" -f value -c uuid >/dev/null
 od node manage compat-direct --wait 60
-od node validate compat-direct -f value -c Interface -c Result -c Reason | grep "^deploy False" | grep -q image_source \
+od node validate compat-direct -f value -c Interface -c Result -c Reason | grep "^deploy False" | contains image_source \
   || fail "validate without an image: $(od node validate compat-direct -f value)"
 od node provide compat-direct
 od_state "clean wait"
 agent
 od_state available
-od node show compat-direct -f json -c driver_internal_info | grep -q '"step": "erase_devices_metadata"' \
+od node show compat-direct -f json -c driver_internal_info | contains '"step": "erase_devices_metadata"' \
   || fail "the agent's clean steps are not cached"
 od node set compat-direct --instance-info image_source=http://images.example/disk.raw \
   --instance-info image_os_hash_algo=sha256 --instance-info image_disk_format=raw \
   --instance-info image_os_hash_value=5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03
-od node validate compat-direct -f value -c Interface -c Result | grep -qx "deploy True" \
+od node validate compat-direct -f value -c Interface -c Result | contains -x "deploy True" \
   || fail "validate with an image: $(od node validate compat-direct -f value)"
 # Fast-track: the agent that cleaned the node deploys it.
 od node deploy compat-direct --config-drive '{"meta_data": {"hostname": "compat"}, "user_data": "#cloud-config\n"}' --wait 120
-od node show compat-direct -f json -c driver_internal_info | grep -q '"step": "write_image"' || fail "no write_image step"
+od node show compat-direct -f json -c driver_internal_info | contains '"step": "write_image"' || fail "no write_image step"
 [ "$(od node boot device show compat-direct -f value -c boot_device)" = disk ] || fail "boot device after deploy"
-od node show compat-direct -f json -c instance_info | grep -q configdrive && fail "the config drive outlived the deploy"
+od node show compat-direct -f json -c instance_info | contains configdrive && fail "the config drive outlived the deploy"
+kill "$apid"
+# Rebuild with a config drive file (JSON) whose user data is ~2.7 MiB: the provision
+# route takes bodies up to [api] provision_max_body_bytes (64 MiB), as upstream.
+python3 -c 'import base64, json, os, sys; json.dump({"meta_data": {"hostname": "big"}, "user_data": base64.b64encode(os.urandom(2 << 20)).decode()}, open(sys.argv[1], "w"))' "$dir/big-drive.json"
+od node rebuild compat-direct --config-drive "$dir/big-drive.json"
+od_state "wait call-back"
+agent
+od_state active
+od node show compat-direct -f value -c last_error | contains -x None || fail "rebuild: $(od node show compat-direct -f value -c last_error)"
 kill "$apid"
 od node undeploy compat-direct
 od_state "clean wait"
