@@ -590,12 +590,12 @@ impl Provisioner {
             Err(e) => return Err(agent_failed(&format!("Cannot start {}", step.name()), &e)),
         };
         tracing::info!(node = %node.uuid, step = %step.name(), command = %r.id, status = r.status.as_str(), "in-band step sent to the agent");
-        match news_of(&r) {
-            Some(AgentNews::Succeeded) => Ok(Outcome::Done),
-            Some(AgentNews::Failed(why)) => Err(WorkFailed::Refused(why)),
+        match command_end(&r) {
+            Some(Ended::Succeeded) => Ok(Outcome::Done),
+            Some(Ended::Failed(why)) => Err(WorkFailed::Refused(why)),
             // Running; or sent with versions the agent no longer has: the continuation
             // asks its steps again and sends the step again.
-            _ => {
+            None | Some(Ended::HardwareChanged) => {
                 let dii = &mut node.driver_internal_info;
                 dii.insert(AGENT_WAIT.into(), json!("command"));
                 dii.insert(AGENT_COMMAND.into(), json!(r.id));
@@ -722,18 +722,17 @@ impl Provisioner {
                         return;
                     }
                 };
-                match news_of(&r) {
+                match command_end(&r) {
                     None => return,
-                    Some(AgentNews::VersionMismatch { .. }) => {
-                        match self.agent_steps_now(&node, flow).await {
-                            Ok((steps, versions)) => AgentNews::VersionMismatch { steps, versions },
-                            Err(e) => {
-                                tracing::info!(node = %node.uuid, "the agent's hardware changed; its steps cannot be read yet: {e}");
-                                return;
-                            }
+                    Some(Ended::Succeeded) => AgentNews::Succeeded,
+                    Some(Ended::Failed(why)) => AgentNews::Failed(why),
+                    Some(Ended::HardwareChanged) => match self.agent_steps_now(&node, flow).await {
+                        Ok((steps, versions)) => AgentNews::VersionMismatch { steps, versions },
+                        Err(e) => {
+                            tracing::info!(node = %node.uuid, "the agent's hardware changed; its steps cannot be read yet: {e}");
+                            return;
                         }
-                    }
-                    Some(n) => n,
+                    },
                 }
             }
             Some("busy") => AgentNews::Retry,
@@ -985,16 +984,23 @@ fn no_agent() -> WorkFailed {
     WorkFailed::Refused("The agent has not checked in yet: no URL to reach it".into())
 }
 
-/// The agent's answer as news for a wait; `None`: still running.
-fn news_of(r: &CommandResult) -> Option<AgentNews> {
+/// How an agent's command ended.
+enum Ended {
+    Succeeded,
+    /// Its error, in the agent's words.
+    Failed(String),
+    /// The step was sent with hardware-manager versions the agent no longer has
+    /// (`CLEAN_VERSION_MISMATCH`): its steps are asked again.
+    HardwareChanged,
+}
+
+/// How the agent's command ended; `None`: still running.
+fn command_end(r: &CommandResult) -> Option<Ended> {
     match &r.status {
         CommandStatus::Running => None,
-        CommandStatus::Succeeded => Some(AgentNews::Succeeded),
-        CommandStatus::CleanVersionMismatch => Some(AgentNews::VersionMismatch {
-            steps: Value::Null,
-            versions: Value::Null,
-        }),
-        _ => Some(AgentNews::Failed(r.error_message().unwrap_or_else(|| {
+        CommandStatus::Succeeded => Some(Ended::Succeeded),
+        CommandStatus::CleanVersionMismatch => Some(Ended::HardwareChanged),
+        _ => Some(Ended::Failed(r.error_message().unwrap_or_else(|| {
             format!("the agent's command {} ended {}", r.name, r.status.as_str())
         }))),
     }
