@@ -554,6 +554,17 @@ async fn deploy_on_the_bed(
     eprintln!("deploy ({how}) -> active in {:?}", started.elapsed());
     assert_eq!(n["power_state"], "power on", "{n}");
     assert_eq!(n["last_error"], Value::Null, "{n}");
+    // The agent read the whole-disk image's disk identifier (with the ramdisk's
+    // `hexdump`) and the conductor kept it, as upstream.
+    let disk_id = n["driver_internal_info"]["root_uuid_or_disk_id"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        disk_id.len() == 10
+            && disk_id.starts_with("0x")
+            && disk_id[2..].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{n}"
+    );
     if client == Client::Metalsmith {
         // metalsmith's allocation holds the node, and it sent the checksum its way.
         assert!(n["allocation_uuid"].is_string(), "{n}");
