@@ -719,18 +719,7 @@ async fn a_local_image_is_served_by_the_conductor() {
     .await;
     let mac = "52:54:00:d1:00:07";
     let uuid = available_node(&s, "direct-7", mac).await;
-    std::fs::create_dir_all(&logs).unwrap();
-    let raw = logs.join("local.raw");
-    let mut disk = vec![0u8; 1 << 20];
-    disk[..11].copy_from_slice(b"a tiny disk");
-    std::fs::write(&raw, &disk).unwrap();
-    let qcow2 = logs.join("local.qcow2");
-    let out = std::process::Command::new("qemu-img")
-        .args(["convert", "-f", "raw", "-O", "qcow2"])
-        .args([&raw, &qcow2])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (disk, qcow2) = qcow2_disk(&logs, "local", b"a tiny disk");
     let sha = |b: &[u8]| format!("{:x}", sha2::Sha256::digest(b));
     let image = |hash: &str| {
         json!([
@@ -811,6 +800,24 @@ async fn a_local_image_is_served_by_the_conductor() {
     let _ = std::fs::remove_dir_all(&logs);
 }
 
+/// A 1 MiB disk starting with `label`, written in `dir` as `<name>.raw` and converted to
+/// `<name>.qcow2`: its bytes and the qcow2's path.
+fn qcow2_disk(dir: &std::path::Path, name: &str, label: &[u8]) -> (Vec<u8>, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let raw = dir.join(format!("{name}.raw"));
+    let mut disk = vec![0u8; 1 << 20];
+    disk[..label.len()].copy_from_slice(label);
+    std::fs::write(&raw, &disk).unwrap();
+    let qcow2 = dir.join(format!("{name}.qcow2"));
+    let out = std::process::Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .args([&raw, &qcow2])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (disk, qcow2)
+}
+
 /// A GET of `url` (plain HTTP), its body.
 async fn get_url(url: &str) -> Vec<u8> {
     let rest = url.strip_prefix("http://").unwrap();
@@ -883,18 +890,7 @@ async fn an_http_image_with_a_checksum_file_is_served_by_the_conductor() {
     let a_uuid = available_node(&s, "direct-8", macs[0]).await;
     let b_uuid = available_node(&s, "direct-9", macs[1]).await;
     let files = logs.join("served");
-    std::fs::create_dir_all(&files).unwrap();
-    let raw = files.join("disk.raw");
-    let mut disk = vec![0u8; 1 << 20];
-    disk[..16].copy_from_slice(b"a disk over http");
-    std::fs::write(&raw, &disk).unwrap();
-    let qcow2 = files.join("disk.qcow2");
-    let out = std::process::Command::new("qemu-img")
-        .args(["convert", "-f", "raw", "-O", "qcow2"])
-        .args([&raw, &qcow2])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (disk, qcow2) = qcow2_disk(&files, "disk", b"a disk over http");
     let sha = |b: &[u8]| format!("{:x}", sha2::Sha256::digest(b));
     let qsum = sha(&std::fs::read(&qcow2).unwrap());
     std::fs::write(
