@@ -24,6 +24,18 @@ fn settings(c: &mut ironic_config::Config, logs: &std::path::Path) {
     c.deploy.erase_devices_priority = Some(0);
 }
 
+/// An all-in-one server with [`settings`] and automated cleaning off (`provide` needs
+/// no agent), and its logs folder.
+async fn server_without_cleaning() -> (Server, std::path::PathBuf) {
+    let logs = tempdir();
+    let s = common::start_with(Backend::Sqlite, |c| {
+        settings(c, &logs);
+        c.conductor.automated_clean = false;
+    })
+    .await;
+    (s, logs)
+}
+
 /// A `fake-hardware` node deploying through the agent, with a port, `manageable`.
 async fn direct_node(s: &Server, name: &str, mac: &str) -> String {
     let n = s
@@ -95,6 +107,14 @@ fn noise(len: usize) -> String {
             ALPHABET[(x >> 58) as usize] as char
         })
         .collect()
+}
+
+/// The `write_image` command the agent `a` was sent.
+fn write_image_sent(a: &FakeAgent) -> Value {
+    a.commands()
+        .into_iter()
+        .find(|c| c["params"]["step"]["step"] == "write_image")
+        .expect("write_image sent")
 }
 
 async fn wait_for(s: &Server, uuid: &str, state: &str, within: Duration) -> Value {
@@ -216,11 +236,7 @@ async fn lifecycle(backend: Backend) {
             "standby.power_off"
         ]
     );
-    let write = a
-        .commands()
-        .into_iter()
-        .find(|c| c["params"]["step"]["step"] == "write_image")
-        .unwrap();
+    let write = write_image_sent(&a);
     let args = &write["params"]["step"]["args"];
     let info = &args["image_info"];
     assert_eq!(
@@ -354,12 +370,7 @@ async fn fast_track_deploys_with_the_agent_that_cleaned() {
 /// ask the steps again and send the step again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_failures() {
-    let logs = tempdir();
-    let s = common::start_with(Backend::Sqlite, |c| {
-        settings(c, &logs);
-        c.conductor.automated_clean = false;
-    })
-    .await;
+    let (s, logs) = server_without_cleaning().await;
     let mac = "52:54:00:d1:00:02";
     let uuid = available_node(&s, "direct-2", mac).await;
     set_image(&s, &uuid).await;
@@ -435,12 +446,7 @@ async fn agent_failures() {
 /// sent again at the next heartbeat.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_refused_by_a_busy_agent_is_sent_again() {
-    let logs = tempdir();
-    let s = common::start_with(Backend::Sqlite, |c| {
-        settings(c, &logs);
-        c.conductor.automated_clean = false;
-    })
-    .await;
+    let (s, logs) = server_without_cleaning().await;
     let mac = "52:54:00:d1:00:09";
     let uuid = available_node(&s, "direct-9", mac).await;
     set_image(&s, &uuid).await;
@@ -487,12 +493,7 @@ async fn an_agent_that_never_calls_back_times_out() {
 /// What a deploy through the agent needs is checked before anything moves (400).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_without_an_image_is_refused() {
-    let logs = tempdir();
-    let s = common::start_with(Backend::Sqlite, |c| {
-        settings(c, &logs);
-        c.conductor.automated_clean = false;
-    })
-    .await;
+    let (s, logs) = server_without_cleaning().await;
     let uuid = available_node(&s, "direct-4", "52:54:00:d1:00:04").await;
     let r = s.provision_to(V, &uuid, "active").await;
     assert_eq!(r.status, 400, "{}", r.body);
@@ -500,6 +501,7 @@ async fn a_deploy_without_an_image_is_refused() {
     let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
     assert_eq!(n["provision_state"], "available");
     s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -591,12 +593,7 @@ async fn a_deploy_goes_on_after_its_conductor_is_killed() {
 /// its steps; a step nothing offers fails the cleaning then, naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn templates_and_manual_cleaning_run_agent_steps() {
-    let logs = tempdir();
-    let s = common::start_with(Backend::Sqlite, |c| {
-        settings(c, &logs);
-        c.conductor.automated_clean = false;
-    })
-    .await;
+    let (s, logs) = server_without_cleaning().await;
     let mac = "52:54:00:d1:00:06";
     let uuid = direct_node(&s, "direct-6", mac).await;
 
@@ -700,6 +697,7 @@ async fn templates_and_manual_cleaning_run_agent_steps() {
     );
     a.stop().await;
     s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
 }
 
 /// A `file://` image: the conductor checks it, converts a qcow2 one to raw, publishes
@@ -777,12 +775,7 @@ async fn a_local_image_is_served_by_the_conductor() {
         }
     })
     .await;
-    let write = a
-        .commands()
-        .into_iter()
-        .find(|c| c["params"]["step"]["step"] == "write_image")
-        .unwrap();
-    let info = &write["params"]["step"]["args"]["image_info"];
+    let info = &write_image_sent(&a)["params"]["step"]["args"]["image_info"];
     assert_eq!(info["disk_format"], "raw", "{info}");
     assert_eq!(info["os_hash_algo"], "sha256", "{info}");
     assert_eq!(info["os_hash_value"], sha(&disk), "{info}");
@@ -880,12 +873,7 @@ async fn serve_files(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_image_with_a_checksum_file_is_served_by_the_conductor() {
     use sha2::Digest;
-    let logs = tempdir();
-    let s = common::start_with(Backend::Sqlite, |c| {
-        settings(c, &logs);
-        c.conductor.automated_clean = false;
-    })
-    .await;
+    let (s, logs) = server_without_cleaning().await;
     let macs = ["52:54:00:d1:00:08", "52:54:00:d1:00:09"];
     let a_uuid = available_node(&s, "direct-8", macs[0]).await;
     let b_uuid = available_node(&s, "direct-9", macs[1]).await;
@@ -943,12 +931,7 @@ async fn an_http_image_with_a_checksum_file_is_served_by_the_conductor() {
         wait_for(&s, uuid, "active", Duration::from_secs(30)).await;
     }
     for a in &agents {
-        let write = a
-            .commands()
-            .into_iter()
-            .find(|c| c["params"]["step"]["step"] == "write_image")
-            .unwrap();
-        let info = &write["params"]["step"]["args"]["image_info"];
+        let info = &write_image_sent(a)["params"]["step"]["args"]["image_info"];
         assert_eq!(info["disk_format"], "raw", "{info}");
         assert_eq!(info["os_hash_value"], sha(&disk), "{info}");
         assert!(
