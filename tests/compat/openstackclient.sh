@@ -520,9 +520,23 @@ os baremetal driver property list redfish -f value -c Property | contains -x dep
   || fail "redfish properties: no deploy_ramdisk"
 # In-band inspection booted by virtual media: the interfaces a node needs are accepted.
 os baremetal node create --driver redfish --name compat-vmedia \
-  --driver-info redfish_address=http://127.0.0.1:9 --driver-info deploy_kernel=file:///srv/ipa/vmlinuz \
-  --driver-info deploy_ramdisk=file:///srv/ipa/initramfs --boot-interface redfish-virtual-media \
+  --driver-info redfish_address=http://127.0.0.1:9 --driver-info deploy_kernel=http://127.0.0.1:9/ipa/vmlinuz \
+  --driver-info deploy_ramdisk=http://127.0.0.1:9/ipa/initramfs --boot-interface redfish-virtual-media \
   --inspect-interface agent -f value -c uuid >/dev/null
+# A file:// reference the conductor may not read (none by default: [conductor]
+# file_url_allowed_paths is empty), and kernel parameters that would add iPXE commands,
+# are refused when set, with the reason.
+if out=$(os baremetal node set compat-vmedia --driver-info deploy_kernel=file:///etc/passwd 2>&1); then
+  fail "file:///etc/passwd accepted"
+fi
+contains "file_url_allowed_paths" <<<"$out" || fail "file:// refusal: $out"
+if out=$(os baremetal node set compat-vmedia --instance-info 'kernel_append_params=nofb || chain http://x/y' 2>&1); then
+  fail "kernel parameters with || accepted"
+fi
+contains "kernel parameters" <<<"$out" || fail "kernel parameters refusal: $out"
+if os baremetal node show compat-vmedia -f json -c driver_info | contains passwd; then
+  fail "the refused reference was stored"
+fi
 [ "$(os baremetal node show compat-vmedia -f value -c inspect_interface)" = agent ] || fail "inspect_interface agent"
 os baremetal node set compat-vmedia --inspect-interface redfish
 os baremetal node delete compat-vmedia

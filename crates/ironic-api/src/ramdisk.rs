@@ -94,21 +94,14 @@ pub async fn lookup(
                 .ok_or_else(|| ApiError::invalid(format!("Expected UUID for node_uuid: {s}")))?,
         ),
     };
-    let mut ignored = Vec::new();
-    let addresses = distinct_macs(
+    let (addresses, invalid) = distinct_macs(
         q.get("addresses")
             .unwrap_or_default()
             .split(',')
             .map(str::trim)
             .filter(|a| !a.is_empty()),
-        |a| ignored.push(a),
     );
-    if !ignored.is_empty() {
-        tracing::warn!(
-            addresses = %secrets::log_safe(&ignored.join(", ")),
-            "invalid MAC addresses in a lookup, ignored"
-        );
-    }
+    invalid.log("invalid MAC addresses in a lookup, ignored");
     if addresses.is_empty() && node_uuid.is_none() {
         return Err(ApiError::invalid(
             "At least one of 'addresses' and 'node_uuid' parameters is required",
@@ -338,6 +331,11 @@ pub async fn heartbeat(
             "Detected change in ramdisk provided \"callback_url\"",
         ));
     }
+    if let Err(e) = agent::check_verify_ca(&node.driver_internal_info, agent_verify_ca.as_deref()) {
+        metrics::counter!("ironic_api_agent_certificate_changes_refused_total").increment(1);
+        tracing::error!(node = %node.uuid, "heartbeat with a certificate other than the one pinned for this boot; refused");
+        return Err(e.into());
+    }
     if agent_token.is_none() {
         tracing::error!(node = %node.uuid, "heartbeat without an agent token");
         return Err(ApiError::invalid(
@@ -428,19 +426,15 @@ pub async fn continue_inspection(
         )));
     };
     let inventory = check_inventory(data.remove("inventory"))?;
-    let macs = distinct_macs(
+    let (macs, invalid) = distinct_macs(
         inventory["interfaces"]
             .as_array()
             .into_iter()
             .flatten()
+            .take(INSPECTION_INTERFACES_MAX)
             .map(|i| i["mac_address"].as_str().unwrap_or_default()),
-        |raw| {
-            tracing::warn!(
-                mac = %secrets::log_safe(raw),
-                "invalid MAC address in inspection data, ignored"
-            )
-        },
     );
+    invalid.log("invalid MAC addresses in inspection data, ignored");
     let bmc: Vec<String> = ["bmc_address", "bmc_v6address"]
         .iter()
         .filter_map(|k| inventory.get(*k).and_then(Value::as_str))
@@ -482,23 +476,52 @@ pub async fn continue_inspection(
 /// caller without credentials must not make the database search by thousands.
 const LOOKUP_MACS_MAX: usize = 256;
 
+/// The interfaces of an inspection's inventory whose MACs look its node up (a server
+/// has tens; the inventory is stored whole).
+const INSPECTION_INTERFACES_MAX: usize = 1024;
+
+/// How many invalid addresses one request named, and the first few: one log line per
+/// request however many there are (a body can hold hundreds of thousands).
+#[derive(Debug, Default, PartialEq)]
+struct Invalid<'a> {
+    count: usize,
+    first: Vec<&'a str>,
+}
+
+impl Invalid<'_> {
+    const SHOWN: usize = 5;
+
+    fn log(&self, what: &str) {
+        if self.count > 0 {
+            tracing::warn!(
+                count = self.count,
+                first = %secrets::log_safe(&self.first.join(", ")),
+                "{what}"
+            );
+        }
+    }
+}
+
 /// The valid MAC addresses among `raw`, normalised, each once, in their first order,
-/// at most [`LOOKUP_MACS_MAX`] of them (linear: a 1 MiB body holds ~29,000); `invalid`
-/// is told of each one that is not a MAC address.
-fn distinct_macs<'a>(
-    raw: impl Iterator<Item = &'a str>,
-    mut invalid: impl FnMut(&'a str),
-) -> Vec<String> {
+/// at most [`LOOKUP_MACS_MAX`] of them (linear: a 1 MiB body holds ~29,000), and the
+/// invalid ones.
+fn distinct_macs<'a>(raw: impl Iterator<Item = &'a str>) -> (Vec<String>, Invalid<'a>) {
     let mut seen = std::collections::HashSet::new();
     let mut macs = Vec::new();
+    let mut invalid = Invalid::default();
     for a in raw {
         match ironic_model::port::normalize_mac(a) {
             Some(m) if macs.len() < LOOKUP_MACS_MAX && seen.insert(m.clone()) => macs.push(m),
             Some(_) => {}
-            None => invalid(a),
+            None => {
+                invalid.count += 1;
+                if invalid.first.len() < Invalid::SHOWN {
+                    invalid.first.push(a);
+                }
+            }
         }
     }
-    macs
+    (macs, invalid)
 }
 
 fn schema(msg: impl std::fmt::Display) -> ApiError {
@@ -650,8 +673,7 @@ async fn inspection_lookup(
 mod tests {
     #[test]
     fn macs_are_normalised_once_each_and_bounded() {
-        let mut bad = Vec::new();
-        let got = super::distinct_macs(
+        let (got, bad) = super::distinct_macs(
             [
                 "AA:bb:cc:dd:ee:ff",
                 "x\ny",
@@ -659,10 +681,23 @@ mod tests {
                 "11:22:33:44:55:66",
             ]
             .into_iter(),
-            |a| bad.push(a),
         );
         assert_eq!(got, ["aa:bb:cc:dd:ee:ff", "11:22:33:44:55:66"]);
-        assert_eq!(bad, ["x\ny"]);
+        assert_eq!(
+            bad,
+            super::Invalid {
+                count: 1,
+                first: vec!["x\ny"]
+            }
+        );
+        // However many are invalid, a few are kept to show.
+        let many = vec![""; 100_000];
+        let (got, bad) = super::distinct_macs(many.into_iter());
+        assert!(got.is_empty());
+        assert_eq!(
+            (bad.count, bad.first.len()),
+            (100_000, super::Invalid::SHOWN)
+        );
         // Tens of thousands of distinct addresses: linear, and bounded.
         let many: Vec<String> = (0..30_000u32)
             .map(|i| {
@@ -670,7 +705,7 @@ mod tests {
                 format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3])
             })
             .collect();
-        let got = super::distinct_macs(many.iter().map(String::as_str), |_| {});
+        let (got, _) = super::distinct_macs(many.iter().map(String::as_str));
         assert_eq!(got.len(), super::LOOKUP_MACS_MAX);
         assert_eq!(got[0], "02:00:00:00:00:00");
     }

@@ -123,6 +123,11 @@ impl Agent {
             .locks
             .with_lock(&target, Patience::Now, |mut n| async move {
                 check_token(&n, token)?;
+                if let Err(e) = agent::check_verify_ca(&n.driver_internal_info, agent_verify_ca.as_deref()) {
+                    metrics::counter!("ironic_conductor_agent_certificate_changes_refused_total").increment(1);
+                    tracing::error!(node = %n.uuid, "heartbeat with a certificate other than the one pinned for this boot; refused");
+                    return Err(e);
+                }
                 if !takes_heartbeats(&n, self.settings.deploy.fast_track) {
                     return Ok(None);
                 }

@@ -1,5 +1,6 @@
 //! The conductor's images: deploy kernels and ramdisks fetched from their references
-//! (`file://` read where it lies; `http(s)://` downloaded once into `[deploy]
+//! (`file://` read where it lies when `local_files.rs` allows it; `http(s)://`
+//! downloaded once into `[deploy]
 //! image_cache`, bounded in size and time), boot ISOs built from them
 //! (`ironic_drivers::iso`), and the files published under `[deploy] http_root`, which
 //! the image server (`ironic` crate, `image_server.rs`) or the operator's web server
@@ -27,6 +28,8 @@ const DOWNLOAD_LIMIT: Duration = Duration::from_secs(1800);
 pub enum ImageError {
     #[error("unsupported image reference {0:?}: use file:///absolute/path or an http(s):// URL")]
     Reference(String),
+    #[error(transparent)]
+    File(#[from] crate::local_files::FileRefError),
     #[error("image {} cannot be read", .0.display())]
     Unreadable(PathBuf, #[source] std::io::Error),
     #[error("cannot download {url}")]
@@ -35,16 +38,17 @@ pub enum ImageError {
         #[source]
         source: ironic_drivers::http_get::GetError,
     },
-    #[error("cannot publish {}", .0.display())]
+    /// (Named by its folder: a published name may be a secret, see
+    /// `ramdisk_boot::VMEDIA_ISO_FILE`.)
+    #[error("cannot publish an image in {}", .0.parent().unwrap_or(.0).display())]
     Publish(PathBuf, #[source] std::io::Error),
-    #[error(
-        "Image {image} failed to verify against its {algo} checksum: expected {expected}, got {got}"
-    )]
+    /// (What the file's digest is goes to the conductor's log only: the message is
+    /// shown to the node's readers.)
+    #[error("Image {image} failed to verify against its {algo} checksum: expected {expected}")]
     Checksum {
         image: String,
         algo: &'static str,
         expected: String,
-        got: String,
     },
     #[error("cannot read the checksum file {url}: {why}")]
     ChecksumFile { url: String, why: String },
@@ -68,6 +72,8 @@ pub struct Images {
 
 struct Inner {
     deploy: ironic_config::DeploySection,
+    /// Which `file://` references may be read.
+    files: crate::local_files::LocalFiles,
     http: GetClient,
     /// Instance images' checksums already computed (`instance_image.rs`).
     verified: crate::instance_image::Verified,
@@ -101,10 +107,14 @@ impl Making {
 }
 
 impl Images {
-    pub fn new(deploy: &ironic_config::DeploySection) -> Images {
+    pub fn new(
+        deploy: &ironic_config::DeploySection,
+        files: crate::local_files::LocalFiles,
+    ) -> Images {
         Images {
             inner: Arc::new(Inner {
                 deploy: deploy.clone(),
+                files,
                 http: GetClient::new(),
                 verified: Default::default(),
                 esp: OnceCell::new(),
@@ -131,18 +141,16 @@ impl Images {
         self.inner.making.lock(entry).await
     }
 
-    /// The local file of an image reference: a `file://` path as it is, an
-    /// `http(s)://` URL downloaded into the cache unless it is there already.
+    /// The local file of an image reference: a `file://` path as `local_files.rs`
+    /// allows it (its canonical path, checked now), an `http(s)://` URL downloaded into
+    /// the cache unless it is there already.
     pub async fn fetch(&self, reference: &str) -> Result<PathBuf, ImageError> {
-        if let Some(path) = reference.strip_prefix("file://") {
-            let path = PathBuf::from(path);
-            if !path.is_absolute() {
-                return Err(ImageError::Reference(reference.into()));
-            }
-            tokio::fs::metadata(&path)
+        if reference.starts_with("file://") {
+            let (files, r) = (self.inner.files.clone(), reference.to_string());
+            return tokio::task::spawn_blocking(move || files.check(&r))
                 .await
-                .map_err(|e| ImageError::Unreadable(path.clone(), e))?;
-            return Ok(path);
+                .map_err(|e| ImageError::Reference(format!("{reference}: {e}")))?
+                .map_err(ImageError::File);
         }
         if !(reference.starts_with("http://") || reference.starts_with("https://")) {
             return Err(ImageError::Reference(reference.into()));
@@ -254,17 +262,22 @@ impl Images {
     /// Deletes a published file, given relative to `http_root`; a path that would leave
     /// it is refused (logged), one already gone is fine.
     pub async fn unpublish(&self, rel: &str) {
+        // (A published name is a secret of sorts, see `VMEDIA_ISO_FILE`: logged at
+        // debug only.)
         let Some(path) = inside(&self.inner.deploy.http_root, rel) else {
             tracing::error!(
-                path = rel,
+                path = %ironic_model::secrets::log_safe(rel),
                 "refused to delete a file outside [deploy] http_root"
             );
             return;
         };
         match tokio::fs::remove_file(&path).await {
-            Ok(()) => tracing::info!(path = rel, "published image deleted"),
+            Ok(()) => tracing::debug!(path = rel, "published image deleted"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(path = rel, error = %e, "could not delete a published image"),
+            Err(e) => {
+                tracing::warn!(error = %e.kind(), "could not delete a published image");
+                tracing::debug!(path = rel, error = %e, "could not delete a published image");
+            }
         }
     }
 }
@@ -310,16 +323,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn references_are_files_or_web_urls() {
-        let images = Images::new(&ironic_config::DeploySection::default());
-        for bad in ["glance-id", "file://relative/k", "ftp://h/k"] {
+    async fn references_are_allowed_files_or_web_urls() {
+        let allowed = std::env::temp_dir().join(format!("ironic-refs-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&allowed).unwrap();
+        std::fs::write(allowed.join("kernel"), b"k").unwrap();
+        let files = crate::local_files::LocalFiles::new(std::slice::from_ref(&allowed), &[]);
+        let images = Images::new(&ironic_config::DeploySection::default(), files);
+        for bad in ["glance-id", "ftp://h/k"] {
             let e = images.fetch(bad).await.unwrap_err();
             assert!(matches!(e, ImageError::Reference(_)), "{bad}: {e}");
         }
-        let e = images
-            .fetch("file:///nonexistent/kernel")
-            .await
-            .unwrap_err();
-        assert!(e.to_string().contains("/nonexistent/kernel"), "{e}");
+        let missing = format!("file://{}/missing", allowed.display());
+        let e = images.fetch(&missing).await.unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+        for bad in [
+            "file://relative/k",
+            "file:///etc/passwd",
+            "file:///dev/zero",
+        ] {
+            let e = images.fetch(bad).await.unwrap_err();
+            assert!(matches!(e, ImageError::File(_)), "{bad}: {e}");
+        }
+        let ok = format!("file://{}/kernel", allowed.display());
+        assert_eq!(
+            images.fetch(&ok).await.unwrap(),
+            std::fs::canonicalize(allowed.join("kernel")).unwrap()
+        );
+        // Nothing allowed, nothing read.
+        let none = Images::new(&ironic_config::DeploySection::default(), Default::default());
+        assert!(matches!(
+            none.fetch(&ok).await.unwrap_err(),
+            ImageError::File(crate::local_files::FileRefError::Off)
+        ));
+        let _ = std::fs::remove_dir_all(&allowed);
     }
 }

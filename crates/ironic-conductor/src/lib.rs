@@ -22,6 +22,7 @@ mod history;
 mod images;
 mod inspection_rules;
 mod instance_image;
+pub mod local_files;
 mod lock;
 mod management;
 mod nics;
@@ -103,6 +104,9 @@ pub struct ConductorSettings {
     pub agent_api_url: Option<String>,
     /// `[redfish] kernel_append_params`.
     pub redfish_kernel_append_params: String,
+    /// `[conductor] file_url_allowed_paths` and the service's own files: which
+    /// `file://` image references may be read (`local_files.rs`).
+    pub local_files: local_files::LocalFiles,
 }
 
 impl ConductorSettings {
@@ -152,6 +156,7 @@ impl ConductorSettings {
                 .or_else(|| cfg.api.public_endpoint.clone())
                 .map(|u| u.trim_end_matches('/').to_string()),
             redfish_kernel_append_params: cfg.redfish.kernel_append_params.clone(),
+            local_files: local_files::LocalFiles::from_config(cfg),
             inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
             max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,
             deploy_callback_timeout: Duration::from_secs(cfg.conductor.deploy_callback_timeout),

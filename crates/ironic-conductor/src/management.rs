@@ -211,10 +211,13 @@ impl Management {
     ) -> Result<JsonDoc, Error> {
         let n = crate::nodes::read(&self.db, &req.node).await?;
         let m = vmedia(&self.drivers, &n, "get_virtual_media")?;
-        let doc = m
+        let mut doc = m
             .get_virtual_media(NodeInfo::from(&n))
             .await
             .map_err(|e| driver_error(&n, "get the virtual media", e))?;
+        if let Some(iso) = crate::provision::published_iso(&n) {
+            mask_within(&mut doc, iso);
+        }
         Ok(JsonDoc(doc))
     }
 
@@ -613,5 +616,19 @@ impl std::fmt::Display for BootModeChange {
                 if *on { "True" } else { "False" }
             ),
         }
+    }
+}
+
+/// `doc` with `secret` masked in every string (the BMC shows the URL of the ramdisk's
+/// boot ISO, whose name guards the agent's token inside, to the node's readers).
+fn mask_within(doc: &mut serde_json::Value, secret: &str) {
+    use serde_json::Value;
+    match doc {
+        Value::String(s) if s.contains(secret) => {
+            *s = s.replace(secret, ironic_model::secrets::MASK);
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| mask_within(v, secret)),
+        Value::Object(o) => o.values_mut().for_each(|v| mask_within(v, secret)),
+        _ => {}
     }
 }

@@ -19,6 +19,72 @@ use ironic_rpc::{Context, InterfaceCheck, NodeRef};
 use crate::lock::{self, Locks, Patience};
 use crate::{ConductorSettings, MAX_TRAITS_PER_NODE};
 
+/// The `driver_info` fields that name the agent's ramdisk images.
+pub(crate) const RAMDISK_REFS: &[&str] = &["deploy_kernel", "deploy_ramdisk", "deploy_iso"];
+
+/// The fields of a node that name local files (`file://` references, as
+/// `local_files.rs` allows them) or reach a boot loader's file (`kernel_append_params`,
+/// `ironic_model::boot_params`), checked as they are set: only those whose value
+/// changes from `old` (all of them for a new node), so a field set before a rule
+/// tightened does not block other changes; a deploy and a boot check them all again.
+/// `strict`: a file that is not there is refused too (validation, not a change).
+pub(crate) fn check_boot_fields(
+    files: &crate::local_files::LocalFiles,
+    old: Option<&Node>,
+    new: &Node,
+    strict: bool,
+) -> Result<(), Error> {
+    let fields = RAMDISK_REFS
+        .iter()
+        .map(|k| {
+            (
+                "driver_info",
+                &new.driver_info,
+                old.map(|o| &o.driver_info),
+                *k,
+            )
+        })
+        .chain([
+            (
+                "instance_info",
+                &new.instance_info,
+                old.map(|o| &o.instance_info),
+                "image_source",
+            ),
+            (
+                "instance_info",
+                &new.instance_info,
+                old.map(|o| &o.instance_info),
+                "kernel_append_params",
+            ),
+            (
+                "driver_info",
+                &new.driver_info,
+                old.map(|o| &o.driver_info),
+                "kernel_append_params",
+            ),
+        ]);
+    for (field, now, before, key) in fields {
+        let Some(v) = now.get(key) else { continue };
+        if before.and_then(|b| b.get(key)) == Some(v) {
+            continue;
+        }
+        let bad =
+            |why: String| Error::invalid(format!("{field} {key} of node {}: {why}", new.uuid));
+        if key == "kernel_append_params" {
+            let text = v.as_str().ok_or_else(|| bad("must be a string".into()))?;
+            ironic_model::boot_params::check(text).map_err(|e| bad(e.to_string()))?;
+        } else if let Some(r) = v.as_str().filter(|r| r.starts_with("file://")) {
+            let checked = match strict {
+                true => files.check(r).map(drop),
+                false => files.check_setting(r),
+            };
+            checked.map_err(|e| bad(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Reads the node a reference names, without locking it (shared reads).
 pub(crate) async fn read(db: &Db, r: &NodeRef) -> Result<Node, Error> {
     db.node_by_id(r.id)
@@ -156,6 +222,7 @@ impl Nodes {
             return Err(Error::no_valid_host(&new.driver, &new.conductor_group));
         }
         check_update(&node, &mut new)?;
+        check_boot_fields(&self.settings.local_files, Some(&node), &new, false)?;
         if new == node {
             return Ok(Node {
                 reservation: None,
@@ -181,6 +248,7 @@ impl Nodes {
     pub(crate) async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
         let mut node = req.node;
         complete_interfaces(&self.drivers, &mut node)?;
+        check_boot_fields(&self.settings.local_files, None, &node, false)?;
         let created = match self.db.node_create(&node).await {
             // A repeat after the conductor of the first attempt died: if that attempt
             // stored the node, this is it.
@@ -329,7 +397,13 @@ impl Nodes {
                         (Ok(()), Err(why), "deploy") => Err(why.to_string()),
                         // Through the agent: the image and the ramdisk to boot.
                         (Ok(()), Ok(_), "deploy") if ironic_catalog::agent_based(&n) => {
-                            crate::provision::check_direct_deploy(&n)
+                            crate::provision::check_direct_deploy(&n, &self.settings.local_files)
+                        }
+                        // What the boot reads and writes: the ramdisk's files and the
+                        // kernel parameters.
+                        (Ok(()), _, "boot") => {
+                            check_boot_fields(&self.settings.local_files, None, &n, true)
+                                .map_err(|e| e.to_string())
                         }
                         _ => Ok(()),
                     };

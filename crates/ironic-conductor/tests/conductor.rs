@@ -50,6 +50,7 @@ fn settings() -> ConductorSettings {
         pxe: Default::default(),
         agent_api_url: None,
         redfish_kernel_append_params: String::new(),
+        local_files: Default::default(),
     }
 }
 

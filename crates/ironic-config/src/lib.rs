@@ -38,6 +38,10 @@ pub struct Config {
     pub agent: AgentSection,
     pub deploy: DeploySection,
     pub pxe: PxeSection,
+    /// The file the configuration was read from (set by [`Config::load`]): the
+    /// conductor never reads it as an image.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// Network boot of the ramdisk (upstream's `[pxe]`): the `pxe` boot interface writes
@@ -628,6 +632,13 @@ pub struct ConductorSection {
     /// empty turns the listener off. (The all-in-one serves them on the API port.)
     #[serde(deserialize_with = "optional_addr")]
     pub http_listen: Option<SocketAddr>,
+    /// The folders a `file://` image reference (`driver_info` `deploy_kernel`,
+    /// `deploy_ramdisk`, `deploy_iso`; `instance_info` `image_source`) may name a file
+    /// in; empty (the default) refuses every `file://` reference. `/dev`, `/proc`,
+    /// `/sys`, `/etc`, `/run`, `/boot` and the service's own files (database, this
+    /// configuration, keys, `http_root`, `image_cache`, `tftp_root`, the agents' logs)
+    /// are refused whatever this allows (`ironic-conductor` `local_files.rs`).
+    pub file_url_allowed_paths: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -643,6 +654,12 @@ pub struct LogSection {
     pub format: LogFormat,
     /// A `tracing` filter such as `info` or `info,ironic_db=debug`; `RUST_LOG` wins.
     pub filter: String,
+    /// Log lines a process writes per second at most, with ten seconds' worth as a
+    /// burst ([`LineBudget`]); lines past it are dropped and counted, never those of the
+    /// audit trail. The default keeps a process within journald's default rate limit
+    /// (10,000 lines in 30 s), which would otherwise drop audit lines with the rest.
+    /// 0: no budget.
+    pub max_lines_per_second: u32,
 }
 
 /// An address, or the empty string for none.
@@ -760,6 +777,7 @@ impl Default for ConductorSection {
             force_power_state_during_sync: true,
             power_state_sync_max_retries: 3,
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 6388))),
+            file_url_allowed_paths: Vec::new(),
         }
     }
 }
@@ -785,6 +803,7 @@ impl Default for LogSection {
         LogSection {
             format: LogFormat::Human,
             filter: "info".into(),
+            max_lines_per_second: 200,
         }
     }
 }
@@ -837,9 +856,10 @@ impl Config {
                 _ => return Err(ConfigError::Invalid(format!("[{section}] is not a table"))),
             }
         }
-        let cfg: Config = toml::Value::Table(table)
+        let mut cfg: Config = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
+        cfg.source = file.map(Path::to_path_buf);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -961,7 +981,26 @@ impl Config {
         {
             return bad("[database] url must start with sqlite: or postgres://");
         }
+        if let Some(p) = self
+            .conductor
+            .file_url_allowed_paths
+            .iter()
+            .find(|p| !p.is_absolute() || p.parent().is_none())
+        {
+            return Err(ConfigError::Invalid(format!(
+                "[conductor] file_url_allowed_paths: {} must be an absolute folder other than /",
+                p.display()
+            )));
+        }
         Ok(())
+    }
+
+    /// The SQLite database file of `[database] url`, when it is one.
+    pub fn sqlite_file(&self) -> Option<PathBuf> {
+        let rest = self.database.url.strip_prefix("sqlite:")?;
+        let rest = rest.strip_prefix("//").unwrap_or(rest);
+        let path = rest.split('?').next().unwrap_or(rest);
+        (!path.is_empty() && path != ":memory:").then(|| PathBuf::from(path))
     }
 
     /// Risky but legal combinations, to log at start.
@@ -998,6 +1037,75 @@ impl Config {
 /// ([`OneLine`]).
 pub fn log_writer() -> OneLine<fn() -> std::io::Stderr> {
     OneLine(std::io::stderr)
+}
+
+/// The targets a [`LineBudget`] never drops: the audit trail, and its own report of
+/// what it dropped.
+pub const UNBUDGETED_TARGETS: &[&str] = &["ironic::audit", "ironic::log_budget"];
+
+/// Log lines dropped by every [`LineBudget`] of the process so far.
+static DROPPED_LOG_LINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Log lines dropped so far ([`LineBudget`]); the service reports them (target
+/// `ironic::log_budget`) and counts them in `ironic_log_lines_dropped_total`.
+pub fn dropped_log_lines() -> u64 {
+    DROPPED_LOG_LINES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A per-layer filter that lets at most `per_second` events through (a token bucket
+/// holding ten seconds' worth), so that one flood of requests (each logging a line)
+/// cannot fill the disk or trip journald's rate limit, which drops a unit's lines
+/// without regard to what they are. Events of [`UNBUDGETED_TARGETS`] always pass and
+/// take no token; spans are not events and always pass.
+pub struct LineBudget {
+    per_second: f64,
+    bucket: std::sync::Mutex<(f64, std::time::Instant)>,
+}
+
+impl LineBudget {
+    pub fn new(per_second: u32) -> LineBudget {
+        let per_second = f64::from(per_second);
+        LineBudget {
+            per_second,
+            bucket: std::sync::Mutex::new((per_second * 10.0, std::time::Instant::now())),
+        }
+    }
+
+    /// Whether one more line fits now.
+    fn take(&self) -> bool {
+        if self.per_second <= 0.0 {
+            return true;
+        }
+        let mut b = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        let refill = now.duration_since(b.1).as_secs_f64() * self.per_second;
+        b.0 = (b.0 + refill).min(self.per_second * 10.0);
+        b.1 = now;
+        if b.0 >= 1.0 {
+            b.0 -= 1.0;
+            return true;
+        }
+        DROPPED_LOG_LINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        false
+    }
+}
+
+impl<S> tracing_subscriber::layer::Filter<S> for LineBudget {
+    fn enabled(
+        &self,
+        meta: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        !meta.is_event() || UNBUDGETED_TARGETS.contains(&meta.target()) || self.take()
+    }
+
+    fn callsite_enabled(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        // Asked for every event: the answer changes with time.
+        tracing::subscriber::Interest::sometimes()
+    }
 }
 
 /// A log writer that keeps every event on one line: a carriage return or line feed
@@ -1075,27 +1183,56 @@ mod tests {
             .collect()
     }
 
+    /// A log written to memory.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Shared {
+        type Writer = Shared;
+        fn make_writer(&'a self) -> Shared {
+            self.clone()
+        }
+    }
+
+    /// A flood of lines is cut to the budget; the audit trail's lines all pass.
+    #[test]
+    fn the_line_budget_never_drops_the_audit_trail() {
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::layer::SubscriberExt;
+        let out = Shared::default();
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_writer(out.clone())
+            .with_filter(LineBudget::new(2));
+        let sub = tracing_subscriber::registry().with(layer);
+        let dropped = dropped_log_lines();
+        tracing::subscriber::with_default(sub, || {
+            for i in 0..1000 {
+                tracing::warn!(i, "invalid MAC address");
+                if i % 100 == 0 {
+                    tracing::info!(target: "ironic::audit", i, "audit");
+                }
+            }
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let count = |w: &str| text.lines().filter(|l| l.contains(w)).count();
+        // Ten seconds' worth (20), perhaps one more refilled meanwhile.
+        assert!((20..=21).contains(&count("invalid MAC")), "{text}");
+        assert_eq!(count("ironic::audit"), 10, "{text}");
+        assert!(dropped_log_lines() - dropped >= 979);
+    }
+
     /// A line feed or carriage return in any field or message cannot start a log line.
     #[test]
     fn every_event_is_one_line() {
-        use tracing_subscriber::fmt::MakeWriter;
-        #[derive(Clone, Default)]
-        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-        impl std::io::Write for Shared {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        impl<'a> MakeWriter<'a> for Shared {
-            type Writer = Shared;
-            fn make_writer(&'a self) -> Shared {
-                self.clone()
-            }
-        }
         let out = Shared::default();
         let sub = tracing_subscriber::fmt()
             .with_ansi(false)

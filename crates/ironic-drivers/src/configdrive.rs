@@ -160,6 +160,7 @@ impl From<IsoError> for ConfigDriveError {
                 ConfigDriveError::Io { path, source }
             }
             IsoError::Params(p) => ConfigDriveError::Invalid(p.to_string()),
+            IsoError::KernelParams(p) => ConfigDriveError::Invalid(p.to_string()),
         }
     }
 }

@@ -21,8 +21,7 @@ use std::time::Duration;
 /// The volume label of upstream's virtual-media ISOs (the agent looks for it).
 pub const LABEL: &str = "VMEDIA_BOOT_ISO";
 
-/// The longest kernel command line accepted (x86's `COMMAND_LINE_SIZE`).
-pub const MAX_KERNEL_PARAMS: usize = 2048;
+pub use ironic_model::boot_params::MAX_KERNEL_PARAMS;
 
 /// How long one tool may run: an ISO of a large ramdisk takes seconds.
 pub(crate) const TOOL_LIMIT: Duration = Duration::from_secs(300);
@@ -87,30 +86,14 @@ pub enum IsoError {
     },
     #[error("invalid kernel parameters: {0}")]
     Params(&'static str),
+    #[error(transparent)]
+    KernelParams(#[from] ironic_model::boot_params::ParamsError),
 }
 
-/// Kernel parameters that can go on a boot loader's command line: printable, on one
-/// line, without the characters the loaders' configuration files treat specially, and
-/// within the kernel's limit.
+/// Kernel parameters that can go on a boot loader's command line: the one allow-list
+/// of `ironic_model::boot_params`, for every boot loader file.
 pub fn check_params(params: &str) -> Result<(), IsoError> {
-    if params.len() > MAX_KERNEL_PARAMS {
-        return Err(IsoError::Params(
-            "longer than the kernel accepts (2048 bytes)",
-        ));
-    }
-    if params.chars().any(|c| c.is_control()) {
-        return Err(IsoError::Params("control characters (a line break, say)"));
-    }
-    // GRUB would expand these; isolinux has no quoting at all.
-    if params
-        .chars()
-        .any(|c| matches!(c, '$' | '`' | '\\' | '"' | '\'' | ';'))
-    {
-        return Err(IsoError::Params(
-            "shell or GRUB metacharacters ($ ` \\ \" ' ;)",
-        ));
-    }
-    Ok(())
+    Ok(ironic_model::boot_params::check(params)?)
 }
 
 /// Builds `iso` at `out` (replacing what was there).
@@ -520,7 +503,15 @@ mod tests {
 
     #[test]
     fn parameters_that_could_escape_the_boot_configuration_are_refused() {
-        for bad in ["a\nb", "a=$x", "a;b", "x\"y", &"a".repeat(2049)] {
+        for bad in [
+            "a\nb",
+            "a=$x",
+            "a;b",
+            "x\"y",
+            "a}b",
+            "a|b",
+            &"a".repeat(2049),
+        ] {
             assert!(check_params(bad).is_err(), "{bad}");
         }
         assert!(check_params("ipa-api-url=https://[fd00::1]:6385 console=ttyS0,115200n8").is_ok());

@@ -180,6 +180,20 @@ pub fn check_token(dii: &Map<String, Value>, given: Option<&str>) -> crate::Resu
     ))
 }
 
+/// A heartbeat may not change the agent's certificate once one is recorded for this
+/// boot (upstream's): with the token alone (sniffed on a network without API TLS) a
+/// stranger could otherwise pin its own certificate and receive the agent's commands.
+/// A new boot starts without one ([`wipe_token_and_url`]). The API asks on the row it
+/// read, the conductor again under the node's lock.
+pub fn check_verify_ca(dii: &Map<String, Value>, given: Option<&str>) -> crate::Result<()> {
+    match (dii.get(VERIFY_CA).and_then(Value::as_str), given) {
+        (Some(pinned), Some(given)) if pinned != given => Err(crate::Error::Invalid(
+            "Detected change in ramdisk provided \"agent_verify_ca\"".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Forgets the agent of a provisioning that ended or starts (upstream's
 /// `wipe_token_and_url`): the next ramdisk looks its node up and gets a new token.
 pub fn wipe_token_and_url(dii: &mut Map<String, Value>) {
@@ -192,6 +206,19 @@ pub fn wipe_token_and_url(dii: &mut Map<String, Value>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_pinned_certificate_stays_for_the_boot() {
+        let mut dii = Map::new();
+        assert!(check_verify_ca(&dii, Some("pem-a")).is_ok());
+        dii.insert(VERIFY_CA.into(), json!("pem-a"));
+        assert!(check_verify_ca(&dii, Some("pem-a")).is_ok());
+        assert!(check_verify_ca(&dii, None).is_ok());
+        let e = check_verify_ca(&dii, Some("pem-b")).unwrap_err();
+        assert!(e.to_string().contains("agent_verify_ca"), "{e}");
+        wipe_token_and_url(&mut dii);
+        assert!(check_verify_ca(&dii, Some("pem-b")).is_ok());
+    }
 
     #[test]
     fn tokens_are_long_distinct_and_checked_exactly() {

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod allocation;
+pub mod boot_params;
 pub mod chassis;
 pub mod cluster;
 pub mod context;

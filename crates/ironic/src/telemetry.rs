@@ -40,7 +40,8 @@ pub fn init(log: &LogSection, tel: &TelemetrySection, service: &str) -> Telemetr
     let fmt = match log.format {
         LogFormat::Human => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),
-    };
+    }
+    .with_filter(ironic_config::LineBudget::new(log.max_lines_per_second));
     let mut provider = None;
     let mut otel_error = None;
     let otel = match tel.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {

@@ -703,21 +703,67 @@ async fn templates_and_manual_cleaning_run_agent_steps() {
 /// A `file://` image: the conductor checks it, converts a qcow2 one to raw, publishes
 /// it on its image server for the agent with the checksum of what it serves, and
 /// deletes it once the instance boots. A wrong checksum fails the deploy before the
-/// agent is sent anything to write.
+/// agent is sent anything to write, without showing the file's digest. Only files
+/// inside `[conductor] file_url_allowed_paths` are taken: the system's, the service's
+/// own (its database, its logs), a folder, a symlink out are refused when set.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_image_is_served_by_the_conductor() {
     use sha2::Digest;
     let logs = tempdir();
+    let images = tempdir();
     let mut http_root = std::path::PathBuf::new();
+    let mut database = String::new();
     let s = common::start_with(Backend::Sqlite, |c| {
         settings(c, &logs);
         c.conductor.automated_clean = false;
+        c.conductor.file_url_allowed_paths = vec![images.clone()];
         http_root = c.deploy.http_root.clone();
+        database = c.sqlite_file().unwrap().display().to_string();
     })
     .await;
     let mac = "52:54:00:d1:00:07";
     let uuid = available_node(&s, "direct-7", mac).await;
-    let (disk, qcow2) = qcow2_disk(&logs, "local", b"a tiny disk");
+    let (disk, qcow2) = qcow2_disk(&images, "local", b"a tiny disk");
+    // What a node may not name, refused when set (400) and never read.
+    std::fs::create_dir_all(images.join("folder")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", images.join("passwd")).unwrap();
+    std::os::unix::fs::symlink(&database, images.join("db")).unwrap();
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("some.log"), b"x").unwrap();
+    for (bad, why) in [
+        ("/etc/passwd".to_string(), "file_url_allowed_paths"),
+        ("/dev/zero".to_string(), "file_url_allowed_paths"),
+        (database.clone(), "file_url_allowed_paths"),
+        (
+            logs.join("some.log").display().to_string(),
+            "file_url_allowed_paths",
+        ),
+        (
+            images.join("passwd").display().to_string(),
+            "file_url_allowed_paths",
+        ),
+        (
+            images.join("db").display().to_string(),
+            "file_url_allowed_paths",
+        ),
+        (
+            images.join("folder").display().to_string(),
+            "not a regular file",
+        ),
+        (format!("{}/../x", images.display()), "without . or .."),
+    ] {
+        let r = s
+            .patch(
+                &format!("/v1/nodes/{uuid}"),
+                V,
+                &json!([{"op": "add", "path": "/instance_info/image_source", "value": format!("file://{bad}")}]),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert!(r.fault().contains(why), "{bad}: {}", r.fault());
+    }
+    let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+    assert!(n["instance_info"].get("image_source").is_none(), "{n}");
     let sha = |b: &[u8]| format!("{:x}", sha2::Sha256::digest(b));
     let image = |hash: &str| {
         json!([
@@ -745,8 +791,8 @@ async fn a_local_image_is_served_by_the_conductor() {
             "Deploy step deploy.write_image failed on node {uuid}: "
         )) && e.contains("failed to verify against its sha256 checksum")
             && e.contains(&wrong)
-            && e.contains(&sha(&std::fs::read(&qcow2).unwrap())),
-        "{e}"
+            && !e.contains(&sha(&std::fs::read(&qcow2).unwrap())),
+        "the file's digest is not shown: {e}"
     );
     assert!(
         !names(&a).iter().any(|n| n.contains("write_image")),
@@ -791,6 +837,7 @@ async fn a_local_image_is_served_by_the_conductor() {
     a.stop().await;
     s.stop().await;
     let _ = std::fs::remove_dir_all(&logs);
+    let _ = std::fs::remove_dir_all(&images);
 }
 
 /// A 1 MiB disk starting with `label`, written in `dir` as `<name>.raw` and converted to

@@ -129,6 +129,12 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
         cfg.deploy = bed_cfg.deploy.clone();
         (cfg.deploy.http_root, cfg.deploy.image_cache) = (root, cache);
         cfg.deploy.fast_track = true;
+        // The bed's allowed folder: the ramdisk's `file://` references are taken.
+        cfg.conductor.file_url_allowed_paths = bed_cfg.conductor.file_url_allowed_paths.clone();
+        assert!(
+            !cfg.conductor.file_url_allowed_paths.is_empty(),
+            "bed.sh service names the ramdisks' folder"
+        );
         cfg.conductor.inspect_wait_timeout = 900;
         cfg.conductor.deploy_callback_timeout = 900;
         cfg.conductor.clean_callback_timeout = 900;

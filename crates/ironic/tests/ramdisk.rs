@@ -257,6 +257,31 @@ async fn lookup_and_heartbeat(s: &Server) {
     let n = s.get("/v1/nodes/agent-node", V).await.json();
     assert_eq!(dii(&n)["agent_version"], "10.2.0");
     assert!(dii(&n)["agent_last_heartbeat"].as_str().unwrap() > first.as_str());
+    // The agent's certificate (1.68) is pinned by the heartbeat that first brings one;
+    // another one later is refused, and the pin stays (upstream's).
+    let pem = |c: &str| format!("-----BEGIN CERTIFICATE-----\n{c}\n-----END CERTIFICATE-----\n");
+    let r = hb(
+        json!({"callback_url": url, "agent_version": "10.2.0", "agent_token": token,
+               "agent_verify_ca": pem("A")}),
+        "1.68",
+    )
+    .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = hb(
+        json!({"callback_url": url, "agent_version": "10.2.0", "agent_token": token,
+               "agent_verify_ca": pem("B")}),
+        "1.68",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            400,
+            "Detected change in ramdisk provided \"agent_verify_ca\"".into()
+        )
+    );
+    let n = s.get("/v1/nodes/agent-node", V).await.json();
+    assert_eq!(dii(&n)["agent_verify_ca"], pem("A").as_str());
     let r = hb(
         json!({"callback_url": "https://192.0.2.11:9999", "agent_version": "10.1.0", "agent_token": token}),
         V,
@@ -278,7 +303,7 @@ async fn lookup_and_heartbeat(s: &Server) {
         202
     );
     let n = s.wait_state(V, "agent-node", "clean failed").await;
-    for k in ["agent_secret_token", "agent_url"] {
+    for k in ["agent_secret_token", "agent_url", "agent_verify_ca"] {
         assert!(!dii(&n).contains_key(k), "{k} left: {n}");
     }
     let r = hb(

@@ -747,7 +747,9 @@ async fn redfish_over_https_split() {
 async fn virtual_media_boot(backend: Backend) {
     let emu = Emulator::start();
     let mut http_root = std::path::PathBuf::new();
+    let dir = std::env::temp_dir().join(format!("ironic-ramdisk-{}", uuid::Uuid::new_v4()));
     let s = common::start_with(backend, |cfg| {
+        cfg.conductor.file_url_allowed_paths = vec![dir.clone()];
         cfg.conductor.inspect_wait_timeout = 6;
         cfg.conductor.check_provision_state_interval = 1;
         if backend == Backend::Split {
@@ -760,7 +762,6 @@ async fn virtual_media_boot(backend: Backend) {
         Backend::Split => "http://192.0.2.1:6385".to_string(),
         _ => format!("http://{}", s.addr),
     };
-    let dir = std::env::temp_dir().join(format!("ironic-ramdisk-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("vmlinuz"), b"a kernel").unwrap();
     std::fs::write(dir.join("initramfs"), vec![1u8; 1 << 20]).unwrap();
@@ -779,6 +780,44 @@ async fn virtual_media_boot(backend: Backend) {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
+    // Files outside the allowed folder, and boot loader syntax, are refused when set.
+    for (path, value, why) in [
+        (
+            "/driver_info/deploy_kernel",
+            "file:///etc/passwd",
+            "file_url_allowed_paths",
+        ),
+        (
+            "/driver_info/deploy_iso",
+            "file:///dev/zero",
+            "file_url_allowed_paths",
+        ),
+        (
+            "/driver_info/deploy_ramdisk",
+            &format!("file://{}", dir.display()),
+            "not a regular file",
+        ),
+        (
+            "/instance_info/kernel_append_params",
+            "nofb\nchain http://x/y",
+            "kernel parameters",
+        ),
+        (
+            "/driver_info/kernel_append_params",
+            "a; b",
+            "kernel parameters",
+        ),
+    ] {
+        let r = s
+            .patch(
+                &format!("/v1/nodes/{node}"),
+                V,
+                &json!([{"op": "add", "path": path, "value": value}]),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{path}={value}: {}", r.body);
+        assert!(r.fault().contains(why), "{path}={value}: {}", r.fault());
+    }
     assert_eq!(s.provision_to(V, &node, "manage").await.status, 202);
     s.wait_state(V, &node, "manageable").await;
 
@@ -845,8 +884,21 @@ async fn virtual_media_boot(backend: Backend) {
         assert!(cfg.contains(&p), "{p:?} in {cfg}");
     }
     // The token the ISO carries is the node's (pregenerated: a lookup shows it masked).
+    // Nothing a reader sees names the ISO: neither the node nor the BMC's virtual media.
     let n = s.get(&format!("/v1/nodes/{node}"), V).await.json();
     assert_eq!(n["driver_internal_info"]["agent_secret_token"], "******");
+    assert_eq!(
+        n["driver_internal_info"]["vmedia_boot_iso_secret_path"], "******",
+        "{n}"
+    );
+    let iso_name = rel.rsplit('/').next().unwrap();
+    assert!(!n.to_string().contains(iso_name), "{n}");
+    let r = s.get(&format!("/v1/nodes/{node}/vmedia"), "1.93").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(!r.body.contains(iso_name), "{}", r.body);
+    assert!(r.body.contains("******"), "{}", r.body);
+    let h = s.get(&format!("/v1/nodes/{node}/history"), "1.78").await;
+    assert!(!h.body.contains(iso_name), "{}", h.body);
     assert!(
         n["driver_internal_info"]
             .get("agent_secret_token_pregenerated")

@@ -57,8 +57,11 @@ pub(super) const HARDWARE_MANAGER_VERSION: &str = "hardware_manager_version";
 /// The root partition's UUID (partition images) or the disk's id (whole-disk).
 const ROOT_UUID: &str = "root_uuid_or_disk_id";
 /// The instance image the conductor published for the agent (relative to
-/// `[deploy] http_root`).
-const PUBLISHED_IMAGE: &str = "agent_published_image";
+/// `[deploy] http_root`): its random name keeps a private image from whoever reaches
+/// the image server, so the key is one every rendering masks as a secret.
+const PUBLISHED_IMAGE: &str = "agent_image_secret_path";
+/// Where earlier versions kept it (still cleaned up).
+const PUBLISHED_IMAGE_BEFORE: &str = "agent_published_image";
 
 /// The steps of the `direct` deploy that the conductor runs itself.
 const DIRECT_STEPS: &[&str] = &[
@@ -497,12 +500,14 @@ impl Provisioner {
 
     /// Deletes the instance image published for the agent, if any.
     pub(super) async fn unpublish_instance_image(&self, node: &mut Node) {
-        if let Some(rel) = node
-            .driver_internal_info
-            .remove(PUBLISHED_IMAGE)
-            .and_then(|v| v.as_str().map(str::to_string))
-        {
-            self.images.unpublish(&rel).await;
+        for key in [PUBLISHED_IMAGE, PUBLISHED_IMAGE_BEFORE] {
+            if let Some(rel) = node
+                .driver_internal_info
+                .remove(key)
+                .and_then(|v| v.as_str().map(str::to_string))
+            {
+                self.images.unpublish(&rel).await;
+            }
         }
     }
 
@@ -917,7 +922,12 @@ fn image_download_source<'a>(node: &'a Node, agent: &'a ironic_config::AgentSect
 
 /// What a deploy through the agent needs before it starts (upstream's `validate`):
 /// the image and a way to check it, and the ramdisk to boot. `Err`: what is missing.
-pub(crate) fn check_deploy(node: &Node) -> Result<(), String> {
+/// The files it names must be there, inside `[conductor] file_url_allowed_paths`, and
+/// the kernel parameters safe for a boot loader's file (`nodes::check_boot_fields`).
+pub(crate) fn check_deploy(
+    node: &Node,
+    files: &crate::local_files::LocalFiles,
+) -> Result<(), String> {
     let ii = &node.instance_info;
     let has = |k: &str| {
         ii.get(k)
@@ -977,7 +987,7 @@ pub(crate) fn check_deploy(node: &Node) -> Result<(), String> {
             }
         ));
     }
-    Ok(())
+    crate::nodes::check_boot_fields(files, None, node, true).map_err(|e| e.to_string())
 }
 
 fn no_agent() -> WorkFailed {

@@ -52,7 +52,7 @@ impl Provisioner {
         // The interfaces, then the steps: both before anything moves.
         let checked = match self.validate_power_and_deploy(&held.node).await {
             Ok(()) if ironic_catalog::agent_based(&held.node) => {
-                match agent_deploy::check_deploy(&held.node) {
+                match agent_deploy::check_deploy(&held.node, &self.settings.local_files) {
                     Ok(()) => self.deploy_plan(&held.node).await,
                     Err(why) => Err(WorkFailed::Refused(why)),
                 }

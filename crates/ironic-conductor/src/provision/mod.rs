@@ -41,6 +41,7 @@ mod cleaning;
 mod deploying;
 pub(crate) use agent_deploy::check_deploy as check_direct_deploy;
 pub(crate) use deploying::deploy_plan;
+pub(crate) use ramdisk_boot::published_iso;
 mod engine;
 pub(crate) mod inspecting;
 mod net_boot;
@@ -185,7 +186,7 @@ impl Provisioner {
             work,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             continuing: Arc::default(),
-            images: crate::images::Images::new(&settings.deploy),
+            images: crate::images::Images::new(&settings.deploy, settings.local_files.clone()),
             agent: agent_deploy::client(&settings),
             settings,
         }

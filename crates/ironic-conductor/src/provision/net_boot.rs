@@ -13,7 +13,8 @@
 //!   NIC) with the node's kernel and initramfs in `<node>/`.
 //!
 //! Nothing secret is in these files (anyone on the provisioning network can read
-//! them): the agent gets its token from its lookup.
+//! them): the agent gets its token from its lookup. The kernel parameters written into
+//! them pass `ironic_model::boot_params::check` first.
 
 use super::*;
 
@@ -51,6 +52,14 @@ impl Provisioner {
         params: &str,
     ) -> Result<(), WorkFailed> {
         self.clean_up_net_boot(node).await;
+        // The one allow-list for what reaches a boot loader's file (no line breaks, no
+        // iPXE `||`/`&&`): the node's fields were checked when set; this is the line.
+        ironic_model::boot_params::check(params).map_err(|e| {
+            WorkFailed::Refused(format!(
+                "Cannot boot node {} from the network: {e}",
+                node.uuid
+            ))
+        })?;
         let (Some(kernel), Some(ramdisk)) = (
             ramdisk_boot::driver_ref(node, "deploy_kernel")?,
             ramdisk_boot::driver_ref(node, "deploy_ramdisk")?,

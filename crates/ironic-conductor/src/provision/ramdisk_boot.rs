@@ -11,15 +11,22 @@
 //!
 //! The published file's name holds a random id besides the node's UUID: the ISO
 //! carries the agent's token, and the image server lists no folder, so only the BMC that
-//! was told the URL can fetch it.
+//! was told the URL can fetch it. The name is kept under a key every rendering masks
+//! ([`VMEDIA_ISO_FILE`]), never logged, and the BMC's answer to a virtual media query
+//! is masked the same way (`management.rs`).
 
 use super::*;
 use ironic_drivers::interfaces::BootDevice;
 use ironic_drivers::iso;
 
-/// `driver_internal_info`: the published boot ISO, relative to `http_root` (empty when
-/// a ready ISO was inserted from its own URL); present while the CD is to be ejected.
+/// `driver_internal_info`: `true` while the ramdisk's virtual CD is to be ejected.
+/// (Written by earlier versions: the published ISO's path, still cleaned up.)
 pub(super) const VMEDIA_ISO: &str = "vmedia_boot_iso";
+/// `driver_internal_info`: the published boot ISO, relative to `http_root` (absent
+/// when a ready ISO was inserted from its own URL). Its name's random part is all that
+/// keeps the token inside from whoever reaches the image server, so it lives under a
+/// key every rendering (API, history, logs) masks as a secret.
+pub(super) const VMEDIA_ISO_FILE: &str = "vmedia_boot_iso_secret_path";
 
 /// The boot interface that boots the ramdisk from a virtual CD the conductor builds.
 const VMEDIA_BOOT: &str = "redfish-virtual-media";
@@ -83,13 +90,14 @@ impl Provisioner {
                 if reference.starts_with("http://") || reference.starts_with("https://") {
                     // Nothing published: only the CD to eject at the end.
                     node.driver_internal_info
-                        .insert(VMEDIA_ISO.into(), json!(""));
+                        .insert(VMEDIA_ISO.into(), json!(true));
                     reference
                 } else {
                     let from = self.images.fetch(&reference).await?;
                     self.images.publish(&from, &out).await?;
-                    node.driver_internal_info
-                        .insert(VMEDIA_ISO.into(), json!(rel));
+                    let dii = &mut node.driver_internal_info;
+                    dii.insert(VMEDIA_ISO.into(), json!(true));
+                    dii.insert(VMEDIA_ISO_FILE.into(), json!(rel));
                     format!("{bmc_base}/{rel}")
                 }
             }
@@ -121,7 +129,8 @@ impl Provisioner {
                 let dii = &mut node.driver_internal_info;
                 dii.insert(agent::TOKEN.into(), json!(token));
                 dii.insert(agent::TOKEN_PREGENERATED.into(), json!(true));
-                dii.insert(VMEDIA_ISO.into(), json!(rel));
+                dii.insert(VMEDIA_ISO.into(), json!(true));
+                dii.insert(VMEDIA_ISO_FILE.into(), json!(rel));
                 format!("{bmc_base}/{rel}")
             }
         };
@@ -186,14 +195,17 @@ impl Provisioner {
     /// deleted. Failures are logged: the node's work is over either way.
     pub(super) async fn clean_up_ramdisk(&self, node: &mut Node) {
         self.clean_up_net_boot(node).await;
-        let Some(rel) = node
-            .driver_internal_info
-            .remove(VMEDIA_ISO)
-            .and_then(|v| v.as_str().map(str::to_string))
-        else {
+        let dii = &mut node.driver_internal_info;
+        let Some(eject) = dii.remove(VMEDIA_ISO) else {
             return;
         };
-        node.driver_internal_info.remove(agent::TOKEN_PREGENERATED);
+        // The published ISO: under its masked key, or (earlier versions) in the flag.
+        let rel = dii
+            .remove(VMEDIA_ISO_FILE)
+            .or(Some(eject))
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        dii.remove(agent::TOKEN_PREGENERATED);
         if let Ok(driver) = self.driver_of(node) {
             match driver
                 .management()
@@ -241,6 +253,15 @@ impl Provisioner {
         }
         p.join(" ")
     }
+}
+
+/// The boot ISO published for the node's ramdisk, relative to `http_root` (it is a
+/// secret: see [`VMEDIA_ISO_FILE`]).
+pub(crate) fn published_iso(node: &Node) -> Option<&str> {
+    let dii = &node.driver_internal_info;
+    [VMEDIA_ISO_FILE, VMEDIA_ISO]
+        .into_iter()
+        .find_map(|k| dii.get(k).and_then(Value::as_str).filter(|s| !s.is_empty()))
 }
 
 /// A setting a deploy may give in `instance_info` and the node in `driver_info`
