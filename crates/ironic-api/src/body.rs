@@ -17,10 +17,7 @@ pub async fn read_limited(
     limit: usize,
     timeout: std::time::Duration,
 ) -> Result<Vec<u8>, ApiError> {
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
+    if let Some(len) = declared_length(headers)
         && len > limit as u64
     {
         return Err(ApiError::TooLarge(limit));
@@ -52,12 +49,87 @@ impl FromRequest<AppState> for LateBody {
     }
 }
 
+/// The right to hold a body larger than `[api] max_request_body_bytes` (one of `[api]
+/// large_bodies_at_once`): kept by the handler as long as the parsed body lives.
+#[must_use]
+pub struct LargeBody(#[allow(dead_code)] Option<tokio::sync::OwnedSemaphorePermit>);
+
 impl LateBody {
-    /// The body as JSON, at most `limit` bytes, within `[api] body_read_timeout`.
-    pub async fn json(self, st: &AppState, limit: usize) -> Result<Value, ApiError> {
-        let bytes = read_limited(self.body, &self.headers, limit, st.settings.body_timeout).await?;
-        parse_json(&bytes)
+    /// The body as JSON, at most `limit` bytes, within `[api] body_read_timeout`. A
+    /// body larger than `[api] max_request_body_bytes` (as declared, or once that many
+    /// bytes came) waits for one of `[api] large_bodies_at_once` first; the document
+    /// may hold `[api] max_json_values` values, or `large_body_json_values` when large.
+    pub async fn json(self, st: &AppState, limit: usize) -> Result<(Value, LargeBody), ApiError> {
+        use http_body_util::BodyExt;
+        let s = &st.settings;
+        let deadline = tokio::time::Instant::now() + s.body_timeout;
+        let declared = declared_length(&self.headers);
+        if declared.is_some_and(|len| len > limit as u64) {
+            return Err(ApiError::TooLarge(limit));
+        }
+        let large = |st: &AppState| {
+            let sem = st.settings.large_bodies.clone();
+            async move {
+                match tokio::time::timeout_at(deadline, sem.acquire_owned()).await {
+                    Ok(Ok(p)) => Ok(p),
+                    _ => {
+                        metrics::counter!("ironic_api_large_bodies_refused_total").increment(1);
+                        Err(ApiError::LargeBodiesBusy)
+                    }
+                }
+            }
+        };
+        let mut permit = None;
+        if declared.is_some_and(|len| len > s.max_body as u64) {
+            permit = Some(large(st).await?);
+        }
+        let mut body = self.body;
+        // The declared size at once (no doubling past it), within what may be held.
+        let room = if permit.is_some() { limit } else { s.max_body };
+        let mut bytes = Vec::with_capacity(declared.map_or(0, |l| l as usize).min(room));
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Err(_) => return Err(ApiError::BodyTimeout(s.body_timeout)),
+                Ok(None) => break,
+                Ok(Some(Err(_))) => return Err(ApiError::TooLarge(limit)),
+                Ok(Some(Ok(f))) => f,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if bytes.len() + data.len() > limit {
+                return Err(ApiError::TooLarge(limit));
+            }
+            if permit.is_none() && bytes.len() + data.len() > s.max_body {
+                permit = Some(large(st).await?);
+            }
+            bytes.extend_from_slice(&data);
+        }
+        let most = match permit {
+            Some(_) => s.large_body_json_values,
+            None => s.max_json_values,
+        };
+        check_values(&bytes, most)?;
+        Ok((parse_json(&bytes)?, LargeBody(permit)))
     }
+}
+
+/// The length a request declares (`Content-Length`).
+fn declared_length(headers: &axum::http::HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Refuses (413) a document of more than `most` JSON values before it is parsed: a
+/// parsed value costs up to `ironic_model::json_size::VALUE_BYTES`.
+pub fn check_values(bytes: &[u8], most: usize) -> Result<(), ApiError> {
+    if ironic_model::json_size::values(bytes) > most {
+        metrics::counter!("ironic_api_bodies_over_json_values_total").increment(1);
+        return Err(ApiError::TooManyValues(most));
+    }
+    Ok(())
 }
 
 /// Whether any string (or key) in the document holds a NUL character, which no
@@ -98,9 +170,9 @@ impl FromRequest<AppState> for RawBody {
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let (parts, body) = req.into_parts();
         let s = &state.settings;
-        read_limited(body, &parts.headers, s.max_body, s.body_timeout)
-            .await
-            .map(RawBody)
+        let bytes = read_limited(body, &parts.headers, s.max_body, s.body_timeout).await?;
+        check_values(&bytes, s.max_json_values)?;
+        Ok(RawBody(bytes))
     }
 }
 

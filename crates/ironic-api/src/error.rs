@@ -25,6 +25,10 @@ pub enum ApiError {
     Unauthorized(String),
     /// A body over the configured limit.
     TooLarge(usize),
+    /// A body holding more JSON values than the route allows (413).
+    TooManyValues(usize),
+    /// Too many large bodies being read at once (503); retry after.
+    LargeBodiesBusy,
     /// A body not received within `[api] body_read_timeout` (408).
     BodyTimeout(std::time::Duration),
     /// Too many ramdisk requests from one client address (429); retry after.
@@ -221,6 +225,27 @@ impl IntoResponse for ApiError {
                     &format!("Request body is larger than the limit of {limit} bytes."),
                 ),
             ),
+            ApiError::TooManyValues(limit) => error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                fault_text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "Request body holds more than {limit} JSON values ([api] max_json_values)."
+                    ),
+                ),
+            ),
+            ApiError::LargeBodiesBusy => {
+                let mut r = error_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    fault_text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Too many large request bodies are being received; retry shortly ([api] large_bodies_at_once).",
+                    ),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+                r
+            }
         }
     }
 }

@@ -74,6 +74,13 @@ pub struct ApiSettings {
     pub configdrive_max_bytes: u64,
     /// How long a client has to send a body (`[api] body_read_timeout`).
     pub body_timeout: std::time::Duration,
+    /// The most JSON values a body may hold (`[api] max_json_values`), and one larger
+    /// than `max_body` (`large_body_json_values`).
+    pub max_json_values: usize,
+    pub large_body_json_values: usize,
+    /// The bodies larger than `max_body` read and held at once (`[api]
+    /// large_bodies_at_once`), for the whole process.
+    pub large_bodies: Arc<tokio::sync::Semaphore>,
     pub defaults: NodeDefaults,
     pub ramdisk: ramdisk::RamdiskSettings,
 }

@@ -289,8 +289,13 @@ pub async fn set_provision_state(
 ) -> ApiResult {
     no_args(&q)?;
     let v = req.version;
-    // Config drives make this body larger than others may be (as upstream's).
-    let body = body.json(&st, st.settings.provision_max_body).await?;
+    // The policy needs only the node: decided before a byte of the body is read, so
+    // that a caller without the right cannot make the API receive and parse up to
+    // `provision_max_body_bytes`.
+    let node = authorized_node(&st, &authz, &ident, v, Policy::NodeSetProvisionState).await?;
+    // Config drives make this body larger than others may be (as upstream's); held
+    // while the handler runs (a large body takes one of `[api] large_bodies_at_once`).
+    let (body, _large) = body.json(&st, st.settings.provision_max_body).await?;
     let obj = body_object(body, MEMBERS, v)?;
     let Some(target) = obj.get("target").and_then(Value::as_str) else {
         return Err(ApiError::invalid(
@@ -362,7 +367,6 @@ pub async fn set_provision_state(
             ));
         }
     };
-    let node = authorized_node(&st, &authz, &ident, v, Policy::NodeSetProvisionState).await?;
     if steps.is_some() {
         authz.on_node(&node, Policy::NodeSetProvisionStateCleanSteps)?;
     }

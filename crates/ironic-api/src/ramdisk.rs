@@ -274,7 +274,7 @@ pub async fn heartbeat(
     // Refused before a byte of the body is read.
     gate(&st, &req, &uri)?;
     Query::parse(q.as_deref())?.only(&[])?;
-    let body = body
+    let (body, _large) = body
         .json(&st, st.settings.ramdisk.heartbeat_max_body)
         .await?;
     let Value::Object(body) = body else {
@@ -411,7 +411,8 @@ pub async fn continue_inspection(
         return Err(Error::NotFound("API version 1.84 or newer is required".into()).into());
     }
     authz.check(Policy::IpaContinueInspection)?;
-    let body = body.json(&st, st.settings.inspection_max_body).await?;
+    // Held while the data is: a large body takes one of `[api] large_bodies_at_once`.
+    let (body, _large) = body.json(&st, st.settings.inspection_max_body).await?;
     let node_uuid = match q.get("node_uuid") {
         None => None,
         Some(s) => Some(

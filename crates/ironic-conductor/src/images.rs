@@ -54,6 +54,15 @@ pub enum ImageError {
     ChecksumFile { url: String, why: String },
     #[error("cannot convert {} to raw: {why}", .image.display())]
     Convert { image: PathBuf, why: String },
+    #[error(
+        "no room for {what}: it would leave less than [deploy] image_cache_reserved_bytes ({reserved} bytes) free on the file system of {}",
+        .cache.display()
+    )]
+    NoRoom {
+        what: String,
+        cache: PathBuf,
+        reserved: u64,
+    },
     #[error(transparent)]
     Iso(#[from] iso::IsoError),
 }
@@ -180,20 +189,33 @@ impl Images {
             .image_cache
             .join(format!(".{name}.{}", uuid::Uuid::new_v4().simple()));
         let started = std::time::Instant::now();
+        // Never past the free-space floor: the download is cut where it would be.
+        let room = self.room()?;
         let bytes = self
             .inner
             .http
             .download(
                 reference,
                 &partial,
-                d.image_download_max_bytes,
+                d.image_download_max_bytes.min(room),
                 DOWNLOAD_LIMIT,
             )
             .await
-            .map_err(|source| ImageError::Download {
-                url: ironic_model::secrets::log_safe(reference).to_string(),
-                source,
-            })?;
+            .map_err(|source| {
+                let url = ironic_model::secrets::log_safe(reference).to_string();
+                match source {
+                    ironic_drivers::http_get::GetError::TooLarge(_)
+                        if room < d.image_download_max_bytes =>
+                    {
+                        self.no_room(format!("the download of {url}"))
+                    }
+                    source => ImageError::Download { url, source },
+                }
+            });
+        if bytes.is_err() {
+            let _ = tokio::fs::remove_file(&partial).await;
+        }
+        let bytes = bytes?;
         tokio::fs::rename(&partial, &cached)
             .await
             .map_err(publish)?;
@@ -205,6 +227,57 @@ impl Images {
         );
         self.trim_cache(&cached).await;
         Ok(cached)
+    }
+
+    /// The bytes downloads and conversions may still write into `image_cache`: its
+    /// file system's free space less `[deploy] image_cache_reserved_bytes`.
+    pub(crate) fn room(&self) -> Result<u64, ImageError> {
+        let d = &self.inner.deploy;
+        std::fs::create_dir_all(&d.image_cache)
+            .map_err(|e| ImageError::Publish(d.image_cache.join("x"), e))?;
+        let free = free_space(&d.image_cache)
+            .map_err(|e| ImageError::Unreadable(d.image_cache.clone(), e))?;
+        Ok(free.saturating_sub(d.image_cache_reserved_bytes))
+    }
+
+    /// The refusal of `what` for want of room above the free-space floor.
+    pub(crate) fn no_room(&self, what: String) -> ImageError {
+        let d = &self.inner.deploy;
+        metrics::counter!("ironic_image_cache_refusals_total", "why" => "free_space").increment(1);
+        ImageError::NoRoom {
+            what,
+            cache: d.image_cache.clone(),
+            reserved: d.image_cache_reserved_bytes,
+        }
+    }
+
+    /// Removes what a process that died left half-written: downloads and conversions
+    /// in `image_cache`, publications in `http_root` (names of partial files, not
+    /// written for [`PARTIAL_AGE`]: a writer alive writes all the time), and published
+    /// ISOs and instance images older than `stale` (their node's wait has timed out, or
+    /// never will: no callback timeout, `None`, sweeps none). At start.
+    pub async fn sweep(&self, stale: Option<std::time::Duration>) {
+        let d = self.inner.deploy.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            let mut removed = sweep_partials(&d.image_cache);
+            removed.extend(sweep_partials(&d.http_root));
+            for dir in ["redfish", "agent_images"] {
+                removed.extend(sweep_partials(&d.http_root.join(dir)));
+                if let Some(stale) = stale {
+                    removed.extend(sweep_older(&d.http_root.join(dir), stale));
+                }
+            }
+            removed
+        })
+        .await
+        .unwrap_or_default();
+        if !removed.is_empty() {
+            metrics::counter!("ironic_image_files_swept_total").increment(removed.len() as u64);
+            tracing::info!(
+                files = removed.len(),
+                "files left by an earlier process removed from image_cache and http_root"
+            );
+        }
     }
 
     /// Builds a boot ISO at `out`, with the UEFI side when an EFI system partition
@@ -280,6 +353,60 @@ impl Images {
             }
         }
     }
+}
+
+/// How long a partial file may go unwritten before it counts as left by a dead writer.
+const PARTIAL_AGE: Duration = Duration::from_secs(600);
+
+/// Whether `name` is a file being written (downloads: `.<name>.<id>`; conversions and
+/// publications: `<name>.partial-<id>`).
+pub(crate) fn partial(name: &str) -> bool {
+    name.starts_with('.') || name.contains(".partial-")
+}
+
+/// The free bytes of the file system holding `path` (for an unprivileged process).
+fn free_space(path: &Path) -> std::io::Result<u64> {
+    let st = rustix::fs::statvfs(path).map_err(std::io::Error::from)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Removes the partial files of `dir` unwritten for [`PARTIAL_AGE`].
+fn sweep_partials(dir: &Path) -> Vec<PathBuf> {
+    sweep(dir, |name, m| {
+        partial(name)
+            && m.modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > PARTIAL_AGE)
+    })
+}
+
+/// Removes the files of `dir` whose inode changed (written, linked) longer than `age`
+/// ago.
+fn sweep_older(dir: &Path, age: Duration) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs() as i64;
+    sweep(dir, |_, m| {
+        now.saturating_sub(m.ctime()) > age.as_secs() as i64
+    })
+}
+
+fn sweep(dir: &Path, gone: impl Fn(&str, &std::fs::Metadata) -> bool) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.metadata()
+                .is_ok_and(|m| m.is_file() && gone(&e.file_name().to_string_lossy(), &m))
+        })
+        .map(|e| e.path())
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .collect()
 }
 
 /// Marks a cache entry used now: the cache evicts the least recently used first, by

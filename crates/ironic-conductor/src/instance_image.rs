@@ -279,11 +279,17 @@ impl Images {
             image: from.to_path_buf(),
             why,
         };
-        let info = tokio::process::Command::new(&d.qemu_img)
+        let info = qemu_img(d, QEMU_IMG_INFO_CPU_SECONDS)
             .args(["info", "--output=json", "-f", "qcow2"])
             .arg(from)
-            .output()
+            .output();
+        let info = tokio::time::timeout(QEMU_IMG_INFO_LIMIT, info)
             .await
+            .map_err(|_| {
+                failed(format!(
+                    "qemu-img info took more than {QEMU_IMG_INFO_LIMIT:?}"
+                ))
+            })?
             .map_err(|e| failed(format!("cannot run {}: {e}", d.qemu_img)))?;
         if !info.status.success() {
             return Err(failed(String::from_utf8_lossy(&info.stderr).trim().into()));
@@ -303,6 +309,26 @@ impl Images {
                 "it has an external data file; only stand-alone images are served".into(),
             ));
         }
+        // What the raw image will take, checked before a byte is written: a small
+        // compressed qcow2 can expand a thousandfold.
+        let size = info
+            .get("virtual-size")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| failed("qemu-img info gives no virtual size".into()))?;
+        if d.image_convert_max_bytes > 0 && size > d.image_convert_max_bytes {
+            metrics::counter!("ironic_image_cache_refusals_total", "why" => "virtual_size")
+                .increment(1);
+            return Err(failed(format!(
+                "its virtual size ({size} bytes) is over [deploy] image_convert_max_bytes ({})",
+                d.image_convert_max_bytes
+            )));
+        }
+        if size > self.room()? {
+            return Err(self.no_room(format!(
+                "the raw image of {} ({size} bytes)",
+                from.display()
+            )));
+        }
         if let Some(dir) = to.parent() {
             tokio::fs::create_dir_all(dir)
                 .await
@@ -310,7 +336,7 @@ impl Images {
         }
         let partial = to.with_extension(format!("partial-{}", uuid::Uuid::new_v4().simple()));
         let started = std::time::Instant::now();
-        let out = tokio::process::Command::new(&d.qemu_img)
+        let out = qemu_img(d, d.image_convert_cpu_seconds)
             .args(["convert", "-f", "qcow2", "-O", "raw"])
             .arg(from)
             .arg(&partial)
@@ -345,6 +371,25 @@ impl Images {
             }
         }
     }
+}
+
+/// CPU seconds `qemu-img info` may take (upstream's).
+const QEMU_IMG_INFO_CPU_SECONDS: u64 = 30;
+/// How long it may take in all.
+const QEMU_IMG_INFO_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `qemu-img` under `prlimit` (util-linux): at most `[deploy] qemu_img_max_memory_bytes`
+/// of address space and `cpu_seconds` of CPU time (upstream runs it the same way: a
+/// crafted image's header can make it allocate or loop without end). Killed when the
+/// caller stops waiting.
+fn qemu_img(d: &ironic_config::DeploySection, cpu_seconds: u64) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new("prlimit");
+    c.arg(format!("--as={}", d.qemu_img_max_memory_bytes))
+        .arg(format!("--cpu={}", cpu_seconds.max(1)))
+        .arg("--")
+        .arg(&d.qemu_img)
+        .kill_on_drop(true);
+    c
 }
 
 /// Whether the file at `path` starts with `magic`.
@@ -419,15 +464,21 @@ fn trim(dir: &Path, max: u64, keep: &Path) -> Vec<(PathBuf, u64)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut files: Vec<(std::time::SystemTime, PathBuf, u64)> = entries
-        .filter_map(Result::ok)
-        .filter(|e| evictable(&e.file_name().to_string_lossy()))
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            Some((m.modified().ok()?, e.path(), m.len()))
-        })
-        .collect();
-    let mut total: u64 = files.iter().map(|f| f.2).sum();
+    let mut files: Vec<(std::time::SystemTime, PathBuf, u64)> = Vec::new();
+    // Files being written count towards the bound, but only entries are evicted.
+    let mut writing = 0;
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(m) = e.metadata() else { continue };
+        if crate::images::partial(&name) {
+            writing += m.len();
+        } else if evictable(&name)
+            && let Ok(t) = m.modified()
+        {
+            files.push((t, e.path(), m.len()));
+        }
+    }
+    let mut total: u64 = files.iter().map(|f| f.2).sum::<u64>() + writing;
     files.sort();
     let mut removed = Vec::new();
     for (_, path, bytes) in files {
@@ -662,6 +713,88 @@ mod tests {
             "{}",
             ironic_model::error::chain(&e)
         );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A qcow2 whose raw form would not fit is refused before anything is written:
+    /// over the free space (a 100 TiB sparse image), or over `image_convert_max_bytes`;
+    /// and `qemu-img` runs under the configured limits (an address space too small for
+    /// it to start fails the conversion).
+    #[tokio::test]
+    async fn a_qcow2_that_would_not_fit_is_refused_before_conversion() {
+        let d = dir("bomb");
+        let cache = d.join("cache");
+        let deploy = |f: &dyn Fn(&mut ironic_config::DeploySection)| {
+            let mut s = ironic_config::DeploySection {
+                image_cache: cache.clone(),
+                ..Default::default()
+            };
+            f(&mut s);
+            Images::new(&s, files(&cache))
+        };
+        let check = |i: &Images, name: &str, size: &str| {
+            let q = d.join(name);
+            qemu_img(&["create", "-q", "-f", "qcow2", q.to_str().unwrap(), size]);
+            let sum = sha256(&std::fs::read(&q).unwrap());
+            let i = i.clone();
+            async move {
+                let e = i
+                    .instance_image(
+                        &format!("file://{}", q.display()),
+                        &Expected::Value(Checksum::new(None, &sum).unwrap()),
+                    )
+                    .await
+                    .unwrap_err();
+                ironic_model::error::chain(&e)
+            }
+        };
+        let e = check(&deploy(&|_| {}), "huge.qcow2", "100T").await;
+        assert!(e.contains("image_cache_reserved_bytes"), "{e}");
+        let e = check(
+            &deploy(&|s| s.image_convert_max_bytes = 1 << 20),
+            "two.qcow2",
+            "2M",
+        )
+        .await;
+        assert!(e.contains("image_convert_max_bytes"), "{e}");
+        let e = check(
+            &deploy(&|s| s.qemu_img_max_memory_bytes = 1 << 20),
+            "small.qcow2",
+            "1M",
+        )
+        .await;
+        assert!(e.contains("cannot convert"), "{e}");
+        // Nothing was written in the cache.
+        let left: Vec<_> = std::fs::read_dir(&cache)
+            .map(|r| r.filter_map(Result::ok).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Files being written count towards the cache's bound; those a dead process left
+    /// are swept at start, those being written are not.
+    #[tokio::test]
+    async fn partial_files_count_and_orphans_are_swept() {
+        let d = dir("partials");
+        let name = |c: char| "0".repeat(63) + &c.to_string();
+        std::fs::write(d.join(name('1')), vec![0u8; 100]).unwrap();
+        std::fs::write(d.join(format!(".{}.abc", name('2'))), vec![0u8; 150]).unwrap();
+        let removed = trim(&d, 200, &d);
+        assert_eq!(removed, vec![(d.join(name('1')), 100)]);
+        // Sweeping: an old partial goes, a fresh one stays.
+        let old = d.join("x.raw.partial-1");
+        std::fs::write(&old, b"x").unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(&old)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+            .unwrap();
+        let i = images(&d);
+        i.sweep(None).await;
+        assert!(!old.exists());
+        assert!(d.join(format!(".{}.abc", name('2'))).exists());
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -293,6 +293,7 @@ impl Conductor {
     /// At process start: releases node locks an earlier run of this conductor left
     /// behind (a crash), then registers as online.
     pub async fn start(&self) -> Result<(), Error> {
+        self.provision.sweep_images().await;
         self.presence.start().await
     }
 

@@ -107,8 +107,22 @@ pub struct DeploySection {
     /// image_download_source = local`, or a `file://` source) are converted from
     /// qcow2 to raw first (upstream's `[DEFAULT] force_raw_images`).
     pub force_raw_images: bool,
-    /// `qemu-img`, which checks and converts qcow2 images.
+    /// `qemu-img`, which checks and converts qcow2 images (under `prlimit`: an address
+    /// space of `qemu_img_max_memory_bytes`, CPU time of 30 s to read an image's header
+    /// and `image_convert_cpu_seconds` to convert it).
     pub qemu_img: String,
+    /// The address space `qemu-img` may use (upstream's 1 GiB).
+    pub qemu_img_max_memory_bytes: u64,
+    /// The CPU seconds one conversion may take.
+    pub image_convert_cpu_seconds: u64,
+    /// The largest virtual size of an image the conductor converts to raw; 0: no limit
+    /// but the free space (an image is converted only if its virtual size fits in the
+    /// free space of `image_cache`'s filesystem, less `image_cache_reserved_bytes`).
+    pub image_convert_max_bytes: u64,
+    /// Free space never taken by downloads and conversions on `image_cache`'s file
+    /// system (which, by default, holds the SQLite database too): one that would
+    /// leave less is refused before it starts.
+    pub image_cache_reserved_bytes: u64,
     /// `xorriso`, which builds boot ISOs.
     pub xorriso: String,
     /// syslinux's BIOS boot loader for ISOs (Debian's `isolinux` package).
@@ -154,6 +168,10 @@ impl Default for DeploySection {
             image_cache_max_bytes: 20 << 30,
             force_raw_images: true,
             qemu_img: "qemu-img".into(),
+            qemu_img_max_memory_bytes: 1 << 30,
+            image_convert_cpu_seconds: 3600,
+            image_convert_max_bytes: 0,
+            image_cache_reserved_bytes: 2 << 30,
             xorriso: "xorriso".into(),
             isolinux_bin: PathBuf::from("/usr/lib/ISOLINUX/isolinux.bin"),
             ldlinux_c32: PathBuf::from("/usr/lib/syslinux/modules/bios/ldlinux.c32"),
@@ -487,6 +505,17 @@ pub struct ApiSection {
     /// Largest body of `POST /v1/continue_inspection`, whose inventory may carry the
     /// ramdisk's logs (upstream's `[api] max_json_body_size_inspection`, 16 MiB).
     pub inspection_max_body_bytes: usize,
+    /// The most JSON values (numbers, strings, arrays, objects, each element counted) a
+    /// body of at most `max_request_body_bytes` may hold: parsing costs up to 160 bytes
+    /// a value (`ironic_model::json_size`), so this bounds a small body's parse to ~3 MiB.
+    pub max_json_values: usize,
+    /// The same for a body larger than `max_request_body_bytes` (a config drive, an
+    /// inspection's data): ~32 MiB at most.
+    pub large_body_json_values: usize,
+    /// Bodies larger than `max_request_body_bytes` read and held at once, by the whole
+    /// process; the next waits (within `body_read_timeout`, then 503). Each costs up to
+    /// twice its size plus `large_body_json_values` × 160 bytes (docs/security.md).
+    pub large_bodies_at_once: usize,
     /// Seconds a client has to send its request headers; the connection is closed after.
     pub header_read_timeout: u64,
     /// Seconds a request may take (reading its body included): 503 after. Must exceed
@@ -722,6 +751,9 @@ impl Default for ApiSection {
             max_request_body_bytes: 1024 * 1024,
             provision_max_body_bytes: 64 << 20,
             inspection_max_body_bytes: 16 << 20,
+            max_json_values: 20_000,
+            large_body_json_values: 200_000,
+            large_bodies_at_once: 4,
             header_read_timeout: 10,
             request_timeout: 90,
             max_concurrent_requests: 512,

@@ -888,6 +888,12 @@ fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rust
     None
 }
 
+/// The most JSON values an agent's answer may hold (its steps, its commands' results:
+/// hundreds; a config drive echoed back is one string).
+const MAX_ANSWER_VALUES: usize = 200_000;
+/// The most of an agent's `faultstring` kept.
+const FAULT_CHARS: usize = 4096;
+
 /// A whole answer: JSON on 2xx, else the fault, [`AgentError::Busy`] for a busy agent.
 fn answer(
     url: String,
@@ -896,6 +902,15 @@ fn answer(
     raw: &[u8],
     token: &str,
 ) -> Result<Answer, AgentError> {
+    // Counted before parsing: a parsed value costs up to 160 bytes, whatever the
+    // answer's size says (`[0,0,…]`).
+    if ironic_model::json_size::values(raw) > MAX_ANSWER_VALUES {
+        return Err(AgentError::Garbage {
+            url,
+            call,
+            reason: format!("status {status}, more than {MAX_ANSWER_VALUES} JSON values"),
+        });
+    }
     let json: Option<Value> = serde_json::from_slice(raw).ok();
     if (200..300).contains(&status) {
         return match json {
@@ -911,7 +926,7 @@ fn answer(
         json.as_ref()
             .and_then(|j| j.get(k))
             .and_then(Value::as_str)
-            .map(|s| redact(s, token))
+            .map(|s| redact(&s.chars().take(FAULT_CHARS).collect::<String>(), token))
     };
     let fault = Fault {
         code: text("faultcode"),
@@ -1305,6 +1320,25 @@ mod tests {
         assert_eq!(fault.message, "Agent is busy");
         // Not retried: the caller tries again on a later heartbeat.
         assert_eq!(a.seen().len(), 1);
+    }
+
+    #[test]
+    fn answers_are_bounded_before_they_are_parsed() {
+        let flood = format!("[{}0]", "0,".repeat(MAX_ANSWER_VALUES));
+        let e = answer("u".into(), "GET /".into(), 200, flood.as_bytes(), TOKEN).unwrap_err();
+        assert!(
+            matches!(&e, AgentError::Garbage { reason, .. } if reason.contains("JSON values")),
+            "{e:?}"
+        );
+        let long = format!(
+            r#"{{"faultcode":"Server","faultstring":"{}"}}"#,
+            "x".repeat(100_000)
+        );
+        let e = answer("u".into(), "POST /".into(), 500, long.as_bytes(), TOKEN).unwrap_err();
+        assert!(
+            matches!(&e, AgentError::Http { fault, .. } if fault.message.len() == FAULT_CHARS),
+            "{e:?}"
+        );
     }
 
     #[test]

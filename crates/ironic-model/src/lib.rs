@@ -17,6 +17,7 @@ pub mod fsm;
 pub mod history;
 pub mod ids;
 pub mod inspection_rule;
+pub mod json_size;
 pub mod names;
 pub mod network_data;
 pub mod node;

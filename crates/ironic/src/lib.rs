@@ -584,6 +584,11 @@ async fn serve(
             inspection_max_body: cfg.api.inspection_max_body_bytes,
             configdrive_max_bytes: cfg.deploy.configdrive_max_bytes,
             body_timeout: Duration::from_secs(cfg.api.body_read_timeout.max(1)),
+            max_json_values: cfg.api.max_json_values,
+            large_body_json_values: cfg.api.large_body_json_values,
+            large_bodies: Arc::new(tokio::sync::Semaphore::new(
+                cfg.api.large_bodies_at_once.max(1),
+            )),
             defaults: NodeDefaults {
                 conductor_group: cfg.default.default_conductor_group.to_ascii_lowercase(),
                 resource_class: cfg.default.default_resource_class.clone(),

@@ -81,10 +81,34 @@ pub fn init(log: &LogSection, tel: &TelemetrySection, service: &str) -> Telemetr
         .with(fmt)
         .with(filter)
         .try_init();
+    if log.max_lines_per_second > 0 {
+        tokio::spawn(report_dropped_lines());
+    }
     if let Some(e) = otel_error {
         tracing::error!("traces are off: {e}");
     } else if let Some(ep) = &tel.otlp_endpoint {
         tracing::info!(endpoint = %ep, "exporting traces over OTLP");
     }
     Telemetry { provider }
+}
+
+/// Says, every ten seconds, how many log lines the line budget dropped
+/// (`ironic_config::LineBudget`; the report itself is never dropped), and counts them
+/// in `ironic_log_lines_dropped_total`.
+async fn report_dropped_lines() {
+    let mut reported = 0;
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        let dropped = ironic_config::dropped_log_lines();
+        if dropped > reported {
+            metrics::counter!("ironic_log_lines_dropped_total").absolute(dropped);
+            tracing::warn!(
+                target: "ironic::log_budget",
+                dropped = dropped - reported,
+                "log lines dropped in the last 10 s: more than [log] max_lines_per_second (the audit trail is never dropped)"
+            );
+            reported = dropped;
+        }
+    }
 }

@@ -190,11 +190,26 @@ fn basic(user: &str, pw: &str) -> String {
 /// only `sent` of them; returns the answer's status (0: the connection closed without
 /// one).
 async fn slow_body(addr: SocketAddr, from: IpAddr, path: &str, version: &str, len: usize) -> u16 {
+    slow_body_as(addr, from, ("POST", path), version, len, None).await
+}
+
+/// [`slow_body`] with a method and, perhaps, an `Authorization` header.
+async fn slow_body_as(
+    addr: SocketAddr,
+    from: IpAddr,
+    (method, path): (&str, &str),
+    version: &str,
+    len: usize,
+    auth: Option<&str>,
+) -> u16 {
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.bind(SocketAddr::new(from, 0)).unwrap();
     let mut s = sock.connect(addr).await.unwrap();
+    let auth = auth
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nX-OpenStack-Ironic-API-Version: {version}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n{{"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}X-OpenStack-Ironic-API-Version: {version}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n{{"
     );
     s.write_all(head.as_bytes()).await.unwrap();
     let mut buf = Vec::new();
@@ -352,4 +367,137 @@ async fn slow_bodies_and_floods_make_no_authenticated_call_fail() {
     );
     s.stop().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The provision route decides its policy before it reads a byte of the body: a caller
+/// without the right gets 403 at once for a 60 MiB body it never sends (were the body
+/// read first, the answer would be the read timeout's 408).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provision_body_is_not_read_for_a_caller_without_the_right() {
+    let (s, dir) = common::start_http_basic(common::Backend::Sqlite, |c| {
+        c.api.body_read_timeout = 30;
+        let users = c.api.http_basic_auth_user_file.clone().unwrap();
+        let roles = c.api.http_basic_roles_file.clone().unwrap();
+        let hash = bcrypt::hash("r3ader", 4).unwrap();
+        let mut text = std::fs::read_to_string(&users).unwrap();
+        text.push_str(&format!("reader:{hash}\n"));
+        std::fs::write(&users, text).unwrap();
+        let mut text = std::fs::read_to_string(&roles).unwrap();
+        text.push_str("[users.reader]\nroles = [\"reader\"]\n");
+        std::fs::write(&roles, text).unwrap();
+    })
+    .await;
+    let admin = [
+        ("Authorization", basic("admin", "s3cret")),
+        ("X-OpenStack-Ironic-API-Version", "1.81".to_string()),
+    ];
+    let r = s
+        .raw(
+            "POST",
+            "/v1/nodes",
+            &admin,
+            Some(br#"{"driver": "fake-hardware", "name": "n1"}"#),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let from = IpAddr::from([127, 0, 4, 1]);
+    let status = slow_body_as(
+        s.addr,
+        from,
+        ("PUT", "/v1/nodes/n1/states/provision"),
+        "1.81",
+        60 << 20,
+        Some(&basic("reader", "r3ader")),
+    )
+    .await;
+    assert_eq!(status, 403, "refused before the body is read");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The VmHWM (peak resident memory) of a process, in bytes.
+fn peak_memory(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// The real API process: bodies built to cost far more parsed than sent (16 MiB of
+/// `{"mac_address":""}` interfaces, a `Value` each) are refused before they are parsed,
+/// eight at once, and the process's peak memory stays within the documented bound
+/// (docs/security.md "Bodies"); inspection data with many invalid MACs, within the
+/// bound, writes one log line, not one a MAC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_built_to_expand_are_refused_unparsed_and_invalid_macs_log_once() {
+    let t = TestDb::postgres().await.unwrap();
+    let cluster = Cluster::new(&t.url, &[("IRONIC_API__BODY_READ_TIMEOUT", "60")]);
+    let (api_proc, port) = cluster.api();
+    let api = Server::client(format!("127.0.0.1:{port}").parse().unwrap());
+    let before = peak_memory(api_proc.child.id());
+
+    let interfaces = |n: usize| {
+        let mut b = String::from(r#"{"inventory":{"interfaces":["#);
+        for i in 0..n {
+            if i > 0 {
+                b.push(',');
+            }
+            b.push_str(r#"{"mac_address":""}"#);
+        }
+        b.push_str("]}}");
+        b.into_bytes()
+    };
+    let flood = std::sync::Arc::new(interfaces(880_000));
+    assert!(flood.len() <= 16 << 20 && flood.len() > 15 << 20);
+    let v = [("X-OpenStack-Ironic-API-Version", "1.84".to_string())];
+    let sent: Vec<_> = (0..8)
+        .map(|_| {
+            let (flood, v) = (flood.clone(), v.clone());
+            tokio::spawn(async move {
+                Server::client(format!("127.0.0.1:{port}").parse().unwrap())
+                    .raw("POST", "/v1/continue_inspection", &v, Some(&flood))
+                    .await
+            })
+        })
+        .collect();
+    for r in sent {
+        let r = r.await.unwrap();
+        assert!(
+            matches!(r.status, 413 | 503),
+            "{} {}",
+            r.status,
+            &r.body[..r.body.len().min(300)]
+        );
+    }
+    let grown = peak_memory(api_proc.child.id()).saturating_sub(before);
+    // 4 large bodies at once ([api] large_bodies_at_once), each its bytes and a
+    // buffer's doubling: ~128 MiB; parsed, these would have cost gigabytes.
+    assert!(
+        grown < 256 << 20,
+        "the API's peak memory grew by {} MiB",
+        grown >> 20
+    );
+
+    // 60,000 invalid MACs (within the values a large body may hold): one log line.
+    let r = api
+        .raw(
+            "POST",
+            "/v1/continue_inspection",
+            &v,
+            Some(&interfaces(60_000)),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", &r.body[..r.body.len().min(300)]);
+    assert_eq!(r.fault(), "No lookup information provided");
+    let logs = api_proc.log_text();
+    let lines = logs
+        .lines()
+        .filter(|l| l.contains("invalid MAC addresses in inspection data"))
+        .count();
+    assert_eq!(lines, 1, "{}", &logs[logs.len().saturating_sub(2000)..]);
+    drop(api_proc);
+    t.cleanup().await;
 }

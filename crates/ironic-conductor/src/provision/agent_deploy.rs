@@ -125,14 +125,16 @@ impl AgentAt {
 pub(super) fn client(settings: &crate::ConductorSettings) -> AgentClient {
     let a = &settings.agent;
     let defaults = ironic_drivers::agent_client::Settings::default();
-    // `write_image`'s result carries the config drive in base64 (gzip adds a little to
-    // an image it cannot shrink); the rest of an answer is far smaller than the margin.
+    // `write_image`'s result echoes the step with its arguments: the config drive in
+    // base64 twice (`configdrive` and `image_info`; gzip adds a little to an image it
+    // cannot shrink); the rest of an answer is far smaller than the margin. Its values
+    // are counted before it is parsed (`agent_client.rs`).
     let drive = usize::try_from(settings.deploy.configdrive_max_bytes).unwrap_or(usize::MAX);
     AgentClient::new(ironic_drivers::agent_client::Settings {
         command_timeout: std::time::Duration::from_secs(a.command_timeout.max(1)),
         attempts: a.max_command_attempts.max(1),
         max_answer_bytes: drive
-            .saturating_mul(4)
+            .saturating_mul(8)
             .saturating_div(3)
             .saturating_add(defaults.max_answer_bytes),
         ..defaults

@@ -172,6 +172,27 @@ pub struct Provisioner {
 }
 
 impl Provisioner {
+    /// At start: what an earlier process left half-written in the image cache and on
+    /// the image server, and published ramdisk ISOs and instance images older than the
+    /// longest callback wait plus an hour (their node's wait ended without them).
+    pub(crate) async fn sweep_images(&self) {
+        let s = &self.settings;
+        let waits = [
+            s.deploy_callback_timeout,
+            s.clean_callback_timeout,
+            s.service_callback_timeout,
+            s.inspect_wait_timeout,
+        ];
+        let stale = match waits.iter().any(|w| w.is_zero()) {
+            true => None,
+            false => waits
+                .iter()
+                .max()
+                .map(|w| *w + std::time::Duration::from_secs(3600)),
+        };
+        self.images.sweep(stale).await;
+    }
+
     pub(crate) fn new(
         db: ironic_db::Db,
         drivers: ironic_drivers::Registry,
