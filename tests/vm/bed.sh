@@ -25,6 +25,17 @@
 # Needs root. Installs with apt-get, when missing: qemu-system-x86, qemu-utils, ovmf,
 # libvirt (daemon, qemu driver, clients, dev headers), pkg-config, python3-venv; and into
 # a virtualenv under the test data folder: sushy-tools, VirtualBMC and libvirt-python.
+#
+# What it leaves of the host as it found it: the bed runs a libvirtd of its own, in a
+# mount namespace where /etc/libvirt, /run/libvirt, /var/lib/libvirt, /var/log/libvirt
+# and /var/cache/libvirt are folders under $BED_DIR/libvirt (its QEMU runs as root
+# without a security driver there only); the host's libvirt configuration, daemons and
+# machines are never touched, and clients reach the bed's daemon through its own socket
+# ($URI). `down` stops only the processes `up` started (their pid files) and removes
+# only what `up` made. The Redfish emulator listens on 127.0.0.1 with a user and a
+# password of the bed's own ($BED_DIR/redfish-password) and sees only the bed's
+# machines. VirtualBMC's control port (127.0.0.1:$BED_VBMC_PORT) takes commands from
+# any local user, as VirtualBMC does: run the bed on a host whose users you trust.
 set -euo pipefail
 IRONIC_TEST_DATA="${IRONIC_TEST_DATA:-$HOME/.cache/ironic-test-data}"
 BED_DIR="${BED_DIR:-$IRONIC_TEST_DATA/bed}"
@@ -36,7 +47,10 @@ BED_VBMC_PORT="${BED_VBMC_PORT:-50891}"
 BED_API_PORT="${BED_API_PORT:-6385}"
 BED_HTTP_PORT="${BED_HTTP_PORT:-8088}"
 venv="$IRONIC_TEST_DATA/bed-venv"
-URI=qemu:///system
+# The bed's own libvirt (see above): its folders, and the socket clients use.
+LV="$BED_DIR/libvirt"
+URI="qemu+unix:///system?socket=$LV/run/libvirt-sock"
+POOL=ironic-bed
 
 say() { echo "bed: $*" >&2; }
 
@@ -63,40 +77,51 @@ ensure_packages() {
   if ! "$venv/bin/python" -c 'import sushy_tools, libvirt, virtualbmc' 2>/dev/null; then
     say "installing sushy-tools, VirtualBMC and libvirt-python into $venv"
     [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q 'sushy-tools==2.2.0' 'virtualbmc==3.3.0' libvirt-python >&2
+    "$venv/bin/pip" install -q 'sushy-tools==2.2.0' 'virtualbmc==3.3.0' "libvirt-python==$(libvirtd --version | awk '{print $NF}')" >&2
   fi
 }
 
-# libvirt without systemd: the users, folders and settings its Debian package would make
-# under systemd, then virtlogd and libvirtd as daemons with pid files under $BED_DIR.
+# libvirt without systemd, and without touching the host's: virtlogd and libvirtd as
+# daemons (pid files under $BED_DIR/run) in a mount namespace of their own, where the
+# folders libvirt keeps its configuration, state, sockets and logs in are the bed's.
 ensure_libvirtd() {
-  mkdir -p "$BED_DIR/run" "$BED_DIR/pool" "$BED_DIR/machines" /var/log/libvirt /var/lib/libvirt/qemu /run/libvirt
+  mkdir -p "$BED_DIR/run" "$BED_DIR/pool" "$BED_DIR/machines" \
+    "$LV/etc/qemu" "$LV/run" "$LV/lib/qemu" "$LV/log/qemu" "$LV/cache"
   getent group kvm >/dev/null || groupadd -r kvm
   getent group libvirt-qemu >/dev/null || groupadd -r libvirt-qemu
   getent passwd libvirt-qemu >/dev/null || useradd -r -g kvm libvirt-qemu
-  local conf=/etc/libvirt/qemu.conf
-  if ! grep -q '^# ironic bed' "$conf" 2>/dev/null; then
-    cat >>"$conf" <<'CONF'
-# ironic bed (tests/vm/bed.sh): no systemd, no security driver, QEMU as root
+  cat >"$LV/etc/qemu.conf" <<'CONF'
+# The bed's libvirtd only (tests/vm/bed.sh): no systemd, no security driver, QEMU as root
 user = "root"
 group = "root"
 dynamic_ownership = 0
 security_driver = "none"
 cgroup_controllers = [ ]
 CONF
-  fi
+  : >"$LV/etc/libvirtd.conf"
   if ! virsh -c "$URI" version >/dev/null 2>&1; then
-    say "starting virtlogd and libvirtd"
-    virtlogd -d -p "$BED_DIR/run/virtlogd.pid"
-    libvirtd -d -p "$BED_DIR/run/libvirtd.pid"
+    say "starting the bed's virtlogd and libvirtd (private folders under $LV)"
+    local d
+    for d in /etc/libvirt /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt; do
+      [ -d "$d" ] || mkdir -p "$d"
+    done
+    LV="$LV" PIDS="$BED_DIR/run" unshare --mount --propagation private -- /bin/sh -ec '
+      mount --bind "$LV/etc" /etc/libvirt
+      mount --bind "$LV/run" /run/libvirt
+      mount --bind "$LV/lib" /var/lib/libvirt
+      mount --bind "$LV/log" /var/log/libvirt
+      mount --bind "$LV/cache" /var/cache/libvirt
+      virtlogd -d -p "$PIDS/virtlogd.pid"
+      libvirtd -d -p "$PIDS/libvirtd.pid"
+    '
     for _ in $(seq 1 100); do virsh -c "$URI" version >/dev/null 2>&1 && break; sleep 0.1; done
     virsh -c "$URI" version >/dev/null
   fi
-  if ! virsh -c "$URI" pool-info default >/dev/null 2>&1; then
-    virsh -c "$URI" pool-define-as default dir --target "$BED_DIR/pool" >/dev/null
+  if ! virsh -c "$URI" pool-info "$POOL" >/dev/null 2>&1; then
+    virsh -c "$URI" pool-define-as "$POOL" dir --target "$BED_DIR/pool" >/dev/null
   fi
-  if [ "$(virsh -c "$URI" pool-info default | awk '/^State:/ {print $2}')" != running ]; then
-    virsh -c "$URI" pool-start default >/dev/null
+  if [ "$(virsh -c "$URI" pool-info "$POOL" | awk '/^State:/ {print $2}')" != running ]; then
+    virsh -c "$URI" pool-start "$POOL" >/dev/null
   fi
 }
 
@@ -178,13 +203,33 @@ ensure_ipmi() {
   vbmc start "$name" >/dev/null 2>&1 || true
 }
 
+# The emulator's user and password: the bed's own, made once (0600).
+redfish_password() {
+  local f="$BED_DIR/redfish-password"
+  if [ ! -s "$f" ]; then
+    (umask 077; head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$f")
+  fi
+  cat "$f"
+}
+
 ensure_sushy() {
+  local n="$1"
   if [ -s "$BED_DIR/run/sushy.pid" ] && kill -0 "$(cat "$BED_DIR/run/sushy.pid")" 2>/dev/null; then return; fi
+  (umask 077
+   BED_PASSWORD="$(redfish_password)" "$venv/bin/python" -c \
+     'import bcrypt, os; print("admin:" + bcrypt.hashpw(os.environ["BED_PASSWORD"].encode(), bcrypt.gensalt(4)).decode())' \
+     >"$BED_DIR/redfish-htpasswd")
+  local uuids="" i
+  for i in $(seq 1 "$n"); do
+    uuids="$uuids'$(virsh -c "$URI" domuuid "ironic-bed-$i" | tr -d '[:space:]')', "
+  done
   cat >"$BED_DIR/sushy.conf" <<CONF
 SUSHY_EMULATOR_LISTEN_IP = '127.0.0.1'
 SUSHY_EMULATOR_LISTEN_PORT = $BED_REDFISH_PORT
 SUSHY_EMULATOR_LIBVIRT_URI = '$URI'
-SUSHY_EMULATOR_STORAGE_POOL = 'default'
+SUSHY_EMULATOR_AUTH_FILE = '$BED_DIR/redfish-htpasswd'
+SUSHY_EMULATOR_ALLOWED_INSTANCES = [$uuids]
+SUSHY_EMULATOR_STORAGE_POOL = '$POOL'
 SUSHY_EMULATOR_IGNORE_BOOT_DEVICE = False
 SUSHY_EMULATOR_BOOT_LOADER_MAP = {'UEFI': {'x86_64': '/usr/share/OVMF/OVMF_CODE.fd'}, 'Legacy': {'x86_64': None}}
 CONF
@@ -192,7 +237,7 @@ CONF
   setsid "$venv/bin/sushy-emulator" --config "$BED_DIR/sushy.conf" >"$BED_DIR/sushy.log" 2>&1 &
   echo $! >"$BED_DIR/run/sushy.pid"
   for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$BED_REDFISH_PORT/redfish/v1/Systems" >/dev/null && return
+    curl -sf -u "admin:$(redfish_password)" "http://127.0.0.1:$BED_REDFISH_PORT/redfish/v1/Systems" >/dev/null && return
     sleep 0.2
   done
   say "sushy-emulator does not answer (see $BED_DIR/sushy.log)"
@@ -205,8 +250,8 @@ CONF
 machine_json() {
   local i=$1 name="ironic-bed-$1" port=$((BED_AGENT_PORT_BASE + $1))
   local uuid; uuid="$(virsh -c "$URI" domuuid "$name" | tr -d '[:space:]')"
-  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s ipa-image-download-connection-retries=0"}, "ipmi_driver_info": {"ipmi_address": "127.0.0.1", "ipmi_port": %s, "ipmi_username": "admin", "ipmi_password": "password"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
-    "$name" "$BED_REDFISH_PORT" "$uuid" "$port" $((BED_IPMI_PORT_BASE + i)) "$(mac_of "$i")" "$port" "$BED_DIR/machines/$name.serial.log"
+  printf '{"name": "%s", "driver": "redfish", "driver_info": {"redfish_address": "http://127.0.0.1:%s", "redfish_system_id": "/redfish/v1/Systems/%s", "redfish_username": "admin", "redfish_password": "%s", "kernel_append_params": "console=ttyS0,115200 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%s ipa-image-download-connection-retries=0"}, "ipmi_driver_info": {"ipmi_address": "127.0.0.1", "ipmi_port": %s, "ipmi_username": "admin", "ipmi_password": "password"}, "mac": "%s", "agent_port": %s, "serial_log": "%s"}\n' \
+    "$name" "$BED_REDFISH_PORT" "$uuid" "$(redfish_password)" "$port" $((BED_IPMI_PORT_BASE + i)) "$(mac_of "$i")" "$port" "$BED_DIR/machines/$name.serial.log"
 }
 
 up() {
@@ -214,13 +259,14 @@ up() {
   ensure_packages
   ensure_libvirtd
   for i in $(seq 1 "$n"); do define_machine "$i"; done
-  ensure_sushy
+  ensure_sushy "$n"
   ensure_vbmc
   for i in $(seq 1 "$n"); do ensure_ipmi "$i"; done
   for i in $(seq 1 "$n"); do machine_json "$i"; done
 }
 
 down() {
+  # Only the bed's own daemon is asked (its socket); none of the host's.
   if command -v virsh >/dev/null && virsh -c "$URI" version >/dev/null 2>&1; then
     for name in $(virsh -c "$URI" list --all --name | grep '^ironic-bed-' || true); do
       virsh -c "$URI" destroy "$name" >/dev/null 2>&1 || true
@@ -228,9 +274,11 @@ down() {
       virsh -c "$URI" undefine --nvram "$name" >/dev/null 2>&1 \
         || virsh -c "$URI" undefine "$name" >/dev/null 2>&1 || true
     done
-    virsh -c "$URI" pool-destroy default >/dev/null 2>&1 || true
-    virsh -c "$URI" pool-undefine default >/dev/null 2>&1 || true
+    virsh -c "$URI" pool-destroy "$POOL" >/dev/null 2>&1 || true
+    virsh -c "$URI" pool-undefine "$POOL" >/dev/null 2>&1 || true
   fi
+  # The processes `up` started, by the pid files it wrote; nothing by name but what
+  # runs from the bed's own virtualenv.
   for p in sushy libvirtd virtlogd; do
     f="$BED_DIR/run/$p.pid"
     if [ -s "$f" ]; then
@@ -244,17 +292,16 @@ down() {
       rm -f "$f"
     fi
   done
-  # The daemons delete their pid files on exit: whatever is left goes by name.
   pkill -f "$venv/bin/sushy-emulator" 2>/dev/null || true
   pkill -f "$venv/bin/vbmcd" 2>/dev/null || true
   for _ in $(seq 1 50); do pgrep -f "$venv/bin/vbmcd" >/dev/null || break; sleep 0.1; done
   pkill -9 -f "$venv/bin/vbmcd" 2>/dev/null || true
-  pkill -x libvirtd 2>/dev/null || true
-  pkill -x virtlogd 2>/dev/null || true
-  pkill -f 'qemu-system-x86_64.*ironic-bed-' 2>/dev/null || true
-  rm -rf "$BED_DIR/machines" "$BED_DIR/pool" "$BED_DIR/vbmc"
-  # What libvirt keeps of the machines when it was not running to undefine them.
-  rm -f /etc/libvirt/qemu/ironic-bed-*.xml /var/lib/libvirt/qemu/nvram/ironic-bed-*
+  # The bed's machines: their QEMU runs with -name guest=ironic-bed-N and a disk under
+  # $BED_DIR (a machine of the host's of that name has its disk elsewhere).
+  pkill -f "qemu-system-x86_64.*guest=ironic-bed-.*$BED_DIR/machines" 2>/dev/null || true
+  # What `up` made (the private libvirt's folders are plain folders outside its
+  # namespace, which ended with its daemons).
+  rm -rf --one-file-system "$BED_DIR/machines" "$BED_DIR/pool" "$BED_DIR/vbmc" "$LV"
 }
 
 # What an all-in-one on this host needs to serve the bed's machines: the machines reach

@@ -42,7 +42,7 @@ PACKAGES=(
   bsdextrautils
 )
 
-key="$( { cat "$0" "$here/ramdisk-init.sh"; echo "$IPA_VERSION $DEBIAN_SUITE $KERNEL_PACKAGE ${PACKAGES[*]}"; } | sha256sum | cut -c1-16)"
+key="$( { cat "$0" "$here/ramdisk-init.sh" "$here/ipa-requirements.txt"; echo "$IPA_VERSION $DEBIAN_SUITE $KERNEL_PACKAGE ${PACKAGES[*]}"; } | sha256sum | cut -c1-16)"
 out="$IRONIC_TEST_DATA/ramdisk/$key"
 if [ -s "$out/vmlinuz" ] && [ -s "$out/initramfs" ]; then
   printf '{"kernel": "%s", "ramdisk": "%s"}\n' "$out/vmlinuz" "$out/initramfs"
@@ -66,9 +66,17 @@ fi
 started=$(date +%s)
 work="$(mktemp -d "${TMPDIR:-/tmp}/ipa-ramdisk.XXXXXX")"
 root="$work/root"
+# The host's /dev, /proc and /sys are bound into the root while the agent installs: the
+# folder is removed only once nothing is mounted under it, and never across a mount.
 cleanup() {
   for m in dev/pts dev proc sys; do umount -l "$root/$m" 2>/dev/null || true; done
-  rm -rf "$work"
+  for m in dev/pts dev proc sys; do
+    if mountpoint -q "$root/$m" 2>/dev/null; then
+      say "$root/$m is still mounted: $work is left in place"
+      return
+    fi
+  done
+  rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
 
@@ -118,10 +126,15 @@ chroot "$root" python3 -m venv /opt/ipa >&2
 # for the chroot's Python version; the chroot installs them without the network.
 pyver="$(chroot "$root" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 mkdir -p "$root/tmp/wheels"
-python3 -m pip download -q --only-binary=:all: --python-version "$pyver" \
-  -d "$root/tmp/wheels" "ironic-python-agent==$IPA_VERSION" >&2
+# Exactly the pinned packages, each checked against its hash (ipa-requirements.txt):
+# the ramdisk runs as root on every machine it boots.
+grep -q "^ironic_python_agent==$IPA_VERSION " "$here/ipa-requirements.txt" \
+  || { say "ipa-requirements.txt pins another ironic-python-agent than $IPA_VERSION"; exit 1; }
+python3 -m pip download -q --only-binary=:all: --python-version "$pyver" --no-deps \
+  --require-hashes -r "$here/ipa-requirements.txt" -d "$root/tmp/wheels" >&2
+cp "$here/ipa-requirements.txt" "$root/tmp/wheels/requirements.txt"
 chroot "$root" /opt/ipa/bin/pip install -q --no-cache-dir --no-index --find-links /tmp/wheels \
-  "ironic-python-agent==$IPA_VERSION" >&2
+  --no-deps --require-hashes -r /tmp/wheels/requirements.txt >&2
 rm -rf "$root/tmp/wheels"
 chroot "$root" /opt/ipa/bin/python -m compileall -q /opt/ipa/lib >&2 || true
 umount -l "$root/sys" "$root/proc" "$root/dev"

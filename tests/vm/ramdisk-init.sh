@@ -12,7 +12,9 @@ mkdir -p /dev/pts /run /tmp /var/log
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
 hostname ironic-agent
-echo "ironic-agent ramdisk: $(uname -r), $(cat /proc/cmdline)" > /dev/console
+# (The agent's token, on the command line of a virtual-media boot, is not shown: the
+# console may be logged by a BMC.)
+echo "ironic-agent ramdisk: $(uname -r), $(sed 's/ipa-agent-token=[^ ]*/ipa-agent-token=******/' /proc/cmdline)" > /dev/console
 
 for m in virtio_pci virtio_blk virtio_net virtio_scsi virtio_rng sr_mod isofs vfat nls_cp437 nls_iso8859_1 ata_piix; do
   modprobe -q "$m" 2>/dev/null

@@ -311,6 +311,8 @@ impl LoginLimiter {
 
     /// The keys a login counts against, each with its limit.
     fn keys(&self, user: Option<&str>, peer: Option<IpAddr>) -> impl Iterator<Item = (Key, u32)> {
+        // An IPv6 client by its /64 (`rate_key`).
+        let peer = peer.map(crate::rate_key);
         let pair = user.map(|u| (Key::Pair(u.to_string(), peer), self.max));
         let addr = peer
             .filter(|_| self.max_per_address > 0)

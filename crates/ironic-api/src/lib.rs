@@ -56,6 +56,50 @@ use error::{ApiError, NoVersionHeaders};
 use policy::{Credentials, Decided};
 use topology::Topology;
 
+/// The key a client's address counts against in the API's limits (the ramdisk routes'
+/// rate, failed logins): an IPv4 address itself, an IPv6 one by its /64 (one host
+/// holds a whole /64, and would otherwise have 2^64 budgets).
+pub fn rate_key(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            let bits = u128::from(v6) & (u128::MAX << 64);
+            std::net::IpAddr::V6(bits.into())
+        }
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The client of a request: the connection's `peer`, unless it is one of the
+/// `trusted` proxies, in which case the rightmost address of `X-Forwarded-For` that is
+/// not a trusted proxy itself (an address a client wrote further left is not trusted).
+pub fn client_address(
+    peer: std::net::IpAddr,
+    forwarded_for: Option<&str>,
+    trusted: &[(std::net::IpAddr, u8)],
+) -> std::net::IpAddr {
+    let is_proxy = |ip: std::net::IpAddr| {
+        trusted
+            .iter()
+            .any(|n| ironic_model::addr::in_network(ip, *n))
+    };
+    if trusted.is_empty() || !is_proxy(peer) {
+        return peer;
+    }
+    let Some(list) = forwarded_for else {
+        return peer;
+    };
+    for hop in list.rsplit(',') {
+        match hop.trim().parse::<std::net::IpAddr>() {
+            Ok(ip) if is_proxy(ip) => continue,
+            Ok(ip) => return ip,
+            // Not an address: nothing left of it can be trusted.
+            Err(_) => return peer,
+        }
+    }
+    peer
+}
+
 /// Settings of the API process.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
@@ -800,5 +844,57 @@ mod tests {
     fn advertised_max_matches_the_model() {
         assert_eq!(super::MAX_VERSION, ironic_model::Version::MAX.to_string());
         assert_eq!(super::MIN_VERSION, ironic_model::Version::MIN.to_string());
+    }
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::{client_address, rate_key};
+    use std::net::IpAddr;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn an_ipv6_client_counts_by_its_slash_64() {
+        assert_eq!(rate_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            rate_key(ip("2001:db8:1:2:ffff::9")),
+            rate_key(ip("2001:db8:1:2::7"))
+        );
+        assert_ne!(
+            rate_key(ip("2001:db8:1:3::1")),
+            rate_key(ip("2001:db8:1:2::1"))
+        );
+        assert_eq!(rate_key(ip("192.0.2.1")), ip("192.0.2.1"));
+        assert_eq!(rate_key(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
+    }
+
+    #[test]
+    fn only_a_trusted_proxy_names_the_client() {
+        let trusted = [
+            ironic_model::addr::parse_network("10.0.0.0/8").expect("net"),
+            ironic_model::addr::parse_network("192.0.2.5").expect("net"),
+        ];
+        let proxy = ip("10.1.1.1");
+        // Not a proxy: its header is ignored.
+        assert_eq!(
+            client_address(ip("198.51.100.7"), Some("203.0.113.9"), &trusted),
+            ip("198.51.100.7")
+        );
+        // A proxy: the rightmost address that is not a proxy.
+        assert_eq!(
+            client_address(proxy, Some("203.0.113.9, 192.0.2.5"), &trusted),
+            ip("203.0.113.9")
+        );
+        // What a client wrote further left is not believed.
+        assert_eq!(
+            client_address(proxy, Some("1.1.1.1, 203.0.113.9"), &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(client_address(proxy, None, &trusted), proxy);
+        assert_eq!(client_address(proxy, Some("garbage"), &trusted), proxy);
+        assert_eq!(client_address(proxy, Some("x"), &[]), proxy);
     }
 }

@@ -41,6 +41,8 @@ pub struct RamdiskSettings {
     /// `[deploy] fast_track`: a running ramdisk may look up and heartbeat while its node
     /// rests (`manageable`, `available`, …), so that it can be reused.
     pub fast_track: bool,
+    /// `[agent] allow_md5_checksum`: told to the agent (it refuses MD5 without).
+    pub allow_md5_checksum: bool,
 }
 
 /// `[api] enable_ramdisk_endpoints = false`: refused (403, upstream's message naming the
@@ -226,7 +228,7 @@ fn agent_config(st: &AppState, node: &Node, token: Value) -> Value {
         },
         "agent_token": token,
         "agent_token_required": true,
-        "agent_md5_checksum_enable": true,
+        "agent_md5_checksum_enable": st.settings.ramdisk.allow_md5_checksum,
         "disable_deep_image_inspection": false,
         "permitted_image_formats": ["raw", "gpt", "qcow2", "iso"],
         "agent_skip_bmc_detect": skip_bmc_detect,

@@ -141,6 +141,10 @@ pub(crate) struct Verified(Mutex<HashMap<(Version, Algo), String>>);
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Version(PathBuf, u64, u64, Option<std::time::SystemTime>);
 
+/// Why an MD5 checksum is refused.
+pub const MD5_REFUSED: &str =
+    "MD5 checksums are not accepted ([agent] allow_md5_checksum is off): use sha256 or sha512";
+
 /// qcow2's magic number.
 const QCOW2_MAGIC: &[u8] = b"QFI\xfb";
 /// The most a checksum file may have.
@@ -148,16 +152,24 @@ const CHECKSUM_FILE_MAX: u64 = 1 << 20;
 
 impl Images {
     /// The instance image `source` for the agent (see the module's doc).
+    /// MD5 is refused unless `allow_md5` (`[agent] allow_md5_checksum`).
     pub async fn instance_image(
         &self,
         source: &str,
         expected: &Expected,
+        allow_md5: bool,
     ) -> Result<Prepared, ImageError> {
         let path = self.fetch(source).await?;
         let expected = match expected {
             Expected::Value(c) => c.clone(),
             Expected::Url(u) => self.checksum_from_url(u, source).await?,
         };
+        if expected.algo == Algo::Md5 && !allow_md5 {
+            return Err(ImageError::ChecksumFile {
+                url: ironic_model::secrets::log_safe(source).to_string(),
+                why: MD5_REFUSED.into(),
+            });
+        }
         let got = self.checksum_of(&path, expected.algo).await?;
         if got != expected.value {
             let image = ironic_model::secrets::log_safe(source).to_string();
@@ -179,10 +191,13 @@ impl Images {
                 disk_format: if qcow2 { "qcow2" } else { "raw" },
             });
         }
-        let key = format!(
-            "{:x}",
-            Sha256::digest(format!("raw:{}:{}", expected.algo.name(), expected.value))
-        );
+        // Keyed by the digest computed here, never by the one claimed: two images
+        // that share a weak checksum never share a conversion.
+        let source_sha = match expected.algo {
+            Algo::Sha256 => expected.value.clone(),
+            _ => self.checksum_of(&path, Algo::Sha256).await?,
+        };
+        let key = format!("{:x}", Sha256::digest(format!("raw:sha256:{source_sha}")));
         let raw = d.image_cache.join(format!("{key}.raw"));
         let making = self.making(&raw).await;
         if tokio::fs::metadata(&raw).await.is_err() {
@@ -603,17 +618,17 @@ mod tests {
         let i = images(&d.join("cache"));
         let src = format!("file://{}", img.display());
         let ok = Expected::Value(Checksum::new(Some("sha256"), &sha256(b"a raw disk")).unwrap());
-        let p = i.instance_image(&src, &ok).await.unwrap();
+        let p = i.instance_image(&src, &ok, false).await.unwrap();
         assert_eq!((p.path.as_path(), p.disk_format), (img.as_path(), "raw"));
         let md5 = format!("{:x}", Md5::digest(b"a raw disk"));
-        let p = i
-            .instance_image(&src, &Expected::Value(Checksum::new(None, &md5).unwrap()))
-            .await
-            .unwrap();
+        let md5 = Expected::Value(Checksum::new(None, &md5).unwrap());
+        let e = i.instance_image(&src, &md5, false).await.unwrap_err();
+        assert!(e.to_string().contains("allow_md5_checksum"), "{e}");
+        let p = i.instance_image(&src, &md5, true).await.unwrap();
         assert_eq!(p.checksum.algo, Algo::Md5);
         let wrong = Expected::Value(Checksum::new(Some("sha256"), &"0".repeat(64)).unwrap());
         let e = i
-            .instance_image(&src, &wrong)
+            .instance_image(&src, &wrong, false)
             .await
             .unwrap_err()
             .to_string();
@@ -660,7 +675,10 @@ mod tests {
         let src = format!("file://{}", q.display());
         let want = Expected::Value(Checksum::new(None, &qsum).unwrap());
         // Two deploys at once: one converts, the other waits for it.
-        let (p, other) = tokio::join!(i.instance_image(&src, &want), i.instance_image(&src, &want));
+        let (p, other) = tokio::join!(
+            i.instance_image(&src, &want, false),
+            i.instance_image(&src, &want, false)
+        );
         let (p, other) = (p.unwrap(), other.unwrap());
         assert_eq!(other, p);
         assert_eq!(p.disk_format, "raw");
@@ -668,7 +686,7 @@ mod tests {
         assert_eq!(std::fs::read(&p.path).unwrap(), bytes);
         assert_eq!(p.checksum.value, sha256(&bytes));
         // Again, from the cache (its use marked): one raw file, hashed once.
-        let again = i.instance_image(&src, &want).await.unwrap();
+        let again = i.instance_image(&src, &want, false).await.unwrap();
         assert_eq!(again, p);
         assert_eq!(
             i.verified().0.lock().unwrap().len(),
@@ -684,7 +702,7 @@ mod tests {
             },
             files(&d.join("cache")),
         );
-        let p = kept.instance_image(&src, &want).await.unwrap();
+        let p = kept.instance_image(&src, &want, false).await.unwrap();
         assert_eq!((p.path, p.disk_format), (q.clone(), "qcow2"));
 
         // An image over a backing file is refused.
@@ -704,6 +722,7 @@ mod tests {
             .instance_image(
                 &format!("file://{}", over.display()),
                 &Expected::Value(Checksum::new(None, &osum).unwrap()),
+                false,
             )
             .await
             .unwrap_err();
@@ -742,6 +761,7 @@ mod tests {
                     .instance_image(
                         &format!("file://{}", q.display()),
                         &Expected::Value(Checksum::new(None, &sum).unwrap()),
+                        false,
                     )
                     .await
                     .unwrap_err();

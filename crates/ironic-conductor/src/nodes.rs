@@ -397,7 +397,11 @@ impl Nodes {
                         (Ok(()), Err(why), "deploy") => Err(why.to_string()),
                         // Through the agent: the image and the ramdisk to boot.
                         (Ok(()), Ok(_), "deploy") if ironic_catalog::agent_based(&n) => {
-                            crate::provision::check_direct_deploy(&n, &self.settings.local_files)
+                            crate::provision::check_direct_deploy(
+                                &n,
+                                &self.settings.local_files,
+                                self.settings.agent.allow_md5_checksum,
+                            )
                         }
                         // What the boot reads and writes: the ramdisk's files and the
                         // kernel parameters.

@@ -129,8 +129,13 @@ pub struct DeploySection {
     pub isolinux_bin: PathBuf,
     /// Its library (Debian's `syslinux-common`).
     pub ldlinux_c32: PathBuf,
-    /// The most connections the image server serves at once.
+    /// The most connections the image server serves at once (requests and open
+    /// connections alike: a slow reader holds its connection as long as it reads);
+    /// more are closed at once.
     pub http_max_connections: usize,
+    /// Seconds one connection to the image server may stay open (an ISO or an image
+    /// read by a slow client): closed past it.
+    pub http_connection_lifetime: u64,
     /// An EFI system partition image for the UEFI side of boot ISOs (upstream's
     /// `[DEFAULT] esp_image`). Default: one the conductor makes once under `image_cache`
     /// from Debian's `grub-efi-amd64-bin`; without either, ISOs boot by BIOS only.
@@ -176,6 +181,7 @@ impl Default for DeploySection {
             isolinux_bin: PathBuf::from("/usr/lib/ISOLINUX/isolinux.bin"),
             ldlinux_c32: PathBuf::from("/usr/lib/syslinux/modules/bios/ldlinux.c32"),
             http_max_connections: 64,
+            http_connection_lifetime: 3600,
             esp_image: None,
             erase_devices_priority: None,
             erase_devices_metadata_priority: None,
@@ -240,6 +246,16 @@ pub struct AgentSection {
     /// machine is off).
     pub post_deploy_get_power_state_retries: u32,
     pub post_deploy_get_power_state_retry_interval: u64,
+    /// Accept MD5 image checksums (upstream's option, off by default as upstream's:
+    /// colliding MD5 pairs are practical). Off: a node's MD5 `image_checksum` fails
+    /// validation and the deploy, and the agent is told to refuse MD5 too.
+    pub allow_md5_checksum: bool,
+    /// The most bytes of one collected ramdisk log archive; a larger one is not kept.
+    pub deploy_logs_max_bytes: u64,
+    /// The most bytes `deploy_logs_local_path` holds: the oldest archives go first.
+    pub deploy_logs_max_total_bytes: u64,
+    /// Days an archive is kept; 0 keeps them until the total bound removes them.
+    pub deploy_logs_retention_days: u64,
 }
 
 impl Default for AgentSection {
@@ -255,6 +271,10 @@ impl Default for AgentSection {
             stream_raw_images: true,
             post_deploy_get_power_state_retries: 30,
             post_deploy_get_power_state_retry_interval: 1,
+            allow_md5_checksum: false,
+            deploy_logs_max_bytes: 64 << 20,
+            deploy_logs_max_total_bytes: 1 << 30,
+            deploy_logs_retention_days: 30,
         }
     }
 }
@@ -509,6 +529,12 @@ pub struct ApiSection {
     /// body of at most `max_request_body_bytes` may hold: parsing costs up to 160 bytes
     /// a value (`ironic_model::json_size`), so this bounds a small body's parse to ~3 MiB.
     pub max_json_values: usize,
+    /// Addresses or networks (`192.0.2.10`, `10.0.0.0/8`, `fd00::/8`) of proxies in
+    /// front of the API: a request from one of them counts as coming from the address
+    /// its `X-Forwarded-For` names (the rightmost one that is not itself a trusted
+    /// proxy), for the ramdisk routes' rate, failed logins and the audit trail. Empty:
+    /// the connection's address, whatever the headers say.
+    pub trusted_proxies: Vec<String>,
     /// The same for a body larger than `max_request_body_bytes` (a config drive, an
     /// inspection's data): ~32 MiB at most.
     pub large_body_json_values: usize,
@@ -752,6 +778,7 @@ impl Default for ApiSection {
             provision_max_body_bytes: 64 << 20,
             inspection_max_body_bytes: 16 << 20,
             max_json_values: 20_000,
+            trusted_proxies: Vec::new(),
             large_body_json_values: 200_000,
             large_bodies_at_once: 4,
             header_read_timeout: 10,
@@ -1014,6 +1041,16 @@ impl Config {
             return bad("[database] url must start with sqlite: or postgres://");
         }
         if let Some(p) = self
+            .api
+            .trusted_proxies
+            .iter()
+            .find(|p| parse_network(p).is_none())
+        {
+            return Err(ConfigError::Invalid(format!(
+                "[api] trusted_proxies: {p:?} is not an address or a network (192.0.2.1, 10.0.0.0/8, fd00::/8)"
+            )));
+        }
+        if let Some(p) = self
             .conductor
             .file_url_allowed_paths
             .iter()
@@ -1070,6 +1107,8 @@ impl Config {
 pub fn log_writer() -> OneLine<fn() -> std::io::Stderr> {
     OneLine(std::io::stderr)
 }
+
+pub use ironic_model::addr::{in_network, parse_network};
 
 /// The targets a [`LineBudget`] never drops: the audit trail, and its own report of
 /// what it dropped.
@@ -1282,6 +1321,15 @@ mod tests {
         assert!(lines.iter().all(|l| !l.contains("\r")), "{text}");
         assert!(lines[0].contains("x\\r\\n2026"), "{text}");
         assert!(lines[2].ends_with("plain"), "{text}");
+    }
+
+    #[test]
+    fn trusted_proxies_are_networks() {
+        let mut c = Config::default();
+        c.api.trusted_proxies = vec!["10.0.0.0/8".into()];
+        assert!(c.validate().is_ok());
+        c.api.trusted_proxies = vec!["10.0.0.0/8".into(), "nope".into()];
+        assert!(c.validate().is_err());
     }
 
     #[test]

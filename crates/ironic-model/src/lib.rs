@@ -4,6 +4,7 @@
 //! Architecture invariant: this crate never touches the network, the database or the
 //! file system; everything is a plain function over plain types.
 
+pub mod addr;
 pub mod agent;
 pub mod allocation;
 pub mod boot_params;

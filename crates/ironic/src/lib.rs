@@ -226,6 +226,14 @@ fn limits(cfg: &Config) -> ops::HttpLimits {
             burst: cfg.api.ramdisk_burst.max(1),
         },
         tls: None,
+        max_connections: None,
+        connection_lifetime: None,
+        trusted_proxies: cfg
+            .api
+            .trusted_proxies
+            .iter()
+            .filter_map(|p| ironic_config::parse_network(p))
+            .collect(),
     }
 }
 
@@ -302,8 +310,14 @@ async fn bus_keys(cfg: &Config, db: &Db) -> Result<SigningKeys, StartError> {
     }
 }
 
+/// What a service process creates is its user's and group's only: ISOs carrying the
+/// agent's token, instance images, collected logs, the SQLite database (the network
+/// boot files a TFTP server reads are made readable on purpose, `net_boot.rs`).
+const UMASK: u32 = 0o027;
+
 /// Starts the service of `role`.
 pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(UMASK));
     if role != Role::Conductor && cfg.public_noauth() && !cfg.api.allow_public_noauth {
         return Err(StartError::Auth(format!(
             "auth_strategy is noauth and the API would listen on {}: anyone who can reach it would have full control. Use http_basic (docs/security.md), listen on loopback, or set [api] allow_public_noauth = true if that is meant",
@@ -392,6 +406,10 @@ pub async fn start_role(cfg: Config, role: Role) -> Result<Running, StartError> 
         let app = image_server::router(&cfg.deploy.http_root);
         let limits = ops::HttpLimits {
             max_concurrent_requests: cfg.deploy.http_max_connections,
+            max_connections: Some(cfg.deploy.http_max_connections),
+            connection_lifetime: Some(Duration::from_secs(
+                cfg.deploy.http_connection_lifetime.max(1),
+            )),
             ..limits(&cfg)
         };
         let (stop, task) = spawn_server(listener, app, limits);
@@ -600,6 +618,7 @@ async fn serve(
                 heartbeat_max_body: cfg.api.heartbeat_max_body_bytes,
                 require_tls: cfg.agent.require_tls,
                 fast_track: cfg.deploy.fast_track,
+                allow_md5_checksum: cfg.agent.allow_md5_checksum,
             },
         },
     }));

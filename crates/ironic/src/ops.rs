@@ -362,6 +362,15 @@ pub struct HttpLimits {
     /// HTTPS: every connection is a TLS one (its handshake bounded by
     /// `header_read_timeout`). `None`: plain HTTP.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Connections open at once (a slow reader of a large image holds one for as long
+    /// as it reads, past `request_timeout`, which ends at the response's head); more
+    /// are closed at once. `None`: as many as come.
+    pub max_connections: Option<usize>,
+    /// How long one connection may stay open, whatever it does. `None`: no limit.
+    pub connection_lifetime: Option<Duration>,
+    /// `[api] trusted_proxies`: whose `X-Forwarded-For` names the client
+    /// (`ironic_api::client_address`).
+    pub trusted_proxies: Arc<[(std::net::IpAddr, u8)]>,
 }
 
 /// The budget of the ramdisk routes (`ironic_api::is_ramdisk_route`: public, no
@@ -520,6 +529,9 @@ pub async fn serve(
             }
         });
     }
+    let connections = limits
+        .max_connections
+        .map(|n| std::sync::Arc::new(tokio::sync::Semaphore::new(n.max(1))));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -538,53 +550,95 @@ pub async fn serve(
             },
             _ = stopped(&mut stop) => break,
         };
+        let slot = match &connections {
+            None => None,
+            Some(c) => match c.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    metrics::counter!("ironic_http_connections_refused_total").increment(1);
+                    tracing::debug!(%peer, "connection refused: every connection slot is taken");
+                    continue;
+                }
+            },
+        };
         let _ = stream.set_nodelay(true);
         let (main, ramdisk, limiter) = (main.clone(), ramdisk.clone(), limiter.clone());
-        let routed = tower::service_fn(move |req: axum::http::Request<hyper::body::Incoming>| {
-            let pool = if ironic_api::is_ramdisk_route(req.uri().path()) {
-                if let Some(l) = &limiter
-                    && let Err(not_until) = l.check_key(&peer.ip())
-                {
-                    let wait = not_until.wait_time_from(governor::clock::Clock::now(l.clock()));
-                    return Box::pin(std::future::ready(Ok(too_many(wait)))) as Routed;
-                }
-                ramdisk.clone()
-            } else {
-                main.clone()
-            };
-            Box::pin(tower::ServiceExt::oneshot(pool, req)) as Routed
-        });
-        // Handlers see the client's address (failed-login limits, the audit log).
-        let svc = tower::Layer::layer(&axum::Extension(axum::extract::ConnectInfo(peer)), routed);
+        let trusted = limits.trusted_proxies.clone();
+        let routed =
+            tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                // The client: the connection's peer, or the address a trusted proxy names.
+                let client = ironic_api::client_address(
+                    peer.ip(),
+                    req.headers()
+                        .get("x-forwarded-for")
+                        .and_then(|v| v.to_str().ok()),
+                    &trusted,
+                );
+                // Handlers see the client's address (failed-login limits, the audit log).
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(SocketAddr::new(
+                        client,
+                        peer.port(),
+                    )));
+                let pool = if ironic_api::is_ramdisk_route(req.uri().path()) {
+                    if let Some(l) = &limiter
+                        && let Err(not_until) = l.check_key(&ironic_api::rate_key(client))
+                    {
+                        let wait = not_until.wait_time_from(governor::clock::Clock::now(l.clock()));
+                        return Box::pin(std::future::ready(Ok(too_many(wait)))) as Routed;
+                    }
+                    ramdisk.clone()
+                } else {
+                    main.clone()
+                };
+                Box::pin(tower::ServiceExt::oneshot(pool, req)) as Routed
+            });
+        let svc = routed;
         let (http, watcher) = (http.clone(), graceful.watcher());
         let (tls, handshake_timeout) = (limits.tls.clone(), limits.header_read_timeout);
+        let lifetime = limits.connection_lifetime;
         tokio::spawn(async move {
+            let _slot = slot;
             let svc = TowerToHyperService::new(svc);
-            let ended = match tls {
-                None => {
-                    watcher
-                        .watch(http.serve_connection(TokioIo::new(stream), svc))
-                        .await
-                }
-                Some(acceptor) => {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            watcher
-                                .watch(http.serve_connection(TokioIo::new(tls), svc))
-                                .await
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake timed out");
-                            return;
+            // `None`: the TLS handshake failed (logged).
+            let served = async {
+                match tls {
+                    None => Some(
+                        watcher
+                            .watch(http.serve_connection(TokioIo::new(stream), svc))
+                            .await,
+                    ),
+                    Some(acceptor) => {
+                        match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await
+                        {
+                            Ok(Ok(tls)) => Some(
+                                watcher
+                                    .watch(http.serve_connection(TokioIo::new(tls), svc))
+                                    .await,
+                            ),
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                None
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                                None
+                            }
                         }
                     }
                 }
             };
-            if let Err(e) = ended {
+            let ended = match lifetime {
+                None => served.await,
+                Some(most) => match tokio::time::timeout(most, served).await {
+                    Ok(ended) => ended,
+                    Err(_) => {
+                        tracing::info!(%peer, seconds = most.as_secs(), "connection closed: open longer than allowed");
+                        None
+                    }
+                },
+            };
+            if let Some(Err(e)) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

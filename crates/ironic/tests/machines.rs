@@ -86,12 +86,41 @@ async fn the_real_agent_inspects_cleans_and_deploys_a_machine() {
     let ramdisk: Value = serde_json::from_str(&script("build-ramdisk.sh", &[], &[])).unwrap();
     let image: Value = serde_json::from_str(&script("build-image.sh", &[], &[])).unwrap();
     let _ = script("bed.sh", &["down"], &[]);
+    let host_libvirt = etc_libvirt();
     let bed = Bed;
     for backend in [Backend::Sqlite, Backend::Split] {
         inspect_on_the_bed(backend, &ramdisk, &image).await;
         let _ = script("bed.sh", &["down"], &[]);
+        // The bed is safe on an operator's host: the host's libvirt configuration as
+        // it was, and nothing of the bed's left running.
+        assert_eq!(etc_libvirt(), host_libvirt, "/etc/libvirt changed");
+        let left = std::process::Command::new("pgrep")
+            .args([
+                "-a",
+                "-f",
+                "bed-venv/bin|guest=ironic-bed-|bed/run/(libvirtd|virtlogd)[.]pid",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            left.stdout.is_empty(),
+            "left running: {}",
+            String::from_utf8_lossy(&left.stdout)
+        );
     }
     drop(bed);
+}
+
+/// Every file under the host's /etc/libvirt with its digest, sorted.
+fn etc_libvirt() -> String {
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "find /etc/libvirt -type f -exec sha256sum {} + 2>/dev/null | sort; find /etc/libvirt | sort",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
@@ -345,10 +374,28 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
         .unwrap();
     let emulator = machine["driver_info"]["redfish_address"].as_str().unwrap();
     let bmc = common::Server::client(emulator.trim_start_matches("http://").parse().unwrap());
+    // The bed's emulator takes its own user and password only.
+    let login = {
+        use base64::Engine;
+        let di = &machine["driver_info"];
+        let pair = format!(
+            "{}:{}",
+            di["redfish_username"].as_str().unwrap(),
+            di["redfish_password"].as_str().unwrap()
+        );
+        [(
+            "Authorization",
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            ),
+        )]
+    };
+    assert_eq!(bmc.raw("GET", system, &[], None).await.status, 401);
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         let n = s.get(&format!("/v1/nodes/{ipmi}"), V).await.json();
-        let seen = bmc.raw("GET", system, &[], None).await.json()["PowerState"].clone();
+        let seen = bmc.raw("GET", system, &login, None).await.json()["PowerState"].clone();
         if n["power_state"] == "power off" && seen == "Off" {
             break;
         }

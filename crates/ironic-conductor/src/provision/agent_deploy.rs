@@ -419,7 +419,7 @@ impl Provisioner {
             .map_err(|e| WorkFailed::Refused(format!("Cannot check the image: {e}")))?;
         let prepared = self
             .images
-            .instance_image(source, &expected)
+            .instance_image(source, &expected, self.settings.agent.allow_md5_checksum)
             .await
             .map_err(|e| WorkFailed::Refused(ironic_model::error::chain(&e)))?;
         let from = prepared.path.clone();
@@ -824,6 +824,13 @@ impl Provisioner {
             tracing::warn!(node = %node.uuid, "the agent sent no logs");
             return;
         };
+        let a = &self.settings.agent;
+        // Refused before it is decoded: the answer's bound is far larger.
+        let decoded = (b64.trim().len() as u64 / 4).saturating_mul(3);
+        if decoded > a.deploy_logs_max_bytes {
+            tracing::warn!(node = %node.uuid, bytes = decoded, most = a.deploy_logs_max_bytes, "the ramdisk's logs are over [agent] deploy_logs_max_bytes: not kept");
+            return;
+        }
         use base64::Engine as _;
         let bytes = match base64::engine::general_purpose::STANDARD.decode(b64.trim()) {
             Ok(b) => b,
@@ -845,9 +852,34 @@ impl Provisioner {
         let path = dir.join(&name);
         let written = async {
             tokio::fs::create_dir_all(dir).await?;
-            tokio::fs::write(&path, &bytes).await
+            // The journal inside may hold the kernel command line: the service's
+            // user and group only.
+            use tokio::io::AsyncWriteExt;
+            let mut f = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o640)
+                .open(&path)
+                .await?;
+            f.write_all(&bytes).await?;
+            f.sync_all().await
         }
         .await;
+        let (folder, total, days) = (
+            dir.clone(),
+            a.deploy_logs_max_total_bytes,
+            a.deploy_logs_retention_days,
+        );
+        if let Ok(gone) =
+            tokio::task::spawn_blocking(move || prune_logs(&folder, total, days)).await
+            && gone > 0
+        {
+            tracing::info!(
+                archives = gone,
+                "old ramdisk log archives removed ([agent] deploy_logs_max_total_bytes, deploy_logs_retention_days)"
+            );
+        }
         match written {
             Ok(()) => {
                 tracing::info!(node = %node.uuid, path = %path.display(), bytes = bytes.len(), "ramdisk logs collected")
@@ -922,13 +954,46 @@ fn image_download_source<'a>(node: &'a Node, agent: &'a ironic_config::AgentSect
         .unwrap_or(&agent.image_download_source)
 }
 
+/// Removes the collected log archives of `dir` older than `days` (0: none for age),
+/// then the oldest until the folder holds at most `max_total` bytes; how many went.
+fn prune_logs(dir: &std::path::Path, max_total: u64, days: u64) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf, u64)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tar.gz"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((m.modified().ok()?, e.path(), m.len()))
+        })
+        .collect();
+    files.sort();
+    let max_age = std::time::Duration::from_secs(days.saturating_mul(86_400));
+    let mut total: u64 = files.iter().map(|f| f.2).sum();
+    let mut gone = 0;
+    for (t, path, len) in files {
+        let old = days > 0 && t.elapsed().is_ok_and(|age| age > max_age);
+        if !(old || total > max_total) {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
+            gone += 1;
+        }
+    }
+    gone
+}
+
 /// What a deploy through the agent needs before it starts (upstream's `validate`):
 /// the image and a way to check it, and the ramdisk to boot. `Err`: what is missing.
 /// The files it names must be there, inside `[conductor] file_url_allowed_paths`, and
 /// the kernel parameters safe for a boot loader's file (`nodes::check_boot_fields`).
+/// An MD5 checksum only with `allow_md5` (`[agent] allow_md5_checksum`).
 pub(crate) fn check_deploy(
     node: &Node,
     files: &crate::local_files::LocalFiles,
+    allow_md5: bool,
 ) -> Result<(), String> {
     let ii = &node.instance_info;
     let has = |k: &str| {
@@ -987,6 +1052,17 @@ pub(crate) fn check_deploy(
             } else {
                 ""
             }
+        ));
+    }
+    if let Ok(crate::instance_image::Expected::Value(c)) =
+        crate::instance_image::Expected::of(&node.instance_info)
+        && c.algo == crate::instance_image::Algo::Md5
+        && !allow_md5
+    {
+        return Err(format!(
+            "Node {}: {}",
+            node.uuid,
+            crate::instance_image::MD5_REFUSED
         ));
     }
     crate::nodes::check_boot_fields(files, None, node, true).map_err(|e| e.to_string())

@@ -52,7 +52,11 @@ impl Provisioner {
         // The interfaces, then the steps: both before anything moves.
         let checked = match self.validate_power_and_deploy(&held.node).await {
             Ok(()) if ironic_catalog::agent_based(&held.node) => {
-                match agent_deploy::check_deploy(&held.node, &self.settings.local_files) {
+                match agent_deploy::check_deploy(
+                    &held.node,
+                    &self.settings.local_files,
+                    self.settings.agent.allow_md5_checksum,
+                ) {
                     Ok(()) => self.deploy_plan(&held.node).await,
                     Err(why) => Err(WorkFailed::Refused(why)),
                 }

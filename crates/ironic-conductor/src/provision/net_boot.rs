@@ -96,6 +96,9 @@ impl Provisioner {
                 .publish(from, &root.join(&rel))
                 .await
                 .map_err(|e| WorkFailed::Refused(e.to_string()))?;
+            if how == NetBoot::Pxe {
+                readable(&root, &rel).await;
+            }
             put(rel);
         }
         match how {
@@ -127,6 +130,7 @@ impl Provisioner {
                     write(&root, &rel, &pxelinux_config(&uuid, params))
                         .await
                         .map_err(|e| failed(e, "PXELINUX configuration"))?;
+                    readable(&root, &rel).await;
                     put(rel);
                 }
             }
@@ -183,6 +187,29 @@ impl Provisioner {
             .filter(|p| p.pxe_enabled)
             .map(|p| p.address.to_ascii_lowercase())
             .collect())
+    }
+}
+
+/// Makes a file under `[pxe] tftp_root` readable by the operator's TFTP server, which
+/// runs as another user (the service's umask keeps what it writes to itself, see
+/// `ironic` `UMASK`): the file and its folders, up to the root. Nothing secret is in
+/// them (upstream writes them 0644 too).
+async fn readable(root: &std::path::Path, rel: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = crate::images::inside(root, rel) else {
+        return;
+    };
+    let mut p = path.as_path();
+    let mut mode = 0o644;
+    loop {
+        if let Err(e) = tokio::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).await {
+            tracing::warn!(path = %p.display(), "cannot make a network boot file readable: {e}");
+        }
+        mode = 0o755;
+        match p.parent() {
+            Some(up) if p != root && up.starts_with(root) => p = up,
+            _ => break,
+        }
     }
 }
 
