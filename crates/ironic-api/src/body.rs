@@ -60,7 +60,27 @@ impl LateBody {
     /// bytes came) waits for one of `[api] large_bodies_at_once` first; the document
     /// may hold `[api] max_json_values` values, or `large_body_json_values` when large.
     pub async fn json(self, st: &AppState, limit: usize) -> Result<(Value, LargeBody), ApiError> {
+        let (v, large, _) = self.json_guarded(st, limit, || async { Ok(()) }).await?;
+        Ok((v, large))
+    }
+
+    /// [`LateBody::json`], with `guard` (an authorization, say) run before a body
+    /// larger than `[api] max_request_body_bytes` is read past that size: a caller it
+    /// refuses never makes the API receive more. Small bodies are read first, so that
+    /// their errors come in upstream's order; `guard`'s answer is returned when it ran.
+    pub async fn json_guarded<T, F, Fut>(
+        self,
+        st: &AppState,
+        limit: usize,
+        guard: F,
+    ) -> Result<(Value, LargeBody, Option<T>), ApiError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<T, ApiError>>,
+    {
         use http_body_util::BodyExt;
+        let mut guard = Some(guard);
+        let mut guarded = None;
         let s = &st.settings;
         let deadline = tokio::time::Instant::now() + s.body_timeout;
         let declared = declared_length(&self.headers);
@@ -81,6 +101,9 @@ impl LateBody {
         };
         let mut permit = None;
         if declared.is_some_and(|len| len > s.max_body as u64) {
+            if let Some(g) = guard.take() {
+                guarded = Some(g().await?);
+            }
             permit = Some(large(st).await?);
         }
         let mut body = self.body;
@@ -101,6 +124,9 @@ impl LateBody {
                 return Err(ApiError::TooLarge(limit));
             }
             if permit.is_none() && bytes.len() + data.len() > s.max_body {
+                if let Some(g) = guard.take() {
+                    guarded = Some(g().await?);
+                }
                 permit = Some(large(st).await?);
             }
             bytes.extend_from_slice(&data);
@@ -110,7 +136,7 @@ impl LateBody {
             None => s.max_json_values,
         };
         check_values(&bytes, most)?;
-        Ok((parse_json(&bytes)?, LargeBody(permit)))
+        Ok((parse_json(&bytes)?, LargeBody(permit), guarded))
     }
 }
 

@@ -289,13 +289,18 @@ pub async fn set_provision_state(
 ) -> ApiResult {
     no_args(&q)?;
     let v = req.version;
-    // The policy needs only the node: decided before a byte of the body is read, so
-    // that a caller without the right cannot make the API receive and parse up to
-    // `provision_max_body_bytes`.
-    let node = authorized_node(&st, &authz, &ident, v, Policy::NodeSetProvisionState).await?;
-    // Config drives make this body larger than others may be (as upstream's); held
-    // while the handler runs (a large body takes one of `[api] large_bodies_at_once`).
-    let (body, _large) = body.json(&st, st.settings.provision_max_body).await?;
+    // Config drives make this body larger than others may be (as upstream's). The
+    // policy needs only the node: for a body over `[api] max_request_body_bytes` it is
+    // decided before the rest is read, so that a caller without the right cannot make
+    // the API receive and parse up to `provision_max_body_bytes` (a small body is read
+    // first: its errors come in upstream's order). Held while the handler runs (a large
+    // body takes one of `[api] large_bodies_at_once`).
+    let authorize = || authorized_node(&st, &authz, &ident, v, Policy::NodeSetProvisionState);
+    let (body, _large, early) = body
+        .json_guarded(&st, st.settings.provision_max_body, || async {
+            authorize().await
+        })
+        .await?;
     let obj = body_object(body, MEMBERS, v)?;
     let Some(target) = obj.get("target").and_then(Value::as_str) else {
         return Err(ApiError::invalid(
@@ -366,6 +371,10 @@ pub async fn set_provision_state(
                 "\"service_steps\" is only valid when setting target provision state to service",
             ));
         }
+    };
+    let node = match early {
+        Some(node) => node,
+        None => authorize().await?,
     };
     if steps.is_some() {
         authz.on_node(&node, Policy::NodeSetProvisionStateCleanSteps)?;

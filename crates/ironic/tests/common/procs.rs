@@ -134,6 +134,8 @@ impl Cluster {
             ("IRONIC_CONDUCTOR__HTTP_LISTEN".into(), "127.0.0.1:0".into()),
             // The test is every agent at once, from 127.0.0.1: no rate per address.
             ("IRONIC_API__RAMDISK_REQUESTS_PER_SECOND".into(), "0".into()),
+            // Tests read the logs they make at debug: every line kept.
+            ("IRONIC_LOG__MAX_LINES_PER_SECOND".into(), "0".into()),
         ];
         env.extend(settings.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         Cluster {
