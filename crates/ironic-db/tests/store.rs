@@ -1283,7 +1283,10 @@ async fn claim_never_writes_a_locked_node(db: &Db) {
                 tokio::time::sleep(Duration::from_millis(lock_after)).await;
                 let mut locked = db.node_reserve(n.id, HOST).await.unwrap();
                 let seen = (locked.instance_uuid.clone(), locked.allocation_id);
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                // Held long enough that a claim started 1 ms later runs while it is,
+                // even on a loaded machine (5 ms was not, once, beside the real-machine
+                // test).
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 let during = db.node_by_id(n.id).await.unwrap().unwrap();
                 assert_eq!(
                     (
