@@ -55,19 +55,20 @@ impl Agent {
         // holds fails at once with 409; waiting would let lookups stack up in the
         // conductor's request slots. The agent looks up again.
         self.locks
-            .with_lock(&req.node, Patience::Now, |mut n| async move {
+            .with_lock(&req.node, Patience::Now, async move |h| {
                 // Another lookup may have won the lock first.
-                if n.driver_internal_info.contains_key(agent::TOKEN) {
-                    return Ok(masked_token(n));
+                if h.node.driver_internal_info.contains_key(agent::TOKEN) {
+                    return Ok(masked_token(h.unlocked()));
                 }
-                n.driver_internal_info
+                h.node
+                    .driver_internal_info
                     .insert(agent::TOKEN.into(), json!(agent::new_token()));
-                n.driver_internal_info.remove(agent::TOKEN_PREGENERATED);
-                n.reservation = Some(self.settings.host.clone());
-                let mut saved = self.db.node_save(&n, &self.settings.host).await?;
-                saved.reservation = None;
-                tracing::info!(node = %n.uuid, "agent token generated");
-                Ok(saved)
+                h.node
+                    .driver_internal_info
+                    .remove(agent::TOKEN_PREGENERATED);
+                h.save().await?;
+                tracing::info!(node = %h.node.uuid, "agent token generated");
+                Ok(h.unlocked())
             })
             .await
     }
@@ -121,17 +122,17 @@ impl Agent {
         let token = agent_token.as_deref();
         let recorded = self
             .locks
-            .with_lock(&target, Patience::Now, |mut n| async move {
-                check_token(&n, token)?;
-                if let Err(e) = agent::check_verify_ca(&n.driver_internal_info, agent_verify_ca.as_deref()) {
+            .with_lock(&target, Patience::Now, async move |h| {
+                check_token(&h.node, token)?;
+                if let Err(e) = agent::check_verify_ca(&h.node.driver_internal_info, agent_verify_ca.as_deref()) {
                     metrics::counter!("ironic_conductor_agent_certificate_changes_refused_total").increment(1);
-                    tracing::error!(node = %n.uuid, "heartbeat with a certificate other than the one pinned for this boot; refused");
+                    tracing::error!(node = %h.node.uuid, "heartbeat with a certificate other than the one pinned for this boot; refused");
                     return Err(e);
                 }
-                if !takes_heartbeats(&n, self.settings.deploy.fast_track) {
+                if !takes_heartbeats(&h.node, self.settings.deploy.fast_track) {
                     return Ok(None);
                 }
-                let dii = &mut n.driver_internal_info;
+                let dii = &mut h.node.driver_internal_info;
                 dii.insert(agent::URL.into(), json!(callback_url));
                 dii.insert(
                     agent::VERSION.into(),
@@ -143,8 +144,8 @@ impl Agent {
                 );
                 // A wait for the agent counts its callback timeout from the last
                 // heartbeat (upstream's `touch_provisioning`).
-                if crate::provision::Flow::waiting_in(n.provision_state).is_some() {
-                    n.provision_updated_at = Some(ironic_model::node::now());
+                if crate::provision::Flow::waiting_in(h.node.provision_state).is_some() {
+                    h.node.provision_updated_at = Some(ironic_model::node::now());
                 }
                 for (k, v) in [
                     (agent::VERIFY_CA, agent_verify_ca),
@@ -155,9 +156,8 @@ impl Agent {
                         dii.insert(k.into(), Value::String(v));
                     }
                 }
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-                Ok(Some(n))
+                h.save().await?;
+                Ok(Some(h.unlocked()))
             })
             .await;
         match recorded {

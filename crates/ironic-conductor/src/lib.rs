@@ -224,8 +224,8 @@ impl Conductor {
             },
             nics: nics::Nics::new(db.clone(), locks.clone()),
             management: {
-                let (d, r, s, l) = std();
-                management::Management::new(d, r, s, l)
+                let (d, r, _, l) = std();
+                management::Management::new(d, r, l)
             },
             volumes: volume::Volumes::new(db.clone(), locks.clone()),
             agent: agent::Agent::new(

@@ -259,6 +259,14 @@ impl Held {
         Ok(())
     }
 
+    /// The node as others see it once the lock is given back.
+    pub fn unlocked(&self) -> Node {
+        Node {
+            reservation: None,
+            ..self.node.clone()
+        }
+    }
+
     /// Writes the node and gives the lock back in the same statement.
     pub async fn save_and_release(mut self) -> Result<Node, Error> {
         self.node.reservation = None;
@@ -357,9 +365,13 @@ impl Locks {
     /// Takes the lock of the node `target` names, for work that may outlive this call.
     pub(crate) async fn hold(&self, target: &NodeRef, patience: Patience) -> Result<Held, Error> {
         let mut node = self.acquire(target.id, patience).await?;
-        let guard = self.guard(target.id);
+        let mut guard = self.guard(target.id);
         if node.uuid != target.uuid {
+            // The caller's id and uuid disagree (a stale or forged reference): touch
+            // nothing.
+            guard.armed = false;
             drop(guard);
+            self.release(target.id).await;
             return Err(Error::node_not_found(&target.uuid));
         }
         node.reservation = Some(self.host.clone());
@@ -371,31 +383,18 @@ impl Locks {
         })
     }
 
-    /// Runs `f` on the locked node and always gives the lock back.
-    pub(crate) async fn with_lock<T, F, Fut>(
+    /// Runs `f` on the locked node and always gives the lock back. `f` writes the node
+    /// through [`Held::save`] (the one save under a lock: it records the node's history
+    /// and keeps the reservation).
+    pub(crate) async fn with_lock<T>(
         &self,
         target: &NodeRef,
         patience: Patience,
-        f: F,
-    ) -> Result<T, Error>
-    where
-        F: FnOnce(Node) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        let node_id = target.id;
-        let node = self.acquire(node_id, patience).await?;
-        let mut guard = self.guard(node_id);
-        if node.uuid != target.uuid {
-            // The caller's id and uuid disagree (a stale or forged reference): touch
-            // nothing.
-            guard.armed = false;
-            drop(guard);
-            self.release(node_id).await;
-            return Err(Error::node_not_found(&target.uuid));
-        }
-        let res = f(node).await;
-        guard.armed = false;
-        self.release(node_id).await;
+        f: impl AsyncFnOnce(&mut Held) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut held = self.hold(target, patience).await?;
+        let res = f(&mut held).await;
+        held.release().await;
         res
     }
 
@@ -494,6 +493,65 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use ironic_model::{NodeUuid, Version};
+
+    /// A write under `with_lock` goes through `Held::save`: the node's history records
+    /// what it changed, and the lock is given back whatever the closure returns.
+    #[tokio::test]
+    async fn with_lock_saves_with_history_and_always_releases() {
+        let t = ironic_db::testing::TestDb::sqlite().await.unwrap();
+        let node = Node::blank(NodeUuid::new_v4(), "fake-hardware".into(), Version::MAX);
+        let created = t.db.node_create(&node).await.unwrap();
+        let mut settings = crate::ConductorSettings::from_config(&ironic_config::Config::default());
+        settings.host = "me".into();
+        settings.node_history = true;
+        let locks = Locks::new(t.db.clone(), Runner::new(), &settings);
+        let target = NodeRef::from(&created);
+
+        let seen = locks
+            .with_lock(&target, Patience::Now, async |h| {
+                h.node.last_error = Some("the BMC said no".into());
+                h.save().await?;
+                Ok(h.unlocked())
+            })
+            .await
+            .unwrap();
+        assert_eq!(seen.reservation, None);
+        let stored = t.db.node_by_id(created.id).await.unwrap().unwrap();
+        assert_eq!(stored.last_error.as_deref(), Some("the BMC said no"));
+        assert_eq!(stored.reservation, None, "released after the closure");
+        let history =
+            t.db.history_list(created.id.0, None, false, 10)
+                .await
+                .unwrap();
+        assert_eq!(history.len(), 1, "{history:?}");
+        assert_eq!(history[0].severity, "ERROR");
+        assert_eq!(history[0].conductor.as_deref(), Some("me"));
+
+        // A refusal gives the lock back too, and writes nothing.
+        let r: Result<(), Error> = locks
+            .with_lock(&target, Patience::Now, async |h| {
+                h.node.last_error = Some("not saved".into());
+                Err(Error::invalid("refused"))
+            })
+            .await;
+        assert!(r.is_err());
+        let stored = t.db.node_by_id(created.id).await.unwrap().unwrap();
+        assert_eq!(stored.reservation, None);
+        assert_eq!(stored.last_error.as_deref(), Some("the BMC said no"));
+
+        // A reference whose uuid is not the row's: nothing runs, the lock is released.
+        let forged = NodeRef {
+            uuid: NodeUuid::new_v4(),
+            ..target.clone()
+        };
+        let r = locks
+            .with_lock(&forged, Patience::Now, async |_| Ok(()))
+            .await;
+        assert!(matches!(r, Err(Error::NotFound(_))), "{r:?}");
+        let stored = t.db.node_by_id(created.id).await.unwrap().unwrap();
+        assert_eq!(stored.reservation, None);
+        t.cleanup().await;
+    }
 
     /// A lock the database took while its answer was lost is released once checked,
     /// but only if nothing in this process holds it; another host's lock is untouched.

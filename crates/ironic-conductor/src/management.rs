@@ -56,7 +56,6 @@ fn vmedia<'a>(
 pub(crate) struct Management {
     db: ironic_db::Db,
     drivers: ironic_drivers::Registry,
-    settings: std::sync::Arc<crate::ConductorSettings>,
     locks: crate::lock::Locks,
 }
 
@@ -64,15 +63,9 @@ impl Management {
     pub(crate) fn new(
         db: ironic_db::Db,
         drivers: ironic_drivers::Registry,
-        settings: std::sync::Arc<crate::ConductorSettings>,
         locks: crate::lock::Locks,
     ) -> Management {
-        Management {
-            db,
-            drivers,
-            settings,
-            locks,
-        }
+        Management { db, drivers, locks }
     }
 }
 
@@ -87,9 +80,9 @@ impl Management {
             new_state,
             timeout_secs,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
-            if n.disable_power_off && matches!(new_state.as_str(), "power off" | "soft power off") {
-                tracing::error!(node = %n.uuid, "refusing to power off a node with disable_power_off");
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            if h.node.disable_power_off && matches!(new_state.as_str(), "power off" | "soft power off") {
+                tracing::error!(node = %h.node.uuid, "refusing to power off a node with disable_power_off");
                 return Err(Error::Conflict(format!(
                     "Failed to set node power state to {new_state}."
                 )));
@@ -97,26 +90,25 @@ impl Management {
             if ironic_drivers::interfaces::power_result(&new_state).is_none() {
                 return Err(Error::invalid(format!(
                     "The requested action \"{new_state}\" can not be performed on node \"{}\" while it is in state \"{}\".",
-                    n.uuid,
-                    n.power_state.as_deref().unwrap_or("None")
+                    h.node.uuid,
+                    h.node.power_state.as_deref().unwrap_or("None")
                 )));
             }
-            let after = crate::nodes::driver(&self.drivers, &n)?
+            let after = crate::nodes::driver(&self.drivers, &h.node)?
                 .power()
-                .set_power_state(NodeInfo::from(&n), &new_state, timeout_secs)
+                .set_power_state(NodeInfo::from(&h.node), &new_state, timeout_secs)
                 .await
                 .map_err(|why| {
                     Error::invalid(format!(
                         "Failed to change the power state of node {} to {new_state}: {why}",
-                        n.uuid
+                        h.node.uuid
                     ))
                 })?;
-            n.power_state = Some(after.clone());
-            n.target_power_state = None;
-            n.last_error = None;
-            n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
-            tracing::info!(node = %n.uuid, action = %new_state, power_state = after, "power changed");
+            h.node.power_state = Some(after.clone());
+            h.node.target_power_state = None;
+            h.node.last_error = None;
+            h.save().await?;
+            tracing::info!(node = %h.node.uuid, action = %new_state, power_state = after, "power changed");
             Ok(())
         })
         .await
@@ -152,21 +144,20 @@ impl Management {
             image_url,
             image_download_source,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
-            let m = vmedia(&self.drivers, &n, "attach_virtual_media")?;
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            let m = vmedia(&self.drivers, &h.node, "attach_virtual_media")?;
             let changes = m
-                .attach_virtual_media(NodeInfo::from(&n), &device_type, &image_url)
+                .attach_virtual_media(NodeInfo::from(&h.node), &device_type, &image_url)
                 .await
                 .map_err(|e| {
                     Error::invalid(format!(
                         "Could not attach device {device_type} to node {}: {e}",
-                        n.uuid
+                        h.node.uuid
                     ))
                 })?;
-            changes.apply(&mut n);
-            n.reservation = Some(self.settings.host.clone());
-            self.db.node_save(&n, &self.settings.host).await?;
-            tracing::info!(node = %n.uuid, device_type, source = image_download_source, "virtual media attached");
+            changes.apply(&mut h.node);
+            h.save().await?;
+            tracing::info!(node = %h.node.uuid, device_type, source = image_download_source, "virtual media attached");
             Ok(())
         })
         .await
@@ -180,10 +171,10 @@ impl Management {
     ) -> Result<(), Error> {
         let DetachVirtualMedia { node, device_types } = req;
         self.locks
-            .with_lock(&node, Patience::Retry, |mut n| async move {
-                let m = vmedia(&self.drivers, &n, "detach_virtual_media")?;
+            .with_lock(&node, Patience::Retry, async move |h| {
+                let m = vmedia(&self.drivers, &h.node, "detach_virtual_media")?;
                 let changes = m
-                    .detach_virtual_media(NodeInfo::from(&n), device_types.as_deref())
+                    .detach_virtual_media(NodeInfo::from(&h.node), device_types.as_deref())
                     .await
                     .map_err(|e| {
                         let which = device_types
@@ -191,13 +182,12 @@ impl Management {
                             .map_or_else(|| "None".to_string(), |t| t.join(", "));
                         Error::invalid(format!(
                             "Could not detach device(s) {which} from node {}: {e}",
-                            n.uuid
+                            h.node.uuid
                         ))
                     })?;
-                changes.apply(&mut n);
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-                tracing::info!(node = %n.uuid, ?device_types, "virtual media detached");
+                changes.apply(&mut h.node);
+                h.save().await?;
+                tracing::info!(node = %h.node.uuid, ?device_types, "virtual media detached");
                 Ok(())
             })
             .await
@@ -245,15 +235,14 @@ impl Management {
     ) -> Result<(), Error> {
         let SetConsoleMode { node, enabled } = req;
         self.locks
-            .with_lock(&node, Patience::Retry, |mut n| async move {
-                interface(&n, "console")?;
-                if n.console_enabled == enabled {
+            .with_lock(&node, Patience::Retry, async move |h| {
+                interface(&h.node, "console")?;
+                if h.node.console_enabled == enabled {
                     return Ok(());
                 }
-                n.console_enabled = enabled;
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-                tracing::info!(node = %n.uuid, enabled, "console changed");
+                h.node.console_enabled = enabled;
+                h.save().await?;
+                tracing::info!(node = %h.node.uuid, enabled, "console changed");
                 Ok(())
             })
             .await
@@ -301,11 +290,11 @@ impl Management {
             persistent,
         } = req;
         self.locks
-            .with_lock(&node, Patience::Retry, |mut n| async move {
-                interface(&n, "management")?;
-                let management = crate::nodes::driver(&self.drivers, &n)?.management();
+            .with_lock(&node, Patience::Retry, async move |h| {
+                interface(&h.node, "management")?;
+                let management = crate::nodes::driver(&self.drivers, &h.node)?.management();
                 if !management
-                    .supported_boot_devices(NodeInfo::from(&n))
+                    .supported_boot_devices(NodeInfo::from(&h.node))
                     .contains(&device.as_str())
                 {
                     return Err(Error::invalid(format!(
@@ -314,20 +303,19 @@ impl Management {
                 }
                 let changes = management
                     .set_boot_device(
-                        NodeInfo::from(&n),
+                        NodeInfo::from(&h.node),
                         BootDevice {
                             device: device.clone(),
                             persistent,
                         },
                     )
                     .await
-                    .map_err(|e| driver_error(&n, "set the boot device", e))?;
+                    .map_err(|e| driver_error(&h.node, "set the boot device", e))?;
                 if !changes.is_empty() {
-                    changes.apply(&mut n);
-                    n.reservation = Some(self.settings.host.clone());
-                    self.db.node_save(&n, &self.settings.host).await?;
+                    changes.apply(&mut h.node);
+                    h.save().await?;
                 }
-                tracing::info!(node = %n.uuid, device, persistent, "boot device set");
+                tracing::info!(node = %h.node.uuid, device, persistent, "boot device set");
                 Ok(())
             })
             .await
@@ -335,17 +323,17 @@ impl Management {
 
     pub(crate) async fn inject_nmi(&self, _ctx: &Context, req: InjectNmi) -> Result<(), Error> {
         self.locks
-            .with_lock(&req.node, Patience::Retry, |n| async move {
-                interface(&n, "management")?;
-                let management = crate::nodes::driver(&self.drivers, &n)?.management();
+            .with_lock(&req.node, Patience::Retry, async move |h| {
+                interface(&h.node, "management")?;
+                let management = crate::nodes::driver(&self.drivers, &h.node)?.management();
                 if !management.can_inject_nmi() {
-                    return Err(unsupported(&n.driver, "inject_nmi"));
+                    return Err(unsupported(&h.node.driver, "inject_nmi"));
                 }
                 management
-                    .inject_nmi(NodeInfo::from(&n))
+                    .inject_nmi(NodeInfo::from(&h.node))
                     .await
-                    .map_err(|e| driver_error(&n, "inject NMI", e))?;
-                tracing::info!(node = %n.uuid, "NMI injected");
+                    .map_err(|e| driver_error(&h.node, "inject NMI", e))?;
+                tracing::info!(node = %h.node.uuid, "NMI injected");
                 Ok(())
             })
             .await
@@ -397,18 +385,18 @@ impl Management {
             state,
         } = req;
         self.locks
-            .with_lock(&node, Patience::Retry, |mut n| async move {
-                interface(&n, "management")?;
+            .with_lock(&node, Patience::Retry, async move |h| {
+                interface(&h.node, "management")?;
                 parse_indicator(&indicator)?;
-                let management = crate::nodes::driver(&self.drivers, &n)?.management();
+                let management = crate::nodes::driver(&self.drivers, &h.node)?.management();
                 if !management.can_set_indicators() {
-                    return Err(unsupported(&n.driver, "set_indicator_state"));
+                    return Err(unsupported(&h.node.driver, "set_indicator_state"));
                 }
-                let found = find_indicator(&n, management, &indicator).await?;
+                let found = find_indicator(&h.node, management, &indicator).await?;
                 if found.readonly {
                     return Err(Error::invalid(format!(
                         "Indicator {indicator} of node {} is read-only.",
-                        n.uuid
+                        h.node.uuid
                     )));
                 }
                 let state = state.to_ascii_lowercase();
@@ -419,15 +407,14 @@ impl Management {
                     )));
                 }
                 let changes = management
-                    .set_indicator_state(NodeInfo::from(&n), &found, &state)
+                    .set_indicator_state(NodeInfo::from(&h.node), &found, &state)
                     .await
-                    .map_err(|e| driver_error(&n, "set the indicator state", e))?;
+                    .map_err(|e| driver_error(&h.node, "set the indicator state", e))?;
                 if !changes.is_empty() {
-                    changes.apply(&mut n);
-                    n.reservation = Some(self.settings.host.clone());
-                    self.db.node_save(&n, &self.settings.host).await?;
+                    changes.apply(&mut h.node);
+                    h.save().await?;
                 }
-                tracing::info!(node = %n.uuid, indicator, state, "indicator set");
+                tracing::info!(node = %h.node.uuid, indicator, state, "indicator set");
                 Ok(())
             })
             .await
@@ -442,15 +429,14 @@ impl Management {
         node: ironic_rpc::NodeRef,
         change: BootModeChange,
     ) -> Result<(), Error> {
-        self.locks.with_lock(&node, Patience::Retry, |mut n| async move {
-            interface(&n, "management")?;
-            let management = crate::nodes::driver(&self.drivers, &n)?.management();
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            interface(&h.node, "management")?;
+            let management = crate::nodes::driver(&self.drivers, &h.node)?.management();
             let what = change.operation();
             if !management.can_change_boot_mode() {
-                return Err(unsupported(&n.driver, what));
+                return Err(unsupported(&h.node.driver, what));
             }
-            let before = crate::history::Seen::of(&n);
-            let info = NodeInfo::from(&n);
+            let info = NodeInfo::from(&h.node);
             let outcome = match &change {
                 BootModeChange::Mode(mode) => match management.get_boot_mode(info).await {
                     Ok(Some(current)) if current == *mode => Ok(None),
@@ -461,27 +447,25 @@ impl Management {
                     _ => management.set_secure_boot(info, *on).await.map(Some),
                 },
             };
-            n.last_error = None;
+            h.node.last_error = None;
             match outcome {
                 Ok(changes) => {
                     if let Some(changes) = changes {
-                        changes.apply(&mut n);
+                        changes.apply(&mut h.node);
                     }
                     match &change {
-                        BootModeChange::Mode(mode) => n.boot_mode = Some(mode.clone()),
-                        BootModeChange::SecureBoot(on) => n.secure_boot = Some(*on),
+                        BootModeChange::Mode(mode) => h.node.boot_mode = Some(mode.clone()),
+                        BootModeChange::SecureBoot(on) => h.node.secure_boot = Some(*on),
                     }
-                    tracing::info!(node = %n.uuid, change = %change, "boot mode changed");
+                    tracing::info!(node = %h.node.uuid, change = %change, "boot mode changed");
                 }
                 Err(e) => {
-                    tracing::warn!(node = %n.uuid, change = %change, error = %ironic_model::secrets::log_safe(&e.to_string()), "boot mode change failed");
-                    n.last_error = Some(format!("Failed to change {change}: {e}"));
+                    tracing::warn!(node = %h.node.uuid, change = %change, error = %ironic_model::secrets::log_safe(&e.to_string()), "boot mode change failed");
+                    h.node.last_error = Some(format!("Failed to change {change}: {e}"));
                 }
             }
-            n.reservation = Some(self.settings.host.clone());
-            let s = &self.settings;
-            crate::history::note(&self.db, s.node_history, &s.host, &before, &n).await;
-            self.db.node_save(&n, &self.settings.host).await?;
+            // The history records a failure (`Held::save`).
+            h.save().await?;
             Ok(())
         })
         .await
@@ -497,12 +481,12 @@ impl Management {
             target_raid_config,
         } = req;
         self.locks
-            .with_lock(&node, Patience::Retry, |mut n| async move {
-                interface(&n, "raid")?;
-                n.target_raid_config = target_raid_config.as_object().cloned().unwrap_or_default();
-                n.reservation = Some(self.settings.host.clone());
-                self.db.node_save(&n, &self.settings.host).await?;
-                tracing::info!(node = %n.uuid, "target RAID configuration set");
+            .with_lock(&node, Patience::Retry, async move |h| {
+                interface(&h.node, "raid")?;
+                h.node.target_raid_config =
+                    target_raid_config.as_object().cloned().unwrap_or_default();
+                h.save().await?;
+                tracing::info!(node = %h.node.uuid, "target RAID configuration set");
                 Ok(())
             })
             .await
@@ -536,8 +520,8 @@ impl Management {
         match node {
             Some(node) => {
                 self.locks
-                    .with_lock(&node, Patience::Retry, |n| async move {
-                        let vendor = interface(&n, "vendor")?;
+                    .with_lock(&node, Patience::Retry, async move |h| {
+                        let vendor = interface(&h.node, "vendor")?;
                         run(node_vendor_methods(vendor))
                     })
                     .await

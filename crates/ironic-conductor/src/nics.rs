@@ -87,9 +87,9 @@ impl Nics {
 
     pub(crate) async fn create_port(&self, ctx: &Context, req: CreatePort) -> Result<Port, Error> {
         let CreatePort { node, mut port } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
-            port.node_id = node.id;
-            port.node_uuid = node.uuid.clone();
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            port.node_id = h.node.id;
+            port.node_uuid = h.node.uuid.clone();
             let pg = self.member_of(&port).await?;
             port.portgroup_id = None;
             if let Some(pg) = &pg {
@@ -116,15 +116,15 @@ impl Nics {
             patch: ops,
             version,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
             let port = self
                 .db
                 .port_get(Key::Uuid(&port_uuid))
                 .await?
                 .ok_or_else(|| port_not_found(&port_uuid))?;
-            if port.node_id != node.id {
+            if port.node_id != h.node.id {
                 return Err(Error::Conflict(format!(
-                    "Port {port_uuid} moved to another node meanwhile; please retry."
+                    "Port {port_uuid} moved to another h.node meanwhile; please retry."
                 )));
             }
             let mut doc = port.doc();
@@ -146,7 +146,7 @@ impl Nics {
                     })?;
                 if let Some(vif) = port.vif() {
                     return Err(Error::InvalidState(format!(
-                        "Port {port_uuid} cannot move to another node while VIF {vif} is attached to it."
+                        "Port {port_uuid} cannot move to another h.node while VIF {vif} is attached to it."
                     )));
                 }
                 new.node_id = target.id;
@@ -168,21 +168,21 @@ impl Nics {
             if new == port {
                 return Ok(port);
             }
-            if new.address != port.address && in_use(&node) {
+            if new.address != port.address && in_use(&h.node) {
                 return Err(Error::InvalidState(format!(
-                    "Cannot update hardware address for port {port_uuid} as node {} is active or has instance UUID assigned",
-                    node.uuid
+                    "Cannot update hardware address for port {port_uuid} as h.node {} is active or has instance UUID assigned",
+                    h.node.uuid
                 )));
             }
             let connectivity = new.portgroup_id != port.portgroup_id
                 || new.pxe_enabled != port.pxe_enabled
                 || new.local_link_connection != port.local_link_connection
                 || new.physical_network != port.physical_network;
-            if connectivity && !connectivity_changeable(&node) {
+            if connectivity && !connectivity_changeable(&h.node) {
                 return Err(Error::InvalidState(format!(
-                    "Port {port_uuid} can not have any connectivity attributes (portgroup_uuid, pxe_enabled, local_link_connection, physical_network) updated unless node {} is in a enroll, inspecting, inspect wait, manageable state or in maintenance mode. The current state is {}.",
-                    node.uuid,
-                    node.provision_state.as_str()
+                    "Port {port_uuid} can not have any connectivity attributes (portgroup_uuid, pxe_enabled, local_link_connection, physical_network) updated unless h.node {} is in a enroll, inspecting, inspect wait, manageable state or in maintenance mode. The current state is {}.",
+                    h.node.uuid,
+                    h.node.provision_state.as_str()
                 )));
             }
             let saved = self.db.port_save(&new).await?;
@@ -198,14 +198,14 @@ impl Nics {
     pub(crate) async fn destroy_port(&self, ctx: &Context, req: DestroyPort) -> Result<(), Error> {
         let DestroyPort { node, port_uuid } = req;
         let r = self.locks
-            .with_lock(&node, Patience::Retry, |node| async move {
+            .with_lock(&node, Patience::Retry, async move |h| {
                 let port = self
                     .db
                     .port_get(Key::Uuid(&port_uuid))
                     .await?
                     .ok_or_else(|| port_not_found(&port_uuid))?;
                 if let Some(vif) = port.vif()
-                    && !node.maintenance
+                    && !h.node.maintenance
                 {
                     return Err(Error::InvalidState(format!(
                         "Cannot delete the port {port_uuid} as it is bound to VIF {vif} for tenant use."
@@ -214,7 +214,7 @@ impl Nics {
                 if !self.db.port_destroy(port.id).await? {
                     return Err(port_not_found(&port_uuid));
                 }
-                tracing::info!(port = %port_uuid, node = %node.uuid, "port deleted");
+                tracing::info!(port = %port_uuid, node = %h.node.uuid, "port deleted");
                 Ok(())
             })
             .await;
@@ -233,9 +233,9 @@ impl Nics {
             node,
             mut portgroup,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
-            portgroup.node_id = node.id;
-            portgroup.node_uuid = node.uuid.clone();
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            portgroup.node_id = h.node.id;
+            portgroup.node_uuid = h.node.uuid.clone();
             let created = self.db.portgroup_create(&portgroup).await;
             let earlier = || self.db.portgroup_get(Key::Uuid(&portgroup.uuid));
             let same = |g: &Portgroup| g.node_id == portgroup.node_id;
@@ -259,15 +259,15 @@ impl Nics {
             portgroup_uuid,
             patch: ops,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
             let pg = self
                 .db
                 .portgroup_get(Key::Uuid(&portgroup_uuid))
                 .await?
                 .ok_or_else(|| portgroup_not_found(&portgroup_uuid))?;
-            if pg.node_id != node.id {
+            if pg.node_id != h.node.id {
                 return Err(Error::Conflict(format!(
-                    "Port group {portgroup_uuid} moved to another node meanwhile; please retry."
+                    "Port group {portgroup_uuid} moved to another h.node meanwhile; please retry."
                 )));
             }
             let mut doc = pg.doc();
@@ -290,7 +290,7 @@ impl Nics {
             if new.node_uuid != pg.node_uuid {
                 if !members.is_empty() {
                     return Err(Error::invalid(format!(
-                        "Port group {portgroup_uuid} has ports: it cannot move to another node."
+                        "Port group {portgroup_uuid} has ports: it cannot move to another h.node."
                     )));
                 }
                 let target = self.db.node_by_uuid(&new.node_uuid).await?.ok_or_else(|| {
@@ -310,10 +310,10 @@ impl Nics {
                     p.uuid
                 )));
             }
-            if new.address != pg.address && in_use(&node) {
+            if new.address != pg.address && in_use(&h.node) {
                 return Err(Error::InvalidState(format!(
-                    "Cannot update hardware address for portgroup {portgroup_uuid} as node {} is active or has instance UUID assigned",
-                    node.uuid
+                    "Cannot update hardware address for portgroup {portgroup_uuid} as h.node {} is active or has instance UUID assigned",
+                    h.node.uuid
                 )));
             }
             let saved = self.db.portgroup_save(&new).await?;
@@ -339,21 +339,21 @@ impl Nics {
             portgroup_uuid,
         } = req;
         let r = self.locks
-            .with_lock(&node, Patience::Retry, |node| async move {
+            .with_lock(&node, Patience::Retry, async move |h| {
                 let pg = self
                     .db
                     .portgroup_get(Key::Uuid(&portgroup_uuid))
                     .await?
                     .ok_or_else(|| portgroup_not_found(&portgroup_uuid))?;
                 if let Some(vif) = pg.vif()
-                    && !node.maintenance
+                    && !h.node.maintenance
                 {
                     return Err(Error::InvalidState(format!(
                         "Cannot delete the portgroup {portgroup_uuid} as it is bound to VIF {vif} for tenant use."
                     )));
                 }
                 self.db.portgroup_destroy(&pg).await?;
-                tracing::info!(portgroup = %portgroup_uuid, node = %node.uuid, "port group deleted");
+                tracing::info!(portgroup = %portgroup_uuid, node = %h.node.uuid, "port group deleted");
                 Ok(())
             })
             .await;
@@ -517,11 +517,11 @@ impl Nics {
         } = req;
         let r = self
             .locks
-            .with_lock(&node, Patience::Retry, |node| async move {
-                if network_of(&node)? == Network::Noop {
+            .with_lock(&node, Patience::Retry, async move |h| {
+                if network_of(&h.node)? == Network::Noop {
                     return Ok(());
                 }
-                let (ports, groups) = self.nics_of(&node).await?;
+                let (ports, groups) = self.nics_of(&h.node).await?;
                 let target = choose(
                     &vif_id,
                     ports,
@@ -542,7 +542,7 @@ impl Nics {
                         self.db.portgroup_save(&g).await?;
                     }
                 }
-                tracing::info!(node = %node.uuid, vif = %vif_id, on = %uuid, "VIF attached");
+                tracing::info!(node = %h.node.uuid, vif = %vif_id, on = %uuid, "VIF attached");
                 Ok(())
             })
             .await;
@@ -558,11 +558,11 @@ impl Nics {
     pub(crate) async fn vif_detach(&self, ctx: &Context, req: VifDetach) -> Result<(), Error> {
         let VifDetach { node, vif_id } = req;
         let r = self.locks
-            .with_lock(&node, Patience::Retry, |node| async move {
-                if network_of(&node)? == Network::Noop {
+            .with_lock(&node, Patience::Retry, async move |h| {
+                if network_of(&h.node)? == Network::Noop {
                     return Ok(());
                 }
-                let (ports, groups) = self.nics_of(&node).await?;
+                let (ports, groups) = self.nics_of(&h.node).await?;
                 if let Some(mut g) = groups
                     .into_iter()
                     .find(|g| tenant_vif(&g.internal_info) == Some(vif_id.as_str()))
@@ -578,11 +578,11 @@ impl Nics {
                     self.db.port_save(&p).await?;
                 } else {
                     return Err(Error::invalid(format!(
-                        "Unable to detach VIF {vif_id} from node {} because it is not attached to it.",
-                        node.uuid
+                        "Unable to detach VIF {vif_id} from h.node {} because it is not attached to it.",
+                        h.node.uuid
                     )));
                 }
-                tracing::info!(node = %node.uuid, vif = %vif_id, "VIF detached");
+                tracing::info!(node = %h.node.uuid, vif = %vif_id, "VIF detached");
                 Ok(())
             })
             .await;

@@ -169,7 +169,8 @@ impl Nodes {
         Ok(())
     }
 
-    async fn do_update(&self, node: Node, req: UpdateNode) -> Result<Node, Error> {
+    async fn do_update(&self, h: &mut crate::lock::Held, req: UpdateNode) -> Result<Node, Error> {
+        let node = h.node.clone();
         let only_removes_instance = node.maintenance
             && req.patch.len() == 1
             && req.patch[0].op == Op::Remove
@@ -234,15 +235,10 @@ impl Nodes {
         if dropped.is_some() {
             new.allocation_uuid = None;
         }
-        let saved = self
-            .db
-            .node_save_dropping(&new, &self.settings.host, dropped)
-            .await?;
-        tracing::info!(node = %saved.uuid, allocation_deleted = dropped.is_some(), "node updated");
-        Ok(Node {
-            reservation: None,
-            ..saved
-        })
+        h.node = new;
+        h.save_dropping(dropped).await?;
+        tracing::info!(node = %h.node.uuid, allocation_deleted = dropped.is_some(), "node updated");
+        Ok(h.unlocked())
     }
 
     pub(crate) async fn create_node(&self, ctx: &Context, req: CreateNode) -> Result<Node, Error> {
@@ -267,17 +263,14 @@ impl Nodes {
         Ok(created)
     }
     pub(crate) async fn update_node(&self, ctx: &Context, req: UpdateNode) -> Result<Node, Error> {
-        self.locks.with_lock(&req.node.clone(), Patience::Retry, |mut node| async move {
+        self.locks.with_lock(&req.node.clone(), Patience::Retry, async move |h| {
             // A repeat whose first attempt was applied: the node as it is.
-            if lock::applied_before(&node, ctx) {
-                tracing::info!(node = %node.uuid, request_id = %ctx.request_id, "update already applied by an earlier attempt of this call");
-                return Ok(Node {
-                    reservation: None,
-                    ..node
-                });
+            if lock::applied_before(&h.node, ctx) {
+                tracing::info!(node = %h.node.uuid, request_id = %ctx.request_id, "update already applied by an earlier attempt of this call");
+                return Ok(h.unlocked());
             }
-            lock::stamp(&mut node, ctx);
-            self.do_update(node, req).await
+            lock::stamp(&mut h.node, ctx);
+            self.do_update(h, req).await
         })
         .await
     }
@@ -288,28 +281,25 @@ impl Nodes {
     ) -> Result<Node, Error> {
         let SetMaintenance { node, on, reason } = req;
         self.locks
-            .with_lock(&node, Patience::Retry, |mut node| async move {
-                node.maintenance = on;
-                node.maintenance_reason = if on { reason } else { None };
+            .with_lock(&node, Patience::Retry, async move |h| {
+                h.node.maintenance = on;
+                h.node.maintenance_reason = if on { reason } else { None };
                 if !on {
-                    node.fault = None;
+                    h.node.fault = None;
                 }
-                let saved = self.db.node_save(&node, &self.settings.host).await?;
-                tracing::info!(node = %saved.uuid, maintenance = on, "maintenance changed");
-                Ok(Node {
-                    reservation: None,
-                    ..saved
-                })
+                h.save().await?;
+                tracing::info!(node = %h.node.uuid, maintenance = on, "maintenance changed");
+                Ok(h.unlocked())
             })
             .await
     }
     pub(crate) async fn destroy_node(&self, ctx: &Context, req: DestroyNode) -> Result<(), Error> {
         let r = self
             .locks
-            .with_lock(&req.node, Patience::Retry, |node| async move {
-                check_destroy(&node, self.settings.allow_deleting_available_nodes)?;
-                self.db.node_destroy(node.id, &self.settings.host).await?;
-                tracing::info!(node = %node.uuid, "node deleted");
+            .with_lock(&req.node, Patience::Retry, async move |h| {
+                check_destroy(&h.node, self.settings.allow_deleting_available_nodes)?;
+                self.db.node_destroy(h.node.id, &self.settings.host).await?;
+                tracing::info!(node = %h.node.uuid, "h.node deleted");
                 Ok(())
             })
             .await;
@@ -329,21 +319,21 @@ impl Nodes {
             traits,
             replace,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
             let mut after: Vec<&String> = traits.iter().collect();
             if !replace {
-                after.extend(node.traits.iter());
+                after.extend(h.node.traits.iter());
             }
             after.sort();
             after.dedup();
             if after.len() > MAX_TRAITS_PER_NODE {
                 return Err(Error::invalid(format!(
-                    "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
-                    node.uuid,
+                    "Could not modify traits for h.node {} as it would exceed the maximum number of traits per h.node ({} vs. {MAX_TRAITS_PER_NODE})",
+                    h.node.uuid,
                     after.len()
                 )));
             }
-            self.db.node_add_traits(node.id, &traits, replace, MAX_TRAITS_PER_NODE, &self.settings.host).await
+            self.db.node_add_traits(h.node.id, &traits, replace, MAX_TRAITS_PER_NODE, &self.settings.host).await
         })
         .await
     }
@@ -355,15 +345,15 @@ impl Nodes {
         let RemoveNodeTraits { node, one } = req;
         let r = self
             .locks
-            .with_lock(&node, Patience::Retry, |node| async move {
+            .with_lock(&node, Patience::Retry, async move |h| {
                 let found = self
                     .db
-                    .node_remove_traits(node.id, one.as_deref(), &self.settings.host)
+                    .node_remove_traits(h.node.id, one.as_deref(), &self.settings.host)
                     .await?;
                 if !found {
                     return Err(Error::NotFound(format!(
                         "Node {} doesn't have a trait '{}'",
-                        node.uuid,
+                        h.node.uuid,
                         one.unwrap_or_default()
                     )));
                 }

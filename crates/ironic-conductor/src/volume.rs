@@ -51,12 +51,12 @@ impl Volumes {
             node,
             mut connector,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
-            connector.node_id = node.id;
-            connector.node_uuid = node.uuid.clone();
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            connector.node_id = h.node.id;
+            connector.node_uuid = h.node.uuid.clone();
             let created = self.db.volume_connector_create(&connector).await;
             let earlier = || self.db.volume_connector_get(Key::Uuid(&connector.uuid));
-            let created = match create_once(ctx, created, earlier, |c| c.node_id == node.id).await? {
+            let created = match create_once(ctx, created, earlier, |c| c.node_id == h.node.id).await? {
                 Stored::New(c) => c,
                 Stored::Earlier(c) => return Ok(c),
             };
@@ -72,12 +72,12 @@ impl Volumes {
         req: CreateVolumeTarget,
     ) -> Result<VolumeTarget, Error> {
         let CreateVolumeTarget { node, mut target } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
-            target.node_id = node.id;
-            target.node_uuid = node.uuid.clone();
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
+            target.node_id = h.node.id;
+            target.node_uuid = h.node.uuid.clone();
             let created = self.db.volume_target_create(&target).await;
             let earlier = || self.db.volume_target_get(Key::Uuid(&target.uuid));
-            let created = match create_once(ctx, created, earlier, |t| t.node_id == node.id).await? {
+            let created = match create_once(ctx, created, earlier, |t| t.node_id == h.node.id).await? {
                 Stored::New(t) => t,
                 Stored::Earlier(t) => return Ok(t),
             };
@@ -97,21 +97,21 @@ impl Volumes {
             uuid,
             patch: ops,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
             let c = self
                 .db
                 .volume_connector_get(Key::Uuid(&uuid))
                 .await?
-                .filter(|c| c.node_id == node.id)
+                .filter(|c| c.node_id == h.node.id)
                 .ok_or_else(|| connector_not_found(&uuid))?;
-            check_powered_off(&node, "volume connector update")?;
+            check_powered_off(&h.node, "volume connector update")?;
             let mut doc = c.doc();
             for op in &ops {
                 patch::apply(&mut doc, op)?;
             }
             let mut new = c.clone();
             new.set(ConnectorSpec::from_doc(&doc)?);
-            new.node_id = target_node(&self.db, &node, &new.node_uuid).await?.id;
+            new.node_id = target_node(&self.db, &h.node, &new.node_uuid).await?.id;
             if new == c {
                 return Ok(c);
             }
@@ -130,12 +130,12 @@ impl Volumes {
         let DestroyVolumeConnector { node, uuid } = req;
         let r = self
             .locks
-            .with_lock(&node, Patience::Retry, |node| async move {
+            .with_lock(&node, Patience::Retry, async move |h| {
                 let c = self
                     .db
                     .volume_connector_get(Key::Uuid(&uuid))
                     .await?
-                    .filter(|c| c.node_id == node.id)
+                    .filter(|c| c.node_id == h.node.id)
                     .ok_or_else(|| connector_not_found(&uuid))?;
                 if !self
                     .db
@@ -144,7 +144,7 @@ impl Volumes {
                 {
                     return Err(connector_not_found(&uuid));
                 }
-                tracing::info!(connector = %uuid, node = %node.uuid, "volume connector deleted");
+                tracing::info!(connector = %uuid, node = %h.node.uuid, "volume connector deleted");
                 Ok(())
             })
             .await;
@@ -164,21 +164,21 @@ impl Volumes {
             uuid,
             patch: ops,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, |node| async move {
+        self.locks.with_lock(&node, Patience::Retry, async move |h| {
             let t = self
                 .db
                 .volume_target_get(Key::Uuid(&uuid))
                 .await?
-                .filter(|t| t.node_id == node.id)
+                .filter(|t| t.node_id == h.node.id)
                 .ok_or_else(|| target_not_found(&uuid))?;
-            check_powered_off(&node, "volume target update")?;
+            check_powered_off(&h.node, "volume target update")?;
             let mut doc = t.doc();
             for op in &ops {
                 patch::apply(&mut doc, op)?;
             }
             let mut new = t.clone();
             new.set(TargetSpec::from_doc(&doc)?);
-            new.node_id = target_node(&self.db, &node, &new.node_uuid).await?.id;
+            new.node_id = target_node(&self.db, &h.node, &new.node_uuid).await?.id;
             if new == t {
                 return Ok(t);
             }
@@ -197,17 +197,17 @@ impl Volumes {
         let DestroyVolumeTarget { node, uuid } = req;
         let r = self
             .locks
-            .with_lock(&node, Patience::Retry, |node| async move {
+            .with_lock(&node, Patience::Retry, async move |h| {
                 let t = self
                     .db
                     .volume_target_get(Key::Uuid(&uuid))
                     .await?
-                    .filter(|t| t.node_id == node.id)
+                    .filter(|t| t.node_id == h.node.id)
                     .ok_or_else(|| target_not_found(&uuid))?;
                 if !self.db.volume_destroy(VolumeTable::Targets, t.id).await? {
                     return Err(target_not_found(&uuid));
                 }
-                tracing::info!(target = %uuid, node = %node.uuid, "volume target deleted");
+                tracing::info!(target = %uuid, node = %h.node.uuid, "volume target deleted");
                 Ok(())
             })
             .await;

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Invariants docs/architecture.md states, checked at grep level (CI runs this before the
+# tests). Each check prints what breaks it and fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bad=0
+breach() { echo "invariant broken: $1"; echo "$2" | sed 's/^/  /'; bad=1; }
+
+# One save path under a node lock: `Held::save` (history, reservation). Nothing else in
+# the conductor writes a node row (its tests set rows up through `t.db`).
+hits=$(grep -rn 'node_save' crates/ironic-conductor/src --include='*.rs' \
+  | grep -v '^crates/ironic-conductor/src/lock.rs:' | grep -v 't\.db\.node_save' || true)
+[ -z "$hits" ] || breach "a node written under a lock other than by Held::save (lock.rs)" "$hits"
+hits=$(grep -rn 'reservation = Some' crates/ironic-conductor/src --include='*.rs' \
+  | grep -v '^crates/ironic-conductor/src/lock.rs:' || true)
+[ -z "$hits" ] || breach "a reservation set by hand (Held::save keeps it)" "$hits"
+
+[ "$bad" = 0 ] && echo "invariants hold"
+exit "$bad"
