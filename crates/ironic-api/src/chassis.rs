@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::{enc, list_nodes};
+use crate::nodes::list_nodes;
 use crate::policy::{Authz, Policy};
 use crate::query::{Query, field_list};
 use crate::view::{Ts, links_value};
@@ -194,7 +194,7 @@ async fn list_chassis(st: &AppState, base: &str, q: Query, detail_path: bool) ->
             "chassis"
         };
         let mut params = vec![
-            format!("sort_key={}", enc(sort_key)),
+            format!("sort_key={}", ironic_model::percent::encode_list(sort_key)),
             format!("sort_dir={}", if desc { "desc" } else { "asc" }),
         ];
         if !detail {

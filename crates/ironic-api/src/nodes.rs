@@ -284,13 +284,6 @@ pub async fn detail(
     list_nodes(&st, &authz, req.version, &base, q, true, None).await
 }
 
-/// Percent-encodes a query value, keeping commas readable as upstream does.
-pub(crate) fn enc(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes())
-        .collect::<String>()
-        .replace("%2C", ",")
-}
-
 /// A page of nodes; `within` restricts it to one chassis (`/v1/chassis/{uuid}/nodes`).
 pub(crate) async fn list_nodes(
     st: &AppState,
@@ -449,7 +442,10 @@ pub(crate) async fn list_nodes(
     let next = match (&last_uuid, page_full, q.has("instance_uuid")) {
         (Some(marker), true, false) => {
             let mut params = vec![
-                format!("sort_key={}", enc(&dbq.sort_key)),
+                format!(
+                    "sort_key={}",
+                    ironic_model::percent::encode_list(&dbq.sort_key)
+                ),
                 format!("sort_dir={}", if sort_desc { "desc" } else { "asc" }),
             ];
             for (k, val) in &q.0 {
@@ -457,11 +453,11 @@ pub(crate) async fn list_nodes(
                     k.as_str(),
                     "limit" | "marker" | "fields" | "sort_key" | "sort_dir"
                 ) {
-                    params.push(format!("{k}={}", enc(val)));
+                    params.push(format!("{k}={}", ironic_model::percent::encode_list(val)));
                 }
             }
             if let Some(f) = q.get("fields") {
-                params.push(format!("fields={}", enc(f)));
+                params.push(format!("fields={}", ironic_model::percent::encode_list(f)));
             }
             params.push(format!("limit={limit}"));
             params.push(format!("marker={marker}"));
@@ -1024,7 +1020,11 @@ pub async fn trait_put(
     let mut resp = StatusCode::NO_CONTENT.into_response();
     crate::set_location(
         &mut resp,
-        &format!("{base}/v1/nodes/{}/traits/{}", enc(&ident), enc(&name)),
+        &format!(
+            "{base}/v1/nodes/{}/traits/{}",
+            ironic_model::percent::encode_list(&ident),
+            ironic_model::percent::encode_list(&name)
+        ),
     );
     Ok(resp)
 }

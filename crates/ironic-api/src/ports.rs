@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::body::{JsonBody, P};
 use crate::error::ApiError;
-use crate::nodes::{enc, load_node};
+use crate::nodes::load_node;
 use crate::policy::{Authz, Policy, Target};
 use crate::query::{Query, field_list};
 use crate::view::{Ts, links_value};
@@ -471,7 +471,10 @@ pub(crate) async fn list<T: Nic>(
             path
         };
         let mut params = vec![
-            format!("sort_key={}", enc(&lq.sort_key)),
+            format!(
+                "sort_key={}",
+                ironic_model::percent::encode_list(&lq.sort_key)
+            ),
             format!("sort_dir={}", if lq.sort_desc { "desc" } else { "asc" }),
         ];
         if !detail {

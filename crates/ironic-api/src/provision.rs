@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::body::{JsonBody, LateBody, P};
 use crate::error::ApiError;
-use crate::nodes::{authorized_node, enc, no_args};
+use crate::nodes::{authorized_node, no_args};
 use crate::policy::{Authz, Policy};
 use crate::{AppState, Base, Req};
 
@@ -35,7 +35,13 @@ type ApiResult = Result<axum::response::Response, ApiError>;
 /// 202, no body, `Location` to the node's states (where the client follows the work).
 fn accepted(base: &str, ident: &str) -> axum::response::Response {
     let mut resp = StatusCode::ACCEPTED.into_response();
-    crate::set_location(&mut resp, &format!("{base}/v1/nodes/{}/states", enc(ident)));
+    crate::set_location(
+        &mut resp,
+        &format!(
+            "{base}/v1/nodes/{}/states",
+            ironic_model::percent::encode_list(ident)
+        ),
+    );
     resp
 }
 

@@ -74,11 +74,11 @@ impl Query {
             .0
             .iter()
             .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
-            .map(|(k, v)| format!("{k}={}&", crate::nodes::enc(v)))
+            .map(|(k, v)| format!("{k}={}&", ironic_model::percent::encode_list(v)))
             .collect();
         format!(
             "{base}/v1/{path}?{kept}limit={limit}&marker={}",
-            crate::nodes::enc(marker)
+            ironic_model::percent::encode_list(marker)
         )
     }
 

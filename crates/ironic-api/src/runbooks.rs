@@ -451,7 +451,7 @@ pub async fn trait_put(
         &mut resp,
         &format!(
             "{base}/v1/runbooks/{}/traits/{t}",
-            crate::nodes::enc(&ident)
+            ironic_model::percent::encode_list(&ident)
         ),
     );
     Ok(resp)

@@ -558,7 +558,7 @@ impl AgentClient {
         let mut target = format!("{url}{path}");
         if let Query::Token { wait } = query {
             target.push_str("?agent_token=");
-            target.push_str(&encode(ep.token));
+            target.push_str(&ironic_model::percent::encode(ep.token));
             match wait {
                 Some(true) => target.push_str("&wait=true"),
                 Some(false) => target.push_str("&wait=false"),
@@ -957,7 +957,8 @@ fn redact(text: &str, token: &str) -> String {
     if token.is_empty() {
         return text.to_string();
     }
-    text.replace(token, "***").replace(&encode(token), "***")
+    text.replace(token, "***")
+        .replace(&ironic_model::percent::encode(token), "***")
 }
 
 /// The agent's URL as errors name it: its origin if it parses, else as given; masked.
@@ -966,20 +967,6 @@ fn origin_text(ep: &Endpoint<'_>) -> String {
         .map(|o| o.base())
         .unwrap_or_else(|_| ep.url.trim().to_string());
     redact(&url, ep.token)
-}
-
-/// `s` percent-encoded for a query value (everything but RFC 3986's unreserved
-/// characters).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -1523,7 +1510,10 @@ mod tests {
         for e in &errors {
             for text in [e.to_string(), crate::tls::error_chain(e), format!("{e:?}")] {
                 assert!(!text.contains(TOKEN), "{text}");
-                assert!(!text.contains(&encode(TOKEN)), "{text}");
+                assert!(
+                    !text.contains(&ironic_model::percent::encode(TOKEN)),
+                    "{text}"
+                );
             }
         }
         assert!(
@@ -1566,8 +1556,11 @@ mod tests {
 
     #[test]
     fn the_token_is_percent_encoded() {
-        assert_eq!(encode("a-b_c.d~e"), "a-b_c.d~e");
-        assert_eq!(encode("s3/t+k= &"), "s3%2Ft%2Bk%3D%20%26");
+        assert_eq!(ironic_model::percent::encode("a-b_c.d~e"), "a-b_c.d~e");
+        assert_eq!(
+            ironic_model::percent::encode("s3/t+k= &"),
+            "s3%2Ft%2Bk%3D%20%26"
+        );
     }
 
     #[test]

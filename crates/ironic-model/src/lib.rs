@@ -24,6 +24,7 @@ pub mod network_data;
 pub mod node;
 pub mod node_ref;
 pub mod patch;
+pub mod percent;
 pub mod port;
 pub mod raid;
 pub mod ring;

@@ -194,18 +194,6 @@ fn body(r: &mut Rng) -> Vec<u8> {
     }
 }
 
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~:,".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 /// A path from the route templates (every route below `/v1`, discovery and the
 /// operations endpoints), its placeholders filled with real identifiers or junk.
 fn path<'t>(r: &mut Rng, templates: &[&'t str], real: &[String]) -> (&'t str, String) {
@@ -231,7 +219,7 @@ fn path<'t>(r: &mut Rng, templates: &[&'t str], real: &[String]) -> (&'t str, St
         let fill = if r.chance(60) {
             r.pick(real).clone()
         } else {
-            percent_encode(&string(r))
+            ironic_model::percent::encode_list(&string(r))
         };
         let fill = &fill[..fill.len().min(200)];
         p.replace_range(start..=start + len, fill);
@@ -242,7 +230,9 @@ fn path<'t>(r: &mut Rng, templates: &[&'t str], real: &[String]) -> (&'t str, St
                 format!(
                     "{}={}",
                     r.pick(PARAMS),
-                    percent_encode(&string(r)[..].chars().take(300).collect::<String>())
+                    ironic_model::percent::encode_list(
+                        &string(r)[..].chars().take(300).collect::<String>()
+                    )
                 )
             })
             .collect();

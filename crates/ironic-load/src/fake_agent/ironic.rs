@@ -218,7 +218,10 @@ pub(super) async fn run(inner: Arc<Inner>, api: Api) {
 
 /// Looks up until found or stopped (`None`).
 async fn lookup(inner: &Inner, session: &mut Session<'_>) -> Option<Found> {
-    let path = format!("/v1/lookup?addresses={}", encode(&inner.cfg.macs.join(",")));
+    let path = format!(
+        "/v1/lookup?addresses={}",
+        ironic_model::percent::encode(&inner.cfg.macs.join(","))
+    );
     let mut pause = LOOKUP_FIRST_RETRY;
     let mut failing = false;
     loop {
@@ -322,7 +325,10 @@ enum Wake {
 /// heartbeat waits until [`super::AgentConfig::forced_heartbeat_min_interval`] has
 /// passed since the previous one, as IPA's 5 s).
 async fn heartbeats(inner: &Inner, session: &mut Session<'_>, found: &Found) {
-    let path = format!("/v1/heartbeat/{}", encode(&found.uuid));
+    let path = format!(
+        "/v1/heartbeat/{}",
+        ironic_model::percent::encode(&found.uuid)
+    );
     let mut next = Instant::now();
     let mut last_sent: Option<Instant> = None;
     let mut failing = false;
@@ -418,20 +424,6 @@ fn quote(body: &[u8]) -> String {
     String::from_utf8_lossy(body).chars().take(200).collect()
 }
 
-/// `s` percent-encoded for a query value or a path segment (everything but RFC 3986's
-/// unreserved characters, as Python's `requests` encodes parameters).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,7 +469,7 @@ mod tests {
     #[test]
     fn macs_are_percent_encoded_as_requests_does() {
         assert_eq!(
-            encode("52:54:00:aa:bb:cc,52:54:00:aa:bb:cd"),
+            ironic_model::percent::encode("52:54:00:aa:bb:cc,52:54:00:aa:bb:cd"),
             "52%3A54%3A00%3Aaa%3Abb%3Acc%2C52%3A54%3A00%3Aaa%3Abb%3Acd"
         );
     }
