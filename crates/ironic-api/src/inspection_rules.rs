@@ -268,13 +268,12 @@ pub async fn list(
     };
     let limit = q.limit(st.settings.max_limit)? as usize;
     let desc = q.sort_desc()?;
-    let mut all = st.db.inspection_rule_all().await?;
-    let start_marker = match q.get("marker") {
+    let marker = match q.get("marker") {
         None => None,
         Some(m) => Some(
-            all.iter()
-                .find(|r| *r.uuid == m.to_ascii_lowercase())
-                .map(|r| r.uuid.clone())
+            st.db
+                .inspection_rule_by_uuid(&m.to_ascii_lowercase())
+                .await?
                 .ok_or_else(|| ir::not_found(m))?,
         ),
     };
@@ -284,28 +283,12 @@ pub async fn list(
         )));
     }
     // Every rule is in phase `main`; upstream takes the filter and does not apply it.
-    let key = |r: &InspectionRule| -> (String, i64) {
-        let k = match sort_key {
-            "uuid" => r.uuid.to_string(),
-            "priority" => format!("{:010}", r.priority),
-            "description" => r.description.clone().unwrap_or_default(),
-            "sensitive" => r.sensitive.to_string(),
-            "phase" => r.phase.clone(),
-            "created_at" => r.created_at.to_rfc3339(),
-            "updated_at" => r.updated_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
-            _ => String::new(),
-        };
-        (k, r.id)
-    };
-    all.sort_by_key(key);
-    if desc {
-        all.reverse();
-    }
-    let start = match start_marker {
-        None => 0,
-        Some(m) => all.iter().position(|r| r.uuid == m).map_or(0, |i| i + 1),
-    };
-    let page: Vec<&InspectionRule> = all.iter().skip(start).take(limit).collect();
+    // Rules have no `scope` column: sorted by it, they come in id order.
+    let column = if sort_key == "scope" { "id" } else { sort_key };
+    let page = st
+        .db
+        .inspection_rule_list(column, desc, marker.as_ref(), limit)
+        .await?;
     // Upstream judges `fields` per item: an empty page never fails.
     let shown: Vec<&'static str> = match fields {
         Some(f) if !page.is_empty() => fields_of(f, v)?,

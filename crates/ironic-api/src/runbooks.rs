@@ -24,16 +24,7 @@ use crate::{AppState, Base, Req, json_response};
 type ApiResult = Result<Response, ApiError>;
 
 /// Sort keys a list accepts.
-const SORT_KEYS: &[&str] = &[
-    "id",
-    "uuid",
-    "name",
-    "created_at",
-    "updated_at",
-    "owner",
-    "public",
-    "disable_ramdisk",
-];
+use ironic_db::runbooks::SORT_KEYS;
 
 fn gate(v: Version, status: StatusCode) -> Result<(), ApiError> {
     if v.at_least(92) {
@@ -220,43 +211,24 @@ pub async fn list(
             "The sort_key value {sort_key} is an invalid field for sorting"
         )));
     }
-    let mut all: Vec<Runbook> = st
+    let visible = |r: &Runbook| match &scope {
+        None => true,
+        Some(mine) => r.public || r.owner.as_deref() == Some(mine.as_str()),
+    };
+    let marker = match q.get("marker") {
+        None => None,
+        Some(m) => Some(
+            st.db
+                .runbook_by_uuid(m)
+                .await?
+                .filter(visible)
+                .ok_or_else(|| rb::not_found(m))?,
+        ),
+    };
+    let page = st
         .db
-        .runbook_all()
-        .await?
-        .into_iter()
-        .filter(|r| match &scope {
-            None => true,
-            Some(mine) => r.public || r.owner.as_deref() == Some(mine.as_str()),
-        })
-        .collect();
-    let key = |r: &Runbook| -> (String, i64) {
-        let k = match sort_key {
-            "uuid" => r.uuid.to_string(),
-            "name" => r.name.clone(),
-            "created_at" => r.created_at.to_rfc3339(),
-            "updated_at" => r.updated_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
-            "owner" => r.owner.clone().unwrap_or_default(),
-            "public" => r.public.to_string(),
-            "disable_ramdisk" => r.disable_ramdisk.to_string(),
-            _ => String::new(),
-        };
-        (k, r.id)
-    };
-    all.sort_by_key(key);
-    if desc {
-        all.reverse();
-    }
-    let start = match q.get("marker") {
-        None => 0,
-        Some(m) => {
-            all.iter()
-                .position(|r| r.uuid == m)
-                .ok_or_else(|| rb::not_found(m))?
-                + 1
-        }
-    };
-    let page: Vec<&Runbook> = all.iter().skip(start).take(limit).collect();
+        .runbook_list(sort_key, desc, marker.as_ref(), limit, scope.as_deref())
+        .await?;
     let docs: Vec<Value> = page.iter().map(|r| doc(r, &base, &fields)).collect();
     let last = page.last().map(|r| r.uuid.as_str());
     Ok(json_response(

@@ -303,35 +303,21 @@ impl Db {
         marker: Option<&DeployTemplate>,
         limit: usize,
     ) -> Result<(String, Vec<String>), Error> {
-        if !SORT_KEYS.contains(&sort_key) {
-            return Err(Error::invalid(format!(
-                "The sort_key value \"{sort_key}\" is an invalid field for sorting"
-            )));
-        }
-        let (cmp, dir) = if desc { ("<", "DESC") } else { (">", "ASC") };
-        // `updated_at` may be NULL: it sorts first ascending, on both backends (the
-        // expression of its index, migrations/*/0017_list_indexes.sql).
-        let key = match (sort_key, self.backend()) {
-            ("updated_at", crate::Backend::Postgres) => {
-                "COALESCE(updated_at, '-infinity'::timestamptz)".to_string()
-            }
-            ("updated_at", crate::Backend::Sqlite) => "COALESCE(updated_at, '')".to_string(),
-            (k, _) => k.to_string(),
+        let marker_id = marker.map(|m| m.id.to_string());
+        let page = crate::keyset::page(
+            self.backend(),
+            "deploy_templates",
+            SORT_KEYS,
+            sort_key,
+            desc,
+            marker_id.as_ref().map(|_| "$1"),
+            limit,
+        )?;
+        let cond = match page.after {
+            None => page.order,
+            Some(after) => format!("WHERE {after} {}", page.order),
         };
-        let mut args = Vec::new();
-        let cond = match marker {
-            None => String::new(),
-            Some(m) => {
-                // (key, id) after the marker's, its key read in SQL.
-                args.push(m.id.to_string());
-                let mk =
-                    format!("(SELECT {key} FROM deploy_templates WHERE id = CAST($1 AS BIGINT))");
-                format!(
-                    "WHERE ({key} {cmp} {mk} OR ({key} = {mk} AND id {cmp} CAST($1 AS BIGINT)))"
-                )
-            }
-        };
-        let cond = format!("{cond} ORDER BY {key} {dir}, id {dir} LIMIT {limit}");
+        let args = marker_id.into_iter().collect();
         Ok((cond, args))
     }
 

@@ -1,6 +1,6 @@
 //! Inspection rules (1.96): one row each, conditions and actions as JSON documents.
-//! Rules are few (an operator's catalogue, read whole by every inspection): lists read
-//! them all and the API sorts and pages in memory.
+//! Rules are few (an operator's catalogue, read whole by every inspection); the API's
+//! lists are keyset-paginated (`keyset.rs`).
 
 use chrono::{DateTime, Utc};
 use ironic_model::inspection_rule::{self as ir, InspectionRule};
@@ -10,6 +10,18 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::{Db, internal, with_pool};
+
+/// Columns a list may sort by.
+pub const SORT_KEYS: &[&str] = &[
+    "id",
+    "uuid",
+    "priority",
+    "description",
+    "sensitive",
+    "phase",
+    "created_at",
+    "updated_at",
+];
 
 const COLS: &str = "id, uuid, description, priority, sensitive, phase, conditions, actions, created_at, updated_at";
 
@@ -156,6 +168,37 @@ impl Db {
                 .await)
             .map_err(|e| internal("reading an inspection rule", e))?;
         Ok(row.map(InspectionRule::from))
+    }
+
+    /// A page of rules sorted by `sort_key` (then id), after `marker`.
+    pub async fn inspection_rule_list(
+        &self,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&InspectionRule>,
+        limit: usize,
+    ) -> Result<Vec<InspectionRule>, Error> {
+        let marker_id = marker.map(|m| m.id.to_string());
+        let page = crate::keyset::page(
+            self.backend(),
+            "inspection_rules",
+            SORT_KEYS,
+            sort_key,
+            desc,
+            marker_id.as_ref().map(|_| "$1"),
+            limit,
+        )?;
+        let cond = page.after.map(|a| format!("WHERE {a}")).unwrap_or_default();
+        let sql = format!("SELECT {COLS} FROM inspection_rules {cond} {}", page.order);
+        let rows: Vec<Row> = with_pool!(self, |p| {
+            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
+            if let Some(m) = &marker_id {
+                q = q.bind(m);
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(|e| internal("reading inspection rules", e))?;
+        Ok(rows.into_iter().map(InspectionRule::from).collect())
     }
 
     /// Every rule, oldest first (the order rules of one priority run in).

@@ -25,6 +25,7 @@ pub mod heartbeat;
 pub mod history;
 pub mod inspection_rules;
 pub mod inventory;
+mod keyset;
 pub mod nodes;
 pub mod ports;
 pub mod runbooks;

@@ -1,6 +1,5 @@
-//! Runbooks (1.92): one row each, steps and traits as JSON documents. Runbooks are few
-//! (an operator's catalogue): lists read them all and the API filters, sorts and pages
-//! in memory.
+//! Runbooks (1.92): one row each, steps and traits as JSON documents. Lists are
+//! keyset-paginated (`keyset.rs`), a project's view filtered in SQL.
 
 use chrono::{DateTime, Utc};
 use ironic_model::node::JsonObject;
@@ -10,6 +9,18 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use crate::{Db, internal, with_pool};
+
+/// Columns a list may sort by.
+pub const SORT_KEYS: &[&str] = &[
+    "id",
+    "uuid",
+    "name",
+    "created_at",
+    "updated_at",
+    "owner",
+    "public",
+    "disable_ramdisk",
+];
 
 const COLS: &str = "id, uuid, name, description, steps, traits, disable_ramdisk, public, owner, \
                     extra, created_at, updated_at";
@@ -168,6 +179,48 @@ impl Db {
 
     pub async fn runbook_by_name(&self, name: &str) -> Result<Option<Runbook>, Error> {
         self.runbook_where("name", name).await
+    }
+
+    /// A page of runbooks sorted by `sort_key` (then id), after `marker`; with
+    /// `visible_to`, only the public ones and that project's.
+    pub async fn runbook_list(
+        &self,
+        sort_key: &str,
+        desc: bool,
+        marker: Option<&Runbook>,
+        limit: usize,
+        visible_to: Option<&str>,
+    ) -> Result<Vec<Runbook>, Error> {
+        let marker_id = marker.map(|m| m.id.to_string());
+        let page = crate::keyset::page(
+            self.backend(),
+            "runbooks",
+            SORT_KEYS,
+            sort_key,
+            desc,
+            marker_id.as_ref().map(|_| "$1"),
+            limit,
+        )?;
+        let mut args: Vec<String> = marker_id.into_iter().collect();
+        let mut conds: Vec<String> = page.after.into_iter().collect();
+        if let Some(project) = visible_to {
+            args.push(project.to_string());
+            conds.push(format!("(public = TRUE OR owner = ${})", args.len()));
+        }
+        let cond = match conds.is_empty() {
+            true => String::new(),
+            false => format!("WHERE {}", conds.join(" AND ")),
+        };
+        let sql = format!("SELECT {COLS} FROM runbooks {cond} {}", page.order);
+        let rows: Vec<Row> = with_pool!(self, |p| {
+            let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
+            for a in &args {
+                q = q.bind(a);
+            }
+            q.fetch_all(p).await
+        })
+        .map_err(|e| internal("reading runbooks", e))?;
+        Ok(rows.into_iter().map(Runbook::from).collect())
     }
 
     /// Every runbook, oldest first.

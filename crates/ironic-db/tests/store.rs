@@ -35,6 +35,7 @@ ironic_db::on_both_backends!(
     node_states_page_by_id,
     description_search_follows_every_write,
     last_error_is_stored_masked_and_bounded,
+    catalogues_page_by_key_then_id,
 );
 
 const HOST: &str = "test-host";
@@ -1681,4 +1682,106 @@ async fn allocation_meta_update_keeps_the_process_writes(db: &Db) {
     assert_eq!(saved.extra.get("k"), Some(&json!(2)));
     assert_eq!(saved.conductor_affinity, Some(ConductorId(2)));
     assert_eq!(saved.state, ironic_model::AllocationState::Allocating);
+}
+
+/// Runbooks and inspection rules are paged in the database: by the sort key then id, in
+/// both directions, a page after the marker; a project sees public runbooks and its own;
+/// priorities sort as numbers.
+async fn catalogues_page_by_key_then_id(db: &Db) {
+    use ironic_model::inspection_rule::InspectionRule;
+    use ironic_model::runbook::Runbook;
+    let at = chrono::Utc::now();
+    for (i, (owner, public)) in [
+        (Some("p1"), false),
+        (None, true),
+        (Some("p2"), false),
+        (Some("p1"), false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        db.runbook_create(&Runbook {
+            id: 0,
+            uuid: ironic_model::RunbookUuid::new_v4(),
+            name: format!("CUSTOM_RB_{}", 3 - i),
+            description: None,
+            steps: Vec::new(),
+            traits: Vec::new(),
+            disable_ramdisk: false,
+            public,
+            owner: owner.map(str::to_string),
+            extra: Default::default(),
+            created_at: at,
+            updated_at: None,
+        })
+        .await
+        .unwrap();
+    }
+    let names = |l: Vec<Runbook>| l.into_iter().map(|r| r.name).collect::<Vec<_>>();
+    let all = db
+        .runbook_list("name", false, None, 10, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        names(all.clone()),
+        ["CUSTOM_RB_0", "CUSTOM_RB_1", "CUSTOM_RB_2", "CUSTOM_RB_3"]
+    );
+    let next = db
+        .runbook_list("name", false, Some(&all[1]), 1, None)
+        .await
+        .unwrap();
+    assert_eq!(names(next), ["CUSTOM_RB_2"]);
+    let back = db
+        .runbook_list("name", true, Some(&all[2]), 10, None)
+        .await
+        .unwrap();
+    assert_eq!(names(back), ["CUSTOM_RB_1", "CUSTOM_RB_0"]);
+    let p1 = db
+        .runbook_list("id", false, None, 10, Some("p1"))
+        .await
+        .unwrap();
+    assert_eq!(names(p1), ["CUSTOM_RB_3", "CUSTOM_RB_2", "CUSTOM_RB_0"]);
+    let p1_after = db
+        .runbook_list("id", false, Some(&all[2]), 10, Some("p1"))
+        .await
+        .unwrap();
+    assert_eq!(names(p1_after), ["CUSTOM_RB_0"]);
+    let r = db.runbook_list("steps", false, None, 10, None).await;
+    assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
+
+    for (priority, description) in [(10, "ten"), (2, "two"), (100, "hundred"), (2, "two again")] {
+        db.inspection_rule_create(&InspectionRule {
+            id: 0,
+            uuid: ironic_model::RuleUuid::new_v4(),
+            description: Some(description.into()),
+            priority,
+            sensitive: false,
+            phase: "main".into(),
+            conditions: Vec::new(),
+            actions: Vec::new(),
+            built_in: false,
+            created_at: at,
+            updated_at: None,
+        })
+        .await
+        .unwrap();
+    }
+    let descs = |l: Vec<InspectionRule>| {
+        l.into_iter()
+            .map(|r| r.description.unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    let by_priority = db
+        .inspection_rule_list("priority", false, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        descs(by_priority.clone()),
+        ["two", "two again", "ten", "hundred"]
+    );
+    let page = db
+        .inspection_rule_list("priority", true, Some(&by_priority[2]), 2)
+        .await
+        .unwrap();
+    assert_eq!(descs(page), ["two again", "two"]);
 }
