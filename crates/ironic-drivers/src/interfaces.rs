@@ -190,6 +190,11 @@ pub enum Outcome {
     /// call-back`) until the agent reports the step's end (its heartbeat, or the
     /// command it runs ending), or the flow's callback timeout.
     Callback,
+    /// Not over, and nothing to do but look again: the node waits (its flow's wait
+    /// state, unlocked) for this long, then the conductor runs the same step again,
+    /// which finds in the node where it was (a poll of the hardware, never a sleep
+    /// holding the node's lock).
+    Recheck(Duration),
 }
 
 /// Power states a client may ask for, and the state each ends in.

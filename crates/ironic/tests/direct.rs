@@ -224,6 +224,23 @@ async fn lifecycle(backend: Backend) {
     let n = wait_for(&s, &uuid, "wait call-back", Duration::from_secs(20)).await;
     assert_eq!(n["deploy_step"]["step"], "deploy", "{n}");
     let a = agent(&s, mac).await;
+    // After the agent's power-off the BMC is asked again later, the node unlocked in
+    // between (its heartbeats and reads are served): no lock held while waiting.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = s.get(&format!("/v1/nodes/{uuid}"), V).await.json();
+        if n["deploy_step"]["step"] == "tear_down_agent"
+            && n["provision_state"] == "wait call-back"
+            && n["reservation"].is_null()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && n["provision_state"] != "active",
+            "tear_down_agent never waited unlocked: {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
     assert_eq!(n["power_state"], "power on", "{n}");
     assert_eq!(n["last_error"], Value::Null);

@@ -60,6 +60,9 @@ const ROOT_UUID: &str = "root_uuid_or_disk_id";
 /// `[deploy] http_root`): its random name keeps a private image from whoever reaches
 /// the image server, so the key is one every rendering masks as a secret.
 const PUBLISHED_IMAGE: &str = "agent_image_secret_path";
+/// `tear_down_agent`: the BMC checks left before the machine the agent was told to
+/// power off is forced off.
+pub(super) const POWER_OFF_CHECKS: &str = "agent_power_off_checks_left";
 /// Where earlier versions kept it (still cleaned up).
 const PUBLISHED_IMAGE_BEFORE: &str = "agent_published_image";
 
@@ -224,10 +227,7 @@ impl Provisioner {
                 self.prepare_instance_boot(node).await?;
                 Ok(Outcome::Done)
             }
-            "tear_down_agent" => {
-                self.tear_down_agent(node).await?;
-                Ok(Outcome::Done)
-            }
+            "tear_down_agent" => self.tear_down_agent(node).await,
             // The `noop` and `flat` networks have no tenant network to switch to.
             "switch_to_tenant_network" => Ok(Outcome::Done),
             "boot_instance" => {
@@ -514,41 +514,65 @@ impl Provisioner {
     }
 
     /// `tear_down_agent`: logs collected when `[agent] deploy_logs_collect = always`,
-    /// then the agent powers the machine off (a clean shut-down of the ramdisk); if
-    /// the BMC does not see it off in time, it is forced off.
-    async fn tear_down_agent(&self, node: &mut Node) -> Result<(), WorkFailed> {
+    /// then the agent powers the machine off (a clean shut-down of the ramdisk). The
+    /// BMC is asked every `[agent] post_deploy_get_power_state_retry_interval` whether
+    /// the machine is off, the node unlocked in between (`Outcome::Recheck`: the step
+    /// runs again, finding the checks left in [`POWER_OFF_CHECKS`]); after
+    /// `post_deploy_get_power_state_retries` checks it is forced off.
+    async fn tear_down_agent(&self, node: &mut Node) -> Result<Outcome, WorkFailed> {
+        let a = &self.settings.agent;
+        let every = std::time::Duration::from_secs(a.post_deploy_get_power_state_retry_interval);
+        let left = node
+            .driver_internal_info
+            .get(POWER_OFF_CHECKS)
+            .and_then(Value::as_u64);
+        if let Some(left) = left {
+            let power = self.driver_of(node)?.power();
+            if let Ok(s) = power.get_power_state(NodeInfo::from(&*node)).await
+                && s == "power off"
+            {
+                node.driver_internal_info.remove(POWER_OFF_CHECKS);
+                node.power_state = Some(s);
+                tracing::info!(node = %node.uuid, "the agent powered the machine off");
+                return Ok(Outcome::Done);
+            }
+            if left > 1 {
+                node.driver_internal_info
+                    .insert(POWER_OFF_CHECKS.into(), json!(left - 1));
+                return Ok(Outcome::Recheck(every));
+            }
+            node.driver_internal_info.remove(POWER_OFF_CHECKS);
+            tracing::info!(node = %node.uuid, "the machine is still on after the agent's power-off; forcing it");
+            self.power(node, "power off").await?;
+            return Ok(Outcome::Done);
+        }
         if self.settings.agent.deploy_logs_collect == "always" {
             self.collect_logs(node, "deploy").await;
         }
         if node.disable_power_off {
-            return Ok(());
+            return Ok(Outcome::Done);
         }
         if let Some(at) = AgentAt::of(node) {
-            if let Err(e) = self
+            match self
                 .agent
                 .execute(&at.endpoint(), "standby.power_off", &json!({}), false)
                 .await
             {
-                tracing::info!(node = %node.uuid, "the agent did not take the power-off ({e}); forcing it");
-            } else {
-                let a = &self.settings.agent;
-                let every =
-                    std::time::Duration::from_secs(a.post_deploy_get_power_state_retry_interval);
-                let power = self.driver_of(node)?.power();
-                for _ in 0..a.post_deploy_get_power_state_retries {
-                    tokio::time::sleep(every).await;
-                    if let Ok(s) = power.get_power_state(NodeInfo::from(&*node)).await
-                        && s == "power off"
-                    {
-                        node.power_state = Some(s);
-                        tracing::info!(node = %node.uuid, "the agent powered the machine off");
-                        return Ok(());
-                    }
+                Err(e) => {
+                    tracing::info!(node = %node.uuid, "the agent did not take the power-off ({e}); forcing it")
                 }
-                tracing::info!(node = %node.uuid, "the machine is still on after the agent's power-off; forcing it");
+                Ok(_) if a.post_deploy_get_power_state_retries == 0 => {}
+                Ok(_) => {
+                    node.driver_internal_info.insert(
+                        POWER_OFF_CHECKS.into(),
+                        json!(a.post_deploy_get_power_state_retries),
+                    );
+                    return Ok(Outcome::Recheck(every));
+                }
             }
         }
-        self.power(node, "power off").await
+        self.power(node, "power off").await?;
+        Ok(Outcome::Done)
     }
 
     /// Sends `step` to the agent (`<flow>.execute_<flow>_step`); a command still

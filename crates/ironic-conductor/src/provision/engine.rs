@@ -4,7 +4,8 @@
 //! waiting and holding states, and the fault a failed step leaves.
 //!
 //! A step ends in one of four ways (`Provisioner::run_step`): done (the next one runs),
-//! failed (the flow fails), held (the reserved `hold` step) or waiting. A waiting step
+//! failed (the flow fails), held (the reserved `hold` step) or waiting (for a time, for
+//! an event, or to run again: `Outcome::Recheck`, a poll). A waiting step
 //! puts the node in the flow's wait state and **gives the lock back**: the node is
 //! served (read, updated, aborted, heartbeaten) while the step goes on. Its wait records,
 //! under the node lock, who may continue it (`…_step_runner`, a token unique to this
@@ -90,6 +91,16 @@ impl Flow {
             Flow::Clean => "clean_step_runner",
             Flow::Deploy => "deploy_step_runner",
             Flow::Service => "service_step_runner",
+        }
+    }
+
+    /// The `driver_internal_info` key saying that the waiting step runs again when its
+    /// wait ends (`Outcome::Recheck`), rather than the next one.
+    pub(crate) fn recheck_key(self) -> &'static str {
+        match self {
+            Flow::Clean => "clean_step_recheck",
+            Flow::Deploy => "deploy_step_recheck",
+            Flow::Service => "service_step_recheck",
         }
     }
 
@@ -202,6 +213,7 @@ impl Flow {
         for k in [
             self.runner_key(),
             self.resume_key(),
+            self.recheck_key(),
             agent_deploy::AGENT_WAIT,
             agent_deploy::AGENT_COMMAND,
         ] {
@@ -238,6 +250,7 @@ impl Flow {
             }
             Flow::Deploy => {
                 dii.remove(USER_DEPLOY_STEPS);
+                dii.remove(agent_deploy::POWER_OFF_CHECKS);
             }
             Flow::Service => {
                 for k in [SERVICE_STEPS, SERVICE_DISABLE_RAMDISK] {
@@ -294,6 +307,13 @@ impl Provisioner {
                 }
                 Ok(Outcome::Callback) => {
                     self.wait(flow, held, Some(step), None).await;
+                    return;
+                }
+                Ok(Outcome::Recheck(d)) => {
+                    held.node
+                        .driver_internal_info
+                        .insert(flow.recheck_key().into(), json!(true));
+                    self.wait(flow, held, Some(step), Some(d)).await;
                     return;
                 }
                 Err(why) => {
@@ -485,11 +505,13 @@ impl Provisioner {
                 self.fail(flow, held, msg, true).await;
                 return;
             }
-            // The step is sent again: the agent changed, or was busy.
+            // The step runs again: it asked to look again (`Outcome::Recheck`), or the
+            // agent changed, or was busy (the step is sent again).
             let rerun = matches!(
                 news,
                 Some(AgentNews::VersionMismatch { .. } | AgentNews::Retry)
-            );
+            ) || held.node.driver_internal_info.get(flow.recheck_key())
+                == Some(&json!(true));
             // What the agent reported now is what the plan is checked against.
             if let Some(
                 AgentNews::Booted { steps, versions }

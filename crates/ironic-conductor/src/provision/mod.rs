@@ -103,7 +103,7 @@ fn step_timed<E>(
 ) {
     let label = match outcome {
         Ok(Outcome::Done) => "done",
-        Ok(Outcome::Wait(_) | Outcome::Callback) => "waiting",
+        Ok(Outcome::Wait(_) | Outcome::Callback | Outcome::Recheck(_)) => "waiting",
         Err(_) => "failed",
     };
     metrics::histogram!(
