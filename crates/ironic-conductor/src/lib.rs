@@ -225,7 +225,7 @@ impl Conductor {
             nics: nics::Nics::new(db.clone(), locks.clone()),
             management: {
                 let (d, r, _, l) = std();
-                management::Management::new(d, r, l)
+                management::Management::new(d, r, l, work.clone())
             },
             volumes: volume::Volumes::new(db.clone(), locks.clone()),
             agent: agent::Agent::new(

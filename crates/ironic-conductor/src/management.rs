@@ -4,7 +4,7 @@
 //! something. An interface the node does not have (`no-console`, `no-raid`,
 //! `no-vendor`, or one without the operation) is upstream's 400 "does not support".
 
-use crate::lock::Patience;
+use crate::lock::{Held, Patience};
 use ironic_catalog::vendor::{driver_vendor_methods, node_vendor_methods};
 use ironic_drivers::interfaces::{BootDevice, Indicator, ManagementInterface, NodeInfo};
 use ironic_model::{Error, Node};
@@ -57,6 +57,7 @@ pub(crate) struct Management {
     db: ironic_db::Db,
     drivers: ironic_drivers::Registry,
     locks: crate::lock::Locks,
+    work: crate::work::Runner,
 }
 
 impl Management {
@@ -64,8 +65,14 @@ impl Management {
         db: ironic_db::Db,
         drivers: ironic_drivers::Registry,
         locks: crate::lock::Locks,
+        work: crate::work::Runner,
     ) -> Management {
-        Management { db, drivers, locks }
+        Management {
+            db,
+            drivers,
+            locks,
+            work,
+        }
     }
 }
 
@@ -130,9 +137,11 @@ impl Management {
             .await
     }
 
-    /// Inserts a virtual medium (1.89) under the node's lock. Upstream answers first and
-    /// records a failure in the node's history; here the failure is the answer (400),
-    /// as for boot mode changes.
+    /// Inserts a virtual medium (1.89), as upstream: checked under the node's lock (the
+    /// management interface validated, a node in a power failure refused, 503), then
+    /// done in the background holding the lock; what fails there (the driver cannot, the
+    /// BMC refuses) is the node's `last_error` and an error in its history, the client
+    /// having had its 204.
     pub(crate) async fn attach_virtual_media(
         &self,
         _ctx: &Context,
@@ -144,53 +153,103 @@ impl Management {
             image_url,
             image_download_source,
         } = req;
-        self.locks.with_lock(&node, Patience::Retry, async move |h| {
-            let m = vmedia(&self.drivers, &h.node, "attach_virtual_media")?;
-            let changes = m
-                .attach_virtual_media(NodeInfo::from(&h.node), &device_type, &image_url)
-                .await
-                .map_err(|e| {
-                    Error::invalid(format!(
-                        "Could not attach device {device_type} to node {}: {e}",
-                        h.node.uuid
-                    ))
-                })?;
-            changes.apply(&mut h.node);
-            h.save().await?;
-            tracing::info!(node = %h.node.uuid, device_type, source = image_download_source, "virtual media attached");
-            Ok(())
-        })
-        .await
+        let mut held = self.vmedia_start(&node, "attach").await?;
+        let drivers = self.drivers.clone();
+        self.work.spawn("virtual media attach", async move {
+            let n = &mut held.node;
+            let done = match vmedia(&drivers, n, "attach_virtual_media") {
+                Err(e) => Err(e.to_string()),
+                Ok(m) => m
+                    .attach_virtual_media(NodeInfo::from(&*n), &device_type, &image_url)
+                    .await
+                    .map(|changes| changes.apply(n))
+                    .map_err(|e| e.to_string()),
+            };
+            if done.is_ok() {
+                tracing::info!(node = %n.uuid, device_type, source = image_download_source, "virtual media attached");
+            }
+            let failed = done.err().map(|e| {
+                format!("Could not attach device {device_type} to node {}: {e}", n.uuid)
+            });
+            finish(held, failed).await;
+        });
+        Ok(())
     }
 
-    /// Ejects virtual media (1.89) under the node's lock.
+    /// Ejects virtual media (1.89): checked, then done in the background, as
+    /// [`Management::attach_virtual_media`].
     pub(crate) async fn detach_virtual_media(
         &self,
         _ctx: &Context,
         req: DetachVirtualMedia,
     ) -> Result<(), Error> {
         let DetachVirtualMedia { node, device_types } = req;
-        self.locks
-            .with_lock(&node, Patience::Retry, async move |h| {
-                let m = vmedia(&self.drivers, &h.node, "detach_virtual_media")?;
-                let changes = m
-                    .detach_virtual_media(NodeInfo::from(&h.node), device_types.as_deref())
+        let mut held = self.vmedia_start(&node, "detach").await?;
+        let drivers = self.drivers.clone();
+        self.work.spawn("virtual media detach", async move {
+            let n = &mut held.node;
+            let done = match vmedia(&drivers, n, "detach_virtual_media") {
+                Err(e) => Err(e.to_string()),
+                Ok(m) => m
+                    .detach_virtual_media(NodeInfo::from(&*n), device_types.as_deref())
                     .await
-                    .map_err(|e| {
-                        let which = device_types
-                            .as_ref()
-                            .map_or_else(|| "None".to_string(), |t| t.join(", "));
-                        Error::invalid(format!(
-                            "Could not detach device(s) {which} from node {}: {e}",
-                            h.node.uuid
-                        ))
-                    })?;
-                changes.apply(&mut h.node);
-                h.save().await?;
-                tracing::info!(node = %h.node.uuid, ?device_types, "virtual media detached");
-                Ok(())
-            })
-            .await
+                    .map(|changes| changes.apply(n))
+                    .map_err(|e| e.to_string()),
+            };
+            if done.is_ok() {
+                tracing::info!(node = %n.uuid, ?device_types, "virtual media detached");
+            }
+            // Upstream's message names the list as Python shows it.
+            let which = match &device_types {
+                None => "None".to_string(),
+                Some(t) => format!(
+                    "[{}]",
+                    t.iter()
+                        .map(|d| format!("'{d}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let failed = done.err().map(|e| {
+                format!(
+                    "Could not detach device(s) {which} from node {}: {e}",
+                    n.uuid
+                )
+            });
+            finish(held, failed).await;
+        });
+        Ok(())
+    }
+
+    /// The synchronous half of a virtual media call: the node locked, its management
+    /// interface validated, a power failure refused (upstream's 503), the last error
+    /// cleared (a new operation starts).
+    async fn vmedia_start(&self, node: &ironic_rpc::NodeRef, verb: &str) -> Result<Held, Error> {
+        let mut held = self.locks.hold(node, Patience::Retry).await?;
+        let checked = async {
+            let n = &held.node;
+            interface(n, "management")?;
+            crate::nodes::driver(&self.drivers, n)?
+                .validate_interface(NodeInfo::from(n), "management")
+                .await
+                .map_err(|e| Error::invalid(e.to_string()))?;
+            if n.maintenance && n.fault.as_deref() == Some("power failure") {
+                return Err(Error::Unavailable(format!(
+                    "Unable to {verb} virtual media for node {} due to power failure state",
+                    n.uuid
+                )));
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = checked {
+            return held.bail(e).await;
+        }
+        held.node.last_error = None;
+        if let Err(e) = held.save().await {
+            return held.bail(e).await;
+        }
+        Ok(held)
     }
 
     /// The node's virtual media (1.93), as the hardware reports them.
@@ -533,6 +592,19 @@ impl Management {
                 run(driver_vendor_methods(hw))
             }
         }
+    }
+}
+
+/// The end of background work on a held node: `failed` becomes its `last_error`
+/// (which its history records), the node is saved and its lock given back.
+async fn finish(mut held: Held, failed: Option<String>) {
+    if let Some(msg) = failed {
+        tracing::error!(node = %held.node.uuid, "{}", ironic_model::secrets::log_safe(&msg));
+        held.node.last_error = Some(msg);
+    }
+    let uuid = held.node.uuid.clone();
+    if let Err(e) = held.save_and_release().await {
+        tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
     }
 }
 

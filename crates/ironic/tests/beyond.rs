@@ -1505,13 +1505,23 @@ async fn vmedia(s: &Server) {
         s.delete("/v1/nodes/vm-node/vmedia", "1.88").await.status,
         404
     );
+    // Done in the background, as upstream's (the 204 comes once it is checked).
+    let media = |want: serde_json::Value| {
+        let s = &s;
+        async move {
+            common::until("the node's virtual media", Duration::from_secs(10), || {
+                let want = want.clone();
+                async move {
+                    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
+                    n["driver_internal_info"]["fake_vmedia"] == want
+                }
+            })
+            .await;
+        }
+    };
     let r = s.post("/v1/nodes/vm-node/vmedia", "1.89", &iso).await;
     assert_eq!(r.status, 204, "{}", r.body);
-    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
-    assert_eq!(
-        n["driver_internal_info"]["fake_vmedia"],
-        json!({"cdrom": "http://192.0.2.1/boot.iso"})
-    );
+    media(json!({"cdrom": "http://192.0.2.1/boot.iso"})).await;
     for (body, fault) in [
         (
             json!({"device_type": "tape", "image_url": "http://192.0.2.1/boot.iso"}),
@@ -1551,11 +1561,7 @@ async fn vmedia(s: &Server) {
         .delete("/v1/nodes/vm-node/vmedia?device_types=cdrom", "1.89")
         .await;
     assert_eq!(r.status, 204, "{}", r.body);
-    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
-    assert_eq!(
-        n["driver_internal_info"]["fake_vmedia"],
-        json!({"floppy": "nfs://192.0.2.1/export/f.img"})
-    );
+    media(json!({"floppy": "nfs://192.0.2.1/export/f.img"})).await;
     // GET: not below 1.93 (S292's plain not-found).
     let r = s.get("/v1/nodes/vm-node/vmedia", "1.89").await;
     assert_eq!(
@@ -1579,9 +1585,8 @@ async fn vmedia(s: &Server) {
         s.delete("/v1/nodes/vm-node/vmedia", "1.89").await.status,
         204
     );
-    let n = s.get("/v1/nodes/vm-node", "1.89").await.json();
-    assert_eq!(n["driver_internal_info"]["fake_vmedia"], json!(null));
-    // A management interface without virtual media: upstream's "does not support".
+    media(json!(null)).await;
+    // The management interface is validated first: a failure is the answer (400).
     let r = s
         .post(
             "/v1/nodes",
@@ -1592,14 +1597,42 @@ async fn vmedia(s: &Server) {
         .await;
     assert_eq!(r.status, 201, "{}", r.body);
     let r = s.post("/v1/nodes/vm-ov/vmedia", "1.89", &iso).await;
-    assert_eq!(
-        (r.status, r.fault()),
-        (
-            400,
-            "Driver oneview does not support attach_virtual_media (disabled or not implemented)."
-                .into()
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.fault().contains("server_hardware_type_uri"), "{}", r.body);
+    // A management interface without virtual media: 204 (it validates), then
+    // upstream's "does not support" in `last_error` and in the node's history.
+    let r = s
+        .post(
+            "/v1/nodes",
+            "1.89",
+            &json!({"driver": "ipmi", "name": "vm-ipmi",
+                    "driver_info": {"ipmi_address": "192.0.2.9"}}),
         )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let uuid = r.json()["uuid"].as_str().unwrap().to_string();
+    let r = s.post("/v1/nodes/vm-ipmi/vmedia", "1.89", &iso).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let want = format!(
+        "Could not attach device cdrom to node {uuid}: Driver ipmi does not support attach_virtual_media (disabled or not implemented)."
     );
+    common::until(
+        "the failure in last_error",
+        Duration::from_secs(10),
+        || async { s.get("/v1/nodes/vm-ipmi", "1.89").await.json()["last_error"] == want.as_str() },
+    )
+    .await;
+    if max >= 78 {
+        let h = s.get("/v1/nodes/vm-ipmi/history", "1.78").await.json();
+        let events: Vec<&str> = h["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["severity"] == "ERROR")
+            .map(|e| e["event"].as_str().unwrap())
+            .collect();
+        assert_eq!(events, [want.as_str()], "{h}");
+    }
 }
 
 /// 1.90 (and 1.105): the OVN VTEP keys of `local_link_connection`; 1.91: no `.json`

@@ -281,6 +281,22 @@ async fn ipmi_power_sync() {
     )
     .await;
 
+    // Virtual media on an `ipmi` node: accepted (its management interface validates),
+    // then upstream's "does not support" in `last_error` (a Go client's acceptance test
+    // expects the 204).
+    let iso = json!({"device_type": "cdrom", "image_url": "http://192.0.2.1/boot.iso"});
+    let r = s.post(&format!("/v1/nodes/{id}/vmedia"), V, &iso).await;
+    assert_eq!(r.status, 204, "{}", r.body);
+    let want = format!(
+        "Could not attach device cdrom to node {id}: Driver ipmi does not support attach_virtual_media (disabled or not implemented)."
+    );
+    until(
+        "the failure in last_error",
+        Duration::from_secs(10),
+        || async { node(&s, &id).await["last_error"] == want.as_str() },
+    )
+    .await;
+
     bmc.stop();
     until(
         "maintenance for power failure",
@@ -291,6 +307,15 @@ async fn ipmi_power_sync() {
         },
     )
     .await;
+    // In a power failure, refused at once (upstream's 503).
+    let r = s.post(&format!("/v1/nodes/{id}/vmedia"), V, &iso).await;
+    assert_eq!(
+        (r.status, r.fault()),
+        (
+            503,
+            format!("Unable to attach virtual media for node {id} due to power failure state")
+        ),
+    );
     let n = node(&s, &id).await;
     assert!(
         n["maintenance_reason"]
