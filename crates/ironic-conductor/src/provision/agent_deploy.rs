@@ -41,16 +41,13 @@
 //! `erase_devices_metadata_priority` applied; manual: the requested steps, checked
 //! against what the agent offers now).
 
+use super::step_state::{AgentWait, Wait};
 use super::*;
 use ironic_drivers::agent_client::{
     AgentClient, AgentError, CommandResult, CommandStatus, Endpoint,
 };
 use ironic_drivers::interfaces::BootDevice;
 
-/// `driver_internal_info`: what a flow waiting on the agent waits for.
-pub(super) const AGENT_WAIT: &str = "agent_wait";
-/// The id of the in-band command waited for.
-pub(super) const AGENT_COMMAND: &str = "agent_command_id";
 /// The versions of the agent's hardware managers, sent back with every step (the
 /// agent refuses a step planned against other versions).
 pub(super) const HARDWARE_MANAGER_VERSION: &str = "hardware_manager_version";
@@ -259,9 +256,7 @@ impl Provisioner {
         purpose: ramdisk_boot::Purpose,
     ) -> Result<Outcome, WorkFailed> {
         if self.fast_track_now(node) {
-            node.driver_internal_info
-                .insert(AGENT_WAIT.into(), json!("boot"));
-            node.driver_internal_info.remove(AGENT_COMMAND);
+            AgentWait::Boot.set(node);
             tracing::info!(node = %node.uuid, purpose = ?purpose, "fast-track: the agent is running; no reboot");
             return Ok(Outcome::Callback);
         }
@@ -275,9 +270,7 @@ impl Provisioner {
         self.power(node, action)
             .await
             .map_err(|e| WorkFailed::Refused(format!("Failed to boot the agent's ramdisk: {e}")))?;
-        node.driver_internal_info
-            .insert(AGENT_WAIT.into(), json!("boot"));
-        node.driver_internal_info.remove(AGENT_COMMAND);
+        AgentWait::Boot.set(node);
         tracing::info!(node = %node.uuid, purpose = ?purpose, "agent ramdisk booting; waiting for its heartbeat");
         Ok(Outcome::Callback)
     }
@@ -613,9 +606,7 @@ impl Provisioner {
             // Upstream's too: sent again at the next heartbeat.
             Err(AgentError::Busy { .. }) => {
                 tracing::info!(node = %node.uuid, step = %step.name(), "the agent is busy; the step is sent again at its next heartbeat");
-                node.driver_internal_info
-                    .insert(AGENT_WAIT.into(), json!("busy"));
-                node.driver_internal_info.remove(AGENT_COMMAND);
+                AgentWait::Busy.set(node);
                 return Ok(Outcome::Callback);
             }
             Err(e) => return Err(agent_failed(&format!("Cannot start {}", step.name()), &e)),
@@ -627,9 +618,7 @@ impl Provisioner {
             // Running; or sent with versions the agent no longer has: the continuation
             // asks its steps again and sends the step again.
             None | Some(Ended::HardwareChanged) => {
-                let dii = &mut node.driver_internal_info;
-                dii.insert(AGENT_WAIT.into(), json!("command"));
-                dii.insert(AGENT_COMMAND.into(), json!(r.id));
+                AgentWait::Command(Some(r.id.clone())).set(node);
                 Ok(Outcome::Callback)
             }
         }
@@ -715,18 +704,21 @@ impl Provisioner {
         let Some(flow) = Flow::waiting_in(node.provision_state) else {
             return;
         };
-        let dii = &node.driver_internal_info;
-        let (Some(token), None) = (
-            dii.get(flow.runner_key()).and_then(Value::as_str),
-            dii.get(flow.resume_key()),
-        ) else {
+        // A timed wait is its timer's to continue, not the agent's.
+        let Some(Wait {
+            token,
+            resume_at: None,
+            agent: Some(waits_for),
+            ..
+        }) = Wait::of(flow, &node)
+        else {
             return;
         };
         if node.maintenance || !ironic_catalog::agent_based(&node) {
             return;
         }
-        let news = match dii.get(AGENT_WAIT).and_then(Value::as_str) {
-            Some("boot") => match self.agent_steps_now(&node, flow).await {
+        let news = match waits_for {
+            AgentWait::Boot => match self.agent_steps_now(&node, flow).await {
                 Ok((steps, versions)) => AgentNews::Booted { steps, versions },
                 Err(e) if why == FAST_TRACK => AgentNews::Unreachable(e),
                 Err(e) => {
@@ -734,10 +726,9 @@ impl Provisioner {
                     return;
                 }
             },
-            Some("command") => {
+            AgentWait::Command(id) => {
                 let Some(at) = AgentAt::of(&node) else { return };
-                let id = dii.get(AGENT_COMMAND).and_then(Value::as_str);
-                let r = match id {
+                let r = match id.as_deref() {
                     Some(id) => self.agent.command(&at.endpoint(), id, false).await,
                     None => self.agent.last_command(&at.endpoint()).await.and_then(|c| {
                         c.ok_or_else(|| AgentError::InvalidUrl {
@@ -766,12 +757,11 @@ impl Provisioner {
                     },
                 }
             }
-            Some("busy") => AgentNews::Retry,
-            _ => return,
+            AgentWait::Busy => AgentNews::Retry,
         };
         tracing::info!(node = %node.uuid, event = why, flow = flow.kind(), "the agent's wait is over");
         self.clone()
-            .resume_after_agent(flow, nref, token.to_string(), news)
+            .resume_after_agent(flow, nref, token, news)
             .await;
     }
 
@@ -781,13 +771,9 @@ impl Provisioner {
         let Ok(node) = crate::nodes::read(&self.db, &nref).await else {
             return;
         };
-        let (Some(at), Some(id)) = (
-            AgentAt::of(&node),
-            node.driver_internal_info
-                .get(AGENT_COMMAND)
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ) else {
+        let (Some(at), Some(AgentWait::Command(Some(id)))) =
+            (AgentAt::of(&node), AgentWait::of(&node))
+        else {
             return;
         };
         let limit = flow
@@ -810,12 +796,7 @@ impl Provisioner {
             let Ok(now) = crate::nodes::read(&self.db, &nref).await else {
                 return;
             };
-            if now
-                .driver_internal_info
-                .get(flow.runner_key())
-                .and_then(Value::as_str)
-                != Some(token.as_str())
-            {
+            if !Wait::is(flow, &now, &token) {
                 return;
             }
         }
@@ -960,9 +941,7 @@ impl Provisioner {
         node: &mut Node,
     ) -> Result<(), WorkFailed> {
         self.clean_up_ramdisk(node).await;
-        for k in [AGENT_WAIT, AGENT_COMMAND] {
-            node.driver_internal_info.remove(k);
-        }
+        AgentWait::clear(node);
         if node.disable_power_off {
             return Ok(());
         }

@@ -127,7 +127,8 @@ impl Provisioner {
             Value::Array(list.iter().map(Step::to_json).collect()),
         );
         if agent {
-            self.wait(Flow::Clean, held, None, None).await;
+            self.wait(Flow::Clean, held, None, engine::Until::Event)
+                .await;
             return;
         }
         self.run_steps(Flow::Clean, held, list, 0).await;

@@ -22,6 +22,7 @@
 //! (`deploy_callback_timeout`, `clean_callback_timeout`, `service_callback_timeout`)
 //! fails.
 
+use super::step_state::{AgentWait, Wait};
 use super::*;
 
 /// A timed wait this much past its time is continued by the node's owner: the process
@@ -81,35 +82,6 @@ impl Flow {
             Flow::Clean => CLEAN_STEP_INDEX,
             Flow::Deploy => DEPLOY_STEP_INDEX,
             Flow::Service => SERVICE_STEP_INDEX,
-        }
-    }
-
-    /// The `driver_internal_info` key naming who may continue a wait:
-    /// `<host>/<process run>/<this wait>`.
-    pub(crate) fn runner_key(self) -> &'static str {
-        match self {
-            Flow::Clean => "clean_step_runner",
-            Flow::Deploy => "deploy_step_runner",
-            Flow::Service => "service_step_runner",
-        }
-    }
-
-    /// The `driver_internal_info` key saying that the waiting step runs again when its
-    /// wait ends (`Outcome::Recheck`), rather than the next one.
-    pub(crate) fn recheck_key(self) -> &'static str {
-        match self {
-            Flow::Clean => "clean_step_recheck",
-            Flow::Deploy => "deploy_step_recheck",
-            Flow::Service => "service_step_recheck",
-        }
-    }
-
-    /// The `driver_internal_info` key of when a timed wait continues (Unix ms).
-    pub(crate) fn resume_key(self) -> &'static str {
-        match self {
-            Flow::Clean => "clean_step_resume_at",
-            Flow::Deploy => "deploy_step_resume_at",
-            Flow::Service => "service_step_resume_at",
         }
     }
 
@@ -209,16 +181,7 @@ impl Flow {
 
     /// Forgets the wait (the step it continues is done, or the flow ended).
     pub(crate) fn forget_wait(self, node: &mut Node) {
-        let dii = &mut node.driver_internal_info;
-        for k in [
-            self.runner_key(),
-            self.resume_key(),
-            self.recheck_key(),
-            agent_deploy::AGENT_WAIT,
-            agent_deploy::AGENT_COMMAND,
-        ] {
-            dii.remove(k);
-        }
+        Wait::forget(self, node);
     }
 
     /// What the flow leaves in the node while it runs: its step, index, wait, the
@@ -259,6 +222,16 @@ impl Flow {
             }
         }
     }
+}
+
+/// What a waiting step waits for.
+pub(super) enum Until {
+    /// An event: the agent's news, or the callback timeout.
+    Event,
+    /// A time, then the next step.
+    Time(std::time::Duration),
+    /// A time, then the same step again (`Outcome::Recheck`).
+    Recheck(std::time::Duration),
 }
 
 /// What the periodic check of the waiting nodes did.
@@ -302,18 +275,15 @@ impl Provisioner {
             match outcome {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {
-                    self.wait(flow, held, Some(step), Some(d)).await;
+                    self.wait(flow, held, Some(step), Until::Time(d)).await;
                     return;
                 }
                 Ok(Outcome::Callback) => {
-                    self.wait(flow, held, Some(step), None).await;
+                    self.wait(flow, held, Some(step), Until::Event).await;
                     return;
                 }
                 Ok(Outcome::Recheck(d)) => {
-                    held.node
-                        .driver_internal_info
-                        .insert(flow.recheck_key().into(), json!(true));
-                    self.wait(flow, held, Some(step), Some(d)).await;
+                    self.wait(flow, held, Some(step), Until::Recheck(d)).await;
                     return;
                 }
                 Err(why) => {
@@ -340,7 +310,7 @@ impl Provisioner {
         flow: Flow,
         mut held: Held,
         step: Option<&Step>,
-        timer: Option<std::time::Duration>,
+        until: Until,
     ) {
         let uuid = held.node.uuid.to_string();
         match step {
@@ -359,16 +329,25 @@ impl Provisioner {
             }
         }
         let token = format!("{}/{}", self.runner_id(), uuid::Uuid::new_v4().simple());
-        let dii = &mut held.node.driver_internal_info;
-        let agent_wait = dii.get(agent_deploy::AGENT_WAIT).and_then(Value::as_str);
-        let follows_command = agent_wait == Some("command");
+        let agent = AgentWait::of(&held.node);
+        let follows_command = matches!(agent, Some(AgentWait::Command(_)));
         // Waiting for a boot with the agent's URL kept: fast-track, it is running.
-        let agent_running = agent_wait == Some("boot") && dii.contains_key(agent::URL);
-        dii.insert(flow.runner_key().into(), json!(token));
-        if let Some(d) = timer {
-            let at = now() + chrono::Duration::from_std(d).unwrap_or_default();
-            dii.insert(flow.resume_key().into(), json!(at.timestamp_millis()));
+        let agent_running = agent == Some(AgentWait::Boot)
+            && held.node.driver_internal_info.contains_key(agent::URL);
+        let (timer, recheck) = match until {
+            Until::Event => (None, false),
+            Until::Time(d) => (Some(d), false),
+            Until::Recheck(d) => (Some(d), true),
+        };
+        Wait {
+            token: token.clone(),
+            resume_at: timer.map(|d| {
+                (now() + chrono::Duration::from_std(d).unwrap_or_default()).timestamp_millis()
+            }),
+            recheck,
+            agent,
         }
+        .store(flow, &mut held.node);
         let nref = NodeRef::from(&held.node);
         if let Err(e) = held.save_and_release().await {
             tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
@@ -438,14 +417,15 @@ impl Provisioner {
                     return;
                 }
             };
-            let dii = &held.node.driver_internal_info;
-            let ours = held.node.provision_state == flow.waiting()
-                && dii.get(flow.runner_key()).and_then(Value::as_str) == Some(token.as_str());
+            let ours =
+                held.node.provision_state == flow.waiting() && Wait::is(flow, &held.node, &token);
             if !ours {
                 tracing::info!(node = %nref.uuid, flow = flow.kind(), "the wait ended meanwhile (aborted, or continued elsewhere)");
                 held.release().await;
                 return;
             }
+            let recheck = Wait::of(flow, &held.node).is_some_and(|w| w.recheck);
+            let dii = &held.node.driver_internal_info;
             let index = dii
                 .get(flow.index_key())
                 .and_then(Value::as_u64)
@@ -482,7 +462,7 @@ impl Provisioner {
                     Err(e) => Err(WorkFailed::Refused(e.to_string())),
                 };
                 match booted {
-                    Ok(_) => self.wait(flow, held, step.as_ref(), None).await,
+                    Ok(_) => self.wait(flow, held, step.as_ref(), Until::Event).await,
                     Err(why) => {
                         let msg =
                             format!("Failed to boot the ramdisk of node {}: {why}", nref.uuid);
@@ -510,8 +490,7 @@ impl Provisioner {
             let rerun = matches!(
                 news,
                 Some(AgentNews::VersionMismatch { .. } | AgentNews::Retry)
-            ) || held.node.driver_internal_info.get(flow.recheck_key())
-                == Some(&json!(true));
+            ) || recheck;
             // What the agent reported now is what the plan is checked against.
             if let Some(
                 AgentNews::Booted { steps, versions }
@@ -674,10 +653,12 @@ impl Provisioner {
             let Some(flow) = Flow::waiting_in(node.provision_state) else {
                 continue;
             };
-            let dii = &node.driver_internal_info;
-            let token = dii.get(flow.runner_key()).and_then(Value::as_str);
-            match (dii.get(flow.resume_key()).and_then(Value::as_i64), token) {
-                (Some(at), Some(token)) => {
+            let wait = Wait::of(flow, &node);
+            match wait
+                .as_ref()
+                .and_then(|w| Some((w.resume_at?, w.token.as_str())))
+            {
+                Some((at, token)) => {
                     if now_ms < at.saturating_add(OVERDUE_AFTER_MS) {
                         continue;
                     }
@@ -694,7 +675,7 @@ impl Provisioner {
                     });
                     done.resumed += 1;
                 }
-                _ => {
+                None => {
                     let timeout = flow.callback_timeout(&self.settings);
                     if timeout.is_zero() {
                         continue;
@@ -712,8 +693,8 @@ impl Provisioner {
                         continue;
                     };
                     let still = held.node.provision_state == node.provision_state
-                        && held.node.driver_internal_info.get(flow.runner_key())
-                            == node.driver_internal_info.get(flow.runner_key())
+                        && Wait::of(flow, &held.node).map(|w| w.token)
+                            == wait.as_ref().map(|w| w.token.clone())
                         && held.node.provision_updated_at == node.provision_updated_at;
                     if !still {
                         held.release().await;

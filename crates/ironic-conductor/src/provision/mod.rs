@@ -48,6 +48,7 @@ mod net_boot;
 mod ramdisk_boot;
 mod recovery;
 mod servicing;
+mod step_state;
 mod verbs;
 
 /// `driver_internal_info` keys of a cleaning in progress.
