@@ -59,6 +59,21 @@ impl Algo {
     }
 }
 
+/// Why a checksum the node names (or a checksum file holds) cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChecksumError {
+    #[error("the checksum {0:?} is not hexadecimal")]
+    NotHex(String),
+    #[error("unsupported checksum algorithm {0:?}: use md5, sha256 or sha512")]
+    Algorithm(String),
+    #[error("a checksum of {0} hex digits is none of md5, sha256 or sha512")]
+    Length(usize),
+    #[error("no checksum: set image_os_hash_algo and image_os_hash_value, or image_checksum")]
+    Missing,
+    #[error("it names no checksum for {0:?}")]
+    NotInFile(String),
+}
+
 /// An image's checksum: its algorithm and lower-case hex value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checksum {
@@ -68,21 +83,14 @@ pub struct Checksum {
 
 impl Checksum {
     /// `value` (hex) with `algo`, or, without one, the algorithm its length says.
-    pub fn new(algo: Option<&str>, value: &str) -> Result<Checksum, String> {
+    pub fn new(algo: Option<&str>, value: &str) -> Result<Checksum, ChecksumError> {
         let value = value.trim().to_ascii_lowercase();
         if value.is_empty() || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!("the checksum {value:?} is not hexadecimal"));
+            return Err(ChecksumError::NotHex(value));
         }
         let algo = match algo {
-            Some(a) => Algo::parse(a).ok_or_else(|| {
-                format!("unsupported checksum algorithm {a:?}: use md5, sha256 or sha512")
-            })?,
-            None => Algo::of_length(value.len()).ok_or_else(|| {
-                format!(
-                    "a checksum of {} hex digits is none of md5, sha256 or sha512",
-                    value.len()
-                )
-            })?,
+            Some(a) => Algo::parse(a).ok_or_else(|| ChecksumError::Algorithm(a.to_string()))?,
+            None => Algo::of_length(value.len()).ok_or(ChecksumError::Length(value.len()))?,
         };
         Ok(Checksum { algo, value })
     }
@@ -99,7 +107,7 @@ pub enum Expected {
 impl Expected {
     /// From `instance_info`: `image_os_hash_algo` and `image_os_hash_value`, else
     /// `image_checksum` (a value, or a URL).
-    pub fn of(ii: &serde_json::Map<String, serde_json::Value>) -> Result<Expected, String> {
+    pub fn of(ii: &serde_json::Map<String, serde_json::Value>) -> Result<Expected, ChecksumError> {
         let text = |k: &str| {
             ii.get(k)
                 .and_then(serde_json::Value::as_str)
@@ -113,10 +121,7 @@ impl Expected {
                 Ok(Expected::Url(u.to_string()))
             }
             Some(v) => Checksum::new(None, v).map(Expected::Value),
-            None => Err(
-                "no checksum: set image_os_hash_algo and image_os_hash_value, or image_checksum"
-                    .into(),
-            ),
+            None => Err(ChecksumError::Missing),
         }
     }
 }
@@ -282,7 +287,7 @@ impl Images {
             .rsplit('/')
             .next()
             .unwrap_or("");
-        pick_checksum(&text, name).map_err(bad)
+        pick_checksum(&text, name).map_err(|e| bad(e.to_string()))
     }
 
     /// `qemu-img convert` of the qcow2 image `from` into `to` (whole or not at all),
@@ -444,7 +449,7 @@ fn hash_file(path: &Path, algo: Algo) -> std::io::Result<String> {
 
 /// The checksum for the file `name` in a checksum file: `<hex>  <name>` lines
 /// (`sha256sum`'s, a `*` before binary names), or a single bare value.
-fn pick_checksum(text: &str, name: &str) -> Result<Checksum, String> {
+fn pick_checksum(text: &str, name: &str) -> Result<Checksum, ChecksumError> {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
@@ -465,7 +470,7 @@ fn pick_checksum(text: &str, name: &str) -> Result<Checksum, String> {
             return Checksum::new(None, value);
         }
     }
-    Err(format!("it names no checksum for {name:?}"))
+    Err(ChecksumError::NotInFile(name.to_string()))
 }
 
 /// Whether a cache file is an entry that may be evicted (downloads: 64 hex digits;

@@ -392,6 +392,7 @@ impl Nodes {
                                 &self.settings.local_files,
                                 self.settings.agent.allow_md5_checksum,
                             )
+                            .map_err(|e| e.to_string())
                         }
                         // What the boot reads and writes: the ramdisk's files and the
                         // kernel parameters.

@@ -650,18 +650,13 @@ impl Provisioner {
     }
 
     /// Asks the agent for its steps of `flow` and its hardware managers' versions.
-    async fn agent_steps_now(&self, node: &Node, flow: Flow) -> Result<(Value, Value), String> {
-        let Some(at) = AgentAt::of(node) else {
-            return Err("no agent URL yet".into());
-        };
+    async fn agent_steps_now(&self, node: &Node, flow: Flow) -> Result<(Value, Value), WorkFailed> {
+        let at = AgentAt::of(node).ok_or_else(no_agent)?;
         let ext = match flow {
             Flow::Deploy => "deploy",
             Flow::Clean | Flow::Service => "clean",
         };
-        let ports = self
-            .ports_for_agent(node)
-            .await
-            .map_err(|e| format!("cannot read the node's ports: {e}"))?;
+        let ports = self.ports_for_agent(node).await?;
         let params = json!({"node": node_for_agent(node), "ports": ports});
         let r = self
             .agent
@@ -672,7 +667,7 @@ impl Provisioner {
                 true,
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| agent_failed("Cannot read the agent's steps", &e))?;
         let result = r.result.unwrap_or(Value::Null);
         let steps = result
             .get(format!("{ext}_steps"))
@@ -720,7 +715,7 @@ impl Provisioner {
         let news = match waits_for {
             AgentWait::Boot => match self.agent_steps_now(&node, flow).await {
                 Ok((steps, versions)) => AgentNews::Booted { steps, versions },
-                Err(e) if why == FAST_TRACK => AgentNews::Unreachable(e),
+                Err(e) if why == FAST_TRACK => AgentNews::Unreachable(e.to_string()),
                 Err(e) => {
                     tracing::info!(node = %node.uuid, event = why, "the agent booted but its steps cannot be read yet: {e}");
                     return;
@@ -997,7 +992,7 @@ pub(crate) fn check_deploy(
     node: &Node,
     files: &crate::local_files::LocalFiles,
     allow_md5: bool,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let ii = &node.instance_info;
     let has = |k: &str| {
         ii.get(k)
@@ -1014,11 +1009,11 @@ pub(crate) fn check_deploy(
         missing.push("image_os_hash_algo and image_os_hash_value (or image_checksum)");
     }
     if !missing.is_empty() {
-        return Err(format!(
+        return Err(Error::invalid(format!(
             "Cannot validate image information for node {} because one or more parameters are missing from its instance_info: {}",
             node.uuid,
             missing.join(", ")
-        ));
+        )));
     }
     for (field, m) in [
         ("instance_info", &node.instance_info),
@@ -1027,10 +1022,10 @@ pub(crate) fn check_deploy(
         if let Some(v) = m.get("image_download_source")
             && !matches!(v.as_str(), Some("http" | "local"))
         {
-            return Err(format!(
+            return Err(Error::invalid(format!(
                 "Node {} has {field}.image_download_source {v}: use \"http\" (the agent downloads the image from its URL) or \"local\" (from the conductor)",
                 node.uuid
-            ));
+            )));
         }
     }
     let di = &node.driver_info;
@@ -1047,7 +1042,7 @@ pub(crate) fn check_deploy(
         _ => false,
     };
     if needs {
-        return Err(format!(
+        return Err(Error::invalid(format!(
             "Node {} needs driver_info deploy_kernel and deploy_ramdisk{} to boot the agent's ramdisk",
             node.uuid,
             if boot == Some("redfish-virtual-media") {
@@ -1055,20 +1050,20 @@ pub(crate) fn check_deploy(
             } else {
                 ""
             }
-        ));
+        )));
     }
     if let Ok(crate::instance_image::Expected::Value(c)) =
         crate::instance_image::Expected::of(&node.instance_info)
         && c.algo == crate::instance_image::Algo::Md5
         && !allow_md5
     {
-        return Err(format!(
+        return Err(Error::invalid(format!(
             "Node {}: {}",
             node.uuid,
             crate::instance_image::MD5_REFUSED
-        ));
+        )));
     }
-    crate::nodes::check_boot_fields(files, None, node, true).map_err(|e| e.to_string())
+    crate::nodes::check_boot_fields(files, None, node, true)
 }
 
 fn no_agent() -> WorkFailed {

@@ -58,7 +58,7 @@ impl Provisioner {
                     self.settings.agent.allow_md5_checksum,
                 ) {
                     Ok(()) => self.deploy_plan(&held.node).await,
-                    Err(why) => Err(WorkFailed::Refused(why)),
+                    Err(why) => Err(WorkFailed::Domain(why)),
                 }
             }
             Ok(()) => self.deploy_plan(&held.node).await,

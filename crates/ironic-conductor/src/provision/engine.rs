@@ -517,7 +517,7 @@ impl Provisioner {
                         (l, 0)
                     }
                     Err(msg) => {
-                        self.fail(flow, held, msg, false).await;
+                        self.fail(flow, held, msg.to_string(), false).await;
                         return;
                     }
                 },
@@ -585,7 +585,7 @@ impl Provisioner {
     /// The steps of a flow whose ramdisk just booted before any step ran, now that
     /// the agent's are known (in the node): a manual list as asked (`stored`), checked
     /// against what is offered now; else every offered step with a priority.
-    fn steps_after_boot(flow: Flow, node: &Node, stored: &[Step]) -> Result<Vec<Step>, String> {
+    fn steps_after_boot(flow: Flow, node: &Node, stored: &[Step]) -> Result<Vec<Step>, WorkFailed> {
         let offered = ironic_catalog::offered_clean_steps(node);
         let manual = node.target_provision_state == Some(P::Manageable) || flow == Flow::Service;
         if !manual {
@@ -599,8 +599,9 @@ impl Provisioner {
                 args: s.args.clone(),
             })
             .collect();
-        steps::validate_requested(flow.kind(), &requested, &offered)
-            .map_err(|e| format!("Cannot {} node {}: {e}", flow.kind(), node.uuid))
+        steps::validate_requested(flow.kind(), &requested, &offered).map_err(|e| {
+            WorkFailed::Refused(format!("Cannot {} node {}: {e}", flow.kind(), node.uuid))
+        })
     }
 
     /// The flow failed: its failed state keeping the target, `last_error`; with
