@@ -798,8 +798,9 @@ impl Provisioner {
     }
 
     /// The ramdisk's logs (`log.collect_system_logs`) into `[agent]
-    /// deploy_logs_local_path`, as `<node>[_<instance>]_<time>.tar.gz`. Failures are
-    /// logged: the logs help, the flow does not depend on them.
+    /// deploy_logs_local_path`, as `<node>[_<instance>]_<time>_<label>.tar.gz` (`label`:
+    /// the flow, `deploy`, `clean` or `service`). Failures are logged: the logs help,
+    /// the flow does not depend on them.
     pub(super) async fn collect_logs(&self, node: &Node, label: &str) {
         let Some(at) = AgentAt::of(node) else {
             return;
