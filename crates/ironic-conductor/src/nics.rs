@@ -124,7 +124,7 @@ impl Nics {
                 .ok_or_else(|| port_not_found(&port_uuid))?;
             if port.node_id != h.node.id {
                 return Err(Error::Conflict(format!(
-                    "Port {port_uuid} moved to another h.node meanwhile; please retry."
+                    "Port {port_uuid} moved to another node meanwhile; please retry."
                 )));
             }
             let mut doc = port.doc();
@@ -146,7 +146,7 @@ impl Nics {
                     })?;
                 if let Some(vif) = port.vif() {
                     return Err(Error::InvalidState(format!(
-                        "Port {port_uuid} cannot move to another h.node while VIF {vif} is attached to it."
+                        "Port {port_uuid} cannot move to another node while VIF {vif} is attached to it."
                     )));
                 }
                 new.node_id = target.id;
@@ -170,7 +170,7 @@ impl Nics {
             }
             if new.address != port.address && in_use(&h.node) {
                 return Err(Error::InvalidState(format!(
-                    "Cannot update hardware address for port {port_uuid} as h.node {} is active or has instance UUID assigned",
+                    "Cannot update hardware address for port {port_uuid} as node {} is active or has instance UUID assigned",
                     h.node.uuid
                 )));
             }
@@ -180,7 +180,7 @@ impl Nics {
                 || new.physical_network != port.physical_network;
             if connectivity && !connectivity_changeable(&h.node) {
                 return Err(Error::InvalidState(format!(
-                    "Port {port_uuid} can not have any connectivity attributes (portgroup_uuid, pxe_enabled, local_link_connection, physical_network) updated unless h.node {} is in a enroll, inspecting, inspect wait, manageable state or in maintenance mode. The current state is {}.",
+                    "Port {port_uuid} can not have any connectivity attributes (portgroup_uuid, pxe_enabled, local_link_connection, physical_network) updated unless node {} is in a enroll, inspecting, inspect wait, manageable state or in maintenance mode. The current state is {}.",
                     h.node.uuid,
                     h.node.provision_state.as_str()
                 )));
@@ -267,7 +267,7 @@ impl Nics {
                 .ok_or_else(|| portgroup_not_found(&portgroup_uuid))?;
             if pg.node_id != h.node.id {
                 return Err(Error::Conflict(format!(
-                    "Port group {portgroup_uuid} moved to another h.node meanwhile; please retry."
+                    "Port group {portgroup_uuid} moved to another node meanwhile; please retry."
                 )));
             }
             let mut doc = pg.doc();
@@ -290,7 +290,7 @@ impl Nics {
             if new.node_uuid != pg.node_uuid {
                 if !members.is_empty() {
                     return Err(Error::invalid(format!(
-                        "Port group {portgroup_uuid} has ports: it cannot move to another h.node."
+                        "Port group {portgroup_uuid} has ports: it cannot move to another node."
                     )));
                 }
                 let target = self.db.node_by_uuid(&new.node_uuid).await?.ok_or_else(|| {
@@ -312,7 +312,7 @@ impl Nics {
             }
             if new.address != pg.address && in_use(&h.node) {
                 return Err(Error::InvalidState(format!(
-                    "Cannot update hardware address for portgroup {portgroup_uuid} as h.node {} is active or has instance UUID assigned",
+                    "Cannot update hardware address for portgroup {portgroup_uuid} as node {} is active or has instance UUID assigned",
                     h.node.uuid
                 )));
             }
@@ -578,7 +578,7 @@ impl Nics {
                     self.db.port_save(&p).await?;
                 } else {
                     return Err(Error::invalid(format!(
-                        "Unable to detach VIF {vif_id} from h.node {} because it is not attached to it.",
+                        "Unable to detach VIF {vif_id} from node {} because it is not attached to it.",
                         h.node.uuid
                     )));
                 }

@@ -299,7 +299,7 @@ impl Nodes {
             .with_lock(&req.node, Patience::Retry, async move |h| {
                 check_destroy(&h.node, self.settings.allow_deleting_available_nodes)?;
                 self.db.node_destroy(h.node.id, &self.settings.host).await?;
-                tracing::info!(node = %h.node.uuid, "h.node deleted");
+                tracing::info!(node = %h.node.uuid, "node deleted");
                 Ok(())
             })
             .await;
@@ -328,7 +328,7 @@ impl Nodes {
             after.dedup();
             if after.len() > MAX_TRAITS_PER_NODE {
                 return Err(Error::invalid(format!(
-                    "Could not modify traits for h.node {} as it would exceed the maximum number of traits per h.node ({} vs. {MAX_TRAITS_PER_NODE})",
+                    "Could not modify traits for node {} as it would exceed the maximum number of traits per node ({} vs. {MAX_TRAITS_PER_NODE})",
                     h.node.uuid,
                     after.len()
                 )));
