@@ -303,21 +303,16 @@ impl Db {
         marker: Option<&DeployTemplate>,
         limit: usize,
     ) -> Result<(String, Vec<String>), Error> {
-        let marker_id = marker.map(|m| m.id.to_string());
         let page = crate::keyset::page(
             self.backend(),
             "deploy_templates",
             SORT_KEYS,
             sort_key,
             desc,
-            marker_id.as_ref().map(|_| "$1"),
+            marker.map(|m| m.id.0),
             limit,
         )?;
-        let cond = match page.after {
-            None => page.order,
-            Some(after) => format!("WHERE {after} {}", page.order),
-        };
-        let args = marker_id.into_iter().collect();
+        let (cond, args) = (page.tail(), page.args);
         Ok((cond, args))
     }
 

@@ -178,22 +178,20 @@ impl Db {
         marker: Option<&InspectionRule>,
         limit: usize,
     ) -> Result<Vec<InspectionRule>, Error> {
-        let marker_id = marker.map(|m| m.id.to_string());
         let page = crate::keyset::page(
             self.backend(),
             "inspection_rules",
             SORT_KEYS,
             sort_key,
             desc,
-            marker_id.as_ref().map(|_| "$1"),
+            marker.map(|m| m.id),
             limit,
         )?;
-        let cond = page.after.map(|a| format!("WHERE {a}")).unwrap_or_default();
-        let sql = format!("SELECT {COLS} FROM inspection_rules {cond} {}", page.order);
+        let sql = format!("SELECT {COLS} FROM inspection_rules {}", page.tail());
         let rows: Vec<Row> = with_pool!(self, |p| {
             let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
-            if let Some(m) = &marker_id {
-                q = q.bind(m);
+            for a in &page.args {
+                q = q.bind(a);
             }
             q.fetch_all(p).await
         })

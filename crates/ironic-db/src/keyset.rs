@@ -5,23 +5,44 @@
 
 use crate::Backend;
 
-/// The SQL of one page: `after` (a condition, `None` for the first page) and the
-/// `ORDER BY … LIMIT …` tail.
+/// The SQL of one page: its conditions (the marker's, and any filter), the `ORDER BY …
+/// LIMIT …` tail, and the text arguments bound to `$1`, `$2`, … in that order.
 pub(crate) struct Page {
-    pub after: Option<String>,
-    pub order: String,
+    conds: Vec<String>,
+    order: String,
+    pub args: Vec<String>,
+}
+
+impl Page {
+    /// Binds `value`; its placeholder.
+    pub fn bind(&mut self, value: String) -> String {
+        self.args.push(value);
+        format!("${}", self.args.len())
+    }
+
+    /// Adds a condition rows must meet.
+    pub fn filter(&mut self, cond: String) {
+        self.conds.push(cond);
+    }
+
+    /// `WHERE … ORDER BY … LIMIT …`, to follow `FROM <table>`.
+    pub fn tail(&self) -> String {
+        match self.conds.is_empty() {
+            true => self.order.clone(),
+            false => format!("WHERE {} {}", self.conds.join(" AND "), self.order),
+        }
+    }
 }
 
 /// The page of `table` sorted by `sort_key` (a column, checked against `allowed`: it is
-/// written into the SQL), then `id`, after the row whose id is bound at `marker` (a
-/// parameter such as `$1`, bound as text).
+/// written into the SQL), then `id`, after the row whose id is `marker`.
 pub(crate) fn page(
     backend: Backend,
     table: &str,
     allowed: &[&str],
     sort_key: &str,
     desc: bool,
-    marker: Option<&str>,
+    marker: Option<i64>,
     limit: usize,
 ) -> Result<Page, ironic_model::Error> {
     if !allowed.contains(&sort_key) {
@@ -39,12 +60,17 @@ pub(crate) fn page(
         ("updated_at", Backend::Sqlite) => "COALESCE(updated_at, '')".to_string(),
         (k, _) => k.to_string(),
     };
-    let after = marker.map(|m| {
-        let mk = format!("(SELECT {key} FROM {table} WHERE id = CAST({m} AS BIGINT))");
-        format!("({key} {cmp} {mk} OR ({key} = {mk} AND id {cmp} CAST({m} AS BIGINT)))")
-    });
-    Ok(Page {
-        after,
+    let mut page = Page {
+        conds: Vec::new(),
         order: format!("ORDER BY {key} {dir}, id {dir} LIMIT {limit}"),
-    })
+        args: Vec::new(),
+    };
+    if let Some(id) = marker {
+        let m = page.bind(id.to_string());
+        let mk = format!("(SELECT {key} FROM {table} WHERE id = CAST({m} AS BIGINT))");
+        page.filter(format!(
+            "({key} {cmp} {mk} OR ({key} = {mk} AND id {cmp} CAST({m} AS BIGINT)))"
+        ));
+    }
+    Ok(page)
 }

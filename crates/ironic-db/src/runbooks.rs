@@ -191,27 +191,21 @@ impl Db {
         limit: usize,
         visible_to: Option<&str>,
     ) -> Result<Vec<Runbook>, Error> {
-        let marker_id = marker.map(|m| m.id.to_string());
-        let page = crate::keyset::page(
+        let mut page = crate::keyset::page(
             self.backend(),
             "runbooks",
             SORT_KEYS,
             sort_key,
             desc,
-            marker_id.as_ref().map(|_| "$1"),
+            marker.map(|m| m.id),
             limit,
         )?;
-        let mut args: Vec<String> = marker_id.into_iter().collect();
-        let mut conds: Vec<String> = page.after.into_iter().collect();
         if let Some(project) = visible_to {
-            args.push(project.to_string());
-            conds.push(format!("(public = TRUE OR owner = ${})", args.len()));
+            let owner = page.bind(project.to_string());
+            page.filter(format!("(public = TRUE OR owner = {owner})"));
         }
-        let cond = match conds.is_empty() {
-            true => String::new(),
-            false => format!("WHERE {}", conds.join(" AND ")),
-        };
-        let sql = format!("SELECT {COLS} FROM runbooks {cond} {}", page.order);
+        let sql = format!("SELECT {COLS} FROM runbooks {}", page.tail());
+        let args = page.args;
         let rows: Vec<Row> = with_pool!(self, |p| {
             let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str()));
             for a in &args {
