@@ -25,5 +25,11 @@ hits=$(grep -rn --include='*.rs' -e '-> Result<.*, String>' crates \
     done || true)
 [ -z "$hits" ] || breach "a Result<_, String> outside tests (use a typed error)" "$hits"
 
+# Boot interfaces are implementations (`ironic-drivers` `boot/`), named once in
+# `boot::named`: nothing outside the drivers matches on a boot interface's name.
+hits=$(grep -rn --include='*.rs' -e '"redfish-virtual-media"' -e 'Some("ipxe"' -e 'Some("pxe"' \
+    -e '"ipxe" |' -e '| "pxe"' crates/ironic-conductor/src crates/ironic-api/src || true)
+[ -z "$hits" ] || breach "a boot interface chosen by its name outside ironic-drivers boot::named" "$hits"
+
 [ "$bad" = 0 ] && echo "invariants hold"
 exit "$bad"

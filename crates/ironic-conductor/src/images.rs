@@ -39,7 +39,7 @@ pub enum ImageError {
         source: ironic_drivers::http_get::GetError,
     },
     /// (Named by its folder: a published name may be a secret, see
-    /// `ramdisk_boot::VMEDIA_ISO_FILE`.)
+    /// `ironic_drivers::boot::VMEDIA_ISO_FILE`.)
     #[error("cannot publish an image in {}", .0.parent().unwrap_or(.0).display())]
     Publish(PathBuf, #[source] std::io::Error),
     /// (What the file's digest is goes to the conductor's log only: the message is

@@ -17,6 +17,7 @@ use work::TaskError;
 
 mod agent;
 mod allocations;
+mod boot_files;
 mod every_node;
 mod history;
 mod images;
@@ -93,17 +94,17 @@ pub struct ConductorSettings {
     /// `[inspection_rules] mask_secrets`: `always`, `never` or `sensitive`.
     pub mask_secrets: String,
     /// `[deploy]`: the image server, the API's address for the agent, fast-track and
-    /// the ISO tools (`provision/ramdisk_boot.rs`).
+    /// the ISO tools (`provision/boot.rs`).
     pub deploy: ironic_config::DeploySection,
     /// `[agent]`: how the conductor talks to the ramdisk agents.
     pub agent: ironic_config::AgentSection,
     /// `[pxe]`: network boot of the ramdisk.
     pub pxe: ironic_config::PxeSection,
-    /// The API's URL as the agent calls it: `[deploy] external_callback_url`, else
-    /// `[api] public_endpoint` (the all-in-one fills the first in with its own address).
-    pub agent_api_url: Option<String>,
-    /// `[redfish] kernel_append_params`.
-    pub redfish_kernel_append_params: String,
+    /// What the boot interfaces read (`ironic_drivers::boot`): the API's URL as the
+    /// agent calls it (`[deploy] external_callback_url`, else `[api] public_endpoint`;
+    /// the all-in-one fills the first in with its own address), the image server's
+    /// URLs, the kernel parameters to append.
+    pub boot: ironic_drivers::boot::BootSettings,
     /// `[conductor] file_url_allowed_paths` and the service's own files: which
     /// `file://` image references may be read (`local_files.rs`).
     pub local_files: local_files::LocalFiles,
@@ -149,13 +150,18 @@ impl ConductorSettings {
             deploy: cfg.deploy.clone(),
             agent: cfg.agent.clone(),
             pxe: cfg.pxe.clone(),
-            agent_api_url: cfg
-                .deploy
-                .external_callback_url
-                .clone()
-                .or_else(|| cfg.api.public_endpoint.clone())
-                .map(|u| u.trim_end_matches('/').to_string()),
-            redfish_kernel_append_params: cfg.redfish.kernel_append_params.clone(),
+            boot: ironic_drivers::boot::BootSettings {
+                api_url: cfg
+                    .deploy
+                    .external_callback_url
+                    .clone()
+                    .or_else(|| cfg.api.public_endpoint.clone())
+                    .map(|u| u.trim_end_matches('/').to_string()),
+                http_url: cfg.deploy.agent_http_url(),
+                bmc_http_url: cfg.deploy.bmc_http_url(),
+                pxe_kernel_append_params: cfg.pxe.kernel_append_params.clone(),
+                redfish_kernel_append_params: cfg.redfish.kernel_append_params.clone(),
+            },
             local_files: local_files::LocalFiles::from_config(cfg),
             inspect_wait_timeout: Duration::from_secs(cfg.conductor.inspect_wait_timeout),
             max_conductor_wait_step_seconds: cfg.conductor.max_conductor_wait_step_seconds,

@@ -264,7 +264,7 @@ impl Management {
             .get_virtual_media(NodeInfo::from(&n))
             .await
             .map_err(|e| driver_error(&n, "get the virtual media", e))?;
-        if let Some(iso) = crate::provision::published_iso(&n) {
+        if let Some(iso) = ironic_drivers::boot::published_iso(&n.driver_internal_info) {
             mask_within(&mut doc, iso);
         }
         Ok(JsonDoc(doc))

@@ -48,8 +48,7 @@ fn settings() -> ConductorSettings {
         deploy: Default::default(),
         agent: Default::default(),
         pxe: Default::default(),
-        agent_api_url: None,
-        redfish_kernel_append_params: String::new(),
+        boot: Default::default(),
         local_files: Default::default(),
     }
 }

@@ -16,6 +16,7 @@ use ironic_model::node::JsonObject;
 use serde_json::Value;
 
 use crate::HardwareType;
+use crate::boot::BootContext;
 use crate::fake;
 use crate::steps::{Step, StepDecl};
 
@@ -154,6 +155,15 @@ impl NodeChanges {
 
     pub fn is_empty(&self) -> bool {
         *self == NodeChanges::default()
+    }
+
+    /// Adds `later` to these changes (what it sets wins).
+    pub fn merge(&mut self, later: NodeChanges) {
+        self.driver_info.extend(later.driver_info);
+        self.driver_internal_info.extend(later.driver_internal_info);
+        if later.power_state.is_some() {
+            self.power_state = later.power_state;
+        }
     }
 
     /// Applies the changes to the node (in memory; the caller saves it).
@@ -397,20 +407,36 @@ pub fn no_changes<'a>() -> DriverFuture<'a, NodeChanges> {
     Box::pin(async { Ok(NodeChanges::none()) })
 }
 
-/// Booting a node into a ramdisk (for cleaning, deploying) or into its instance.
-/// Booting the node into a ramdisk or its instance. Defaults: nothing to do (a boot
-/// interface whose boot the deploy interface arranges, as the ramdisk deploys do).
+/// Booting the node into the agent's ramdisk (for an inspection, a cleaning, a
+/// deploy) and then into its instance. Implementations: `crate::boot` (the shared
+/// ones, [`crate::boot::named`]) and a hardware type's own. Defaults: nothing to do (a
+/// boot interface whose boot the deploy interface arranges, as the ramdisk deploys do).
 pub trait BootInterface: Interface {
-    fn prepare_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+    /// Whether the calls read [`BootContext::pxe_macs`] (the conductor reads the
+    /// node's ports only then).
+    fn boots_from_network(&self) -> bool {
+        false
+    }
+    /// What booting the ramdisk needs of the node's `driver_info` is there (checked
+    /// before a deploy through the agent, and by the node's validation).
+    fn check_ramdisk(&self, _node: NodeInfo<'_>) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// Makes the node boot the ramdisk at its next power-on (the caller powers it on).
+    fn prepare_ramdisk<'a>(&'a self, _ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
         no_changes()
     }
-    fn clean_up_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+    /// Undoes [`BootInterface::prepare_ramdisk`].
+    fn clean_up_ramdisk<'a>(&'a self, _ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
         no_changes()
     }
-    fn prepare_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+    /// The instance was written: the node boots it from now on (the deploy sets the
+    /// disk as the boot device).
+    fn prepare_instance<'a>(&'a self, _ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
         no_changes()
     }
-    fn clean_up_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
+    /// The instance goes (undeploy).
+    fn clean_up_instance<'a>(&'a self, _ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
         no_changes()
     }
 }
@@ -447,7 +473,16 @@ pub trait Driver: Send + Sync {
         Box::pin(async { Ok(None) })
     }
     fn deploy(&self) -> &dyn DeployInterface;
+    /// The hardware type's own boot interface (for a name [`crate::boot::named`] does
+    /// not know).
     fn boot(&self) -> &dyn BootInterface;
+    /// The boot interface the node names (`boot_interface`; `None`: the hardware
+    /// type's default).
+    fn boot_for(&self, name: Option<&str>) -> &dyn BootInterface {
+        let name = name.or_else(|| self.hardware_type().default_interface("boot"));
+        name.and_then(crate::boot::named)
+            .unwrap_or_else(|| self.boot())
+    }
     fn raid(&self) -> &dyn RaidInterface;
     fn bios(&self) -> &dyn BiosInterface;
     /// Interface types without a trait of their own (console, firmware, inspect,
@@ -856,20 +891,20 @@ impl DeployInterface for FakeInterface {
 }
 
 impl BootInterface for FakeInterface {
-    fn prepare_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        self.call(node, "prepare_ramdisk")
+    fn prepare_ramdisk<'a>(&'a self, ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(ctx.node, "prepare_ramdisk")
     }
 
-    fn clean_up_ramdisk<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        self.call(node, "clean_up_ramdisk")
+    fn clean_up_ramdisk<'a>(&'a self, ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(ctx.node, "clean_up_ramdisk")
     }
 
-    fn prepare_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        self.call(node, "prepare_instance")
+    fn prepare_instance<'a>(&'a self, ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(ctx.node, "prepare_instance")
     }
 
-    fn clean_up_instance<'a>(&'a self, node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        self.call(node, "clean_up_instance")
+    fn clean_up_instance<'a>(&'a self, ctx: &'a BootContext<'a>) -> DriverFuture<'a, NodeChanges> {
+        self.call(ctx.node, "clean_up_instance")
     }
 }
 

@@ -5,6 +5,7 @@
 //! Architecture invariant: drivers never touch the database.
 
 pub mod agent_client;
+pub mod boot;
 pub mod configdrive;
 pub mod fake;
 pub mod http_get;

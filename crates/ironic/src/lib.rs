@@ -312,7 +312,7 @@ async fn bus_keys(cfg: &Config, db: &Db) -> Result<SigningKeys, StartError> {
 
 /// What a service process creates is its user's and group's only: ISOs carrying the
 /// agent's token, instance images, collected logs, the SQLite database (the network
-/// boot files a TFTP server reads are made readable on purpose, `net_boot.rs`).
+/// boot files a TFTP server reads are made readable on purpose, `ironic-conductor` `boot_files.rs`).
 const UMASK: u32 = 0o027;
 
 /// Starts the service of `role`.

@@ -3,11 +3,13 @@
 //! the agent its commands and follows them, and does the out-of-band rest.
 //!
 //! **The steps** (`ironic_catalog::DIRECT_DEPLOY_STEPS`, upstream's priorities):
-//! `deploy.deploy` boots the ramdisk (its boot interface's way, then power on) and
+//! `deploy.deploy` boots the ramdisk (the node's boot interface prepares it,
+//! `ironic_drivers::boot`; then power on) and
 //! waits for the agent; `write_image` sends the agent its in-band `write_image` step
 //! (the image's URL and checksum, the config drive) and waits for it;
 //! `prepare_instance_boot` asks the partition UUIDs (installing a boot loader for UEFI),
-//! ejects the ramdisk's media and sets the boot device to the disk;
+//! has the boot interface prepare the instance's boot (the ramdisk's media ejected, its
+//! files deleted) and sets the boot device to the disk;
 //! `tear_down_agent` asks the agent to power the machine off and forces it after
 //! `[agent] post_deploy_get_power_state_retries`; `switch_to_tenant_network` has
 //! nothing to do with the `noop` and `flat` networks; `boot_instance` powers on. The
@@ -41,11 +43,13 @@
 //! `erase_devices_metadata_priority` applied; manual: the requested steps, checked
 //! against what the agent offers now).
 
+use super::boot::BootCall;
 use super::step_state::{AgentWait, Wait};
 use super::*;
 use ironic_drivers::agent_client::{
     AgentClient, AgentError, CommandResult, CommandStatus, Endpoint,
 };
+use ironic_drivers::boot::Purpose;
 use ironic_drivers::interfaces::BootDevice;
 
 /// The versions of the agent's hardware managers, sent back with every step (the
@@ -218,7 +222,7 @@ impl Provisioner {
 
     async fn direct_step(&self, node: &mut Node, step: &Step) -> Result<Outcome, WorkFailed> {
         match step.step.as_str() {
-            "deploy" => self.boot_agent(node, ramdisk_boot::Purpose::Deploy).await,
+            "deploy" => self.boot_agent(node, Purpose::Deploy).await,
             "write_image" => self.write_image(node).await,
             "prepare_instance_boot" => {
                 self.prepare_instance_boot(node).await?;
@@ -253,7 +257,7 @@ impl Provisioner {
     pub(super) async fn boot_agent(
         &self,
         node: &mut Node,
-        purpose: ramdisk_boot::Purpose,
+        purpose: Purpose,
     ) -> Result<Outcome, WorkFailed> {
         if self.fast_track_now(node) {
             AgentWait::Boot.set(node);
@@ -476,7 +480,7 @@ impl Provisioner {
                 )));
             }
         }
-        self.clean_up_ramdisk(node).await;
+        self.boot_call(node, BootCall::PrepareInstance).await?;
         let changes = self
             .driver_of(node)?
             .management()
@@ -625,13 +629,7 @@ impl Provisioner {
     }
 
     async fn ports_for_agent(&self, node: &Node) -> Result<Value, WorkFailed> {
-        let ports = self
-            .db
-            .port_list(&ironic_db::ports::NicListQuery {
-                node_id: Some(node.id),
-                ..ironic_db::ports::NicListQuery::every()
-            })
-            .await?;
+        let ports = self.node_ports(node).await?;
         Ok(Value::Array(
             ports
                 .iter()
@@ -916,6 +914,7 @@ impl Provisioner {
     /// `deploy.tear_down` of the `direct` deploy: the node powered off, the instance's
     /// boot settings undone.
     pub(super) async fn tear_down_direct(&self, node: &mut Node) -> Result<(), WorkFailed> {
+        self.boot_call(node, BootCall::CleanUpInstance).await?;
         self.clean_up_ramdisk(node).await;
         self.unpublish_instance_image(node).await;
         node.driver_internal_info.remove(ROOT_UUID);
@@ -925,8 +924,7 @@ impl Provisioner {
     /// `deploy.prepare_cleaning` of the `direct` deploy: the ramdisk booted; the
     /// cleaning waits for the agent.
     pub(super) async fn prepare_cleaning_direct(&self, node: &mut Node) -> Result<(), WorkFailed> {
-        self.boot_agent(node, ramdisk_boot::Purpose::Cleaning)
-            .await?;
+        self.boot_agent(node, Purpose::Cleaning).await?;
         Ok(())
     }
 
@@ -949,7 +947,7 @@ impl Provisioner {
 /// `local` (the conductor's image server); the node's `instance_info`, then its
 /// `driver_info`, then `[agent] image_download_source` (upstream's order).
 fn image_download_source<'a>(node: &'a Node, agent: &'a ironic_config::AgentSection) -> &'a str {
-    ramdisk_boot::node_setting(node, "image_download_source")
+    ironic_drivers::boot::node_setting(NodeInfo::from(node), "image_download_source")
         .unwrap_or(&agent.image_download_source)
 }
 
@@ -1029,29 +1027,14 @@ pub(crate) fn check_deploy(
             )));
         }
     }
-    let di = &node.driver_info;
-    let has = |k: &str| {
-        di.get(k)
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-    };
-    let boot = node.interfaces.get("boot");
-    let ramdisk = has("deploy_kernel") && has("deploy_ramdisk");
-    let needs = match boot {
-        Some("redfish-virtual-media") => !(ramdisk || has("deploy_iso")),
-        Some("ipxe" | "pxe") => !ramdisk,
-        _ => false,
-    };
-    if needs {
-        return Err(Error::invalid(format!(
-            "Node {} needs driver_info deploy_kernel and deploy_ramdisk{} to boot the agent's ramdisk",
-            node.uuid,
-            if boot == Some("redfish-virtual-media") {
-                " (or deploy_iso)"
-            } else {
-                ""
-            }
-        )));
+    // What the boot interface needs to boot the ramdisk.
+    if let Some(boot) = node
+        .interfaces
+        .get("boot")
+        .and_then(ironic_drivers::boot::named)
+    {
+        boot.check_ramdisk(NodeInfo::from(node))
+            .map_err(|e| Error::invalid(e.to_string()))?;
     }
     if let Ok(crate::instance_image::Expected::Value(c)) =
         crate::instance_image::Expected::of(&node.instance_info)

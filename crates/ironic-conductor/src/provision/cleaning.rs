@@ -1,6 +1,7 @@
 //! Cleaning: manual (`clean_steps`) and automated, the steps and their `clean wait`
 //! continuations, abort, failure, and the clean steps a driver offers.
 
+use super::step_state::Steps;
 use super::*;
 
 impl Provisioner {
@@ -122,10 +123,7 @@ impl Provisioner {
                 .driver_internal_info
                 .insert(CLEANING_PREPARED.into(), json!(true));
         }
-        held.node.driver_internal_info.insert(
-            CLEAN_STEPS.into(),
-            Value::Array(list.iter().map(Step::to_json).collect()),
-        );
+        Steps::set_list(Flow::Clean, &mut held.node, &list);
         if agent {
             self.wait(Flow::Clean, held, None, engine::Until::Event)
                 .await;

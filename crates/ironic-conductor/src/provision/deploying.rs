@@ -1,5 +1,6 @@
 //! Deploying (the deploy plan, its steps) and tearing down.
 
+use super::step_state::Steps;
 use super::*;
 
 impl Provisioner {
@@ -75,10 +76,7 @@ impl Provisioner {
                     .await;
             }
         };
-        held.node.driver_internal_info.insert(
-            DEPLOY_STEPS.into(),
-            Value::Array(plan.iter().map(Step::to_json).collect()),
-        );
+        Steps::set_list(Flow::Deploy, &mut held.node, &plan);
         set_state(&mut held.node, t);
         held.node.last_error = None;
         // Fast-track keeps a running agent for the deploy's first step.

@@ -22,7 +22,7 @@
 //! (`deploy_callback_timeout`, `clean_callback_timeout`, `service_callback_timeout`)
 //! fails.
 
-use super::step_state::{AgentWait, Wait};
+use super::step_state::{AgentWait, Steps, Wait};
 use super::*;
 
 /// A timed wait this much past its time is continued by the node's owner: the process
@@ -64,24 +64,6 @@ impl Flow {
             Flow::Clean => "cleaning",
             Flow::Deploy => "deploy",
             Flow::Service => "servicing",
-        }
-    }
-
-    /// The `driver_internal_info` key of the flow's step list.
-    pub(crate) fn steps_key(self) -> &'static str {
-        match self {
-            Flow::Clean => CLEAN_STEPS,
-            Flow::Deploy => DEPLOY_STEPS,
-            Flow::Service => SERVICE_STEPS,
-        }
-    }
-
-    /// The `driver_internal_info` key of the index of the running (or held) step.
-    pub(crate) fn index_key(self) -> &'static str {
-        match self {
-            Flow::Clean => CLEAN_STEP_INDEX,
-            Flow::Deploy => DEPLOY_STEP_INDEX,
-            Flow::Service => SERVICE_STEP_INDEX,
         }
     }
 
@@ -197,12 +179,15 @@ impl Flow {
     pub(crate) fn wipe_keeping_agent(self, node: &mut Node) {
         self.step_mut(node).clear();
         self.forget_wait(node);
+        // The deploy's list stays (upstream shows the last deploy's steps).
+        match self {
+            Flow::Deploy => Steps::set_index(self, node, None),
+            Flow::Clean | Flow::Service => Steps::forget(self, node),
+        }
         let dii = &mut node.driver_internal_info;
-        dii.remove(self.index_key());
         match self {
             Flow::Clean => {
                 for k in [
-                    CLEAN_STEPS,
                     CLEANING_PREPARED,
                     CLEANING_DISABLE_RAMDISK,
                     // Written by versions before the step engine.
@@ -216,9 +201,7 @@ impl Flow {
                 dii.remove(agent_deploy::POWER_OFF_CHECKS);
             }
             Flow::Service => {
-                for k in [SERVICE_STEPS, SERVICE_DISABLE_RAMDISK] {
-                    dii.remove(k);
-                }
+                dii.remove(SERVICE_DISABLE_RAMDISK);
             }
         }
     }
@@ -256,9 +239,7 @@ impl Provisioner {
         let uuid = held.node.uuid.to_string();
         for (i, step) in list.iter().enumerate().skip(from) {
             *flow.step_mut(&mut held.node) = step_json(step);
-            held.node
-                .driver_internal_info
-                .insert(flow.index_key().into(), json!(i));
+            Steps::set_index(flow, &mut held.node, Some(i));
             // Saved before it runs: whoever looks (or takes over) sees the step running.
             if let Err(e) = held.save().await {
                 tracing::error!(node = %uuid, error = %ironic_model::error::chain(&e), "could not save the node");
@@ -317,7 +298,7 @@ impl Provisioner {
             Some(s) => self.step_event(&mut held.node, s, "started"),
             None => {
                 flow.step_mut(&mut held.node).clear();
-                held.node.driver_internal_info.remove(flow.index_key());
+                Steps::set_index(flow, &mut held.node, None);
             }
         }
         let target = held.node.target_provision_state;
@@ -425,13 +406,8 @@ impl Provisioner {
                 return;
             }
             let recheck = Wait::of(flow, &held.node).is_some_and(|w| w.recheck);
-            let dii = &held.node.driver_internal_info;
-            let index = dii
-                .get(flow.index_key())
-                .and_then(Value::as_u64)
-                .map(|i| i as usize);
-            let list = match Step::list_from_json(dii.get(flow.steps_key())) {
-                Ok(l) => l,
+            let (list, index) = match Steps::of(flow, &held.node) {
+                Ok(Steps { list, index }) => (list, index),
                 Err(why) => {
                     let msg = format!(
                         "Cannot continue {} node {}: its stored {} steps cannot be read ({why}).",
@@ -450,8 +426,8 @@ impl Provisioner {
                 flow.forget_wait(&mut held.node);
                 agent::wipe_token_and_url(&mut held.node.driver_internal_info);
                 let purpose = match flow {
-                    Flow::Deploy => ramdisk_boot::Purpose::Deploy,
-                    Flow::Clean | Flow::Service => ramdisk_boot::Purpose::Cleaning,
+                    Flow::Deploy => ironic_drivers::boot::Purpose::Deploy,
+                    Flow::Clean | Flow::Service => ironic_drivers::boot::Purpose::Cleaning,
                 };
                 let target = held.node.target_provision_state;
                 let booted = match fsm::process(flow.waiting(), Event::Resume, true, target) {
@@ -510,10 +486,7 @@ impl Provisioner {
                 // steps are chosen now.
                 (None, true) => match Self::steps_after_boot(flow, &held.node, &list) {
                     Ok(l) => {
-                        held.node.driver_internal_info.insert(
-                            flow.steps_key().into(),
-                            Value::Array(l.iter().map(Step::to_json).collect()),
-                        );
+                        Steps::set_list(flow, &mut held.node, &l);
                         (l, 0)
                     }
                     Err(msg) => {
@@ -543,13 +516,8 @@ impl Provisioner {
                                     })
                                 })
                                 .unwrap_or(i);
-                            held.node.driver_internal_info.insert(
-                                flow.steps_key().into(),
-                                Value::Array(plan.iter().map(Step::to_json).collect()),
-                            );
-                            held.node
-                                .driver_internal_info
-                                .insert(flow.index_key().into(), json!(at));
+                            Steps::set_list(flow, &mut held.node, &plan);
+                            Steps::set_index(flow, &mut held.node, Some(at));
                             (plan, at + 1)
                         }
                         Err(why) => {

@@ -60,7 +60,7 @@ impl Provisioner {
         node.driver_internal_info
             .insert(agent::LOOKUP_BMC_ADDRESSES.into(), json!(bmc));
         agent::wipe_token_and_url(&mut node.driver_internal_info);
-        self.prepare_ramdisk(node, ramdisk_boot::Purpose::Inspection)
+        self.prepare_ramdisk(node, ironic_drivers::boot::Purpose::Inspection)
             .await?;
         let driver = self.driver_of(node)?;
         let action = if node.power_state.as_deref() == Some("power on") {

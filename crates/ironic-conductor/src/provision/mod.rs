@@ -37,35 +37,25 @@ pub(crate) use engine::Flow;
 pub use engine::WaitsChecked;
 
 mod agent_deploy;
+mod boot;
 mod cleaning;
 mod deploying;
 pub(crate) use agent_deploy::check_deploy as check_direct_deploy;
 pub(crate) use deploying::deploy_plan;
-pub(crate) use ramdisk_boot::published_iso;
 mod engine;
 pub(crate) mod inspecting;
-mod net_boot;
-mod ramdisk_boot;
 mod recovery;
 mod servicing;
 mod step_state;
 mod verbs;
 
-/// `driver_internal_info` keys of a cleaning in progress.
-const CLEAN_STEPS: &str = "clean_steps";
-const CLEAN_STEP_INDEX: &str = "clean_step_index";
+/// `driver_internal_info` keys of a cleaning in progress (its steps: `step_state.rs`).
 /// Set once the deploy interface prepared the node for cleaning: whoever ends the
 /// cleaning (done, failed, aborted, taken over) tears that down.
 const CLEANING_PREPARED: &str = "cleaning_prepared";
 /// The manual cleaning runs without the ramdisk (upstream's key).
 const CLEANING_DISABLE_RAMDISK: &str = "cleaning_disable_ramdisk";
-/// The deploy steps of the current (or last) deploy, in the order they run.
-const DEPLOY_STEPS: &str = "deploy_steps";
-/// The index in `deploy_steps` of the step running (or held at).
-const DEPLOY_STEP_INDEX: &str = "deploy_step_index";
-/// `driver_internal_info` keys of a servicing in progress (upstream's names).
-const SERVICE_STEPS: &str = "service_steps";
-const SERVICE_STEP_INDEX: &str = "service_step_index";
+/// The servicing runs without the ramdisk (upstream's key).
 const SERVICE_DISABLE_RAMDISK: &str = "service_disable_ramdisk";
 
 fn set_state(node: &mut Node, t: fsm::Transition) {
@@ -168,6 +158,8 @@ pub struct Provisioner {
     continuing: Arc<std::sync::Mutex<std::collections::HashSet<ironic_model::NodeId>>>,
     /// Deploy kernels and ramdisks, boot ISOs, the image server's files.
     images: crate::images::Images,
+    /// The same, as the boot interfaces see them.
+    boot_files: crate::boot_files::ConductorFiles,
     /// Talks to the nodes' ramdisk agents.
     agent: ironic_drivers::agent_client::AgentClient,
 }
@@ -201,6 +193,7 @@ impl Provisioner {
         locks: crate::lock::Locks,
         work: crate::work::Runner,
     ) -> Provisioner {
+        let images = crate::images::Images::new(&settings.deploy, settings.local_files.clone());
         Provisioner {
             db,
             drivers,
@@ -208,7 +201,12 @@ impl Provisioner {
             work,
             boot_id: uuid::Uuid::new_v4().simple().to_string(),
             continuing: Arc::default(),
-            images: crate::images::Images::new(&settings.deploy, settings.local_files.clone()),
+            images: images.clone(),
+            boot_files: crate::boot_files::ConductorFiles::new(
+                images,
+                settings.deploy.http_root.clone(),
+                settings.pxe.tftp_root.clone(),
+            ),
             agent: agent_deploy::client(&settings),
             settings,
         }
@@ -240,6 +238,16 @@ impl Provisioner {
         crate::nodes::driver(&self.drivers, node).map_err(|_| {
             DriverError::invalid(format!("hardware type {} is not enabled here", node.driver))
         })
+    }
+
+    /// The node's ports.
+    async fn node_ports(&self, node: &Node) -> Result<Vec<ironic_model::port::Port>, Error> {
+        self.db
+            .port_list(&ironic_db::ports::NicListQuery {
+                node_id: Some(node.id),
+                ..ironic_db::ports::NicListQuery::every()
+            })
+            .await
     }
 
     /// Reads the node's BIOS settings through its bios interface and stores them

@@ -5,6 +5,7 @@
 //! upstream's) when a step fails. The steps a driver offers for servicing are its clean
 //! steps (the fake ones declare none apart), plus the reserved steps.
 
+use super::step_state::Steps;
 use super::*;
 
 impl Provisioner {
@@ -92,10 +93,7 @@ impl Provisioner {
                 .driver_internal_info
                 .insert(SERVICE_DISABLE_RAMDISK.into(), json!(true));
         }
-        held.node.driver_internal_info.insert(
-            SERVICE_STEPS.into(),
-            Value::Array(list.iter().map(Step::to_json).collect()),
-        );
+        Steps::set_list(Flow::Service, &mut held.node, &list);
         self.run_steps(Flow::Service, held, list, 0).await;
     }
 

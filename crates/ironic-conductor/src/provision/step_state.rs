@@ -1,12 +1,79 @@
-//! The wait of a step flow, typed: what the step engine (`engine.rs`) and the agent
-//! code (`agent_deploy.rs`) keep in the node while a step waits, read and written here
-//! only, at the `driver_internal_info` keys upstream's API shows (`…_step_runner`,
+//! The state of a step flow, typed: the step list and the index of the running (or
+//! held) step ([`Steps`]), and the wait of a step ([`Wait`], with the agent's
+//! [`AgentWait`]), read and written here only, at the `driver_internal_info` keys
+//! upstream's API shows (`…_steps`, `…_step_index`, `…_step_runner`,
 //! `…_step_resume_at`, `agent_wait`, `agent_command_id`, and our `…_step_recheck`).
 
+use ironic_catalog::steps::{Step, StoredStepError};
 use ironic_model::Node;
 use serde_json::{Value, json};
 
 use super::Flow;
+
+/// A flow's steps as the node stores them: the list, in the order they run, and the
+/// index of the step running (or held at, or waiting).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Steps {
+    pub list: Vec<Step>,
+    pub index: Option<usize>,
+}
+
+impl Steps {
+    /// The node's steps in `flow` (an empty list when it has none); `Err`: the stored
+    /// list cannot be read.
+    pub(crate) fn of(flow: Flow, node: &Node) -> Result<Steps, StoredStepError> {
+        let dii = &node.driver_internal_info;
+        Ok(Steps {
+            list: Step::list_from_json(dii.get(steps_key(flow)))?,
+            index: dii
+                .get(index_key(flow))
+                .and_then(Value::as_u64)
+                .and_then(|i| usize::try_from(i).ok()),
+        })
+    }
+
+    /// Stores `list` as the flow's steps (the index left as it is).
+    pub(crate) fn set_list(flow: Flow, node: &mut Node, list: &[Step]) {
+        node.driver_internal_info.insert(
+            steps_key(flow).into(),
+            Value::Array(list.iter().map(Step::to_json).collect()),
+        );
+    }
+
+    /// Stores the index of the running step (`None`: no step runs).
+    pub(crate) fn set_index(flow: Flow, node: &mut Node, index: Option<usize>) {
+        let dii = &mut node.driver_internal_info;
+        match index {
+            Some(i) => dii.insert(index_key(flow).into(), json!(i)),
+            None => dii.remove(index_key(flow)),
+        };
+    }
+
+    /// Forgets the flow's steps, list and index.
+    pub(crate) fn forget(flow: Flow, node: &mut Node) {
+        for k in [steps_key(flow), index_key(flow)] {
+            node.driver_internal_info.remove(k);
+        }
+    }
+}
+
+/// The `driver_internal_info` key of the flow's step list (upstream's).
+fn steps_key(flow: Flow) -> &'static str {
+    match flow {
+        Flow::Clean => "clean_steps",
+        Flow::Deploy => "deploy_steps",
+        Flow::Service => "service_steps",
+    }
+}
+
+/// The `driver_internal_info` key of the index of the running step (upstream's).
+fn index_key(flow: Flow) -> &'static str {
+    match flow {
+        Flow::Clean => "clean_step_index",
+        Flow::Deploy => "deploy_step_index",
+        Flow::Service => "service_step_index",
+    }
+}
 
 /// `driver_internal_info`: what a flow waiting on the agent waits for.
 const AGENT_WAIT: &str = "agent_wait";
@@ -204,6 +271,49 @@ mod tests {
             "{:?}",
             n.driver_internal_info
         );
+    }
+
+    /// The list and the index at upstream's keys, each flow its own; forgetting them
+    /// leaves nothing; a list that is not one is refused, not read as empty.
+    #[test]
+    fn steps_round_trip_through_the_node() {
+        let mut n = node();
+        assert_eq!(
+            Steps::of(Flow::Clean, &n),
+            Ok(Steps {
+                list: vec![],
+                index: None
+            })
+        );
+        let list = vec![Step {
+            interface: "deploy".into(),
+            step: "erase_devices".into(),
+            args: Default::default(),
+            priority: 10,
+            abortable: true,
+        }];
+        Steps::set_list(Flow::Clean, &mut n, &list);
+        Steps::set_index(Flow::Clean, &mut n, Some(0));
+        assert_eq!(n.driver_internal_info["clean_step_index"], json!(0));
+        assert_eq!(
+            n.driver_internal_info["clean_steps"][0]["step"],
+            json!("erase_devices")
+        );
+        assert_eq!(
+            Steps::of(Flow::Clean, &n),
+            Ok(Steps {
+                list: list.clone(),
+                index: Some(0)
+            })
+        );
+        assert_eq!(Steps::of(Flow::Deploy, &n).map(|s| s.list.len()), Ok(0));
+        Steps::set_index(Flow::Clean, &mut n, None);
+        assert_eq!(Steps::of(Flow::Clean, &n).map(|s| s.index), Ok(None));
+        Steps::forget(Flow::Clean, &mut n);
+        assert!(n.driver_internal_info.is_empty());
+        n.driver_internal_info
+            .insert("service_steps".into(), json!("not a list"));
+        assert!(Steps::of(Flow::Service, &n).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Provisioning verbs: each is checked against the state machine and applied under the
 //! node lock; verification and adoption finish here, inspection in `inspecting.rs`.
 
+use super::step_state::Steps;
 use super::*;
 
 impl Provisioner {
@@ -191,11 +192,11 @@ impl Provisioner {
                 .bail(fsm::invalid_state_requested("unhold", &uuid, state))
                 .await;
         };
-        let dii = &held.node.driver_internal_info;
-        let list = Step::list_from_json(dii.get(flow.steps_key()));
-        let index = dii.get(flow.index_key()).and_then(Value::as_u64);
-        let (list, index) = match (list, index) {
-            (Ok(l), Some(i)) => (l, i as usize),
+        let (list, index) = match Steps::of(flow, &held.node) {
+            Ok(Steps {
+                list,
+                index: Some(i),
+            }) => (list, i),
             _ => {
                 return held
                     .bail(Error::invalid(format!(

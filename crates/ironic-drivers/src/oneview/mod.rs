@@ -646,24 +646,8 @@ impl DeployInterface for Iface {
     }
 }
 
-fn nothing<'a>() -> DriverFuture<'a, NodeChanges> {
-    Box::pin(async { Ok(NodeChanges::none()) })
-}
-
-impl BootInterface for Iface {
-    fn prepare_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn clean_up_ramdisk<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn prepare_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-    fn clean_up_instance<'a>(&'a self, _node: NodeInfo<'a>) -> DriverFuture<'a, NodeChanges> {
-        nothing()
-    }
-}
+/// The appliance's profile boots the node: nothing to prepare.
+impl BootInterface for Iface {}
 
 impl RaidInterface for Iface {}
 impl BiosInterface for Iface {}
