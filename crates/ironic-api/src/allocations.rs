@@ -19,7 +19,7 @@ use crate::body::{JsonBody, P};
 use crate::error::ApiError;
 use crate::nodes::{authorized_node, load_node};
 use crate::policy::{Authz, Policy, Target};
-use crate::query::{Query, field_list};
+use crate::query::{LinkArgs, Query, field_list};
 use crate::view::{Links, ListPage, Ts};
 use crate::{AppState, Base, Req, json_response, json_response_sized};
 
@@ -393,10 +393,8 @@ pub async fn list(
             |node: &ironic_model::Node| Policy::NodeGet.allows(authz.creds(), Target::node(node));
         f.node_id = Some(named_node(&st, n, v, visible).await?.id);
     }
-    let limit = q.limit(st.settings.max_limit)? as usize;
-    let desc = q.sort_desc()?;
-    let sort_key = q.get("sort_key").unwrap_or("id");
-    let marker = match q.get("marker") {
+    let lp = q.list_params(st.settings.max_limit, None)?;
+    let marker = match lp.marker {
         Some(m) => Some(
             st.db
                 .allocation_by_uuid(m)
@@ -407,7 +405,7 @@ pub async fn list(
     };
     let page = st
         .db
-        .allocation_list(&f, sort_key, desc, marker.as_ref(), limit)
+        .allocation_list(&f, lp.sort_key, lp.desc, marker.as_ref(), lp.size())
         .await?;
     // Each one must be readable too (a project's service user may list, not read).
     if page
@@ -416,12 +414,13 @@ pub async fn list(
     {
         return Err(Policy::AllocationGet.denied());
     }
-    let next = match page.last() {
-        Some(last) if page.len() == limit => {
-            Some(q.next_link(&base, "allocations", limit as u32, &last.uuid))
-        }
-        _ => None,
-    };
+    let next = lp.next(
+        &base,
+        "allocations",
+        &LinkArgs::Kept,
+        page.len(),
+        page.last().map(|a| a.uuid.as_str()),
+    );
     Ok(json_response_sized(
         StatusCode::OK,
         &ListPage {

@@ -15,7 +15,7 @@ use crate::body::{JsonBody, P};
 use crate::error::ApiError;
 use crate::nodes::list_nodes;
 use crate::policy::{Authz, Policy};
-use crate::query::{Query, field_list};
+use crate::query::{LinkArgs, Query, field_list};
 use crate::view::{Ts, links_value};
 use crate::{AppState, Base, Req, json_response};
 
@@ -171,43 +171,30 @@ async fn list_chassis(st: &AppState, base: &str, q: Query, detail_path: bool) ->
         None if detail => FIELDS.to_vec(),
         None => DEFAULT_LIST_FIELDS.to_vec(),
     };
-    let limit = q.limit(st.settings.max_limit)?;
-    let desc = q.sort_desc()?;
-    let sort_key = q.get("sort_key").unwrap_or("id");
-    let marker = match q.get("marker") {
+    let lp = q.list_params(st.settings.max_limit, None)?;
+    let marker = match lp.marker {
         Some(m) => Some(load(st, m).await?),
         None => None,
     };
     let page = st
         .db
-        .chassis_list(sort_key, desc, marker.as_ref(), limit as usize)
+        .chassis_list(lp.sort_key, lp.desc, marker.as_ref(), lp.size())
         .await?;
     let docs: Vec<Value> = page.iter().map(|c| doc(c, base, &fields)).collect();
-    let mut body = Map::new();
-    body.insert("chassis".into(), Value::Array(docs));
-    if page.len() == limit as usize
-        && let Some(last) = page.last()
-    {
-        let path = if detail_path {
-            "chassis/detail"
-        } else {
-            "chassis"
-        };
-        let mut params = vec![
-            format!("sort_key={}", ironic_model::percent::encode_list(sort_key)),
-            format!("sort_dir={}", if desc { "desc" } else { "asc" }),
-        ];
-        if !detail {
-            params.push(format!("fields={}", fields.join(",")));
-        }
-        params.push(format!("limit={limit}"));
-        params.push(format!("marker={}", last.uuid));
-        body.insert(
-            "next".into(),
-            json!(format!("{base}/v1/{path}?{}", params.join("&"))),
-        );
-    }
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let path = if detail_path {
+        "chassis/detail"
+    } else {
+        "chassis"
+    };
+    let how = LinkArgs::Sorted {
+        others: false,
+        fields: (!detail).then(|| fields.join(",")),
+    };
+    let last = page.last().map(|c| c.uuid.as_str());
+    Ok(json_response(
+        StatusCode::OK,
+        &lp.page_with(base, path, "chassis", docs, &how, last),
+    ))
 }
 
 pub async fn list(

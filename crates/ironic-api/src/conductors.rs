@@ -90,50 +90,47 @@ pub async fn list(
         None if detail => FIELDS.to_vec(),
         None => vec!["hostname", "conductor_group", "alive"],
     };
-    let limit = q.limit(st.settings.max_limit)? as usize;
-    let desc = q.sort_desc()?;
-    let sort_key = q.get("sort_key").unwrap_or("id");
+    let lp = q.list_params(
+        st.settings.max_limit,
+        Some(&[
+            "id",
+            "hostname",
+            "conductor_group",
+            "created_at",
+            "updated_at",
+        ]),
+    )?;
     let snap = st.topology.snapshot();
     let mut all: Vec<&(Conductor, bool)> = snap.conductors.iter().collect();
-    match sort_key {
+    match lp.sort_key {
         "id" => all.sort_by_key(|(c, _)| c.id),
         "hostname" => all.sort_by(|a, b| a.0.hostname.cmp(&b.0.hostname)),
         "conductor_group" => {
             all.sort_by(|a, b| (&a.0.conductor_group, a.0.id).cmp(&(&b.0.conductor_group, b.0.id)))
         }
         "created_at" => all.sort_by_key(|(c, _)| (c.created_at, c.id)),
-        "updated_at" => all.sort_by_key(|(c, _)| (c.updated_at, c.id)),
-        other => {
-            return Err(ApiError::invalid(format!(
-                "The sort_key value {other} is an invalid field for sorting"
-            )));
-        }
+        _ => all.sort_by_key(|(c, _)| (c.updated_at, c.id)),
     }
-    if desc {
+    if lp.desc {
         all.reverse();
     }
-    if let Some(m) = q.get("marker") {
+    if let Some(m) = lp.marker {
         let pos = all
             .iter()
             .position(|(c, _)| c.hostname == m)
             .ok_or_else(|| Error::NotFound(format!("Conductor {m} could not be found.")))?;
         all.drain(..=pos);
     }
-    let page: Vec<Value> = all
+    all.truncate(lp.size());
+    let docs: Vec<Value> = all
         .iter()
-        .take(limit)
         .map(|(c, a)| doc(c, *a, &base, &fields))
         .collect();
-    let mut body = Map::new();
-    let full = page.len() == limit;
-    body.insert("conductors".into(), Value::Array(page));
-    if full && let Some((c, _)) = all.get(limit - 1) {
-        body.insert(
-            "next".into(),
-            json!(q.next_link(&base, "conductors", limit as u32, &c.hostname)),
-        );
-    }
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let last = all.last().map(|(c, _)| c.hostname.as_str());
+    Ok(json_response(
+        StatusCode::OK,
+        &lp.page(&base, "conductors", "conductors", docs, last),
+    ))
 }
 
 pub async fn get_one(

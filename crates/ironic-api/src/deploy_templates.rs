@@ -153,10 +153,8 @@ pub async fn list(
         None if detail => FIELDS.to_vec(),
         None => DEFAULT_LIST_FIELDS.to_vec(),
     };
-    let limit = q.limit(st.settings.max_limit)?;
-    let desc = q.sort_desc()?;
-    let sort_key = q.get("sort_key").unwrap_or("id");
-    let marker = match q.get("marker") {
+    let lp = q.list_params(st.settings.max_limit, None)?;
+    let marker = match lp.marker {
         Some(m) => Some(
             st.db
                 .deploy_template_by_uuid(m)
@@ -167,20 +165,14 @@ pub async fn list(
     };
     let page = st
         .db
-        .deploy_template_list(sort_key, desc, marker.as_ref(), limit as usize)
+        .deploy_template_list(lp.sort_key, lp.desc, marker.as_ref(), lp.size())
         .await?;
     let docs: Vec<Value> = page.iter().map(|t| doc(t, &base, &fields)).collect();
-    let mut body = Map::new();
-    body.insert("deploy_templates".into(), Value::Array(docs));
-    if page.len() == limit as usize
-        && let Some(last) = page.last()
-    {
-        body.insert(
-            "next".into(),
-            json!(q.next_link(&base, "deploy_templates", limit, &last.uuid)),
-        );
-    }
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let last = page.last().map(|t| t.uuid.as_str());
+    Ok(json_response(
+        StatusCode::OK,
+        &lp.page(&base, "deploy_templates", "deploy_templates", docs, last),
+    ))
 }
 
 pub async fn get_one(

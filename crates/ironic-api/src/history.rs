@@ -70,37 +70,26 @@ pub async fn list(
     let q = Query::parse(q.as_deref())?;
     q.only(&["detail", "limit", "marker", "sort_key", "sort_dir"])?;
     let detail = q.bool("detail")?.unwrap_or(false);
-    let limit = q.limit(st.settings.max_limit)?;
-    let desc = q.sort_desc()?;
-    match q.get("sort_key") {
-        None | Some("created_at" | "id") => {}
-        Some(k) => {
-            return Err(ApiError::invalid(format!(
-                "The sort_key value {k} is an invalid field for sorting"
-            )));
-        }
-    }
+    let lp = q.list_params(st.settings.max_limit, Some(&["created_at", "id"]))?;
     let node = authorized_node(&st, &authz, &ident, v, Policy::NodeHistoryGet).await?;
-    let marker = match q.get("marker") {
+    let marker = match lp.marker {
         None => None,
         Some(m) => Some(st.db.history_get(node.id.0, m).await?.id),
     };
     let entries = st
         .db
-        .history_list(node.id.0, marker, desc, limit as usize)
+        .history_list(node.id.0, marker, lp.desc, lp.size())
         .await?;
     let list: Vec<Value> = entries
         .iter()
         .map(|e| entry_doc(&base, node.uuid.as_str(), e, detail, v))
         .collect();
-    let mut doc = json!({ "history": list });
-    if entries.len() == limit as usize
-        && let Some(last) = entries.last()
-    {
-        doc["next"] =
-            json!(q.next_link(&base, &format!("nodes/{ident}/history"), limit, &last.uuid));
-    }
-    Ok(json_response(StatusCode::OK, &doc))
+    let last = entries.last().map(|e| e.uuid.as_str());
+    let path = format!("nodes/{ident}/history");
+    Ok(json_response(
+        StatusCode::OK,
+        &lp.page(&base, &path, "history", list, last),
+    ))
 }
 
 pub async fn get_one(

@@ -266,9 +266,8 @@ pub async fn list(
         Some(f) => Some(f),
         None => None,
     };
-    let limit = q.limit(st.settings.max_limit)? as usize;
-    let desc = q.sort_desc()?;
-    let marker = match q.get("marker") {
+    let lp = q.list_params(st.settings.max_limit, None)?;
+    let marker = match lp.marker {
         None => None,
         Some(m) => Some(
             st.db
@@ -287,7 +286,7 @@ pub async fn list(
     let column = if sort_key == "scope" { "id" } else { sort_key };
     let page = st
         .db
-        .inspection_rule_list(column, desc, marker.as_ref(), limit)
+        .inspection_rule_list(column, lp.desc, marker.as_ref(), lp.size())
         .await?;
     // Upstream judges `fields` per item: an empty page never fails.
     let shown: Vec<&'static str> = match fields {
@@ -304,7 +303,7 @@ pub async fn list(
     let last = page.last().map(|r| r.uuid.as_str());
     Ok(json_response(
         StatusCode::OK,
-        &q.page(&base, "inspection_rules", docs, limit, last),
+        &lp.page(&base, "inspection_rules", "inspection_rules", docs, last),
     ))
 }
 

@@ -24,7 +24,7 @@ use crate::body::P;
 use crate::body::{JsonBody, RawBody, parse_json};
 use crate::error::ApiError;
 use crate::policy::{Authz, Policy, Redaction, Target};
-use crate::query::Query;
+use crate::query::{LinkArgs, Query};
 use crate::view::{ListPage, NodeView, Ts, ViewCtx};
 use crate::{AppState, Base, Req, json_response, json_response_sized};
 
@@ -378,9 +378,7 @@ pub(crate) async fn list_nodes(
             && !q.has("parent_node")
             && !q.bool("include_children")?.unwrap_or(false),
     };
-    let limit = q.limit(st.settings.max_limit)?;
-    let sort_desc = q.sort_desc()?;
-    let sort_key = q.get("sort_key").unwrap_or("id").to_string();
+    let lp = q.list_params(st.settings.max_limit, None)?;
     let user_fields = match q.get("fields") {
         Some(f) => Some(parse_fields(f, v)?),
         None => None,
@@ -425,54 +423,38 @@ pub(crate) async fn list_nodes(
     let needs_traits = v.at_least(37) && mask.is_none_or(|m| m.has("traits"));
     let dbq = NodeListQuery {
         filter,
-        sort_key,
-        sort_desc,
-        limit,
-        marker: q.get("marker").map(str::to_owned),
+        sort_key: lp.sort_key.to_string(),
+        sort_desc: lp.desc,
+        limit: lp.limit,
+        marker: lp.marker.map(str::to_owned),
         fields,
         with_traits: needs_traits,
     };
     let mut nodes = st.db.node_list(&dbq).await?;
-    let page_full = nodes.len() == limit as usize;
+    let count = nodes.len();
     let last_uuid = nodes.last().map(|n| n.uuid.to_string());
     let topology = st.topology.snapshot();
     if let Some(c) = q.get("conductor") {
         nodes.retain(|n| topology.owner(&n.conductor_group, &n.driver, n.uuid.as_str()) == Some(c));
     }
-    let next = match (&last_uuid, page_full, q.has("instance_uuid")) {
-        (Some(marker), true, false) => {
-            let mut params = vec![
-                format!(
-                    "sort_key={}",
-                    ironic_model::percent::encode_list(&dbq.sort_key)
-                ),
-                format!("sort_dir={}", if sort_desc { "desc" } else { "asc" }),
-            ];
-            for (k, val) in &q.0 {
-                if !matches!(
-                    k.as_str(),
-                    "limit" | "marker" | "fields" | "sort_key" | "sort_dir"
-                ) {
-                    params.push(format!("{k}={}", ironic_model::percent::encode_list(val)));
-                }
-            }
-            if let Some(f) = q.get("fields") {
-                params.push(format!("fields={}", ironic_model::percent::encode_list(f)));
-            }
-            params.push(format!("limit={limit}"));
-            params.push(format!("marker={marker}"));
+    // A list by instance has one page (upstream's).
+    let next = match q.has("instance_uuid") {
+        true => None,
+        false => {
             let nodes = match within {
                 Some(c) => format!("chassis/{c}/nodes"),
                 None => "nodes".to_string(),
             };
-            let path = if detail_path {
-                format!("{nodes}/detail")
-            } else {
-                nodes
+            let path = match detail_path {
+                true => format!("{nodes}/detail"),
+                false => nodes,
             };
-            Some(format!("{base}/v1/{path}?{}", params.join("&")))
+            let how = LinkArgs::Sorted {
+                others: true,
+                fields: q.get("fields").map(str::to_string),
+            };
+            lp.next(base, &path, &how, count, last_uuid.as_deref())
         }
-        _ => None,
     };
     let ctx = ViewCtx {
         version: v,

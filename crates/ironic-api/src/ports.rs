@@ -26,7 +26,7 @@ use crate::body::{JsonBody, P};
 use crate::error::ApiError;
 use crate::nodes::load_node;
 use crate::policy::{Authz, Policy, Target};
-use crate::query::{Query, field_list};
+use crate::query::{LinkArgs, Query, field_list};
 use crate::view::{Ts, links_value};
 use crate::{AppState, Base, Req, json_response};
 
@@ -390,12 +390,12 @@ pub(crate) async fn list<T: Nic>(
             ));
         }
     }
-    let limit = q.limit(st.settings.max_limit)?;
+    let lp = q.list_params(st.settings.max_limit, None)?;
     let mut lq = NicListQuery {
         project,
-        sort_key: q.get("sort_key").unwrap_or("id").to_string(),
-        sort_desc: q.sort_desc()?,
-        limit: limit as usize,
+        sort_key: lp.sort_key.to_string(),
+        sort_desc: lp.desc,
+        limit: lp.size(),
         description_contains: q.get("description_contains").map(str::to_string),
         shards: q.get("shard").map(crate::nodes::shard_list),
         // Empty names are dropped; none left is no filter (upstream's `string_list`).
@@ -441,7 +441,7 @@ pub(crate) async fn list<T: Nic>(
         let (pg, _) = load::<Portgroup>(st, authz, g, Policy::PortgroupGet).await?;
         lq.portgroup_id = Some(pg.id);
     }
-    if let Some(m) = q.get("marker") {
+    if let Some(m) = lp.marker {
         let uuid = canonical_uuid(m);
         let key = match &uuid {
             Some(u) => Key::Uuid(u),
@@ -460,34 +460,20 @@ pub(crate) async fn list<T: Nic>(
         .iter()
         .map(|o| render(o, base, &fields, full, v))
         .collect();
-    let mut body = Map::new();
-    body.insert(T::KEY.into(), Value::Array(docs));
-    if page.len() == limit as usize
-        && let Some(last) = page.last()
-    {
-        let path = if detail_path {
-            format!("{path}/detail")
-        } else {
-            path
-        };
-        let mut params = vec![
-            format!(
-                "sort_key={}",
-                ironic_model::percent::encode_list(&lq.sort_key)
-            ),
-            format!("sort_dir={}", if lq.sort_desc { "desc" } else { "asc" }),
-        ];
-        if !detail {
-            params.push(format!("fields={}", fields.join(",")));
-        }
-        params.push(format!("limit={limit}"));
-        params.push(format!("marker={}", last.uuid()));
-        body.insert(
-            "next".into(),
-            json!(format!("{base}/v1/{path}?{}", params.join("&"))),
-        );
-    }
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let path = if detail_path {
+        format!("{path}/detail")
+    } else {
+        path
+    };
+    let how = LinkArgs::Sorted {
+        others: false,
+        fields: (!detail).then(|| fields.join(",")),
+    };
+    let last = page.last().map(|o| o.uuid());
+    Ok(json_response(
+        StatusCode::OK,
+        &lp.page_with(base, &path, T::KEY, docs, &how, last),
+    ))
 }
 
 /// Replaces the restricted field of each object the caller may not see.

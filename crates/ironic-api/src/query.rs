@@ -2,6 +2,8 @@
 
 use ironic_model::node::{bool_word_error, parse_bool_word};
 
+use serde_json::Value;
+
 use crate::error::ApiError;
 
 /// The decoded `name=value` pairs of a query string.
@@ -68,42 +70,6 @@ impl Query {
     }
 
     /// `limit`: positive, capped at `max`, default `max`.
-    /// The `next` link of a page: `<base>/v1/<path>?<the other arguments>limit=…&marker=…`.
-    pub fn next_link(&self, base: &str, path: &str, limit: u32, marker: &str) -> String {
-        let kept: String = self
-            .0
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker"))
-            .map(|(k, v)| format!("{k}={}&", ironic_model::percent::encode_list(v)))
-            .collect();
-        format!(
-            "{base}/v1/{path}?{kept}limit={limit}&marker={}",
-            ironic_model::percent::encode_list(marker)
-        )
-    }
-
-    /// A list page's body: `{<key>: docs}`, and a `next` link after the last item when
-    /// the page is full (`last` is its marker).
-    pub fn page(
-        &self,
-        base: &str,
-        key: &str,
-        docs: Vec<serde_json::Value>,
-        limit: usize,
-        last: Option<&str>,
-    ) -> serde_json::Value {
-        let full = docs.len() == limit;
-        let mut body = serde_json::Map::new();
-        body.insert(key.into(), serde_json::Value::Array(docs));
-        if full && let Some(last) = last {
-            body.insert(
-                "next".into(),
-                self.next_link(base, key, limit as u32, last).into(),
-            );
-        }
-        serde_json::Value::Object(body)
-    }
-
     pub fn limit(&self, max: u32) -> Result<u32, ApiError> {
         match self.get("limit") {
             None => Ok(max),
@@ -128,6 +94,149 @@ impl Query {
                 "Invalid sort direction: {other}. Acceptable values are 'asc' or 'desc'"
             ))),
         }
+    }
+}
+
+/// How a list's `next` link repeats the request (upstream's, which differs by
+/// resource).
+#[derive(Debug, Clone)]
+pub enum LinkArgs {
+    /// The request's arguments but `limit` and `marker`, in their order.
+    Kept,
+    /// `sort_key` and `sort_dir` first (as the list ran, defaults included), then, with
+    /// `others`, the request's arguments but `fields`, then `fields` (given here:
+    /// what the resource shows).
+    Sorted {
+        others: bool,
+        fields: Option<String>,
+    },
+}
+
+/// The arguments every list takes, parsed and checked once
+/// ([`Query::list_params`]), and the one writer of its page's `next` link.
+#[derive(Debug)]
+pub struct ListParams<'q> {
+    q: &'q Query,
+    /// Positive, at most `[api] max_limit`, which is the default.
+    pub limit: u32,
+    /// `sort_dir=desc`.
+    pub desc: bool,
+    /// `sort_key`, `id` by default.
+    pub sort_key: &'q str,
+    pub marker: Option<&'q str>,
+}
+
+impl Query {
+    /// `limit`, `sort_dir`, `sort_key` and `marker`: 400 for a bad limit or
+    /// direction, or (`sort_keys` given) a key the list does not sort by; without
+    /// `sort_keys` the database's query checks the key.
+    pub fn list_params(
+        &self,
+        max_limit: u32,
+        sort_keys: Option<&[&str]>,
+    ) -> Result<ListParams<'_>, ApiError> {
+        let sort_key = self.get("sort_key").unwrap_or("id");
+        if let Some(keys) = sort_keys
+            && !keys.contains(&sort_key)
+        {
+            return Err(ApiError::invalid(format!(
+                "The sort_key value {sort_key} is an invalid field for sorting"
+            )));
+        }
+        Ok(ListParams {
+            q: self,
+            limit: self.limit(max_limit)?,
+            desc: self.sort_desc()?,
+            sort_key,
+            marker: self.get("marker"),
+        })
+    }
+}
+
+impl ListParams<'_> {
+    /// The page size, as a count.
+    pub fn size(&self) -> usize {
+        self.limit as usize
+    }
+
+    /// The `next` link of a page of `count` items whose last one's marker is `last`:
+    /// `<base>/v1/<path>?<args>limit=…&marker=…`, only when the page is full.
+    pub fn next(
+        &self,
+        base: &str,
+        path: &str,
+        how: &LinkArgs,
+        count: usize,
+        last: Option<&str>,
+    ) -> Option<String> {
+        use ironic_model::percent::encode_list;
+        let last = last.filter(|_| count == self.size())?;
+        let arg = |k: &str, v: &str| format!("{k}={}", encode_list(v));
+        let mut args: Vec<String> = Vec::new();
+        let others = |skip: &[&str]| -> Vec<String> {
+            self.q
+                .0
+                .iter()
+                .filter(|(k, _)| !skip.contains(&k.as_str()))
+                .map(|(k, v)| arg(k, v))
+                .collect()
+        };
+        match how {
+            LinkArgs::Kept => args.extend(others(&["limit", "marker"])),
+            LinkArgs::Sorted {
+                others: all,
+                fields,
+            } => {
+                args.push(arg("sort_key", self.sort_key));
+                args.push(format!(
+                    "sort_dir={}",
+                    if self.desc { "desc" } else { "asc" }
+                ));
+                if *all {
+                    args.extend(others(&[
+                        "limit", "marker", "fields", "sort_key", "sort_dir",
+                    ]));
+                }
+                if let Some(f) = fields {
+                    args.push(arg("fields", f));
+                }
+            }
+        }
+        args.push(format!("limit={}", self.limit));
+        args.push(arg("marker", last));
+        Some(format!("{base}/v1/{path}?{}", args.join("&")))
+    }
+
+    /// A list page's body: `{<key>: docs}`, and the `next` link ([`LinkArgs::Kept`])
+    /// of the list at `path`.
+    pub fn page(
+        &self,
+        base: &str,
+        path: &str,
+        key: &str,
+        docs: Vec<Value>,
+        last: Option<&str>,
+    ) -> Value {
+        self.page_with(base, path, key, docs, &LinkArgs::Kept, last)
+    }
+
+    /// [`ListParams::page`] with the `next` link's arguments as `how` says.
+    pub fn page_with(
+        &self,
+        base: &str,
+        path: &str,
+        key: &str,
+        docs: Vec<Value>,
+        how: &LinkArgs,
+        last: Option<&str>,
+    ) -> Value {
+        let next = self.next(base, path, how, docs.len(), last);
+        let mut body = serde_json::Map::new();
+        body.insert(key.into(), Value::Array(docs));
+        if let Some(n) = next {
+            body.insert("next".into(), n.into());
+        }
+        Value::Object(body)
     }
 }
 

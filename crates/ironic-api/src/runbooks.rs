@@ -203,19 +203,12 @@ pub async fn list(
         None if detail => fields_at(v),
         None => rb::DEFAULT_LIST_FIELDS.to_vec(),
     };
-    let limit = q.limit(st.settings.max_limit)? as usize;
-    let desc = q.sort_desc()?;
-    let sort_key = q.get("sort_key").unwrap_or("id");
-    if !SORT_KEYS.contains(&sort_key) {
-        return Err(ApiError::invalid(format!(
-            "The sort_key value {sort_key} is an invalid field for sorting"
-        )));
-    }
+    let lp = q.list_params(st.settings.max_limit, Some(SORT_KEYS))?;
     let visible = |r: &Runbook| match &scope {
         None => true,
         Some(mine) => r.public || r.owner.as_deref() == Some(mine.as_str()),
     };
-    let marker = match q.get("marker") {
+    let marker = match lp.marker {
         None => None,
         Some(m) => Some(
             st.db
@@ -227,13 +220,19 @@ pub async fn list(
     };
     let page = st
         .db
-        .runbook_list(sort_key, desc, marker.as_ref(), limit, scope.as_deref())
+        .runbook_list(
+            lp.sort_key,
+            lp.desc,
+            marker.as_ref(),
+            lp.size(),
+            scope.as_deref(),
+        )
         .await?;
     let docs: Vec<Value> = page.iter().map(|r| doc(r, &base, &fields)).collect();
     let last = page.last().map(|r| r.uuid.as_str());
     Ok(json_response(
         StatusCode::OK,
-        &q.page(&base, "runbooks", docs, limit, last),
+        &lp.page(&base, "runbooks", "runbooks", docs, last),
     ))
 }
 
