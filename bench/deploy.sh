@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # N simultaneous `direct` deploys against simulated agents (ironic-load's `deploy`
-# phase: each node's ramdisk is a fake ironic-python-agent in the load generator's
+# phase: each node's ramdisk is a fake ironic-python-agent, `ironic-fake-agent`, in the load generator's
 # process that looks its node up, heartbeats and runs the conductor's commands), on the
 # split deployment (1 ironic-api + 3 ironic-conductor, PostgreSQL, RabbitMQ) and then
 # the all-in-one (SQLite), for each N in $NODES (default "100 1000"). Prints deploys per

@@ -16,10 +16,9 @@ hits=$(grep -rn 'reservation = Some' crates/ironic-conductor/src --include='*.rs
 [ -z "$hits" ] || breach "a reservation set by hand (Held::save keeps it)" "$hits"
 
 # Typed errors: no function outside tests returns `Result<_, String>` (a line before a
-# file's `#[cfg(test)]` is outside its tests). The simulated agent is the one exception
-# left, until it moves to a testing crate of its own (issue 51).
+# file's `#[cfg(test)]` is outside its tests).
 hits=$(grep -rn --include='*.rs' -e '-> Result<.*, String>' crates \
-  | grep -v '/tests/\|/tests\.rs:\|^crates/ironic-load/src/fake_agent/' \
+  | grep -v '/tests/\|/tests\.rs:' \
   | while IFS=: read -r f l _; do
       awk -v l="$l" 'NR < l && /#\[cfg\(test\)\]/ { t = 1 } END { exit !t }' "$f" || echo "$f:$l"
     done || true)

@@ -578,7 +578,7 @@ ipmitool -I lanplus -H 127.0.0.1 -p "$bport" -U admin -P c0mpat-s3cret power sta
 if grep -q c0mpat-s3cret "$dir/log"; then fail "the password reached the log"; fi
 os baremetal node delete compat-ipmi
 
-echo "== the direct deploy (a second all-in-one whose agents may call back over plain HTTP; ironic-load's simulated agent)"
+echo "== the direct deploy (a second all-in-one whose agents may call back over plain HTTP; ironic-fake-agent's simulated agent)"
 # The real agent on a real machine is crates/ironic/tests/machines.rs; here the clients'
 # side: validate, provide, instance_info, deploy with a JSON config drive, undeploy.
 dport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

@@ -1,5 +1,5 @@
 //! The `deploy` phase: N simultaneous `direct` deploys, each node's ramdisk played by a
-//! simulated agent ([`ironic_load::fake_agent`]) that looks its node up, heartbeats and
+//! simulated agent ([`ironic_fake_agent`]) that looks its node up, heartbeats and
 //! runs the conductor's commands. Setup (not measured): N `fake-hardware` nodes with
 //! `deploy_interface = direct`, an image in `instance_info` and a port each, made
 //! `available` (the server must not clean automatically: `[conductor]
@@ -10,7 +10,7 @@
 //! tool is counted apart).
 
 use super::*;
-use ironic_load::fake_agent::{AgentConfig, FakeAgent};
+use ironic_fake_agent::{AgentConfig, FakeAgent};
 
 /// The image every node "writes" (the simulated agent checks only the fields).
 const IMAGE: &str = "http://images.example/load.raw";

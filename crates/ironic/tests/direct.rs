@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Backend, Server};
-use ironic_load::fake_agent::{AgentConfig, FakeAgent};
+use ironic_fake_agent::{AgentConfig, FakeAgent};
 use serde_json::{Value, json};
 use std::time::Duration;
 

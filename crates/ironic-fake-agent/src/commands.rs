@@ -286,7 +286,7 @@ pub(super) fn execute(
     if command == Command::Async(AsyncCommand::PrepareImage) {
         // IPA validates before it starts the command's thread.
         validate_image_info(params.get("image_info"), state.md5_enabled)
-            .map_err(|e| Refusal::invalid_params(&e))?;
+            .map_err(|e| Refusal::invalid_params(&e.to_string()))?;
     }
     let id = uuid::Uuid::new_v4().to_string();
     state
@@ -488,7 +488,7 @@ fn step_end(inner: &Inner, state: &mut State, params: &Map<String, Value>, kind:
                 kind: "InvalidCommandParamsError",
                 code: 400,
                 message: "Invalid command parameters".to_string(),
-                details: e,
+                details: e.to_string(),
             });
         }
         // `write_image` runs `standby.prepare_image` and returns its result.
@@ -542,21 +542,24 @@ fn write_image(state: &mut State, image_info: Option<&Value>) -> String {
 /// IPA's checks of `image_info` (`standby._validate_image_info`): an `id`, a non-empty
 /// list of `urls`, and something to verify the image by: a `checksum` (an MD5 one only
 /// if the lookup allowed MD5) or the `os_hash_algo`/`os_hash_value` pair.
-fn validate_image_info(image_info: Option<&Value>, md5_enabled: bool) -> Result<(), String> {
+fn validate_image_info(
+    image_info: Option<&Value>,
+    md5_enabled: bool,
+) -> Result<(), ImageInfoError> {
     let empty = Map::new();
     let info = image_info.and_then(Value::as_object).unwrap_or(&empty);
     for field in ["id", "urls"] {
         if !info.contains_key(field) {
-            return Err(format!("image_info has no '{field}'"));
+            return Err(ImageInfoError::Missing(field));
         }
     }
     if info["urls"].as_array().is_none_or(Vec::is_empty) {
-        return Err("image_info's 'urls' must be a list of at least one URL".to_string());
+        return Err(ImageInfoError::NoUrls);
     }
     let mut verifiable = false;
     if let Some(checksum) = info.get("checksum").filter(|c| !c.is_null()) {
         let Some(checksum) = checksum.as_str().filter(|c| !c.is_empty()) else {
-            return Err("image_info's 'checksum' must be a non-empty string".to_string());
+            return Err(ImageInfoError::NotText("checksum"));
         };
         let url = ["http://", "https://", "file://"]
             .iter()
@@ -574,19 +577,30 @@ fn validate_image_info(image_info: Option<&Value>, md5_enabled: bool) -> Result<
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty)
             {
-                return Err(format!("image_info's '{k}' must be a non-empty string"));
+                return Err(ImageInfoError::NotText(k));
             }
         }
         verifiable = true;
     }
     if !verifiable {
-        return Err(
-            "image_info has nothing to verify the image by: give 'checksum' (not MD5 unless \
-             the lookup enabled it) or 'os_hash_algo' with 'os_hash_value'"
-                .to_string(),
-        );
+        return Err(ImageInfoError::Unverifiable);
     }
     Ok(())
+}
+
+/// What IPA refuses in an `image_info` (its words are the agent's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ImageInfoError {
+    #[error("image_info has no '{0}'")]
+    Missing(&'static str),
+    #[error("image_info's 'urls' must be a list of at least one URL")]
+    NoUrls,
+    #[error("image_info's '{0}' must be a non-empty string")]
+    NotText(&'static str),
+    #[error(
+        "image_info has nothing to verify the image by: give 'checksum' (not MD5 unless the lookup enabled it) or 'os_hash_algo' with 'os_hash_value'"
+    )]
+    Unverifiable,
 }
 
 /// What the simulated journal holds: the agent's start, its node and its commands.

@@ -98,6 +98,47 @@ struct Session<'a> {
     sender: Option<SendRequest<Full<Bytes>>>,
 }
 
+/// Why a lookup or a heartbeat did not go through (the loops log it and try again).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("building the request: {0}")]
+    Request(#[from] hyper::http::Error),
+    #[error("{what} {connect}: {cause}")]
+    Io {
+        what: &'static str,
+        connect: String,
+        cause: std::io::Error,
+    },
+    #[error("{what} {connect}: {cause}")]
+    Http {
+        what: &'static str,
+        connect: String,
+        cause: hyper::Error,
+    },
+    #[error("{method} {path}: {status} {body}")]
+    Status {
+        method: &'static str,
+        path: String,
+        status: u16,
+        body: String,
+    },
+    #[error("GET {path}: {why}")]
+    Lookup { path: String, why: LookupError },
+}
+
+/// What is wrong with a lookup's answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LookupError {
+    #[error("the answer is not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("the answer has no node.uuid")]
+    NoUuid,
+    #[error("the answer has no positive config.heartbeat_timeout, which IPA requires")]
+    NoHeartbeatTimeout,
+}
+
 impl<'a> Session<'a> {
     fn new(api: &'a Api) -> Session<'a> {
         Session { api, sender: None }
@@ -113,7 +154,7 @@ impl<'a> Session<'a> {
         path: &str,
         microversion: &str,
         body: Option<Value>,
-    ) -> Result<(u16, Bytes), String> {
+    ) -> Result<(u16, Bytes), CallError> {
         let reused = self.sender.as_ref().is_some_and(|s| !s.is_closed());
         let req = self.request(method.clone(), path, microversion, body.clone())?;
         match tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(req)).await {
@@ -121,10 +162,10 @@ impl<'a> Session<'a> {
                 let req = self.request(method, path, microversion, body)?;
                 tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(req))
                     .await
-                    .unwrap_or_else(|_| Err(format!("no answer within {REQUEST_TIMEOUT:?}")))
+                    .unwrap_or(Err(CallError::Timeout(REQUEST_TIMEOUT)))
             }
             Ok(r) => r,
-            Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
+            Err(_) => Err(CallError::Timeout(REQUEST_TIMEOUT)),
         }
     }
 
@@ -134,7 +175,7 @@ impl<'a> Session<'a> {
         path: &str,
         microversion: &str,
         body: Option<Value>,
-    ) -> Result<Request<Full<Bytes>>, String> {
+    ) -> Result<Request<Full<Bytes>>, CallError> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.api.prefix))
@@ -146,46 +187,55 @@ impl<'a> Session<'a> {
             req = req.header(header::CONTENT_TYPE, "application/json");
         }
         let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
-        req.body(Full::new(body))
-            .map_err(|e| format!("building the request: {e}"))
+        Ok(req.body(Full::new(body))?)
     }
 
     /// Sends `req` on the kept connection, or a new one if there is none or the API
     /// closed it. The connection is kept only after a whole answer was read.
-    async fn exchange(&mut self, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), String> {
+    async fn exchange(&mut self, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), CallError> {
         let connect = &self.api.connect;
         let mut sender = match self.sender.take() {
             Some(s) if !s.is_closed() => s,
             _ => self.connect().await?,
         };
-        sender
-            .ready()
-            .await
-            .map_err(|e| format!("connection to {connect}: {e}"))?;
+        let http = |what, cause| CallError::Http {
+            what,
+            connect: connect.clone(),
+            cause,
+        };
+        sender.ready().await.map_err(|e| http("connection to", e))?;
         let resp = sender
             .send_request(req)
             .await
-            .map_err(|e| format!("sending to {connect}: {e}"))?;
+            .map_err(|e| http("sending to", e))?;
         let status = resp.status().as_u16();
         let body = resp
             .into_body()
             .collect()
             .await
-            .map_err(|e| format!("reading the answer of {connect}: {e}"))?
+            .map_err(|e| http("reading the answer of", e))?
             .to_bytes();
         self.sender = Some(sender);
         Ok((status, body))
     }
 
-    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, CallError> {
         let connect = &self.api.connect;
         let stream = TcpStream::connect(connect)
             .await
-            .map_err(|e| format!("connecting to {connect}: {e}"))?;
+            .map_err(|cause| CallError::Io {
+                what: "connecting to",
+                connect: connect.clone(),
+                cause,
+            })?;
         let _ = stream.set_nodelay(true);
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| format!("HTTP handshake with {connect}: {e}"))?;
+            .map_err(|cause| CallError::Http {
+                what: "HTTP handshake with",
+                connect: connect.clone(),
+                cause,
+            })?;
         // Ends when the sender is dropped or the API closes the connection.
         tokio::spawn(async move {
             let _ = conn.await;
@@ -253,29 +303,37 @@ async fn lookup(inner: &Inner, session: &mut Session<'_>) -> Option<Found> {
     }
 }
 
-async fn lookup_once(session: &mut Session<'_>, path: &str) -> Result<Found, String> {
+async fn lookup_once(session: &mut Session<'_>, path: &str) -> Result<Found, CallError> {
     let (status, body) = session
         .call(Method::GET, path, LOOKUP_VERSION, None)
         .await?;
     if status != 200 {
-        return Err(format!("GET {path}: {status} {}", quote(&body)));
+        return Err(CallError::Status {
+            method: "GET",
+            path: path.to_string(),
+            status,
+            body: quote(&body),
+        });
     }
-    let v: Value = serde_json::from_slice(&body)
-        .map_err(|e| format!("GET {path}: the answer is not JSON: {e}"))?;
-    parse_lookup(&v).map_err(|e| format!("GET {path}: {e}"))
+    let lookup = |why| CallError::Lookup {
+        path: path.to_string(),
+        why,
+    };
+    let v: Value = serde_json::from_slice(&body).map_err(|e| lookup(e.into()))?;
+    parse_lookup(&v).map_err(lookup)
 }
 
 /// The parts of a lookup answer the agent uses.
-fn parse_lookup(v: &Value) -> Result<Found, String> {
+fn parse_lookup(v: &Value) -> Result<Found, LookupError> {
     let uuid = v
         .pointer("/node/uuid")
         .and_then(Value::as_str)
-        .ok_or("the answer has no node.uuid")?;
+        .ok_or(LookupError::NoUuid)?;
     let heartbeat_timeout = v
         .pointer("/config/heartbeat_timeout")
         .and_then(Value::as_f64)
         .filter(|t| *t > 0.0)
-        .ok_or("the answer has no positive config.heartbeat_timeout, which IPA requires")?;
+        .ok_or(LookupError::NoHeartbeatTimeout)?;
     Ok(Found {
         uuid: uuid.to_string(),
         heartbeat_timeout,
@@ -385,7 +443,7 @@ async fn heartbeats(inner: &Inner, session: &mut Session<'_>, found: &Found) {
 }
 
 /// One heartbeat; `Ok` only on 202.
-async fn beat(inner: &Inner, session: &mut Session<'_>, path: &str) -> Result<(), String> {
+async fn beat(inner: &Inner, session: &mut Session<'_>, path: &str) -> Result<(), CallError> {
     let token = inner.state().token.clone();
     let body = json!({
         "callback_url": inner.url,
@@ -397,7 +455,12 @@ async fn beat(inner: &Inner, session: &mut Session<'_>, path: &str) -> Result<()
         .await?;
     match status {
         202 => Ok(()),
-        _ => Err(format!("POST {path}: {status} {}", quote(&answer))),
+        _ => Err(CallError::Status {
+            method: "POST",
+            path: path.to_string(),
+            status,
+            body: quote(&answer),
+        }),
     }
 }
 

@@ -19,7 +19,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use ironic_load::fake_agent::{AgentConfig, FakeAgent};
+//! use ironic_fake_agent::{AgentConfig, FakeAgent};
 //! let agent = FakeAgent::start(AgentConfig {
 //!     api_url: "http://127.0.0.1:6385".into(),
 //!     macs: vec!["52:54:00:12:34:56".into()],

@@ -189,7 +189,7 @@ async fn run(State(inner): State<Arc<Inner>>, Query(q): Params, body: Bytes) -> 
     }
     let (name, params) = match parse_command(&body) {
         Ok(p) => p,
-        Err(msg) => return fault(StatusCode::BAD_REQUEST, &msg),
+        Err(why) => return fault(StatusCode::BAD_REQUEST, &why.to_string()),
     };
     let id = match commands::execute(&inner, &name, params) {
         Ok(id) => id,
@@ -211,16 +211,24 @@ async fn answer(inner: &Inner, id: &str, wait: bool) -> Response {
     }
 }
 
-/// The body's command name and parameters, or werkzeug's 400 text.
-fn parse_command(body: &[u8]) -> Result<(String, serde_json::Map<String, Value>), String> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("400 Bad Request: Failed to decode JSON object: {e}"))?;
+/// The body's command name and parameters, or why not (its text is werkzeug's 400).
+fn parse_command(body: &[u8]) -> Result<(String, serde_json::Map<String, Value>), BadCommand> {
+    let v: Value = serde_json::from_slice(body)?;
     match (v.get("name"), v.get("params")) {
         (Some(Value::String(name)), Some(Value::Object(params))) => {
             Ok((name.clone(), params.clone()))
         }
-        _ => Err("400 Bad Request: Missing or invalid name or params".to_string()),
+        _ => Err(BadCommand::Shape),
     }
+}
+
+/// A command body IPA refuses.
+#[derive(Debug, thiserror::Error)]
+enum BadCommand {
+    #[error("400 Bad Request: Failed to decode JSON object: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("400 Bad Request: Missing or invalid name or params")]
+    Shape,
 }
 
 /// IPA's token check: the `agent_token` query parameter must equal the agent's token;

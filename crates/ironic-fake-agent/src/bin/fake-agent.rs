@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use ironic_load::fake_agent::{AgentConfig, FakeAgent};
+use ironic_fake_agent::{AgentConfig, FakeAgent};
 
 #[derive(Parser)]
 #[command(about = "A simulated ironic-python-agent for one node")]

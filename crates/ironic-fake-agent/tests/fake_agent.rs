@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ironic_drivers::agent_client::{AgentClient, AgentError, CommandStatus, Endpoint, Settings};
-use ironic_load::fake_agent::{AgentConfig, FakeAgent};
+use ironic_fake_agent::{AgentConfig, FakeAgent};
 use serde_json::{Value, json};
 
 const NODE: &str = "1be26c0b-03f2-4d2e-ae87-c02d7f33c123";
