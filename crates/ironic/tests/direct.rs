@@ -244,6 +244,18 @@ async fn lifecycle(backend: Backend) {
     let n = wait_for(&s, &uuid, "active", Duration::from_secs(30)).await;
     assert_eq!(n["power_state"], "power on", "{n}");
     assert_eq!(n["last_error"], Value::Null);
+    // A step that looks again (the BMC polled after the agent's power-off) started
+    // once and ended once, however often it ran.
+    let journal = n["driver_internal_info"]["fake_journal"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let events: Vec<&str> = journal
+        .iter()
+        .filter(|e| e["step"] == "deploy.tear_down_agent")
+        .filter_map(|e| e["event"].as_str())
+        .collect();
+    assert_eq!(events, ["started", "done"], "{journal:?}");
     assert_eq!(
         names(&a),
         [

@@ -232,12 +232,26 @@ impl Provisioner {
     pub(super) async fn run_steps(
         self: Arc<Self>,
         flow: Flow,
-        mut held: Held,
+        held: Held,
         list: Vec<Step>,
         from: usize,
     ) {
+        self.run_from(flow, held, list, from, false).await;
+    }
+
+    /// [`Provisioner::run_steps`]; `again`: the step at `from` runs again (a recheck,
+    /// a step sent to the agent again), so it does not start again in its events.
+    async fn run_from(
+        self: Arc<Self>,
+        flow: Flow,
+        mut held: Held,
+        list: Vec<Step>,
+        from: usize,
+        again: bool,
+    ) {
         let uuid = held.node.uuid.to_string();
         for (i, step) in list.iter().enumerate().skip(from) {
+            let started = !(again && i == from);
             *flow.step_mut(&mut held.node) = step_json(step);
             Steps::set_index(flow, &mut held.node, Some(i));
             // Saved before it runs: whoever looks (or takes over) sees the step running.
@@ -256,15 +270,18 @@ impl Provisioner {
             match outcome {
                 Ok(Outcome::Done) => self.step_event(&mut held.node, step, "done"),
                 Ok(Outcome::Wait(d)) => {
-                    self.wait(flow, held, Some(step), Until::Time(d)).await;
+                    self.wait_in(flow, held, Some(step), Until::Time(d), started)
+                        .await;
                     return;
                 }
                 Ok(Outcome::Callback) => {
-                    self.wait(flow, held, Some(step), Until::Event).await;
+                    self.wait_in(flow, held, Some(step), Until::Event, started)
+                        .await;
                     return;
                 }
                 Ok(Outcome::Recheck(d)) => {
-                    self.wait(flow, held, Some(step), Until::Recheck(d)).await;
+                    self.wait_in(flow, held, Some(step), Until::Recheck(d), started)
+                        .await;
                     return;
                 }
                 Err(why) => {
@@ -289,13 +306,27 @@ impl Provisioner {
     pub(super) async fn wait(
         self: &Arc<Self>,
         flow: Flow,
-        mut held: Held,
+        held: Held,
         step: Option<&Step>,
         until: Until,
     ) {
+        self.wait_in(flow, held, step, until, true).await;
+    }
+
+    /// [`Provisioner::wait`]; `started`: the step starts now (its event is recorded),
+    /// rather than waits again.
+    async fn wait_in(
+        self: &Arc<Self>,
+        flow: Flow,
+        mut held: Held,
+        step: Option<&Step>,
+        until: Until,
+        started: bool,
+    ) {
         let uuid = held.node.uuid.to_string();
         match step {
-            Some(s) => self.step_event(&mut held.node, s, "started"),
+            Some(s) if started => self.step_event(&mut held.node, s, "started"),
+            Some(_) => {}
             None => {
                 flow.step_mut(&mut held.node).clear();
                 Steps::set_index(flow, &mut held.node, None);
@@ -398,14 +429,14 @@ impl Provisioner {
                     return;
                 }
             };
-            let ours =
-                held.node.provision_state == flow.waiting() && Wait::is(flow, &held.node, &token);
-            if !ours {
+            let wait = Wait::of(flow, &held.node)
+                .filter(|w| held.node.provision_state == flow.waiting() && w.token == token);
+            let Some(wait) = wait else {
                 tracing::info!(node = %nref.uuid, flow = flow.kind(), "the wait ended meanwhile (aborted, or continued elsewhere)");
                 held.release().await;
                 return;
-            }
-            let recheck = Wait::of(flow, &held.node).is_some_and(|w| w.recheck);
+            };
+            let recheck = wait.recheck;
             let (list, index) = match Steps::of(flow, &held.node) {
                 Ok(Steps { list, index }) => (list, index),
                 Err(why) => {
@@ -546,7 +577,7 @@ impl Provisioner {
                 }
             }
             tracing::info!(node = %nref.uuid, flow = flow.kind(), from, "wait over; continuing");
-            self.run_steps(flow, held, list, from).await;
+            self.run_from(flow, held, list, from, rerun).await;
         })
     }
 
