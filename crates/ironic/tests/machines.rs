@@ -135,6 +135,9 @@ async fn inspect_on_the_bed(backend: Backend, ramdisk: &Value, image: &Value) {
         .trim(),
     )
     .unwrap();
+    if let Some(p) = machine["serial_log"].as_str() {
+        *SERIAL_LOG.lock().unwrap_or_else(|e| e.into_inner()) = Some(PathBuf::from(p));
+    }
     let service = script(
         "bed.sh",
         &["service"],
@@ -454,6 +457,31 @@ enum Client {
     Metalsmith,
 }
 
+/// The bed machine's serial console log, named in failure messages (set when the
+/// machine comes up).
+static SERIAL_LOG: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// The last lines of the machine's serial console (the agent's log), without its
+/// routine polling and heartbeat lines: what a failed wait shows of the machine's
+/// side.
+fn serial_tail() -> String {
+    let path = SERIAL_LOG.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
+        return String::new();
+    };
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !l.contains("GET /v1/commands") && !l.contains("sleeping before next heartbeat")
+        })
+        .collect();
+    let tail = &lines[lines.len().saturating_sub(40)..];
+    format!(
+        "\n-- the machine's serial console, its last lines:\n{}",
+        tail.join("\n")
+    )
+}
+
 /// The clients' virtualenv (`scripts/test.sh` installs python-openstackclient and
 /// metalsmith beside the other peers).
 fn venv_bin(name: &str) -> PathBuf {
@@ -480,9 +508,10 @@ async fn openstack(s: &common::Server, args: &[&str]) -> String {
     .unwrap();
     assert!(
         out.status.success(),
-        "openstack baremetal {args:?}: {}{}",
+        "openstack baremetal {args:?}: {}{}{}",
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        serial_tail()
     );
     String::from_utf8(out.stdout).unwrap()
 }
@@ -792,7 +821,8 @@ async fn wait_for(s: &common::Server, uuid: &str, state: &str, within: Duration)
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "node {uuid} not {state} within {within:?}: {node}"
+            "node {uuid} not {state} within {within:?}: {node}{}",
+            serial_tail()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
