@@ -181,7 +181,10 @@ impl<'a> Session<'a> {
             .uri(format!("{}{path}", self.api.prefix))
             .header(header::HOST, &self.api.authority)
             .header(header::ACCEPT, "application/json")
-            .header(header::USER_AGENT, "ironic-python-agent (ironic-load fake)")
+            .header(
+                header::USER_AGENT,
+                "ironic-python-agent (ironic-fake-agent)",
+            )
             .header("x-openstack-ironic-api-version", microversion);
         if body.is_some() {
             req = req.header(header::CONTENT_TYPE, "application/json");

@@ -7,7 +7,6 @@
 
 use super::*;
 use ironic_drivers::boot::{BootContext, Purpose};
-use ironic_drivers::interfaces::BootInterface;
 
 /// The boot interface's calls that change the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +28,6 @@ impl BootCall {
     }
 }
 
-/// The node's boot interface, through its driver.
-pub(super) fn boot_interface<'d>(driver: &'d dyn Driver, node: &Node) -> &'d dyn BootInterface {
-    driver.boot_for(node.interfaces.get("boot"))
-}
-
 impl Provisioner {
     /// Calls the node's boot interface and applies what it changed to the node in
     /// memory (the caller saves it); `Err` is the interface's reason.
@@ -43,7 +37,7 @@ impl Provisioner {
         call: BootCall,
     ) -> Result<(), WorkFailed> {
         let driver = self.driver_of(node)?;
-        let boot = boot_interface(driver, node);
+        let boot = driver.boot_for(node.interfaces.get("boot"));
         let macs = match boot.boots_from_network() {
             true => self.pxe_macs(node).await?,
             false => Vec::new(),

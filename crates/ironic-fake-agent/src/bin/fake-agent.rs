@@ -1,4 +1,4 @@
-//! One simulated ramdisk agent (`ironic_load::fake_agent`) as a process, for scripts
+//! One simulated ramdisk agent (`ironic_fake_agent`) as a process, for scripts
 //! that drive the `direct` deploy with the real clients and no machine
 //! (`tests/compat/openstackclient.sh`): it looks its node up by MAC, heartbeats, and
 //! answers the conductor's commands until it is stopped (SIGTERM, SIGINT). Prints its
